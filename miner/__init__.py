@@ -1,0 +1,1 @@
+"""Miner side: the FastAPI app, auth layers, reference planners and reference tools."""

@@ -1,0 +1,73 @@
+"""What a reference tool is, and the registry that names them.
+
+A tool is an async function ``(params, ctx) -> ToolResult``. It raises
+:class:`ToolError` for a clean failure (bad params, nothing found); anything
+else it raises is reported as an internal tool error by the caller. Tools are
+deterministic and touch no network unless explicitly configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.output import NodeOutput
+
+
+class ToolError(Exception):
+    """A tool failed cleanly; the message is safe to show to the caller."""
+
+    def __init__(self, message: str, *, cost_tao: float = 0.0) -> None:
+        super().__init__(message)
+        self.cost_tao = cost_tao
+
+
+@dataclass(slots=True)
+class ToolContext:
+    task_id: str
+    node_id: str
+    attempt: int  # 1-based
+    timeout_seconds: float
+
+
+@dataclass(slots=True)
+class ToolResult:
+    output: NodeOutput
+    cost_tao: float = 0.0
+
+
+Tool = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A registered tool and what a planner should expect of it."""
+
+    name: str
+    fn: Tool
+    description: str = ""
+    cost_tao: float = 0.0
+    latency_s: float = 0.0
+
+
+@dataclass
+class ToolRegistry:
+    _tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._tools:
+            raise ValueError(f"tool {spec.name!r} is already registered")
+        self._tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    async def call(self, action: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        spec = self._tools.get(action)
+        if spec is None:
+            raise ToolError(f"unknown action {action!r}; known: {', '.join(self.names())}")
+        return await spec.fn(params, ctx)

@@ -1,0 +1,1 @@
+"""dagnet wire protocol: models, DataRef grammar, plan validation. Pure: no I/O."""

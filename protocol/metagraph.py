@@ -1,0 +1,49 @@
+"""A read-only snapshot of the subnet's metagraph, as neurons see it.
+
+The chain layer (bittensor or the embedded devnet) produces these; the miner's
+blacklist and the validator's sampling only ever read a snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Axon:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Neuron:
+    uid: int
+    hotkey: str
+    stake: float = 0.0
+    validator_permit: bool = False
+    axon: Axon | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetagraphSnapshot:
+    netuid: int
+    block: int
+    neurons: tuple[Neuron, ...] = ()
+    _by_hotkey: dict[str, Neuron] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_hotkey.update({n.hotkey: n for n in self.neurons})
+
+    def by_hotkey(self, hotkey: str) -> Neuron | None:
+        return self._by_hotkey.get(hotkey)
+
+    def by_uid(self, uid: int) -> Neuron | None:
+        for neuron in self.neurons:
+            if neuron.uid == uid:
+                return neuron
+        return None

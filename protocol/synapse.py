@@ -1,0 +1,130 @@
+"""Neuron-to-neuron messages: the task package (``WorkflowSynapse``) and ``NodeSynapse``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .output import NodeOutput
+from .plan import WorkflowPlan
+
+SCORING_VERSION = 1
+"""Published as the integer ``version_key`` with weights and in ``/health``."""
+
+Aggregation = Literal["majority_vote", "median_logit"]
+
+
+class Constraints(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_budget_tao: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_latency_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    allowed_subnets: list[str] | None = None
+
+
+class ToolInfo(BaseModel):
+    """A subnet a plan may call: the kind of service it offers and what it costs.
+
+    ``fail_first`` is for local networks and benchmarks: a stand-in provider of this
+    subnet fails the first N attempts of every node, so declared retries matter.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    avg_cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    avg_latency: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    fail_first: int = Field(default=0, ge=0, le=10)
+
+
+class RoutingRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    top_k: int = Field(default=1, ge=1, le=16)
+    aggregation: Aggregation = "majority_vote"
+
+
+class StepHint(BaseModel):
+    """One abstract step a task needs done, for planners that work without a model.
+
+    A hint says *what* (an action and its params, which may hold DataRefs to other
+    steps); the miner decides *how*: which allowed subnet of ``kind`` runs it, the
+    edges, parallelism, retries and timeouts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    action: str = Field(min_length=1, max_length=128)
+    kind: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskPackage(BaseModel):
+    """What a validator sends: everything a miner needs to design a plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1, max_length=128)
+    task_type: str = Field(min_length=1, max_length=64)
+    description: str = Field(default="", max_length=64 * 1024)
+    quality_criteria: dict[str, Any] = Field(default_factory=dict)
+    constraints: Constraints = Field(default_factory=Constraints)
+    available_tools: dict[str, ToolInfo] = Field(default_factory=dict)
+    routing_policy: dict[str, RoutingRule] = Field(default_factory=dict)
+    steps: list[StepHint] = Field(default_factory=list, max_length=256)
+    send_block: int = Field(default=0, ge=0)
+    scoring_version: int = SCORING_VERSION
+
+    def route(self, subnet: str) -> RoutingRule:
+        return self.routing_policy.get(subnet) or self.routing_policy.get("default") or RoutingRule()
+
+
+class WorkflowSynapse(TaskPackage):
+    """The task package with the miner's answer filled in.
+
+    Miner fields are optional on the model so a request and a response share it;
+    :func:`protocol.response.check_response` enforces that a response has them all.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    miner_uid: int | None = Field(default=None, ge=0)
+    workflow_plan: WorkflowPlan | None = None
+    total_estimated_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    total_estimated_latency: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    confidence: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    reasoning: str | None = Field(default=None, max_length=16 * 1024)
+
+
+MINER_FIELDS = (
+    "miner_uid",
+    "workflow_plan",
+    "total_estimated_cost",
+    "total_estimated_latency",
+    "confidence",
+    "reasoning",
+)
+
+
+class NodeSynapse(BaseModel):
+    """One resolved node, sent to a tool provider of its subnet."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1, max_length=128)
+    node_id: str = Field(min_length=1, max_length=64)
+    subnet: str = Field(min_length=1, max_length=64)
+    action: str = Field(min_length=1, max_length=128)
+    params: dict[str, Any] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    attempt: int = Field(default=1, ge=1)
+
+
+class NodeResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    output: NodeOutput | None = None
+    cost_tao: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    error: str | None = Field(default=None, max_length=4096)

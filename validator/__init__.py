@@ -1,0 +1,1 @@
+"""Validator side: the DAG executor, node runners, one validation step, weights."""
