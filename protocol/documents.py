@@ -1,0 +1,87 @@
+"""Loading a plan from any document a user may hand to ``dagnet plan check`` / ``dagnet run``.
+
+Three shapes are accepted (SPEC §11): a bare workflow plan, a miner's
+``WorkflowSynapse`` response (only ``workflow_plan`` and ``total_estimated_cost``
+are read, so a response saved without its task fields still loads), and a seed-004
+``{"dag": [...]}`` document. This module checks shape only; graph rules are
+:func:`protocol.validation.check_plan`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .plan import WorkflowPlan
+from .seed004 import import_seed004, is_seed004
+
+__all__ = ["PlanDocument", "PlanLoadError", "format_validation_error", "load_plan_document"]
+
+DocumentKind = Literal["plan", "synapse", "seed004"]
+
+_MAX_REPORTED = 5
+_INPUT_MAX = 80
+
+
+class PlanLoadError(ValueError):
+    """The document is not a plan in any accepted shape; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDocument:
+    plan: WorkflowPlan
+    total_estimated_cost: float | None
+    kind: DocumentKind
+
+
+class _SynapseAnswer(BaseModel):
+    """The part of a ``WorkflowSynapse`` response a plan document needs."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    workflow_plan: WorkflowPlan
+    total_estimated_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """Pydantic errors as ``nodes.0.id: String should match pattern ...``, joined by ``; ``.
+
+    At most five are listed, followed by a count of the rest.
+    """
+    errors = exc.errors(include_url=False, include_input=False)
+    parts = [_format_one(error) for error in errors[:_MAX_REPORTED]]
+    if len(errors) > _MAX_REPORTED:
+        parts.append(f"and {len(errors) - _MAX_REPORTED} more errors")
+    return "; ".join(parts)
+
+
+def _format_one(error: Any) -> str:
+    location = ".".join(str(part) for part in error["loc"])
+    message = error["msg"]
+    if len(message) > _INPUT_MAX * 2:
+        message = message[: _INPUT_MAX * 2] + "..."
+    return f"{location or '(document)'}: {message}"
+
+
+def load_plan_document(doc: Any) -> PlanDocument:
+    """Recognise and validate ``doc`` (already parsed JSON); raises :class:`PlanLoadError`."""
+    if not isinstance(doc, dict):
+        raise PlanLoadError(f"(document): expected a JSON object, got {type(doc).__name__}")
+    if is_seed004(doc):
+        try:
+            return PlanDocument(import_seed004(doc), None, "seed004")
+        except ValueError as exc:
+            raise PlanLoadError(f"seed-004 {exc}") from None
+    if "workflow_plan" in doc:
+        answer = _validate(_SynapseAnswer, doc)
+        return PlanDocument(answer.workflow_plan, answer.total_estimated_cost, "synapse")
+    return PlanDocument(_validate(WorkflowPlan, doc), None, "plan")
+
+
+def _validate(model: type[BaseModel], doc: dict) -> Any:
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise PlanLoadError(format_validation_error(exc)) from None

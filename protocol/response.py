@@ -1,0 +1,104 @@
+"""Validator-side checks of a miner's ``WorkflowSynapse`` answer (SPEC §2, §5).
+
+An invalid response scores 0 and its plan never runs. Per-node static blocks
+(``PlanCheck.node_errors``) do not make a response invalid: those nodes are blocked
+when the plan executes and cost the miner completion instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .documents import format_validation_error
+from .limits import DEFAULT_LIMITS, Limits
+from .plan import WorkflowPlan
+from .synapse import MINER_FIELDS, TaskPackage, WorkflowSynapse
+from .validation import PlanCheck, check_plan
+
+__all__ = ["ResponseCheck", "check_response"]
+
+_ERRORS_REPORTED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCheck:
+    """``ok`` exactly when ``reason`` is ``None``; ``plan_check`` exists once the plan was checked."""
+
+    ok: bool
+    reason: str | None = None
+    synapse: WorkflowSynapse | None = None
+    plan_check: PlanCheck | None = None
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str, synapse: WorkflowSynapse | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.synapse = synapse
+
+
+def check_response(raw: bytes, request: TaskPackage, *, limits: Limits = DEFAULT_LIMITS) -> ResponseCheck:
+    """Decide whether ``raw`` is a valid answer to ``request``. Never raises on any bytes."""
+    try:
+        doc, synapse = _parse(raw, limits)
+        plan = _check_fields(doc, synapse, request)
+    except _Rejected as rejected:
+        return ResponseCheck(ok=False, reason=rejected.reason, synapse=rejected.synapse)
+    plan_check = check_plan(plan, limits=limits, allowed_subnets=request.constraints.allowed_subnets)
+    if not plan_check.runnable:
+        return ResponseCheck(False, f"invalid plan: {_summary(plan_check.errors)}", synapse, plan_check)
+    return ResponseCheck(True, None, synapse, plan_check)
+
+
+def _parse(raw: bytes, limits: Limits) -> tuple[dict[str, Any], WorkflowSynapse]:
+    if len(raw) > limits.max_response_bytes:
+        raise _Rejected(f"response too large: {len(raw)} bytes > {limits.max_response_bytes}")
+    try:
+        doc = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise _Rejected(f"response is not JSON: {_short(exc)}") from None
+    if not isinstance(doc, dict):
+        raise _Rejected(f"response is not a JSON object: got {type(doc).__name__}")
+    try:
+        return doc, WorkflowSynapse.model_validate(doc)
+    except ValidationError as exc:
+        raise _Rejected(f"schema violation: {format_validation_error(exc)}") from None
+    except RecursionError:
+        raise _Rejected("schema violation: response nested too deeply") from None
+
+
+def _check_fields(doc: dict[str, Any], synapse: WorkflowSynapse, request: TaskPackage) -> WorkflowPlan:
+    """The miner's fields are all there and match the request; returns the plan."""
+    required = ("scoring_version", *MINER_FIELDS)  # scoring_version has a model default
+    missing = [name for name in required if doc.get(name) is None]
+    if missing:
+        raise _Rejected(f"missing miner fields: {', '.join(missing)}", synapse)
+    if synapse.scoring_version != request.scoring_version:
+        raise _Rejected(
+            f"scoring_version mismatch: got {synapse.scoring_version}, expected {request.scoring_version}",
+            synapse,
+        )
+    if synapse.task_id != request.task_id:
+        raise _Rejected(f"task_id mismatch: got {synapse.task_id!r}, expected {request.task_id!r}", synapse)
+    assert synapse.workflow_plan is not None  # checked as a required field above
+    return synapse.workflow_plan
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard constant {name}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 160 else text[:160] + "..."
+
+
+def _summary(errors: list[str]) -> str:
+    text = "; ".join(errors[:_ERRORS_REPORTED])
+    if len(errors) > _ERRORS_REPORTED:
+        text += f"; and {len(errors) - _ERRORS_REPORTED} more"
+    return text

@@ -1,0 +1,47 @@
+"""Imports flow one way (docs/architecture.md): a layer never imports one above it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = {"protocol", "sandbox", "scoring", "validator", "miner", "neurons"}
+ALLOWED = {
+    "protocol": set(),
+    "sandbox": set(),
+    "scoring": {"protocol", "sandbox"},
+    "validator": {"protocol", "scoring", "sandbox"},
+    "miner": {"protocol", "sandbox"},
+    "neurons": OURS,
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & OURS
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_the_layers_below_it(package):
+    offenders = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = _imported_packages(path) - ALLOWED[package] - {package}
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = sorted(bad)
+    assert offenders == {}
+
+
+def test_protocol_does_no_io():
+    forbidden = {"httpx", "aiohttp", "fastapi", "uvicorn", "sqlite3", "subprocess", "socket", "bittensor"}
+    for path in (ROOT / "protocol").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+        assert not names & forbidden, f"{path.name} imports {names & forbidden}"
