@@ -1,0 +1,94 @@
+"""``LocalRunner``: a :class:`protocol.runner.NodeRunner` over an in-process tool registry.
+
+Every node runs on the registry by its ``action``, whatever its ``subnet``. Given
+a subnet table (a task's ``available_tools``), the runner also plays the part of
+those subnets' providers: it awaits each subnet's ``avg_latency``, charges its
+``avg_cost`` on top of the tool's own cost, and fails the first ``fail_first``
+attempts of every node on a flaky subnet. So a plan's choice of subnets costs and
+takes time in a local run the way it would on the network.
+
+The zero-latency path makes no extra awaits: the executor's throughput
+benchmark pushes 100k+ nodes/s through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+
+from protocol.output import NodeOutput
+from protocol.runner import NodeCall, NodeResult
+from protocol.synapse import ToolInfo
+
+from ._common import describe_errors
+from .base import ToolContext, ToolError, ToolRegistry
+
+ERROR_MAX_CHARS = 2000
+"""Longer error messages are cut (with a marker) so a report stays readable."""
+
+
+class LocalRunner:
+    """Run nodes on ``registry``; price and delay them by ``subnets`` when given.
+
+    Never raises for a failed node: a :class:`ToolError` becomes an error result
+    carrying its cost, any other exception ``"internal tool error: <Type>: msg"``.
+    Cancellation (the executor's timeout) propagates as it should.
+    """
+
+    __slots__ = ("_registry", "_subnets")
+
+    def __init__(self, registry: ToolRegistry, subnets: Mapping[str, ToolInfo] | None = None) -> None:
+        self._registry = registry
+        self._subnets = dict(subnets) if subnets is not None else None
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        if self._subnets is None:
+            return await self._run_tool(call, 0.0)
+        info = self._subnets.get(call.subnet)
+        if info is None:
+            known = ", ".join(sorted(self._subnets)) or "none"
+            return NodeResult(None, error=f"subnet {call.subnet!r} is not available (known: {known})")
+        if info.avg_latency > 0:
+            await asyncio.sleep(info.avg_latency)
+        if call.attempt <= info.fail_first:
+            return NodeResult(
+                None, cost_tao=info.avg_cost, error=f"subnet {call.subnet} unavailable (attempt {call.attempt})"
+            )
+        return await self._run_tool(call, info.avg_cost)
+
+    async def _run_tool(self, call: NodeCall, surcharge: float) -> NodeResult:
+        ctx = ToolContext(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
+        try:
+            result = await self._registry.call(call.action, call.params, ctx)
+            output, cost = _checked(result.output, result.cost_tao)
+        except ToolError as err:
+            return NodeResult(None, cost_tao=_cost(err.cost_tao) + surcharge, error=_clip(str(err)))
+        except Exception as exc:  # a tool bug must fail the node, never the executor
+            return NodeResult(None, cost_tao=surcharge, error=_clip(f"internal tool error: {type(exc).__name__}: {exc}"))
+        return NodeResult(output, cost_tao=cost + surcharge)
+
+
+def _checked(output: object, cost: object) -> tuple[NodeOutput, float]:
+    """The tool's output as a validated ``NodeOutput`` and its cost, or ``ToolError``."""
+    if type(output) is not NodeOutput:
+        try:
+            output = NodeOutput.model_validate(output)
+        except ValidationError as exc:
+            raise ToolError(f"output rejected: {describe_errors(exc)}") from None
+    if not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
+        raise ToolError(f"tool reported an invalid cost: {cost!r}")
+    return output, float(cost)
+
+
+def _cost(value: float) -> float:
+    """A ToolError's cost, with nonsense (negative, NaN, infinite) read as zero."""
+    return value if isinstance(value, (int, float)) and 0 <= value < math.inf else 0.0
+
+
+def _clip(message: str) -> str:
+    if len(message) <= ERROR_MAX_CHARS:
+        return message
+    return message[: ERROR_MAX_CHARS - 15] + " …[truncated]"

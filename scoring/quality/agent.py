@@ -1,0 +1,88 @@
+"""``agent``: the share of the goal checklist the final output's text satisfies.
+
+Items: ``{"type": "keyword", "text"}`` (case-insensitive substring),
+``{"type": "regex", "pattern"}`` (``re.search``), ``{"type": "json_key", "key":
+"a.b", "equals"?}`` (the text is JSON and the dotted key exists, equal to
+``equals`` after canonicalisation when given). An item that is malformed, of an
+unknown type, or whose pattern does not compile counts as not passed, with the
+reason in the details. Patterns come from the benchmark (trusted); only their
+length is bounded here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import jsonvalue
+from .base import Quality, output_text
+
+MAX_PATTERN_CHARS = 1024
+
+
+def score(reference: Mapping[str, Any], final_output: object) -> Quality:
+    checklist = reference.get("goal_checklist")
+    if not isinstance(checklist, list) or not checklist:
+        return Quality.zero("task has no goal_checklist")
+    text = output_text(final_output)
+    results = [_check(item, text) for item in checklist]
+    passed = sum(1 for result in results if result["passed"])
+    return Quality(passed / len(results), {"passed": passed, "total": len(results), "items": results})
+
+
+def _check(item: object, text: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        return {"type": None, "passed": False, "reason": "item is not an object"}
+    kind = item.get("type")
+    checker = _CHECKS.get(kind) if isinstance(kind, str) else None
+    if checker is None:
+        return {"type": kind if isinstance(kind, str) else None, "passed": False, "reason": "unknown item type"}
+    passed, reason = checker(item, text)
+    result: dict[str, Any] = {"type": kind, "passed": passed}
+    if reason:
+        result["reason"] = reason
+    return result
+
+
+def _keyword(item: Mapping[str, Any], text: str) -> tuple[bool, str]:
+    needle = item.get("text")
+    if not isinstance(needle, str) or not needle:
+        return False, "keyword item needs a non-empty 'text'"
+    return needle.casefold() in text.casefold(), ""
+
+
+def _regex(item: Mapping[str, Any], text: str) -> tuple[bool, str]:
+    pattern = item.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        return False, "regex item needs a non-empty 'pattern'"
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return False, f"pattern longer than {MAX_PATTERN_CHARS} characters"
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        return False, f"invalid pattern: {exc}"
+    return compiled.search(text) is not None, ""
+
+
+def _json_key(item: Mapping[str, Any], text: str) -> tuple[bool, str]:
+    key = item.get("key")
+    if not isinstance(key, str) or not key:
+        return False, "json_key item needs a non-empty 'key'"
+    try:
+        document = jsonvalue.parse(text)
+    except jsonvalue.NotJSON:
+        return False, "text is not JSON"
+    found, value = jsonvalue.lookup(document, key)
+    if not found:
+        return False, f"key {key!r} not found"
+    if "equals" in item and jsonvalue.canonical(value) != jsonvalue.canonical(item["equals"]):
+        return False, f"key {key!r} has a different value"
+    return True, ""
+
+
+_CHECKS: dict[str, Callable[[Mapping[str, Any], str], tuple[bool, str]]] = {
+    "keyword": _keyword,
+    "regex": _regex,
+    "json_key": _json_key,
+}

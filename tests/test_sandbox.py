@@ -1,0 +1,238 @@
+"""The sandbox: normal code runs, and each attack fails inside it with the host unharmed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import select
+import signal
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+import sandbox
+from sandbox import SandboxLimits, SandboxUnavailable, run_python, run_python_async
+from sandbox import run as sandbox_run
+from sandbox.isolation import NONE, candidates
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = SandboxLimits(cpu_seconds=2, wall_seconds=8, memory_bytes=256 * 2**20, max_processes=16)
+
+_AS_ROOT = os.geteuid() == 0
+_FALLBACKS = {iso.name: iso for iso in candidates(as_root=_AS_ROOT) if iso.kind != "bwrap"}
+
+
+@pytest.fixture(params=["best", *_FALLBACKS])
+def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test under the machine's best isolation, then under each fallback that works here."""
+    if request.param == "best":
+        return sandbox.isolation_available()
+    chosen = _FALLBACKS[request.param]
+    if not sandbox_run._probe(chosen):
+        pytest.skip(f"fallback {chosen.name} cannot start the interpreter on this machine")
+    monkeypatch.setattr(sandbox_run, "_detect", lambda: chosen)
+    return chosen.name
+
+
+@pytest.fixture(autouse=True)
+def host_unharmed():
+    """After every test the caller keeps its identity and its own limits."""
+    before = _identity_and_limits()
+    yield
+    assert _identity_and_limits() == before
+
+
+def _identity_and_limits() -> tuple[object, ...]:
+    return (os.getuid(), os.getgid(), resource.getrlimit(resource.RLIMIT_NPROC), resource.getrlimit(resource.RLIMIT_AS))
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+# --- normal code -------------------------------------------------------------------------
+
+
+def test_runs_files_with_args_and_stdin(isolation: str) -> None:
+    files = {
+        "main.py": "import sys\nprint(sys.stdin.read().upper(), sys.argv[1:], open('data/in.txt').read())\n",
+        "data/in.txt": "nested",
+    }
+    result = run_python(files, ["main.py", "a", "b"], stdin="hello")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "HELLO ['a', 'b'] nested\n"
+    assert not result.timed_out and not result.output_truncated
+    assert result.isolation == isolation
+
+
+def test_script_can_write_its_own_work_dir(isolation: str) -> None:
+    code = "open('out.txt', 'w').write('ok')\nprint(open('out.txt').read())\n"
+    result = run_python({"main.py": code}, ["main.py"])
+    assert (result.returncode, result.stdout) == (0, "ok\n")
+
+
+def test_exit_status_and_stderr_are_reported(isolation: str) -> None:
+    result = run_python({}, ["-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+    assert (result.returncode, result.stderr) == (3, "boom")
+
+
+def test_death_by_signal_reports_128_plus_signal(isolation: str) -> None:
+    result = run_python({}, ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"])
+    assert result.returncode == 128 + signal.SIGTERM
+
+
+def test_environment_is_clean(isolation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAGNET_SECRET", "hunter2")
+    result = run_python({}, ["-c", "import os; print(sorted(os.environ))"])
+    assert "DAGNET_SECRET" not in result.stdout
+    assert result.returncode == 0
+
+
+def test_runs_as_unprivileged_user() -> None:
+    if sandbox.isolation_available() != "bwrap" and not _AS_ROOT:
+        pytest.skip("without bubblewrap a non-root caller's runs keep its uid")
+    result = run_python({}, ["-c", "import os; print(os.getuid(), os.geteuid())"])
+    assert result.stdout.split() == ["65534", "65534"]
+
+
+def test_stdout_and_stderr_are_capped(isolation: str) -> None:
+    limits = SandboxLimits(max_output_bytes=1000)
+    code = "import sys\nsys.stdout.write('x' * 2_000_000)\nsys.stderr.write('y' * 5000)\n"
+    result = run_python({"main.py": code}, ["main.py"], limits=limits)
+    assert result.returncode == 0
+    assert result.stdout == "x" * 1000 and result.stderr == "y" * 1000
+    assert result.output_truncated
+
+
+def test_work_dir_is_deleted(isolation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_python({"a.py": "x = 1", "d/b.py": ""}, ["-c", "open('junk', 'w').write('x')"])
+    assert result.returncode == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["/etc/x.py", "../x.py", "a/../../x.py", "", "."])
+def test_file_names_must_stay_inside_the_work_dir(name: str) -> None:
+    with pytest.raises(ValueError, match="relative path"):
+        run_python({name: "x"}, ["-c", "pass"])
+
+
+def test_refuses_when_no_isolation_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_run, "_detect", lambda: NONE)
+    with pytest.raises(SandboxUnavailable):
+        run_python({}, ["-c", "print('never')"])
+
+
+async def test_blocking_form_works_inside_a_running_loop() -> None:
+    result = run_python({}, ["-c", "print(6 * 7)"])
+    assert result.stdout == "42\n"
+
+
+async def test_concurrent_async_runs_are_independent() -> None:
+    results = await asyncio.gather(*(run_python_async({}, ["-c", f"print({i})"]) for i in range(4)))
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+
+
+def test_bad_limits_are_rejected() -> None:
+    with pytest.raises(ValueError, match="wall_seconds"):
+        SandboxLimits(wall_seconds=0)
+    with pytest.raises(ValueError, match="max_processes"):
+        SandboxLimits(max_processes=-1)
+
+
+# --- attacks -----------------------------------------------------------------------------
+
+
+def test_cpu_bound_infinite_loop_is_stopped(isolation: str) -> None:
+    limits = SandboxLimits(cpu_seconds=1, wall_seconds=10)
+    result = run_python({"main.py": "while True:\n    pass\n"}, ["main.py"], limits=limits)
+    assert result.timed_out or result.returncode in (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
+
+
+def test_wall_timeout_kills_the_whole_run(isolation: str) -> None:
+    token = f"dagnet-sleeper-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # {token}'])\n"
+        "time.sleep(60)\n"
+    )
+    result = run_python({}, ["-c", code + f"# {token}"], limits=SandboxLimits(wall_seconds=1.5))
+    assert result.timed_out and result.returncode is None
+    assert _processes_with(token) == []
+
+
+async def test_cancelling_the_caller_kills_the_run() -> None:
+    token = f"dagnet-cancelled-{uuid.uuid4().hex}"
+    code = f"import time\ntime.sleep(60)  # {token}\n"
+    job = asyncio.ensure_future(run_python_async({}, ["-c", code], limits=SandboxLimits(wall_seconds=60)))
+    while not _processes_with(token) and not job.done():  # poll until it really runs
+        await asyncio.sleep(0.01)
+    assert not job.done()
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert _processes_with(token) == []
+
+
+def test_fork_bomb_hits_the_process_limit(isolation: str) -> None:
+    token = f"dagnet-bomb-{uuid.uuid4().hex}"
+    code = f"import os\nwhile True:\n    os.fork()  # {token}\n"
+    result = run_python({}, ["-c", code], limits=SMALL)
+    assert result.timed_out or result.returncode != 0
+    assert "BlockingIOError" in result.stderr or result.timed_out
+    assert _processes_with(token) == []
+
+
+def test_memory_hog_gets_memory_error(isolation: str) -> None:
+    result = run_python({}, ["-c", "block = bytearray(1024 * 2**20)"], limits=SMALL)
+    assert result.returncode != 0
+    assert "MemoryError" in result.stderr
+
+
+def test_write_to_repo_fails_and_leaves_no_file(isolation: str) -> None:
+    target = REPO / f"pwned-{uuid.uuid4().hex}"
+    result = run_python({}, ["-c", f"open({str(target)!r}, 'w').write('pwned')"])
+    assert result.returncode != 0
+    assert not target.exists()
+
+
+def test_existing_host_file_cannot_be_changed(isolation: str, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original")
+    victim.chmod(0o666)
+    result = run_python({}, ["-c", f"open({str(victim)!r}, 'a').write('pwned')"])
+    assert result.returncode != 0
+    assert victim.read_text() == "original"
+
+
+def test_write_to_host_tmp_does_not_reach_the_host(isolation: str) -> None:
+    if isolation != "bwrap":
+        pytest.skip("fallbacks do not protect world-writable directories (docs/sandbox.md)")
+    target = Path("/tmp") / f"x-{uuid.uuid4().hex}"
+    result = run_python({}, ["-c", f"open({str(target)!r}, 'w').write('pwned')"])
+    assert result.returncode == 0  # it wrote to its private /tmp
+    assert not target.exists()
+
+
+def test_network_connection_never_arrives(isolation: str) -> None:
+    if "netns" not in isolation and isolation != "bwrap":
+        pytest.skip("this fallback has no network namespace (docs/sandbox.md)")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\n"
+        result = run_python({}, ["-c", code], limits=SMALL)
+        readable, _, _ = select.select([server], [], [], 0)
+    assert result.returncode != 0
+    assert readable == []

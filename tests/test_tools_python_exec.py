@@ -1,0 +1,54 @@
+"""``python_exec``: code runs in the sandbox (another process), stdout comes back, failures are clean."""
+
+import os
+
+import pytest
+
+from miner.tools.base import ToolContext, ToolError
+from miner.tools.python_exec import make_python_exec
+from sandbox import SandboxLimits
+
+LIMITS = SandboxLimits(cpu_seconds=5, wall_seconds=20)
+TOOL = make_python_exec(LIMITS)
+
+
+def ctx(timeout_seconds: float = 20.0) -> ToolContext:
+    return ToolContext(task_id="t", node_id="py", attempt=1, timeout_seconds=timeout_seconds)
+
+
+async def test_stdout_args_and_stdin():
+    code = "import sys\nprint(sys.argv[1:], sys.stdin.read().upper())"
+    output = (await TOOL({"code": code, "args": ["a", "b"], "stdin": "hi"}, ctx())).output
+    assert output.text == "['a', 'b'] HI\n"
+    assert output.artifacts.code == code
+    assert output.artifacts.metadata["returncode"] == 0
+
+
+async def test_code_runs_in_another_process():
+    output = (await TOOL({"code": "import os; print(os.getpid())"}, ctx())).output
+    assert int(output.text) != os.getpid()
+
+
+async def test_nonzero_exit_fails_with_the_stderr_tail():
+    with pytest.raises(ToolError, match=r"(?s)exit status 1: .*ZeroDivisionError: division by zero"):
+        await TOOL({"code": "print('partial')\n1 / 0"}, ctx())
+
+
+async def test_stdout_over_16_kib_is_a_failure():
+    with pytest.raises(ToolError, match="stdout exceeds 16384 bytes"):
+        await TOOL({"code": "print('x' * 20000)"}, ctx())
+
+
+async def test_the_node_timeout_caps_the_wall_time():
+    with pytest.raises(ToolError, match="timed out"):
+        await TOOL({"code": "while True:\n    pass"}, ctx(timeout_seconds=1.0))
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [({}, "code"), ({"code": ""}, "code"), ({"code": "x" * (64 * 1024 + 1)}, "code"),
+     ({"code": "é" * (33 * 1024)}, "code"), ({"code": "1", "args": "a b"}, "args"), ({"code": "1", "env": {}}, "env")],
+)
+async def test_bad_params_name_the_field(params, field):
+    with pytest.raises(ToolError, match=field):
+        await TOOL(params, ctx())
