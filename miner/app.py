@@ -1,0 +1,127 @@
+"""``create_app``: the miner's FastAPI app, with its layers wrapped around the routes.
+
+From the outside in (each layer is a pure ASGI middleware, one concern each):
+
+1. request metrics — counts and times every response
+2. body cap — 413 over ``max_body_bytes``; reads the body once for everyone inside
+3. btauth — 401 unless signed for this miner (``/health`` and ``/metrics`` are public)
+4. blacklist — 503 until the metagraph is synced; 403 unregistered / no permit / low stake
+5. rate limit — 429 with ``Retry-After`` per hotkey
+6. stake priority — at most ``max_concurrency`` in flight, highest stake admitted first
+7. the routes (:mod:`miner.handlers`)
+
+With ``auth_enabled=False`` (benchmarks, trusted local runs) layers 3–5 are left
+out: there is no verified hotkey to blacklist or rate-limit, and every caller
+queues with equal priority.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bittensor.http_auth import NonceStore
+from fastapi import FastAPI
+from starlette.middleware import Middleware
+
+from .auth import BtAuthMiddleware
+from .blacklist import BlacklistMiddleware
+from .config import MinerSettings
+from .handlers import MinerEndpoints, dagnet_version, internal_error
+from .limits import BodyCapMiddleware, RateLimitMiddleware
+from .metagraph import MetagraphSource
+from .metrics import MinerMetrics, RequestMetricsMiddleware
+from .nonces import nonce_store_for
+from .planner.base import Planner
+from .priority import StakePriorityMiddleware
+from .tools.base import ToolRegistry
+from .tools.runner import LocalRunner
+
+
+class HasHotkey(Protocol):
+    """Anything with the miner's hotkey address: a ``Keypair`` or a ``Wallet.hotkey``."""
+
+    @property
+    def ss58_address(self) -> str: ...
+
+
+def create_app(
+    settings: MinerSettings,
+    *,
+    keypair: HasHotkey,
+    metagraph: MetagraphSource,
+    registry: ToolRegistry,
+    planner: Planner,
+    auth_enabled: bool = True,
+    nonce_store: NonceStore | None = None,
+) -> FastAPI:
+    """Build one miner app. ``nonce_store`` defaults to :func:`nonce_store_for`;
+    pass one to share replay protection between apps you build yourself.
+
+    ``app.state.metrics`` is the app's :class:`MinerMetrics`.
+    """
+    hotkey = keypair.ss58_address
+    metrics = MinerMetrics(actions=registry.names())
+    endpoints = MinerEndpoints(
+        hotkey=hotkey,
+        metagraph=metagraph,
+        planner=planner,
+        runner=LocalRunner(registry, subnets=settings.provider_subnets or None),
+        metrics=metrics,
+    )
+    app = FastAPI(
+        title="dagnet miner",
+        version=dagnet_version(),
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        # The miner exports its own Prometheus metrics; FastAPI's OpenTelemetry
+        # hooks would cost a provider lookup on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
+    )
+    app.state.metrics = metrics
+    app.add_exception_handler(Exception, internal_error)
+    app.router.add_route("/NodeSynapse", endpoints.node, methods=["POST"])  # the hot path first
+    app.router.add_route("/WorkflowSynapse", endpoints.workflow, methods=["POST"])
+    app.router.add_route("/health", endpoints.health, methods=["GET"])
+    app.router.add_route("/metrics", endpoints.prometheus, methods=["GET"])
+
+    layers = [
+        Middleware(RequestMetricsMiddleware, metrics=metrics),
+        Middleware(BodyCapMiddleware, max_bytes=settings.max_body_bytes),
+    ]
+    if auth_enabled:
+        layers += _auth_layers(settings, hotkey, metagraph, metrics, nonce_store)
+    layers.append(Middleware(StakePriorityMiddleware, max_concurrency=settings.max_concurrency))
+    for layer in reversed(layers):  # add_middleware puts each new layer outermost
+        app.add_middleware(layer.cls, *layer.args, **layer.kwargs)
+    return app
+
+
+def _auth_layers(
+    settings: MinerSettings,
+    hotkey: str,
+    metagraph: MetagraphSource,
+    metrics: MinerMetrics,
+    nonce_store: NonceStore | None,
+) -> list[Middleware]:
+    return [
+        Middleware(
+            BtAuthMiddleware,
+            hotkey=hotkey,
+            nonce_store=nonce_store if nonce_store is not None else nonce_store_for(settings),
+            window=settings.auth,
+            metrics=metrics,
+        ),
+        Middleware(
+            BlacklistMiddleware,
+            metagraph=metagraph,
+            min_stake=settings.min_stake,
+            require_validator_permit=settings.require_validator_permit,
+            metrics=metrics,
+        ),
+        Middleware(
+            RateLimitMiddleware,
+            per_second=settings.rate_limit.per_second,
+            burst=settings.rate_limit.burst,
+        ),
+    ]

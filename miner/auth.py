@@ -1,0 +1,114 @@
+"""The ``btauth/1`` layer: every non-public request must be signed for this miner.
+
+Verification is ``bittensor.http_auth.verify`` over the exact body bytes the
+body cap layer read (``scope[BODY]``; that layer must sit outside this one).
+A failure is a 401 whose JSON names the reason; success puts the caller's
+hotkey in ``scope[HOTKEY]`` for the layers and handlers inside.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from bittensor import http_auth
+from bittensor.http_auth import AuthError, NonceStore
+
+from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, is_public, send_json
+from .config import AuthWindow
+from .metrics import MinerMetrics
+
+_REASONS: tuple[tuple[type[AuthError], str], ...] = (
+    (http_auth.BadSignature, "bad_signature"),
+    (http_auth.WrongReceiver, "wrong_receiver"),
+    (http_auth.StaleRequest, "stale"),
+    (http_auth.ReplayedRequest, "replayed"),
+    (http_auth.MalformedAuth, "malformed"),
+)
+
+_HEADER_PREFIX = b"x-bittensor-"
+
+
+def _scheme_kwargs() -> dict[str, Any]:
+    """Pin sr25519 on bittensor releases whose ``verify`` takes a scheme argument.
+
+    Detected once at import. A parameter named like ``allowed_schemes`` gets a
+    tuple, one named like ``scheme`` a string; 11.3 has neither (the scheme
+    comes from the request and defaults to sr25519).
+    """
+    for name in inspect.signature(http_auth.verify).parameters:
+        if "scheme" in name:
+            return {name: ("sr25519",) if name.endswith("s") else "sr25519"}
+    return {}
+
+
+_SCHEME_KWARGS = _scheme_kwargs()
+
+
+def failure_reason(error: AuthError) -> str:
+    """The short reason code of an auth failure, as sent in the 401 body."""
+    for cls, reason in _REASONS:
+        if isinstance(error, cls):
+            return reason
+    return "malformed"
+
+
+class BtAuthMiddleware:
+    """401 unless the request carries a valid, fresh, unreplayed signature
+    from any hotkey, bound to ``hotkey`` (this miner)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hotkey: str,
+        nonce_store: NonceStore,
+        window: AuthWindow,
+        metrics: MinerMetrics,
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._verify_kwargs = {
+            "self_hotkey_ss58": hotkey,
+            "max_age": window.max_age_s,
+            "allowed_skew": window.allowed_skew_s,
+            "nonce_store": nonce_store,
+            **_SCHEME_KWARGS,
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if is_public(scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            caller = http_auth.verify(
+                _auth_headers(scope),
+                scope[BODY],
+                method=scope["method"],
+                path=_request_target(scope),
+                **self._verify_kwargs,
+            )
+        except AuthError as exc:
+            reason = failure_reason(exc)
+            self.metrics.auth_failure(reason)
+            await send_json(send, 401, {"error": str(exc), "reason": reason})
+            return
+        scope[HOTKEY] = caller.hotkey_ss58
+        await self.app(scope, receive, send)
+
+
+def _auth_headers(scope: Scope) -> dict[str, str]:
+    """Only the ``X-Bittensor-*`` headers, as the str mapping ``verify`` wants."""
+    return {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in scope["headers"]
+        if name.startswith(_HEADER_PREFIX)
+    }
+
+
+def _request_target(scope: Scope) -> str:
+    """The path as the client sent (and signed) it, with its query string."""
+    raw_path = scope.get("raw_path")
+    path = raw_path.decode("latin-1") if raw_path else scope["path"]
+    query = scope.get("query_string")
+    return f"{path}?{query.decode('latin-1')}" if query else path

@@ -1,0 +1,67 @@
+"""The miner's settings: one pydantic model, built by the entry point, read by the app.
+
+Nothing in the miner reads the environment; ``neurons.miner`` turns flags and
+config files into a :class:`MinerSettings` and hands it down.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.limits import MIB
+from protocol.synapse import ToolInfo
+
+
+class RateLimit(BaseModel):
+    """A token bucket per caller hotkey: ``per_second`` refill, ``burst`` capacity."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_second: float = Field(default=50.0, gt=0, allow_inf_nan=False)
+    burst: int = Field(default=100, ge=1)
+
+
+class AuthWindow(BaseModel):
+    """The ``btauth/1`` freshness window: nonces older than ``max_age_s`` or more
+    than ``allowed_skew_s`` in the future are stale."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_age_s: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    allowed_skew_s: float = Field(default=2.0, ge=0, le=60, allow_inf_nan=False)
+
+    @property
+    def retention_s(self) -> float:
+        """How long a seen nonce must be remembered so no replay slips through."""
+        return self.max_age_s + self.allowed_skew_s
+
+
+class MinerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8091, ge=0, le=65535)
+    netuid: int = Field(default=1, ge=0)
+    max_body_bytes: int = Field(default=1 * MIB, ge=1)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+    min_stake: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    require_validator_permit: bool = True
+    max_concurrency: int = Field(default=64, ge=1)
+    strategy: str = Field(default="good", min_length=1)
+    provider_subnets: dict[str, ToolInfo] = Field(default_factory=dict)
+    """Partner subnets this miner stands in for (``/NodeSynapse``), with their
+    pricing; empty means every subnet is served at the tools' own cost."""
+    workers: int = Field(default=1, ge=1, le=64)
+    nonce_db: Path | None = None
+    """SQLite file shared by workers for replay protection; only used when
+    ``workers > 1`` (default: a per-port file in the temp directory)."""
+    auth: AuthWindow = Field(default_factory=AuthWindow)
+
+    def nonce_db_path(self) -> Path:
+        """Where the shared nonce store lives when several workers serve."""
+        if self.nonce_db is not None:
+            return self.nonce_db
+        return Path(tempfile.gettempdir()) / f"dagnet-miner-{self.port}-nonces.sqlite"

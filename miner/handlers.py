@@ -1,0 +1,192 @@
+"""The miner's routes: plan a task, serve one node, report health and metrics.
+
+By the time a handler runs, the layers around it have read the body (``scope[BODY]``),
+verified the signature, checked the blacklist, the rate limit and taken a
+concurrency slot. Handlers parse that same body straight into the wire models
+and answer with JSON bytes, skipping FastAPI's generic encoders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib import metadata
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from protocol.documents import format_validation_error
+from protocol.metagraph import MetagraphSnapshot
+from protocol.runner import NodeCall, NodeResult
+from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse
+
+from .asgi import BODY
+from .metagraph import MetagraphSource
+from .metrics import MinerMetrics
+from .planner.base import Planner, PlanningError
+from .tools.runner import LocalRunner
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_JSON = "application/json"
+_MAX_ERRORS_LISTED = 20
+_ERROR_MAX_CHARS = 4096  # NodeResponse.error's limit
+
+
+def dagnet_version() -> str:
+    try:
+        return metadata.version("dagnet")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class MinerEndpoints:
+    """The four route handlers and what they share: this miner's identity,
+    its metagraph, its planner and its tool runner."""
+
+    def __init__(
+        self,
+        *,
+        hotkey: str,
+        metagraph: MetagraphSource,
+        planner: Planner,
+        runner: LocalRunner,
+        metrics: MinerMetrics,
+    ) -> None:
+        self.hotkey = hotkey
+        self.metagraph = metagraph
+        self.planner = planner
+        self.runner = runner
+        self.metrics = metrics
+        self.version = dagnet_version()
+
+    def own_uid(self, snapshot: MetagraphSnapshot | None) -> int | None:
+        """This miner's uid in ``snapshot``; ``None`` when unsynced or unregistered."""
+        neuron = snapshot.by_hotkey(self.hotkey) if snapshot is not None else None
+        return None if neuron is None else neuron.uid
+
+    async def workflow(self, request: Request) -> Response:
+        """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
+
+        The planner runs inline: reference planners are pure and fast, and a
+        thread hop would cost more than it saves.
+        """
+        synapse = await _parse(request, WorkflowSynapse)
+        if isinstance(synapse, Response):
+            return synapse
+        uid = self.own_uid(self.metagraph.snapshot())
+        if uid is None:
+            return _error(503, "miner_not_registered", f"this miner ({self.hotkey}) is not in the metagraph")
+        try:
+            proposal = self.planner.plan(synapse)
+        except PlanningError as exc:
+            return _error(422, "unplannable", f"cannot plan this task: {exc}")
+        answer = synapse.model_copy(
+            update={
+                "miner_uid": uid,
+                "scoring_version": SCORING_VERSION,
+                "workflow_plan": proposal.plan,
+                "total_estimated_cost": proposal.total_estimated_cost,
+                "total_estimated_latency": proposal.total_estimated_latency,
+                "confidence": proposal.confidence,
+                "reasoning": proposal.reasoning,
+            }
+        )
+        return _json(answer.model_dump_json(by_alias=True, exclude_none=True))
+
+    async def node(self, request: Request) -> Response:
+        """``POST /NodeSynapse``: run one already-resolved node on the local tools.
+
+        The miner acts as the partner subnet's tool provider: params are used
+        as sent (DataRefs are the validator's business, never resolved here)
+        and the tool is bounded by the request's ``timeout_seconds``.
+        """
+        synapse = await _parse(request, NodeSynapse)
+        if isinstance(synapse, Response):
+            return synapse
+        call = NodeCall(
+            task_id=synapse.task_id,
+            node_id=synapse.node_id,
+            subnet=synapse.subnet,
+            action=synapse.action,
+            params=synapse.params,
+            timeout_seconds=synapse.timeout_seconds,
+            attempt=synapse.attempt,
+        )
+        result, outcome = await self._run(call)
+        self.metrics.node_call(call.action, outcome)
+        error = result.error[:_ERROR_MAX_CHARS] if result.error is not None else None
+        response = NodeResponse(output=result.output, cost_tao=result.cost_tao, error=error)
+        return _json(response.model_dump_json())
+
+    async def _run(self, call: NodeCall) -> tuple[NodeResult, str]:
+        try:
+            async with asyncio.timeout(call.timeout_seconds):
+                result = await self.runner.run(call)
+        except TimeoutError:
+            return NodeResult(None, error=f"timed out after {call.timeout_seconds:g}s"), "timeout"
+        return result, ("success" if result.output is not None else "error")
+
+    async def health(self, request: Request) -> Response:
+        """``GET /health``: liveness, who this miner is, and whether it is synced."""
+        snapshot = self.metagraph.snapshot()
+        payload = {
+            "status": "ok",
+            "version": self.version,
+            "hotkey": self.hotkey,
+            "scoring_version": SCORING_VERSION,
+            "uid": self.own_uid(snapshot),
+            "synced": snapshot is not None,
+        }
+        return _json(_dumps(payload))
+
+    async def prometheus(self, request: Request) -> Response:
+        """``GET /metrics``: Prometheus text exposition."""
+        body, content_type = self.metrics.render()
+        return Response(content=body, media_type=content_type)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """Any exception a handler did not expect: a 500 in the same JSON shape.
+
+    Starlette re-raises after sending it, so the server logs the traceback.
+    """
+    return _error(500, "internal", f"internal error: {type(exc).__name__}")
+
+
+async def _parse(request: Request, model: type[_M]) -> _M | Response:
+    """The body as ``model``, or the 422 that says why it is not one."""
+    body = request.scope.get(BODY)
+    if body is None:
+        body = await request.body()
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        return _invalid(exc)
+    except RecursionError:
+        return _error(422, "schema", "request nested too deeply")
+
+
+def _invalid(exc: ValidationError) -> Response:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    if errors and errors[0]["type"] == "json_invalid":
+        return _error(422, "malformed_json", f"body is not valid JSON: {errors[0]['msg']}")
+    listed = [
+        {"loc": ".".join(str(part) for part in e["loc"]) or "(body)", "msg": e["msg"], "type": e["type"]}
+        for e in errors[:_MAX_ERRORS_LISTED]
+    ]
+    return _error(422, "schema", f"schema violation: {format_validation_error(exc)}", errors=listed)
+
+
+def _error(status: int, reason: str, message: str, **extra: Any) -> Response:
+    return Response(content=_dumps({"error": message, "reason": reason, **extra}), status_code=status, media_type=_JSON)
+
+
+def _json(content: str | bytes) -> Response:
+    return Response(content=content, media_type=_JSON)
+
+
+def _dumps(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()

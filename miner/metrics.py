@@ -1,0 +1,122 @@
+"""The miner's Prometheus metrics, in a registry of their own.
+
+Each app gets its own :class:`CollectorRegistry`, so several miners in one
+process (tests, benchmarks) never collide. Label values are bounded: unknown
+paths are counted as ``other`` and unknown actions as ``unknown``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+from .asgi import ASGIApp, Message, Receive, Scope, Send
+
+ENDPOINTS = frozenset({"/WorkflowSynapse", "/NodeSynapse", "/health", "/metrics"})
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class MinerMetrics:
+    """Requests by endpoint and code, their latency, auth and blacklist refusals
+    by reason, and node calls by action and outcome."""
+
+    def __init__(self, *, actions: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._actions = frozenset(actions)
+        self._requests = Counter(
+            "dagnet_miner_requests_total",
+            "HTTP requests answered, by endpoint and status code.",
+            ["endpoint", "code"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "dagnet_miner_request_latency_seconds",
+            "Time from a request's arrival to its response, by endpoint.",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._auth_failures = Counter(
+            "dagnet_miner_auth_failures_total",
+            "Requests refused by btauth verification (401), by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._blacklisted = Counter(
+            "dagnet_miner_blacklisted_total",
+            "Authenticated requests refused by the blacklist (403/503), by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._node_calls = Counter(
+            "dagnet_miner_node_calls_total",
+            "NodeSynapse calls served, by action and outcome (success, error, timeout).",
+            ["action", "outcome"],
+            registry=self.registry,
+        )
+        # labels() takes a lock and hashes; the hot path reuses the children.
+        self._request_children: dict[tuple[str, int], Counter] = {}
+        self._latency_children: dict[str, Histogram] = {}
+        self._node_children: dict[tuple[str, str], Counter] = {}
+
+    def observe_request(self, path: str, status: int, seconds: float) -> None:
+        endpoint = path if path in ENDPOINTS else "other"
+        key = (endpoint, status)
+        counter = self._request_children.get(key)
+        if counter is None:
+            counter = self._request_children[key] = self._requests.labels(endpoint, str(status))
+        histogram = self._latency_children.get(endpoint)
+        if histogram is None:
+            histogram = self._latency_children[endpoint] = self._latency.labels(endpoint)
+        counter.inc()
+        histogram.observe(seconds)
+
+    def auth_failure(self, reason: str) -> None:
+        self._auth_failures.labels(reason).inc()
+
+    def blacklisted(self, reason: str) -> None:
+        self._blacklisted.labels(reason).inc()
+
+    def node_call(self, action: str, outcome: str) -> None:
+        key = (action if action in self._actions else "unknown", outcome)
+        counter = self._node_children.get(key)
+        if counter is None:
+            counter = self._node_children[key] = self._node_calls.labels(*key)
+        counter.inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class RequestMetricsMiddleware:
+    """The outermost layer: counts every response by endpoint and status and times it.
+
+    A request that raises is counted as a 500 (the error middleware outside
+    answers it) and the exception propagates unchanged.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: MinerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            self.metrics.observe_request(scope["path"], status, time.perf_counter() - start)

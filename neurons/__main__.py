@@ -1,0 +1,3 @@
+from neurons.cli import app
+
+app()
