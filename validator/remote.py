@@ -1,0 +1,140 @@
+"""Running a node on the tool providers of its subnet, over the signed HTTP client.
+
+:class:`RemoteRunner` is the validator's :class:`~protocol.runner.NodeRunner`
+for real executions: for each node it asks the ``top_k`` providers the task's
+routing policy names for that subnet, all at once, and aggregates what comes
+back. The node takes as long as its slowest provider and costs the sum of what
+they charged.
+
+Which peers provide a subnet is a function (:data:`ProviderSelector`): on a
+real network it comes from partner subnets; on a local network every miner
+serves every subnet (:func:`every_peer_serves`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from protocol.output import NodeOutput
+from protocol.runner import NodeCall, NodeResult
+from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
+
+from .client import MinerClient, Peer
+from .routing import aggregate
+
+Provider = Peer
+ProviderSelector = Callable[[str], Sequence[Provider]]
+"""``subnet -> providers`` in preference order; the runner uses the first ``top_k``."""
+
+TIMEOUT_MARGIN_S = 0.5
+"""Added to a node's own timeout for the HTTP request, so the executor's attempt
+timeout fires first and the attempt is counted as a timeout."""
+
+
+def every_peer_serves(peers: Sequence[Provider], *, offset: int = 0) -> ProviderSelector:
+    """Local networks: every peer serves every subnet.
+
+    The list is rotated by ``offset`` so that callers (e.g. one runner per
+    executed plan) can spread their load over different providers first.
+    """
+    pool = tuple(peers)
+    cut = offset % len(pool) if pool else 0
+    ordered = pool[cut:] + pool[:cut]
+    return lambda subnet: ordered
+
+
+@dataclass(slots=True)
+class _Answer:
+    output: NodeOutput | None
+    cost_tao: float
+    error: str | None
+    retries: int
+
+
+class RemoteRunner:
+    """A :class:`~protocol.runner.NodeRunner` that calls remote tool providers.
+
+    Each provider's reply is validated as a :class:`NodeResponse` (so oversize or
+    malformed output is a failed response, never truncated). Transport failures
+    (connect error, connection closed, 5xx) are retried up to
+    ``transport_retries`` times per provider with a freshly signed request, and
+    each such retry is reported in ``unplanned_retries``.
+    """
+
+    def __init__(
+        self,
+        client: MinerClient,
+        providers: ProviderSelector,
+        package: TaskPackage,
+        transport_retries: int = 1,
+    ) -> None:
+        if transport_retries < 0:
+            raise ValueError("transport_retries must be >= 0")
+        self._client = client
+        self._providers = providers
+        self._package = package
+        self._transport_retries = transport_retries
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        rule = self._package.route(call.subnet)
+        chosen = list(self._providers(call.subnet))[: rule.top_k]
+        if not chosen:
+            return NodeResult(output=None, error=f"no provider for subnet {call.subnet}")
+        try:
+            synapse = NodeSynapse(
+                task_id=call.task_id, node_id=call.node_id, subnet=call.subnet, action=call.action,
+                params=call.params, timeout_seconds=call.timeout_seconds, attempt=call.attempt,
+            )
+        except ValidationError as exc:
+            return NodeResult(output=None, error=f"cannot build node request: {_first_error(exc)}")
+        timeout = call.timeout_seconds + TIMEOUT_MARGIN_S
+        answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
+        return _combine(chosen, answers, rule.aggregation)
+
+    async def _ask(self, provider: Provider, synapse: NodeSynapse, timeout: float) -> _Answer:
+        retries = 0
+        while True:
+            reply = await self._client.call_node(provider.url, provider.hotkey, synapse, timeout_s=timeout)
+            if reply.retryable and retries < self._transport_retries:
+                retries += 1
+                continue
+            if not reply.ok:
+                return _Answer(None, 0.0, reply.error, retries)
+            return _parse(reply.body or b"", retries)
+
+
+def _parse(body: bytes, retries: int) -> _Answer:
+    try:
+        response = NodeResponse.model_validate_json(body)
+    except ValidationError as exc:
+        return _Answer(None, 0.0, f"malformed node response: {_first_error(exc)}", retries)
+    if response.error is not None or response.output is None:
+        return _Answer(None, response.cost_tao, response.error or "provider returned no output", retries)
+    return _Answer(response.output, response.cost_tao, None, retries)
+
+
+def _combine(providers: Sequence[Provider], answers: Sequence[_Answer], aggregation: str) -> NodeResult:
+    cost = sum(answer.cost_tao for answer in answers)
+    retries = sum(answer.retries for answer in answers)
+    outputs = [answer.output for answer in answers if answer.output is not None]
+    if not outputs:
+        errors = "; ".join(f"uid {p.uid}: {a.error}" for p, a in zip(providers, answers))
+        error = errors if len(answers) > 1 else answers[0].error
+        return NodeResult(output=None, cost_tao=cost, error=error, unplanned_retries=retries)
+    combined = aggregate(outputs, aggregation)
+    if combined is None:
+        return NodeResult(
+            output=None, cost_tao=cost, error=f"no numeric output to aggregate ({aggregation})",
+            unplanned_retries=retries,
+        )
+    return NodeResult(output=combined, cost_tao=cost, unplanned_retries=retries)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"]) or "body"
+    return f"{where}: {error['msg']}"[:300]

@@ -1,0 +1,149 @@
+"""The run report (SPEC §11): one execution as JSON, and as a table for people.
+
+:func:`run_report` is the stable machine form printed by ``dagnet run --json``;
+scripts depend on its keys. Beyond the required keys it carries ``errors`` (why
+an invalid plan never ran) and ``output_node`` (whose output is final).
+:func:`render_report` draws the same dict with rich; it never changes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .executor import Execution, NodeRecord
+
+__all__ = ["render_report", "run_report"]
+
+DISPLAY_OUTPUT_CHARS = 600
+"""The final output's text is cut to this many characters on screen (never in JSON)."""
+
+_STATUS_STYLE = {
+    "success": "green",
+    "failed": "red",
+    "blocked": "yellow",
+    "budget_abort": "magenta",
+    "completed": "green",
+    "partial": "yellow",
+    "invalid": "red",
+}
+
+
+def run_report(execution: Execution, *, score: dict | None = None) -> dict[str, Any]:
+    """The SPEC §11 JSON for ``execution``; ``score`` is included when given."""
+    metrics = execution.metrics
+    report: dict[str, Any] = {
+        "status": execution.status,
+        "errors": list(execution.errors),
+        "completion_ratio": metrics.completion_ratio,
+        "steps_completed": sum(1 for r in execution.nodes.values() if r.status == "success"),
+        "total_steps": execution.total_steps,
+        "latency_s": metrics.latency_s,
+        "cost_tao": metrics.cost_tao,
+        "budget_ceiling": execution.budget_ceiling,
+        "retries": metrics.retries,
+        "unplanned_retries": metrics.unplanned_retries,
+        "timeouts": metrics.timeouts,
+        "hard_failures": metrics.hard_failures,
+        "tiers": [list(tier) for tier in execution.tiers],
+        "critical_path_s": execution.critical_path_s,
+        "nodes": {node_id: _node(record) for node_id, record in execution.nodes.items()},
+        "output_node": execution.output_node,
+        "final_output": execution.final_output,
+    }
+    if score is not None:
+        report["score"] = score
+    return report
+
+
+def _node(record: NodeRecord) -> dict[str, Any]:
+    return {
+        "status": record.status,
+        "reason": record.reason,
+        "attempts": record.attempts,
+        "cost_tao": record.cost_tao,
+        "started_s": record.started_s,
+        "finished_s": record.finished_s,
+        "output": record.output,
+    }
+
+
+def render_report(report: dict[str, Any], console: Console) -> None:
+    """Print ``report`` (from :func:`run_report`): nodes, summary, score, final output."""
+    status = report["status"]
+    console.print(Text.assemble("run ", (status, _STATUS_STYLE.get(status, "bold"))))
+    for error in report.get("errors", []):
+        console.print(Text(f"  error: {error}", style="red"))
+    if report["nodes"]:
+        console.print(_node_table(report["nodes"]))
+    for line in _summary_lines(report):
+        console.print(line, highlight=False, markup=False)
+    if "score" in report:
+        console.print(_score_table(report["score"]))
+    _print_final_output(report, console)
+
+
+def _node_table(nodes: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="nodes", title_justify="left")
+    for column in ("node", "status", "reason", "attempts", "cost τ", "start s", "end s"):
+        justify = "right" if column in ("attempts", "cost τ", "start s", "end s") else "left"
+        table.add_column(column, justify=justify, overflow="fold")
+    for node_id, node in nodes.items():
+        table.add_row(
+            Text(node_id),
+            Text(node["status"], style=_STATUS_STYLE.get(node["status"], "")),
+            Text(node["reason"] or ""),
+            str(node["attempts"]),
+            f"{node['cost_tao']:.6g}",
+            _seconds(node["started_s"]),
+            _seconds(node["finished_s"]),
+        )
+    return table
+
+
+def _summary_lines(report: dict[str, Any]) -> list[str]:
+    ceiling = report["budget_ceiling"]
+    return [
+        f"completed {report['steps_completed']}/{report['total_steps']} steps "
+        f"(completion_ratio {report['completion_ratio']:.3f}), hard failures {report['hard_failures']}",
+        f"latency {report['latency_s']:.3f}s (critical path estimate {report['critical_path_s']:.3f}s, "
+        f"{len(report['tiers'])} tiers)",
+        f"cost {report['cost_tao']:.6g} τ (ceiling {'none' if ceiling is None else f'{ceiling:.6g} τ'})",
+        f"retries {report['retries']}, unplanned {report['unplanned_retries']}, timeouts {report['timeouts']}",
+    ]
+
+
+def _score_table(score: dict[str, Any]) -> Table:
+    table = Table(title="score", title_justify="left")
+    table.add_column("component")
+    table.add_column("value", justify="right")
+    for key, value in score.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        table.add_row(Text(key), Text(shown))
+    return table
+
+
+def _print_final_output(report: dict[str, Any], console: Console) -> None:
+    output = report.get("final_output")
+    source = report.get("output_node")
+    if output is None:
+        console.print("final output: none", highlight=False, markup=False)
+        return
+    console.print(f"final output (from {source}):", highlight=False, markup=False)
+    console.print(Text(_clip(str(output.get("text", "")))))
+    code = output.get("artifacts", {}).get("code")
+    if code:
+        console.print(Text(_clip(code), style="cyan"))
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _clip(text: str) -> str:
+    if len(text) <= DISPLAY_OUTPUT_CHARS:
+        return text
+    return f"{text[:DISPLAY_OUTPUT_CHARS]}… [{len(text) - DISPLAY_OUTPUT_CHARS} more characters]"

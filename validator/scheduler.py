@@ -1,0 +1,221 @@
+"""Which plan nodes may start now: dependencies, parallelism, shared resources.
+
+A :class:`Scheduler` is :class:`graphlib.TopologicalSorter` with resource rules
+added, over integer node indices: ``prepare()``, then repeatedly ``get_ready()``
+and ``done(i)`` while ``is_active()``. It has no clock and no asyncio, so the
+executor decides *when* things happen and this module decides only *what may*.
+
+Rules (SPEC §4.2):
+
+- A node becomes ready the moment all its edge-predecessors have settled,
+  whatever their outcome; whether a failed ancestor blocks it is the executor's
+  call (by DataRefs), never the scheduler's.
+- At most ``max_parallel`` nodes run at once; two running nodes never share a
+  ``touches`` resource; a node with ``parallel_safe=False`` runs alone.
+- Ready nodes are handed out by topological position (whose ties are already
+  broken by plan index). A ready node that conflicts with running ones stays
+  queued with its position, so it keeps its place in line, and lower-priority
+  nodes that do not conflict may start meanwhile (seed 003's ``pick_batch``).
+
+Every node settles exactly once: by ``done(i)`` after ``get_ready`` handed it
+out, or by ``remove(i)`` for a node that will never run. A removed node settles
+as soon as it and all of its predecessors are settled, which keeps the
+invariant the executor relies on: when a node is handed out, every ancestor
+(not only every predecessor) has settled.
+
+Cost is O(nodes + edges) plus heap operations; a node that waits for a
+resource is parked under that resource and only looked at again when the
+resource is released, never rescanned on every call.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+
+__all__ = ["Scheduler"]
+
+# Node states.
+_PENDING, _READY, _RUNNING, _SETTLED = 0, 1, 2, 3
+
+
+class Scheduler:
+    """Dependency- and resource-driven ready sets over nodes ``0 .. n-1``.
+
+    ``order`` is a topological order of all nodes (the dispatch priority);
+    ``on_ready(i)`` is called once per node as it becomes ready, if given.
+    """
+
+    __slots__ = (
+        "_succs", "_npred", "_pos", "_order", "_touches", "_solo", "_max_parallel",
+        "_on_ready", "_state", "_removed", "_heap", "_held", "_waiting", "_solo_waiting",
+        "_running", "_solo_running", "_nsettled", "_prepared",
+    )
+
+    def __init__(
+        self,
+        preds: Sequence[Sequence[int]],
+        succs: Sequence[Sequence[int]],
+        order: Sequence[int],
+        *,
+        max_parallel: int,
+        touches: Sequence[Sequence[str]] | None = None,
+        parallel_safe: Sequence[bool] | None = None,
+        on_ready: Callable[[int], None] | None = None,
+    ) -> None:
+        n = len(preds)
+        if len(order) != n or len(succs) != n:
+            raise ValueError("preds, succs and order must cover the same nodes")
+        if max_parallel < 1:
+            raise ValueError("max_parallel must be at least 1")
+        self._succs = succs
+        # _npred[i] counts i's predecessors that have not settled; i is ready at zero.
+        self._npred = [len(p) for p in preds]
+        self._order = list(order)
+        self._pos = [0] * n
+        for pos, i in enumerate(self._order):
+            self._pos[i] = pos
+        # Only nodes that can conflict carry resources; None keeps the fast path cheap.
+        self._touches: list[tuple[str, ...]] | None = None
+        if touches is not None and any(touches):
+            self._touches = [tuple(dict.fromkeys(t)) for t in touches]
+        self._solo: list[bool] | None = None
+        if parallel_safe is not None and not all(parallel_safe):
+            self._solo = [not safe for safe in parallel_safe]
+        self._max_parallel = max_parallel
+        self._on_ready = on_ready
+        self._state = bytearray(n)  # _PENDING
+        self._removed = bytearray(n)
+        self._heap: list[int] = []  # topological positions of queued ready nodes
+        self._held: set[str] = set()  # resources touched by running nodes
+        self._waiting: dict[str, list[int]] = {}  # resource -> parked positions
+        self._solo_waiting: list[int] = []  # parked positions of solo nodes
+        self._running = 0
+        self._solo_running = False
+        self._nsettled = 0
+        self._prepared = False
+
+    # -- the graphlib-shaped interface -------------------------------------------
+
+    def prepare(self) -> None:
+        """Queue the roots. Call once, after any :meth:`remove` of nodes known upfront."""
+        if self._prepared:
+            raise ValueError("prepare() was already called")
+        self._prepared = True
+        # Collect roots first: releasing a removed root settles its removed successors.
+        for i in [i for i in self._order if self._npred[i] == 0]:
+            self._release(i)
+
+    def get_ready(self) -> list[int]:
+        """Nodes that may be dispatched now, in priority order; they count as running."""
+        if not self._prepared:
+            raise ValueError("prepare() must be called first")
+        if self._solo_running:
+            return []
+        heap, state, order = self._heap, self._state, self._order
+        touches, solo = self._touches, self._solo
+        out: list[int] = []
+        while heap and self._running < self._max_parallel:
+            pos = heapq.heappop(heap)
+            i = order[pos]
+            if state[i] != _READY:
+                continue  # removed while queued
+            if solo is not None and solo[i]:
+                if self._running:
+                    self._solo_waiting.append(pos)
+                    continue
+                self._solo_running = True
+            elif touches is not None and self._park_if_busy(i, pos):
+                continue
+            state[i] = _RUNNING
+            self._running += 1
+            if touches is not None:
+                self._held.update(touches[i])
+            out.append(i)
+            if self._solo_running:
+                break
+        return out
+
+    def done(self, i: int) -> None:
+        """Settle a node that :meth:`get_ready` handed out (success or not)."""
+        if self._state[i] != _RUNNING:
+            raise ValueError(f"node {i} was not handed out by get_ready()")
+        self._running -= 1
+        if self._touches is not None:
+            self._free(self._touches[i])
+        if self._solo_running and self._solo is not None and self._solo[i]:
+            self._solo_running = False
+        if self._running == 0 and self._solo_waiting:
+            self._requeue(self._solo_waiting)
+        self._settle(i)
+
+    def remove(self, i: int) -> None:
+        """Settle a node that will never run (blocked, aborted).
+
+        A queued node settles at once; a pending one as soon as its predecessors
+        have settled. Removing a running or settled node is an error.
+        """
+        state = self._state[i]
+        if state == _RUNNING or state == _SETTLED or self._removed[i]:
+            raise ValueError(f"node {i} is running or already settled")
+        self._removed[i] = 1
+        if state == _READY:
+            self._settle(i)  # its heap entry goes stale and is skipped
+
+    def is_active(self) -> bool:
+        """Whether any node has not settled yet."""
+        return self._nsettled < len(self._state)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _settle(self, i: int) -> None:
+        """Mark ``i`` settled and release successors, cascading through removed ones."""
+        npred, succs, state, removed = self._npred, self._succs, self._state, self._removed
+        heap, pos, on_ready = self._heap, self._pos, self._on_ready
+        stack = [i]
+        while stack:
+            v = stack.pop()
+            state[v] = _SETTLED
+            self._nsettled += 1
+            for s in succs[v]:
+                npred[s] -= 1
+                if npred[s] == 0:
+                    if removed[s]:
+                        stack.append(s)
+                        continue
+                    state[s] = _READY
+                    heapq.heappush(heap, pos[s])
+                    if on_ready is not None:
+                        on_ready(s)
+
+    def _release(self, i: int) -> None:
+        """Queue a node whose predecessors have all settled (a root, at prepare)."""
+        if self._removed[i]:
+            self._settle(i)
+            return
+        self._state[i] = _READY
+        heapq.heappush(self._heap, self._pos[i])
+        if self._on_ready is not None:
+            self._on_ready(i)
+
+    def _park_if_busy(self, i: int, pos: int) -> bool:
+        """Park ``i`` under the first resource it needs that a running node holds."""
+        held = self._held
+        for resource in self._touches[i]:  # type: ignore[index]
+            if resource in held:
+                self._waiting.setdefault(resource, []).append(pos)
+                return True
+        return False
+
+    def _free(self, resources: tuple[str, ...]) -> None:
+        for resource in resources:
+            self._held.discard(resource)
+            parked = self._waiting.pop(resource, None)
+            if parked:
+                self._requeue(parked)
+
+    def _requeue(self, parked: list[int]) -> None:
+        heap = self._heap
+        for pos in parked:
+            heapq.heappush(heap, pos)
+        parked.clear()

@@ -1,0 +1,231 @@
+"""One validation step: query miners, check their plans, execute them, score them.
+
+The step is a pipeline of three phases, each concurrent across miners:
+
+1. *query* — every miner gets the task package at once through the shared client;
+2. *execute* — each valid plan runs on its own node runner (at most
+   ``exec_concurrency`` at a time), under the budget ceiling
+   ``min(max_budget_tao, 1.5 × total_estimated_cost)`` and a deadline of
+   ``2 × max_latency_seconds``;
+3. *score* — each execution is scored against the task's reference (each
+   distinct final output judged once, see :func:`_score_all`).
+
+A miner that hangs, answers garbage, returns an oversize or cyclic plan, or
+drops the connection gets :func:`~scoring.evaluate.invalid_score` with the
+reason (:attr:`MinerOutcome.reason`), and nothing it does reaches another
+miner's outcome. The step itself
+never raises for anything a peer does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.response import check_response
+from protocol.runner import NodeRunner
+from protocol.synapse import TaskPackage, WorkflowSynapse
+from protocol.task import Task
+from protocol.validation import PlanCheck
+from scoring.composite import Score, composite, invalid_score
+from scoring.evaluate import score_run
+
+from .client import MinerClient, Peer, Reply
+from .executor import Execution, ExecutorConfig, budget_ceiling, execute
+
+log = logging.getLogger(__name__)
+
+MinerTarget = Peer
+RunnerFactory = Callable[[TaskPackage, MinerTarget], NodeRunner]
+"""Builds the node runner that executes one miner's plan for one task package."""
+
+DEADLINE_FACTOR = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class MinerOutcome:
+    """How one miner fared: its score, why it scored 0 if it did, what its plan did."""
+
+    uid: int
+    hotkey: str
+    score: Score
+    reason: str | None
+    execution: Execution | None
+    reply_s: float
+
+    def summary(self) -> dict[str, Any] | None:
+        """The execution's status and metrics as plain JSON, or ``None`` when it never ran."""
+        if self.execution is None:
+            return None
+        metrics = self.execution.metrics
+        return {
+            "status": self.execution.status,
+            "completion_ratio": metrics.completion_ratio,
+            "latency_s": metrics.latency_s,
+            "cost_tao": metrics.cost_tao,
+            "retries": metrics.retries,
+            "unplanned_retries": metrics.unplanned_retries,
+            "timeouts": metrics.timeouts,
+            "hard_failures": metrics.hard_failures,
+            "budget_ceiling": self.execution.budget_ceiling,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimings:
+    """Wall-clock seconds of the step and of each phase.
+
+    ``client_own_s`` is the time the client itself spent signing, encoding and
+    collecting bodies over the whole step (queries and node calls), as opposed
+    to waiting on peers.
+    """
+
+    wall_s: float
+    query_s: float
+    execute_s: float
+    score_s: float
+    client_own_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    task_id: str
+    outcomes: list[MinerOutcome]
+    timings: StepTimings
+
+    def scores(self) -> dict[int, float]:
+        """``uid -> S`` for every queried miner."""
+        return {outcome.uid: outcome.score.S for outcome in self.outcomes}
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A miner whose response passed the checks, on its way through execution."""
+
+    miner: MinerTarget
+    synapse: WorkflowSynapse
+    check: PlanCheck
+    execution: Execution | None = None
+    failure: str | None = None
+    score: Score | None = None
+
+
+async def validation_step(
+    *,
+    task: Task,
+    miners: Sequence[MinerTarget],
+    client: MinerClient,
+    runner_factory: RunnerFactory,
+    executor_config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS,
+    exec_concurrency: int = 16,
+) -> StepResult:
+    """Run one step of ``task`` against ``miners``; one outcome per miner, in order."""
+    started = time.perf_counter()
+    own_before = client.own_s
+    package = task.package()
+
+    replies = await asyncio.gather(*(client.query_workflow(m.url, m.hotkey, package) for m in miners))
+    queried = time.perf_counter()
+    admitted = [_admit(miner, reply, package, limits) for miner, reply in zip(miners, replies)]
+    candidates = [entry for entry in admitted if isinstance(entry, _Candidate)]
+
+    slots = asyncio.Semaphore(max(1, exec_concurrency))
+    await asyncio.gather(*(_execute(c, package, runner_factory, executor_config, limits, slots) for c in candidates))
+    executed = time.perf_counter()
+
+    await _score_all(task, [c for c in candidates if c.failure is None])
+    finished = time.perf_counter()
+
+    outcomes = [_outcome(m, entry, reply) for m, entry, reply in zip(miners, admitted, replies)]
+    timings = StepTimings(
+        wall_s=finished - started, query_s=queried - started, execute_s=executed - queried,
+        score_s=finished - executed, client_own_s=client.own_s - own_before,
+    )
+    return StepResult(task_id=package.task_id, outcomes=outcomes, timings=timings)
+
+
+def _admit(miner: MinerTarget, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
+    """A candidate for execution, or the reason the miner's answer is invalid."""
+    if not reply.ok:
+        return f"query failed: {reply.error}"
+    checked = check_response(reply.body or b"", package, limits=limits)
+    if not checked.ok or checked.synapse is None or checked.plan_check is None:
+        return checked.reason or "invalid response"
+    return _Candidate(miner, checked.synapse, checked.plan_check)
+
+
+def _outcome(miner: MinerTarget, entry: _Candidate | str, reply: Reply) -> MinerOutcome:
+    if isinstance(entry, str):
+        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s)
+    if entry.score is None:
+        reason = entry.failure or "not scored"
+        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s)
+    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s)
+
+
+async def _execute(
+    candidate: _Candidate,
+    package: TaskPackage,
+    runner_factory: RunnerFactory,
+    config: ExecutorConfig,
+    limits: Limits,
+    slots: asyncio.Semaphore,
+) -> None:
+    synapse = candidate.synapse
+    ceiling = budget_ceiling(package.constraints.max_budget_tao, synapse.total_estimated_cost or 0.0)
+    async with slots:
+        try:
+            candidate.execution = await execute(
+                synapse.workflow_plan, runner_factory(package, candidate.miner),
+                task_id=package.task_id, budget_ceiling=ceiling,
+                deadline_s=DEADLINE_FACTOR * package.constraints.max_latency_seconds,
+                config=config, check=candidate.check, limits=limits,
+            )
+        except Exception as exc:  # an engine bug must cost this miner its score, not the step
+            log.exception("execution of uid %s failed", candidate.miner.uid)
+            candidate.failure = f"execution error: {type(exc).__name__}: {exc}"[:300]
+
+
+async def _score_all(task: Task, candidates: Sequence[_Candidate]) -> None:
+    """Score every candidate, judging each distinct final output only once.
+
+    Output quality depends on the task and the final output alone, and judging
+    a ``code`` output runs a sandboxed test suite; miners running the same
+    strategy produce the same output, so one judgement per distinct output keeps
+    a large step inside a block. Each miner still gets the composite of its own
+    metrics, exactly as :func:`score_run` would compute it.
+    """
+    groups: dict[str, list[_Candidate]] = {}
+    for candidate in candidates:
+        groups.setdefault(_output_key(candidate.execution.final_output), []).append(candidate)
+    await asyncio.gather(*(asyncio.to_thread(_score_group, task, group) for group in groups.values()))
+
+
+def _output_key(final_output: dict[str, Any] | None) -> str:
+    return json.dumps(final_output, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+
+
+def _score_group(task: Task, group: Sequence[_Candidate]) -> None:
+    """Runs in a worker thread: the code scorer waits on a sandboxed subprocess."""
+    first, rest = group[0], group[1:]
+    execution = first.execution
+    try:
+        first.score = score_run(task, metrics=execution.metrics, final_output=execution.final_output)
+    except Exception as exc:  # a scorer bug must cost these miners their score, not the step
+        log.exception("scoring uid %s failed", first.miner.uid)
+        for candidate in group:
+            candidate.failure = f"scoring error: {type(exc).__name__}: {exc}"[:300]
+        return
+    for candidate in rest:
+        own = composite(
+            output_quality=first.score.output_quality, metrics=candidate.execution.metrics,
+            max_budget_tao=task.constraints.max_budget_tao, max_latency_seconds=task.constraints.max_latency_seconds,
+        )
+        candidate.score = own.model_copy(update={"details": {**first.score.details, **own.details}})
