@@ -1,0 +1,140 @@
+"""`dagnet run` as a function: load a plan document, execute it on the local tool
+registry, optionally score it against a task, and return the SPEC §11 run report.
+
+Wiring only: the executor, the tools and the scorers do the work.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from miner.tools.registry import default_registry
+from miner.tools.runner import LocalRunner
+from protocol.documents import PlanDocument, load_plan_document
+from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.metrics import RunMetrics
+from protocol.task import Task, TaskSet
+from protocol.validation import PlanCheck, check_plan
+from scoring.evaluate import invalid_score, score_run
+from validator.executor import ExecutorConfig, budget_ceiling, execute
+from validator.report import run_report
+
+DEFAULT_MAX_LATENCY_S = 60.0
+
+
+class InputError(ValueError):
+    """A file the user named cannot be used; the message says why."""
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+
+
+def load_task(path: Path, task_id: str | None = None) -> Task:
+    """A single task file, or one task of a task set chosen by ``task_id``."""
+    doc = read_json(path)
+    try:
+        if isinstance(doc, dict) and "tasks" in doc:
+            tasks = TaskSet.model_validate(doc).tasks
+            return _select_task(tasks, task_id, path)
+        return Task.model_validate(doc)
+    except ValueError as exc:
+        raise InputError(f"{path}: not a task: {exc}") from None
+
+
+def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:
+    if task_id is None:
+        raise InputError(f"{path} is a task set: choose a task with --task-id")
+    for task in tasks:
+        if task.task_id == task_id:
+            return task
+    raise InputError(f"{path}: no task with id {task_id!r}")
+
+
+def load_plan(path: Path) -> PlanDocument:
+    try:
+        return load_plan_document(read_json(path))
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def limits_for(max_nodes: int | None) -> Limits:
+    if max_nodes is None:
+        return DEFAULT_LIMITS
+    return replace(DEFAULT_LIMITS, max_nodes=max_nodes, max_edges=max(DEFAULT_LIMITS.max_edges, 16 * max_nodes))
+
+
+def check_document(document: PlanDocument, *, task: Task | None, limits: Limits) -> PlanCheck:
+    allowed = task.constraints.allowed_subnets if task else None
+    return check_plan(document.plan, limits=limits, allowed_subnets=allowed)
+
+
+async def run_document(
+    document: PlanDocument,
+    *,
+    task: Task | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    config: ExecutorConfig = ExecutorConfig(),
+) -> dict[str, Any]:
+    """Execute ``document`` locally and return the run report (with ``score`` when a task is given)."""
+    check = check_document(document, task=task, limits=limits)
+    estimate = document.total_estimated_cost
+    if estimate is None:
+        estimate = document.plan.estimated_cost()
+    max_budget = task.constraints.max_budget_tao if task else None
+    max_latency = task.constraints.max_latency_seconds if task else DEFAULT_MAX_LATENCY_S
+    subnets = task.available_tools if task and task.available_tools else None
+    execution = await execute(
+        document.plan,
+        LocalRunner(default_registry(), subnets=subnets),
+        task_id=task.task_id if task else "local",
+        budget_ceiling=budget_ceiling(max_budget, estimate),
+        deadline_s=2 * max_latency,
+        config=config,
+        check=check,
+        limits=limits,
+    )
+    score = None
+    if task is not None:
+        score = _score(task, execution.metrics, execution.final_output, check.runnable, check.errors)
+    return run_report(execution, score=score)
+
+
+def _score(task: Task, metrics: RunMetrics, final_output: Any, runnable: bool, errors: list[str]) -> dict:
+    if not runnable:
+        return invalid_score("; ".join(errors) or "invalid plan").model_dump()
+    return score_run(task, metrics=metrics, final_output=final_output).model_dump()
+
+
+def metrics_from_report(report: dict[str, Any]) -> RunMetrics:
+    """Rebuild the metrics of a saved run report (for offline scoring)."""
+    try:
+        return RunMetrics(
+            completion_ratio=float(report["completion_ratio"]),
+            latency_s=float(report["latency_s"]),
+            cost_tao=float(report["cost_tao"]),
+            retries=int(report["retries"]),
+            unplanned_retries=int(report["unplanned_retries"]),
+            timeouts=int(report["timeouts"]),
+            hard_failures=int(report["hard_failures"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"not a run report: missing or bad field {exc}") from None
+
+
+def score_report(report: dict[str, Any], task: Task) -> dict[str, Any]:
+    """Score a saved run report against ``task`` exactly as ``dagnet run --task`` would."""
+    metrics = metrics_from_report(report)
+    if report.get("status") == "invalid":
+        return invalid_score("invalid plan").model_dump()
+    return score_run(task, metrics=metrics, final_output=report.get("final_output")).model_dump()
