@@ -24,7 +24,6 @@ app.add_typer(plan_app, name="plan")
 app.add_typer(bench_app, name="bench")
 
 _out = Console()
-_err = Console(stderr=True)
 
 PlanArg = typer.Argument(..., help="A workflow plan, a miner's WorkflowSynapse response, or a seed-004 {'dag': [...]} file.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
@@ -33,8 +32,13 @@ TaskOpt = typer.Option(None, "--task", help="A task (or task set with --task-id)
 TaskIdOpt = typer.Option(None, "--task-id", help="Which task of a task-set file.")
 
 
+def _error(message: str) -> None:
+    """One unwrapped line on stderr: scripts grep these."""
+    typer.echo(f"error: {message}", err=True)
+
+
 def _fail(message: str) -> None:
-    _err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    _error(message)
     raise typer.Exit(code=2)
 
 
@@ -64,7 +68,7 @@ def plan_check(
         verdict = "[green]valid[/green]" if check.valid else "[red]invalid[/red]"
         _out.print(f"{plan}: {verdict} — {len(document.plan.nodes)} nodes, {len(check.tiers)} tiers, critical path {check.critical_path_s:.3f}s")
     for error in errors:
-        _err.print(f"error: {error}", highlight=False, markup=False)
+        _error(error)
     if not check.valid:
         raise typer.Exit(code=2)
 
@@ -121,7 +125,7 @@ def run(
         render_report(report, _out)
     if report["status"] == "invalid":
         for error in report.get("errors", []):
-            _err.print(f"error: {error}", highlight=False, markup=False)
+            _error(error)
         raise typer.Exit(code=2)
 
 

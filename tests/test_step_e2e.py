@@ -1,0 +1,173 @@
+"""One validation step over HTTP: real uvicorn miners, real signatures, real executor and scorer.
+
+The honest miners run the reference planners; a separate miner app plays the tool
+provider of every subnet (priced by the task's ``available_tools``). Misbehaving
+miners each get 0 with a reason, and leave the honest miners' outcomes as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from support.keys import Keypair, MetagraphBuilder, dev_keypair
+from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
+
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import get_planner
+from miner.planner.base import PlanProposal
+from miner.tools.registry import default_registry
+from protocol.metagraph import MetagraphSnapshot
+from protocol.plan import Edge, PlanNode, WorkflowPlan
+from protocol.synapse import TaskPackage
+from protocol.task import Task, TaskSet
+from scoring.evaluate import score_run
+from validator.client import ClientConfig, MinerClient, Peer
+from validator.executor import ExecutorConfig
+from validator.remote import RemoteRunner, every_peer_serves
+from validator.step import StepResult, validation_step
+
+TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
+TASK_ID = "code_temperature"
+"""A benchmark task with a roomy latency budget (loopback HTTP on a busy machine) whose
+flaky subnet separates a plan with declared retries from one without."""
+
+VALIDATOR = dev_keypair("Alice")
+PROVIDER = dev_keypair("dagnet-step-provider")
+HONEST = {"good": dev_keypair("dagnet-step-good"), "naive": dev_keypair("dagnet-step-naive")}
+TWIN = dev_keypair("dagnet-step-good-twin")
+QUERY_TIMEOUT_S = 2.0
+
+
+class _ShapedPlanner:
+    """A planner whose plans are well-formed JSON but break one rule."""
+
+    name = "shaped"
+
+    def __init__(self, shape: str) -> None:
+        self.shape = shape
+
+    def plan(self, package: TaskPackage) -> PlanProposal:
+        subnet = (package.constraints.allowed_subnets or sorted(package.available_tools))[0]
+        if self.shape == "cyclic":
+            nodes = [PlanNode(id=i, subnet=subnet, action="echo") for i in ("a", "b")]
+            plan = WorkflowPlan(nodes=nodes, edges=[Edge(source="a", to="b"), Edge(source="b", to="a")])
+        elif self.shape == "too_many_nodes":
+            plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo") for i in range(300)])
+        else:  # oversize: a response body over the 1 MiB limit
+            params = {"text": "x" * 8_000}
+            plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo", params=params) for i in range(200)])
+        return PlanProposal(plan, 0.01, 0.1, 0.5, f"a {self.shape} plan")
+
+
+SHAPED = {shape: dev_keypair(f"dagnet-step-{shape}") for shape in ("cyclic", "too_many_nodes", "oversize")}
+
+
+def _task() -> Task:
+    tasks = TaskSet.model_validate_json(TASKS.read_bytes()).tasks
+    return next(task for task in tasks if task.task_id == TASK_ID)
+
+
+def _snapshot() -> MetagraphSnapshot:
+    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(PROVIDER)
+    for key in [*HONEST.values(), TWIN, *SHAPED.values()]:
+        builder.miner(key)
+    return builder.build()
+
+
+@contextlib.asynccontextmanager
+async def _app(key: Keypair, planner: object, snapshot: MetagraphSnapshot, task: Task) -> AsyncIterator[Peer]:
+    settings = MinerSettings(port=0, provider_subnets=task.available_tools)
+    app = create_app(settings, keypair=key, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
+                     planner=planner)
+    async with serve_asgi(app) as url:
+        neuron = snapshot.by_hotkey(key.ss58_address)
+        yield Peer(uid=neuron.uid, hotkey=key.ss58_address, url=url)
+
+
+async def _step(task: Task, miners: list[Peer], provider: Peer) -> StepResult:
+    async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=QUERY_TIMEOUT_S)) as client:
+        return await validation_step(
+            task=task, miners=miners, client=client,
+            runner_factory=lambda package, miner: RemoteRunner(client, every_peer_serves([provider]), package),
+            executor_config=ExecutorConfig(), exec_concurrency=4,
+        )
+
+
+@contextlib.asynccontextmanager
+async def _network(task: Task) -> AsyncIterator[tuple[Peer, dict[str, Peer], dict[str, Peer]]]:
+    """The provider, the honest miners and every misbehaving miner, all listening."""
+    snapshot = _snapshot()
+    async with contextlib.AsyncExitStack() as stack:
+        enter = stack.enter_async_context
+        provider = await enter(_app(PROVIDER, get_planner("good"), snapshot, task))
+        honest = {name: await enter(_app(key, get_planner(name), snapshot, task)) for name, key in HONEST.items()}
+        bad = {shape: await enter(_app(key, _ShapedPlanner(shape), snapshot, task)) for shape, key in SHAPED.items()}
+        for name, behaviour in (("hanging", HANG), ("garbage", GARBAGE), ("closing", CLOSE)):
+            peer = await enter(raw_peer(behaviour))
+            bad[name] = Peer(uid=100 + len(bad), hotkey=dev_keypair(f"dagnet-step-{name}").ss58_address, url=peer.url)
+        yield provider, honest, bad
+
+
+@pytest.fixture
+def task() -> Task:
+    return _task()
+
+
+async def test_good_strategy_outscores_naive_over_http(task: Task) -> None:
+    async with _network(task) as (provider, honest, _):
+        result = await _step(task, [honest["good"], honest["naive"]], provider)
+    good, naive = result.outcomes
+    assert good.reason is None and naive.reason is None
+    assert good.execution is not None and good.execution.status == "completed"
+    assert good.score.S > naive.score.S
+    assert good.score.S_success > naive.score.S_success  # not only faster: it completes
+    assert result.task_id == task.task_id
+    assert result.timings.wall_s >= result.timings.query_s + result.timings.execute_s
+
+
+_DETERMINISTIC = ("S_success", "S_cost", "S_reliability", "output_quality", "completion_ratio")
+
+
+async def test_misbehaving_miners_score_zero_with_a_reason_and_leave_honest_ones_alone(task: Task) -> None:
+    async with _network(task) as (provider, honest, bad):
+        alone = await _step(task, list(honest.values()), provider)
+        crowded = await _step(task, [*honest.values(), *bad.values()], provider)
+    by_uid = {outcome.uid: outcome for outcome in crowded.outcomes}
+    reasons = {name: by_uid[peer.uid].reason for name, peer in bad.items()}
+    for name, peer in bad.items():
+        assert by_uid[peer.uid].score.S == 0, name
+        assert by_uid[peer.uid].execution is None, name
+    assert reasons["hanging"] == f"query failed: timeout after {QUERY_TIMEOUT_S:g}s"
+    assert reasons["closing"].startswith("query failed: connection closed")
+    assert reasons["oversize"].startswith("query failed: response over 1048576 bytes")
+    assert "cycle: a -> b -> a" in reasons["cyclic"]
+    assert "300" in reasons["too_many_nodes"] and "256" in reasons["too_many_nodes"]
+    assert reasons["garbage"] and "json" in reasons["garbage"].lower()
+
+    for before, after in zip(alone.outcomes, crowded.outcomes[: len(honest)]):
+        assert after.reason is None and after.uid == before.uid
+        for field in _DETERMINISTIC:  # latency is wall-clock, everything else must not move
+            assert getattr(after.score, field) == getattr(before.score, field), field
+        assert after.execution.metrics.cost_tao == before.execution.metrics.cost_tao
+
+
+async def test_miners_with_the_same_output_get_exactly_what_score_run_gives_each(task: Task) -> None:
+    snapshot = _snapshot()
+    async with _network(task) as (provider, honest, _), _app(TWIN, get_planner("good"), snapshot, task) as twin:
+        result = await _step(task, [honest["good"], twin], provider)
+    first, second = result.outcomes
+    assert first.execution.final_output == second.execution.final_output
+    for outcome in result.outcomes:
+        direct = score_run(task, metrics=outcome.execution.metrics, final_output=outcome.execution.final_output)
+        assert outcome.score == direct
+
+
+async def test_an_empty_step_is_an_empty_result(task: Task) -> None:
+    async with MinerClient(VALIDATOR) as client:
+        result = await validation_step(task=task, miners=[], client=client, runner_factory=lambda p, m: None)
+    assert result.outcomes == [] and result.scores() == {}
