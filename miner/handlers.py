@@ -83,17 +83,7 @@ class MinerEndpoints:
             proposal = self.planner.plan(synapse)
         except PlanningError as exc:
             return _error(422, "unplannable", f"cannot plan this task: {exc}")
-        answer = synapse.model_copy(
-            update={
-                "miner_uid": uid,
-                "scoring_version": SCORING_VERSION,
-                "workflow_plan": proposal.plan,
-                "total_estimated_cost": proposal.total_estimated_cost,
-                "total_estimated_latency": proposal.total_estimated_latency,
-                "confidence": proposal.confidence,
-                "reasoning": proposal.reasoning,
-            }
-        )
+        answer = proposal.answer(synapse, uid)
         return _json(answer.model_dump_json(by_alias=True, exclude_none=True))
 
     async def node(self, request: Request) -> Response:

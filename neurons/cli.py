@@ -15,6 +15,8 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from protocol.documents import PlanDocument
+from protocol.task import Task
 from neurons.localrun import InputError, check_document, limits_for, load_plan, load_task, read_json, run_document, score_report
 
 app = typer.Typer(help="dagnet: workflow-orchestration subnet tools.", no_args_is_help=True, add_completion=False)
@@ -46,6 +48,14 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
+def _load(plan: Path, task: Path | None, task_id: str | None) -> tuple[PlanDocument, Task | None]:
+    try:
+        return load_plan(plan), load_task(task, task_id) if task else None
+    except InputError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
+
+
 @plan_app.command("check")
 def plan_check(
     plan: Path = PlanArg,
@@ -55,11 +65,7 @@ def plan_check(
     task_id: Optional[str] = TaskIdOpt,
 ) -> None:
     """Validate a plan statically. Exit 0 when valid, 2 when invalid (reasons on stderr)."""
-    try:
-        document = load_plan(plan)
-        loaded_task = load_task(task, task_id) if task else None
-    except InputError as exc:
-        _fail(str(exc))
+    document, loaded_task = _load(plan, task, task_id)
     check = check_document(document, task=loaded_task, limits=limits_for(max_nodes))
     errors = check.errors + [f"{node}: {reason}" for node, reason in check.node_errors.items()]
     if as_json:
@@ -80,26 +86,15 @@ def plan_make(
     strategy: str = typer.Option("good", "--strategy", help="Reference planner strategy: good | naive."),
 ) -> None:
     """Plan a task with a reference strategy and print the miner's WorkflowSynapse response."""
-    from miner.planner import get_planner
-    from protocol.synapse import SCORING_VERSION, WorkflowSynapse
+    from miner.planner import PlanningError, get_planner
 
     try:
         loaded = load_task(task, task_id)
-        planner = get_planner(strategy)
-    except (InputError, KeyError) as exc:
-        _fail(str(exc))
-    proposal = planner.plan(loaded.package())
-    response = WorkflowSynapse(
-        **loaded.package().model_dump(),
-        miner_uid=0,
-        workflow_plan=proposal.plan,
-        total_estimated_cost=proposal.total_estimated_cost,
-        total_estimated_latency=proposal.total_estimated_latency,
-        confidence=proposal.confidence,
-        reasoning=proposal.reasoning,
-    )
-    response.scoring_version = SCORING_VERSION
-    _print_json(response.model_dump(mode="json", by_alias=True, exclude_none=True))
+        proposal = get_planner(strategy).plan(loaded.package())
+    except (InputError, KeyError, PlanningError) as exc:
+        _fail(str(exc).strip("'\""))
+    answer = proposal.answer(loaded.package(), miner_uid=0)
+    _print_json(answer.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 @app.command("run")
@@ -113,11 +108,7 @@ def run(
     """Execute a plan on the local tool registry and print the run report."""
     from validator.report import render_report
 
-    try:
-        document = load_plan(plan)
-        loaded_task = load_task(task, task_id) if task else None
-    except InputError as exc:
-        _fail(str(exc))
+    document, loaded_task = _load(plan, task, task_id)
     report = asyncio.run(run_document(document, task=loaded_task, limits=limits_for(max_nodes)))
     if as_json:
         _print_json(report)

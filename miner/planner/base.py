@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from protocol.plan import WorkflowPlan
-from protocol.synapse import TaskPackage
+from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 
 class PlanningError(ValueError):
@@ -23,6 +23,22 @@ class PlanProposal:
     total_estimated_latency: float
     confidence: float
     reasoning: str
+
+    def answer(self, package: TaskPackage, miner_uid: int) -> WorkflowSynapse:
+        """The ``WorkflowSynapse`` response: ``package`` with every miner field filled."""
+        if not isinstance(package, WorkflowSynapse):
+            package = WorkflowSynapse.model_validate(package.model_dump())
+        return package.model_copy(
+            update={
+                "miner_uid": miner_uid,
+                "scoring_version": SCORING_VERSION,
+                "workflow_plan": self.plan,
+                "total_estimated_cost": self.total_estimated_cost,
+                "total_estimated_latency": self.total_estimated_latency,
+                "confidence": self.confidence,
+                "reasoning": self.reasoning,
+            }
+        )
 
 
 class Planner(Protocol):
