@@ -6,6 +6,7 @@ Wiring only: the executor, the tools and the scorers do the work.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -106,7 +107,11 @@ async def run_document(
     )
     score = None
     if task is not None:
-        score = _score(task, execution.metrics, execution.final_output, check.runnable, check.errors)
+        # Code quality runs the sandbox: keep it off the event loop so concurrent
+        # executions (dagnet bench tasks) are not stalled and mis-timed.
+        score = await asyncio.to_thread(
+            _score, task, execution.metrics, execution.final_output, check.runnable, check.errors
+        )
     return run_report(execution, score=score)
 
 
