@@ -76,11 +76,27 @@ class Graph:
 
     def critical_path(self, durations: Sequence[float]) -> float:
         """The largest sum of ``durations`` (by node index) along any path."""
+        return self.longest_path(durations)[0]
+
+    def longest_path(self, durations: Sequence[float]) -> tuple[float, list[int]]:
+        """The critical path's length and its nodes, first to last (``(0.0, [])`` when empty)."""
         finish = [0.0] * len(self.ids)
+        before: list[int | None] = [None] * len(self.ids)
         for v in self.topo_order():
-            start = max((finish[p] for p in self.preds[v]), default=0.0)
-            finish[v] = start + durations[v]
-        return max(finish, default=0.0)
+            for p in self.preds[v]:
+                if before[v] is None or finish[p] > finish[before[v]]:  # type: ignore[index]
+                    before[v] = p
+            previous = before[v]
+            finish[v] = durations[v] + (finish[previous] if previous is not None else 0.0)
+        if not finish:
+            return 0.0, []
+        node: int | None = max(range(len(finish)), key=finish.__getitem__)
+        length = finish[node]
+        path: list[int] = []
+        while node is not None:
+            path.append(node)
+            node = before[node]
+        return length, path[::-1]
 
     def _kahn(self) -> list[int]:
         # remaining[v] counts v's predecessors not yet emitted; v is ready at zero.

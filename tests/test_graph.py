@@ -103,3 +103,12 @@ def test_ten_thousand_nodes() -> None:
     assert len(g.tiers()) == n
     assert g.is_ancestor(0, n - 1) and not g.is_ancestor(n - 1, 0)
     assert g.critical_path([1.0] * n) == n
+
+
+def test_longest_path_names_the_critical_nodes_in_order():
+    # a -> b -> d (1 + 5 + 1) beats a -> c -> d (1 + 2 + 1)
+    graph = Graph(["a", "b", "c", "d"], [(0, 1), (0, 2), (1, 3), (2, 3)])
+    length, path = graph.longest_path([1.0, 5.0, 2.0, 1.0])
+    assert length == 7.0 == graph.critical_path([1.0, 5.0, 2.0, 1.0])
+    assert [graph.ids[i] for i in path] == ["a", "b", "d"]
+    assert Graph([], []).longest_path([]) == (0.0, [])

@@ -1,6 +1,5 @@
 """code tasks: two buggy snippets in markdown fences, repaired by deterministic text ops,
 checked in python_exec, returned as artifacts.code."""
-import json
 from common import step
 
 CHECK = '''import sys

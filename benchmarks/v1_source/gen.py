@@ -5,7 +5,7 @@ Python, independently of the reference tools. Run: python benchmarks/v1_source/g
 (key order inside some expected objects follows string hashing; the values are
 equal, and scoring compares canonical JSON).
 """
-import json, sys
+import json
 from pathlib import Path
 from common import make_task
 import data_tasks

@@ -106,7 +106,7 @@ def _cheapest_fitting(
     """
     chosen = [opts[0] for opts in ranked]
     while True:
-        length, path = _longest_path(graph, [opt.latency(_attempts(opt)) for opt in chosen])
+        length, path = graph.longest_path([opt.latency(_attempts(opt)) for opt in chosen])
         if length <= target:
             return chosen
         spare = budget - sum(opt.cost(_attempts(opt)) for opt in chosen)
@@ -135,26 +135,6 @@ def _best_upgrade(
             if key > best_key:
                 best, best_key = (step, option), key
     return best
-
-
-def _longest_path(graph: Graph, durations: Sequence[float]) -> tuple[float, list[int]]:
-    """The critical path's length and its nodes (first to last)."""
-    finish = [0.0] * len(durations)
-    before: list[int | None] = [None] * len(durations)
-    for v in graph.topo_order():
-        for p in graph.preds[v]:
-            if before[v] is None or finish[p] > finish[before[v]]:
-                before[v] = p
-        finish[v] = durations[v] + (finish[before[v]] if before[v] is not None else 0.0)
-    if not finish:
-        return 0.0, []
-    node: int | None = max(range(len(finish)), key=finish.__getitem__)
-    length = finish[node]
-    path: list[int] = []
-    while node is not None:
-        path.append(node)
-        node = before[node]
-    return length, path[::-1]
 
 
 def _parallel_width(graph: Graph, durations: Sequence[float]) -> int:
