@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from protocol.documents import format_validation_error
+from protocol.errors import format_validation_error
 from protocol.metagraph import MetagraphSnapshot
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse

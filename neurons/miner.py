@@ -26,7 +26,7 @@ from miner.config import MinerSettings
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from protocol.documents import format_validation_error
+from protocol.errors import format_validation_error
 
 log = logging.getLogger("dagnet.miner")
 

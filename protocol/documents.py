@@ -14,15 +14,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .errors import format_validation_error
 from .plan import WorkflowPlan
 from .seed004 import import_seed004, is_seed004
 
-__all__ = ["PlanDocument", "PlanLoadError", "format_validation_error", "load_plan_document"]
+__all__ = ["PlanDocument", "PlanLoadError", "load_plan_document"]
 
 DocumentKind = Literal["plan", "synapse", "seed004"]
-
-_MAX_REPORTED = 5
-_INPUT_MAX = 80
 
 
 class PlanLoadError(ValueError):
@@ -43,26 +41,6 @@ class _SynapseAnswer(BaseModel):
 
     workflow_plan: WorkflowPlan
     total_estimated_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """Pydantic errors as ``nodes.0.id: String should match pattern ...``, joined by ``; ``.
-
-    At most five are listed, followed by a count of the rest.
-    """
-    errors = exc.errors(include_url=False, include_input=False)
-    parts = [_format_one(error) for error in errors[:_MAX_REPORTED]]
-    if len(errors) > _MAX_REPORTED:
-        parts.append(f"and {len(errors) - _MAX_REPORTED} more errors")
-    return "; ".join(parts)
-
-
-def _format_one(error: Any) -> str:
-    location = ".".join(str(part) for part in error["loc"])
-    message = error["msg"]
-    if len(message) > _INPUT_MAX * 2:
-        message = message[: _INPUT_MAX * 2] + "..."
-    return f"{location or '(document)'}: {message}"
 
 
 def load_plan_document(doc: Any) -> PlanDocument:

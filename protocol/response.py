@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .documents import format_validation_error
+from .errors import format_validation_error
 from .limits import DEFAULT_LIMITS, Limits
 from .plan import WorkflowPlan
 from .synapse import MINER_FIELDS, TaskPackage, WorkflowSynapse

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from protocol.errors import format_validation_error
 from protocol.limits import OUTPUT_METADATA_MAX_BYTES
 from protocol.output import Artifacts, NodeOutput
 
@@ -21,21 +22,12 @@ from .base import ToolError
 M = TypeVar("M", bound=BaseModel)
 
 
-def describe_errors(exc: ValidationError) -> str:
-    """``"field.path: message; ..."`` for every error, so the caller sees which param is bad."""
-    parts = []
-    for error in exc.errors(include_url=False, include_input=False):
-        where = ".".join(str(part) for part in error["loc"])
-        parts.append(f"{where}: {error['msg']}" if where else error["msg"])
-    return "; ".join(parts)
-
-
 def parse_params(model: type[M], params: Any) -> M:
     """Validate ``params`` against ``model`` or raise ``ToolError("bad params: ...")``."""
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        raise ToolError(f"bad params: {describe_errors(exc)}") from None
+        raise ToolError(f"bad params: {format_validation_error(exc)}") from None
 
 
 def make_output(text: str = "", *, code: str = "", metadata: dict[str, Any] | None = None) -> NodeOutput:
@@ -45,7 +37,7 @@ def make_output(text: str = "", *, code: str = "", metadata: dict[str, Any] | No
             return NodeOutput(text=text)
         return NodeOutput(text=text, artifacts=Artifacts(code=code, metadata=metadata or {}))
     except ValidationError as exc:
-        raise ToolError(f"output rejected: {describe_errors(exc)}") from None
+        raise ToolError(f"output rejected: {format_validation_error(exc)}") from None
 
 
 def canonical_json(value: Any) -> str:

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
+from protocol.errors import format_validation_error
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import ToolInfo
 
-from ._common import describe_errors
 from .base import ToolContext, ToolError, ToolRegistry
 
 ERROR_MAX_CHARS = 2000
@@ -77,7 +77,7 @@ def _checked(output: object, cost: object) -> tuple[NodeOutput, float]:
         try:
             output = NodeOutput.model_validate(output)
         except ValidationError as exc:
-            raise ToolError(f"output rejected: {describe_errors(exc)}") from None
+            raise ToolError(f"output rejected: {format_validation_error(exc)}") from None
     if not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
         raise ToolError(f"tool reported an invalid cost: {cost!r}")
     return output, float(cost)
