@@ -20,6 +20,8 @@ from pathlib import Path
 
 from bittensor.http_auth import InMemoryNonceStore, NonceStore
 
+from storage import open_shared
+
 from .config import MinerSettings
 
 _SCHEMA = (
@@ -91,18 +93,9 @@ class SqliteNonceStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            self._conn = _open(self.path)
+            self._conn = open_shared(self.path, (_SCHEMA,))
             self._pid = os.getpid()
         return self._conn
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(_SCHEMA)
-    return conn
 
 
 def nonce_store_for(settings: MinerSettings) -> NonceStore:

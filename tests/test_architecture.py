@@ -6,13 +6,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "scoring", "validator", "miner", "neurons"}
+OURS = {"protocol", "sandbox", "storage", "scoring", "validator", "miner", "neurons"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": set(),
+    "storage": set(),
     "scoring": {"protocol", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox"},
-    "miner": {"protocol", "sandbox"},
+    "validator": {"protocol", "scoring", "sandbox", "storage"},
+    "miner": {"protocol", "sandbox", "storage"},
     "neurons": OURS,
 }
 

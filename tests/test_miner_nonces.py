@@ -52,7 +52,10 @@ def test_purge_runs_by_itself(tmp_path: Path) -> None:
 def _claim(path: str, pairs: list[tuple[str, int]], start, results) -> None:
     store = SqliteNonceStore(Path(path))
     start.wait()
-    results.put([pair for pair in pairs if store.check_and_store(*pair)])
+    try:
+        results.put([pair for pair in pairs if store.check_and_store(*pair)])
+    except Exception as exc:  # reported, so the parent fails at once instead of waiting
+        results.put(f"{type(exc).__name__}: {exc}")
 
 
 def test_two_processes_never_both_accept_a_nonce(tmp_path: Path) -> None:
@@ -67,6 +70,7 @@ def test_two_processes_never_both_accept_a_nonce(tmp_path: Path) -> None:
     for worker in workers:
         worker.start()
     claimed = [results.get(timeout=60) for _ in workers]
+    assert all(isinstance(c, list) for c in claimed), claimed
     for worker in workers:
         worker.join(timeout=60)
     first, second = (set(map(tuple, c)) for c in claimed)

@@ -1,0 +1,63 @@
+"""Opening one SQLite file from several processes that may start at the same moment.
+
+Two connections switching a fresh file to WAL together can both get
+``database is locked``: the mode switch needs an exclusive lock, and SQLite does
+not always call the busy handler for it (it would deadlock two readers that both
+want to upgrade). So the switch is retried until ``busy_timeout_s`` runs out,
+and stops as soon as any process has made the file WAL (the mode is stored in
+the file). Everything after the switch (schema statements included) waits on
+the ordinary busy timeout.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from pathlib import Path
+
+
+def open_shared(
+    path: Path,
+    schema: tuple[str, ...] = (),
+    *,
+    busy_timeout_s: float = 10.0,
+) -> sqlite3.Connection:
+    """A connection in autocommit mode to a WAL file, with ``schema`` applied.
+
+    Safe when many processes open the same fresh file at once. Raises
+    ``sqlite3.OperationalError`` only if the file stays locked for longer than
+    ``busy_timeout_s``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
+    )
+    try:
+        _switch_to_wal(conn, time.monotonic() + busy_timeout_s)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        for statement in schema:
+            conn.execute(statement)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> None:
+    delay = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            mode = None
+        if mode is not None and mode.lower() == "wal":
+            return
+        if time.monotonic() >= deadline:
+            raise sqlite3.OperationalError(f"could not switch to WAL mode (journal_mode={mode})")
+        # Jitter keeps two processes from retrying in lockstep.
+        time.sleep(delay * (1 + random.random()))
+        delay = min(delay * 2, 0.05)
