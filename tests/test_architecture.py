@@ -6,13 +6,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "storage", "scoring", "validator", "miner", "neurons"}
+OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "validator", "miner", "neurons"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": set(),
     "storage": set(),
+    "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox", "storage"},
+    "validator": {"protocol", "scoring", "sandbox", "storage", "chain"},
     "miner": {"protocol", "sandbox", "storage"},
     "neurons": OURS,
 }
