@@ -27,7 +27,7 @@ app.add_typer(bench_app, name="bench")
 
 _out = Console()
 
-PlanArg = typer.Argument(..., help="A workflow plan, a miner's WorkflowSynapse response, or a seed-004 {'dag': [...]} file.")
+PlanArg = typer.Argument(..., help="A workflow plan, a miner's WorkflowSynapse response, or a task-list {'dag': [...]} file.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 MaxNodesOpt = typer.Option(None, "--max-nodes", min=1, help="Raise the node limit for large local plans.")
 TaskOpt = typer.Option(None, "--task", help="A task (or task set with --task-id) to score against.")

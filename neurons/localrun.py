@@ -1,5 +1,5 @@
 """`dagnet run` as a function: load a plan document, execute it on the local tool
-registry, optionally score it against a task, and return the SPEC §11 run report.
+registry, optionally score it against a task, and return the run report (docs/cli.md).
 
 Wiring only: the executor, the tools and the scorers do the work.
 """

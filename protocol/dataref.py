@@ -1,6 +1,6 @@
 """DataRefs: ``${<node_id>.output.<field_path>}`` references between plan nodes.
 
-Grammar (SPEC §3):
+Grammar (docs/dataref.md):
 
 - ``node_id`` is ``[A-Za-z0-9_-]{1,64}``; ``field_path`` is one or more segments
   ``[A-Za-z0-9_-]+`` joined by ``.``. When resolving, a segment indexes a list if the

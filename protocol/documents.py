@@ -1,9 +1,9 @@
 """Loading a plan from any document a user may hand to ``dagnet plan check`` / ``dagnet run``.
 
-Three shapes are accepted (SPEC §11): a bare workflow plan, a miner's
+Three shapes are accepted (docs/protocol.md): a bare workflow plan, a miner's
 ``WorkflowSynapse`` response (only ``workflow_plan`` and ``total_estimated_cost``
-are read, so a response saved without its task fields still loads), and a seed-004
-``{"dag": [...]}`` document. This module checks shape only; graph rules are
+are read, so a response saved without its task fields still loads), and a task-list
+``{"dag": [...]}`` document (:mod:`protocol.seed004`). This module checks shape only; graph rules are
 :func:`protocol.validation.check_plan`'s.
 """
 
@@ -51,7 +51,7 @@ def load_plan_document(doc: Any) -> PlanDocument:
         try:
             return PlanDocument(import_seed004(doc), None, "seed004")
         except ValueError as exc:
-            raise PlanLoadError(f"seed-004 {exc}") from None
+            raise PlanLoadError(f"task-list {exc}") from None
     if "workflow_plan" in doc:
         answer = _validate(_SynapseAnswer, doc)
         return PlanDocument(answer.workflow_plan, answer.total_estimated_cost, "synapse")

@@ -1,4 +1,4 @@
-"""The execution metrics a validator measures and scoring consumes (SPEC §4.7)."""
+"""The execution metrics a validator measures and scoring consumes (docs/execution.md, metrics)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The node output schema every DAG node produces (seed 000), with its size limits.
+"""The node output schema every DAG node produces, with its size limits (docs/protocol.md).
 
 Oversize or malformed output is rejected, never truncated: the caller turns the
 ``ValidationError`` into a failed attempt.

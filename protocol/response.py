@@ -1,4 +1,4 @@
-"""Validator-side checks of a miner's ``WorkflowSynapse`` answer (SPEC §2, §5).
+"""Validator-side checks of a miner's ``WorkflowSynapse`` answer (docs/protocol.md, docs/scoring.md).
 
 An invalid response scores 0 and its plan never runs. Per-node static blocks
 (``PlanCheck.node_errors``) do not make a response invalid: those nodes are blocked

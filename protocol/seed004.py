@@ -1,6 +1,7 @@
-"""Import of the seed-004 JSON DAG format into a workflow plan (SPEC §12).
+"""Import of the task-list DAG format into a workflow plan (docs/protocol.md).
 
-A seed-004 document is ``{"dag": [{"id", "tool", "query", "dependencies"}, ...]}``
+The format comes from an earlier multi-agent planner ("seed 004" among the designs
+dagnet grew from). A document is ``{"dag": [{"id", "tool", "query", "dependencies"}, ...]}``
 where ``query`` may hold ``{{task_id.result}}`` (the task's text output) or
 ``{{task_id.field}}`` (a field of its ``artifacts.metadata``; dotted fields nest).
 Each task becomes a node whose ``action`` is the tool (after aliasing), whose params
@@ -29,12 +30,12 @@ _TASK_KEYS = {"id": str, "tool": str, "query": str, "dependencies": list}
 
 
 def is_seed004(doc: Any) -> bool:
-    """Whether ``doc`` looks like a seed-004 document (an object with a ``dag`` key)."""
+    """Whether ``doc`` looks like a task-list document (an object with a ``dag`` key)."""
     return isinstance(doc, dict) and "dag" in doc and "nodes" not in doc
 
 
 def import_seed004(doc: dict, *, subnet: str = "local") -> WorkflowPlan:
-    """Convert a seed-004 document; raises ``ValueError`` naming the offending field."""
+    """Convert a task-list document; raises ``ValueError`` naming the offending field."""
     tasks = doc.get("dag") if isinstance(doc, dict) else None
     if not isinstance(tasks, list):
         raise ValueError("dag: expected a list of tasks")

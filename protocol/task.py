@@ -10,7 +10,7 @@ from .synapse import TaskPackage
 
 
 class Task(TaskPackage):
-    """``reference`` is read by ``task_type`` (SPEC §5):
+    """``reference`` is read by ``task_type`` (docs/scoring.md):
 
     - ``code`` → ``test_suite``: pytest source importing ``solution``
     - ``rag`` → ``reference_answer``

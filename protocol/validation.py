@@ -1,4 +1,4 @@
-"""Static checks of a workflow plan, decided before anything runs (SPEC §3, §4.1).
+"""Static checks of a workflow plan, decided before anything runs (docs/execution.md, static checks).
 
 Two kinds of finding:
 

@@ -1,4 +1,4 @@
-"""The composite score of one execution (SPEC §5), identical bit for bit on every validator.
+"""The composite score of one execution (docs/scoring.md), identical bit for bit on every validator.
 
 ```
 S = 0.50·S_success + 0.25·S_cost + 0.15·S_latency + 0.10·S_reliability

@@ -1,4 +1,4 @@
-"""Score one execution of a task: output quality, then the composite (SPEC §5).
+"""Score one execution of a task: output quality, then the composite (docs/scoring.md).
 
 This is what ``dagnet run --task`` and the validator call.
 """

@@ -1,4 +1,4 @@
-"""Rolling score windows: the last ``size`` scores of each miner uid, equal weight (SPEC §5)."""
+"""Rolling score windows: the last ``size`` scores of each miner uid, equal weight (docs/scoring.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `dagnet` CLI as scripts use it: exit codes, JSON shapes, the seed examples."""
+"""The `dagnet` CLI as scripts use it: exit codes, JSON shapes, the bundled examples."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""DataRef grammar and resolution (SPEC §3)."""
+"""DataRef grammar and resolution (docs/dataref.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The DAG executor against SPEC §4, with a scripted runner whose timing the tests control."""
+"""The DAG executor against docs/execution.md, with a scripted runner whose timing the tests control."""
 
 from __future__ import annotations
 

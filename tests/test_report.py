@@ -1,4 +1,4 @@
-"""The run report: SPEC §11 keys for scripts, and a readable rendering for people."""
+"""The run report: the keys of docs/cli.md for scripts, and a readable rendering for people."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Aggregation of several providers' outputs for one node (SPEC §4 routing policy)."""
+"""Aggregation of several providers' outputs for one node (docs/execution.md, routing)."""
 
 from __future__ import annotations
 

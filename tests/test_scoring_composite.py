@@ -1,4 +1,4 @@
-"""The composite score (SPEC §5): every term, gate and clamp at its boundary, and determinism."""
+"""The composite score (docs/scoring.md): every term, gate and clamp at its boundary, and determinism."""
 
 from __future__ import annotations
 

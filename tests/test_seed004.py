@@ -1,4 +1,4 @@
-"""Seed-004 import and plan-document loading (SPEC §11, §12)."""
+"""Task-list DAG import and plan-document loading (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from protocol.documents import PlanLoadError, load_plan_document
 from protocol.seed004 import import_seed004, is_seed004
 from protocol.validation import check_plan
 
-# The example from seed 004, verbatim.
+# The example of the task-list format's own documentation, verbatim.
 SEED_EXAMPLE = {
     "dag": [
         {
@@ -154,7 +154,7 @@ class TestLoadPlanDocument:
             ({"nodes": [], "edges": [{"to": "a"}]}, "edges.0.from: Field required"),
             ({"workflow_plan": {"nodes": 1}}, "workflow_plan.nodes: Input should be a valid list"),
             ({"workflow_plan": BARE, "total_estimated_cost": -1}, "total_estimated_cost: Input should be greater"),
-            ({"dag": [{"id": "a"}]}, r"seed-004 dag\[0\].tool: missing"),
+            ({"dag": [{"id": "a"}]}, r"task-list dag\[0\].tool: missing"),
             ({"nodes": [BARE["nodes"][0]], "bogus": 1}, "bogus: Extra inputs are not permitted"),
         ],
     )

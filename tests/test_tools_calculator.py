@@ -1,4 +1,4 @@
-"""``calculator``: safe arithmetic and the English forms seed 004's planner sends."""
+"""``calculator``: safe arithmetic and the English forms task-list plans send."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""``search``: BM25 over corpus sentences; seed 004's questions retrieve the age sentences."""
+"""``search``: BM25 over corpus sentences; the task-list example's questions retrieve the age sentences."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Static plan checks (SPEC §3, §4.1): fatal errors, per-node blocks, display data."""
+"""Static plan checks (docs/dataref.md, docs/execution.md): fatal errors, per-node blocks, display data."""
 
 from __future__ import annotations
 

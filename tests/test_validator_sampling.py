@@ -1,4 +1,4 @@
-"""Deterministic task choice, synthetic variants and miner samples (SPEC §6)."""
+"""Deterministic task choice, synthetic variants and miner samples (docs/validator.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The validator's DAG executor: runs a checked plan through a node runner (SPEC §4).
+"""The validator's DAG executor: runs a checked plan through a node runner (docs/execution.md).
 
 :func:`execute` is :mod:`validator.scheduler` with time added. The scheduler says
 which nodes may start; this module adds the budget ceiling, DataRef resolution

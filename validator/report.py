@@ -1,4 +1,4 @@
-"""The run report (SPEC §11): one execution as JSON, and as a table for people.
+"""The run report (docs/cli.md): one execution as JSON, and as a table for people.
 
 :func:`run_report` is the stable machine form printed by ``dagnet run --json``;
 scripts depend on its keys. Beyond the required keys it carries ``errors`` (why
@@ -33,7 +33,7 @@ _STATUS_STYLE = {
 
 
 def run_report(execution: Execution, *, score: dict | None = None) -> dict[str, Any]:
-    """The SPEC §11 JSON for ``execution``; ``score`` is included when given."""
+    """The run-report JSON for ``execution``; ``score`` is included when given."""
     metrics = execution.metrics
     report: dict[str, Any] = {
         "status": execution.status,

@@ -1,4 +1,4 @@
-"""Combining the outputs of several providers of one node into one (SPEC §4, routing).
+"""Combining the outputs of several providers of one node into one (docs/execution.md, routing).
 
 Pure functions over already-validated :class:`NodeOutput` values, in provider
 order. Both rules are deterministic, so every validator that received the same

@@ -1,4 +1,4 @@
-"""Which task a validator sends at a block, and to which miners (SPEC §6).
+"""Which task a validator sends at a block, and to which miners (docs/validator.md).
 
 Everything here is a pure function of its inputs, so any observer who knows a
 validator's hotkey, the block and the active task list can recompute the choice.

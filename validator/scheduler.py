@@ -5,7 +5,7 @@ added, over integer node indices: ``prepare()``, then repeatedly ``get_ready()``
 and ``done(i)`` while ``is_active()``. It has no clock and no asyncio, so the
 executor decides *when* things happen and this module decides only *what may*.
 
-Rules (SPEC §4.2):
+Rules (docs/execution.md, scheduling):
 
 - A node becomes ready the moment all its edge-predecessors have settled,
   whatever their outcome; whether a failed ancestor blocks it is the executor's
@@ -15,7 +15,7 @@ Rules (SPEC §4.2):
 - Ready nodes are handed out by topological position (whose ties are already
   broken by plan index). A ready node that conflicts with running ones stays
   queued with its position, so it keeps its place in line, and lower-priority
-  nodes that do not conflict may start meanwhile (seed 003's ``pick_batch``).
+  nodes that do not conflict may start meanwhile (the batch picking of a resource-aware DAG scheduler).
 
 Every node settles exactly once: by ``done(i)`` after ``get_ready`` handed it
 out, or by ``remove(i)`` for a node that will never run. A removed node settles

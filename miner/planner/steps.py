@@ -4,7 +4,8 @@ Both strategies plan from the package's step hints without a model: which steps
 reference which (DataRefs in their params), which allowed subnets can run a step
 (``ToolInfo.type == step.kind``) and what a node on such a subnet is expected to
 cost and take. DataRefs are only *read* here, never resolved: resolution belongs
-to the validator (seed 000).
+to the validator, so a miner cannot make its own references say anything
+(docs/dataref.md).
 """
 
 from __future__ import annotations

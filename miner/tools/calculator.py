@@ -6,7 +6,7 @@ round sqrt log``. Nothing else parses (no names, attributes, subscripts,
 comparisons, strings), so nothing can be looked up or executed. Exponents and
 magnitudes are bounded *before* they are computed.
 
-English forms exist because seed 004's planner writes
+English forms exist because task-list plans (docs/protocol.md) write
 ``"Calculate the difference between {{a.result}} and {{b.result}}"`` where each
 operand is a whole sentence returned by search. Supported: "difference between
 X and Y" (|X − Y|), "sum of X and Y", "product of X and Y", "X divided by Y",
@@ -46,7 +46,7 @@ Number = int | float
 class CalculatorParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # ``query`` is what a seed-004 task carries.
+    # ``query`` is what a task-list ``{"dag": [...]}`` task carries.
     expression: str = Field(
         min_length=1, max_length=MAX_EXPRESSION_CHARS, validation_alias=AliasChoices("expression", "query")
     )

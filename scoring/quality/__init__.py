@@ -1,4 +1,4 @@
-"""Output quality in [0, 1] by task type (SPEC §5); one module per type.
+"""Output quality in [0, 1] by task type (docs/scoring.md); one module per type.
 
 An unknown task type scores 0 with the reason in the details.
 """
