@@ -1,0 +1,106 @@
+"""The dagnet Grafana dashboard, as code (Grafana Labs' grafana-foundation-sdk).
+
+    python deploy/grafana/dashboard.py > deploy/grafana/dashboards/dagnet.json
+
+The committed JSON is what Grafana loads; `tests/test_dashboard.py` fails when it
+differs from what this file builds, when a panel names a metric dagnet does not
+export, and (with a real Prometheus) when a panel's query returns no data.
+Each panel is one row of PANELS: (section, title, kind, unit, [(expr, legend)]).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from grafana_foundation_sdk.builders.dashboard import Dashboard, Row
+from grafana_foundation_sdk.builders.prometheus import Dataquery
+from grafana_foundation_sdk.builders.stat import Panel as Stat
+from grafana_foundation_sdk.builders.table import Panel as Table
+from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="prometheus")
+RATE = "$__rate_interval"
+
+PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
+    ("Subnet", "Leaderboard: windowed mean score S by miner", "table", "none",
+     [("max by (uid) (dagnet_validator_score)", "S")]),
+    ("Subnet", "Weights set by the validator", "timeseries", "percentunit",
+     [("max by (uid) (dagnet_validator_weight)", "uid {{uid}}")]),
+    ("Subnet", "Incentive on chain", "timeseries", "percentunit",
+     [("max by (uid) (dagnet_validator_miner_incentive)", "uid {{uid}}")]),
+    ("Subnet", "Emission on chain per tempo", "timeseries", "none",
+     [("max by (uid) (dagnet_validator_miner_emission_tao)", "uid {{uid}}")]),
+    ("Validator", "Steps per minute by outcome", "timeseries", "none",
+     [(f"sum by (outcome) (rate(dagnet_validator_steps_total[{RATE}])) * 60", "{{outcome}}")]),
+    ("Validator", "Step phase duration (p90)", "timeseries", "s",
+     [(f"histogram_quantile(0.9, sum by (le, phase) (rate(dagnet_validator_step_phase_seconds_bucket[{RATE}])))", "{{phase}}")]),
+    ("Validator", "Executions per minute by status", "timeseries", "none",
+     [(f"sum by (status) (rate(dagnet_validator_executions_total[{RATE}])) * 60", "{{status}}")]),
+    ("Validator", "Node latency by subnet (p95)", "timeseries", "s",
+     [(f"histogram_quantile(0.95, sum by (le, subnet) (rate(dagnet_validator_node_latency_seconds_bucket[{RATE}])))", "{{subnet}}")]),
+    ("Validator", "Cost per execution (mean)", "timeseries", "none",
+     [(f"sum(rate(dagnet_validator_execution_cost_tao_sum[{RATE}])) / sum(rate(dagnet_validator_execution_cost_tao_count[{RATE}]))", "TAO")]),
+    ("Validator", "Budget aborts and timeouts", "timeseries", "none",
+     [(f"sum(increase(dagnet_validator_budget_aborts_total[{RATE}]))", "budget aborts"),
+      (f"sum by (kind) (increase(dagnet_validator_timeouts_total[{RATE}]))", "timeouts ({{kind}})")]),
+    ("Validator", "Weights set, by chain result", "timeseries", "none",
+     [(f"sum by (result) (increase(dagnet_validator_weights_set_total[{RATE}]))", "{{result}}")]),
+    ("Validator", "Blocks since weights were last accepted", "stat", "none",
+     [("max(dagnet_validator_metagraph_block) - max(dagnet_validator_last_weights_block)", "blocks")]),
+    ("Validator", "Metagraph sync age", "stat", "s",
+     [("max(dagnet_validator_metagraph_sync_age_seconds)", "age")]),
+    ("Validator", "Benchmark tasks by lifecycle state", "timeseries", "none",
+     [("sum by (state) (dagnet_validator_tasks)", "{{state}}")]),
+    ("Validator", "Sandbox runs by outcome", "timeseries", "none",
+     [(f"sum by (outcome) (increase(dagnet_validator_sandbox_runs_total[{RATE}]))", "{{outcome}}")]),
+    ("Miners", "Requests per second by endpoint and code", "timeseries", "reqps",
+     [(f"sum by (endpoint, code) (rate(dagnet_miner_requests_total[{RATE}]))", "{{endpoint}} {{code}}")]),
+    ("Miners", "Auth failures by reason", "timeseries", "none",
+     [(f"sum by (reason) (increase(dagnet_miner_auth_failures_total[{RATE}]))", "{{reason}}")]),
+    ("Miners", "Request latency p50 / p99", "timeseries", "s",
+     [(f"histogram_quantile(0.5, sum by (le, endpoint) (rate(dagnet_miner_request_latency_seconds_bucket[{RATE}])))", "p50 {{endpoint}}"),
+      (f"histogram_quantile(0.99, sum by (le, endpoint) (rate(dagnet_miner_request_latency_seconds_bucket[{RATE}])))", "p99 {{endpoint}}")]),
+    ("Miners", "Chain block seen by each miner", "timeseries", "none",
+     [("max by (instance) (dagnet_miner_chain_block)", "{{instance}}")]),
+]
+
+_KINDS = {"timeseries": Timeseries, "stat": Stat, "table": Table}
+
+
+def _panel(panel_id: int, title: str, kind: str, unit: str, targets: list[tuple[str, str]]):
+    panel = _KINDS[kind]().id(panel_id).title(title).datasource(DATASOURCE).unit(unit).height(8).span(12)
+    for ref, (expr, legend) in zip("ABCDEFGH", targets):
+        query = Dataquery().expr(expr).legend_format(legend).ref_id(ref)
+        if kind == "table":
+            query = query.instant().format("table")
+        panel = panel.with_target(query)
+    return panel
+
+
+def build() -> Dashboard:
+    dashboard = (
+        Dashboard("dagnet")
+        .uid("dagnet-subnet")
+        .tags(["dagnet", "bittensor"])
+        .refresh("15s")
+        .time("now-1h", "now")
+        .timezone("browser")
+    )
+    section = None
+    for panel_id, (sec, title, kind, unit, targets) in enumerate(PANELS, start=1):
+        if sec != section:
+            dashboard = dashboard.with_row(Row(sec).id(100 + panel_id))
+            section = sec
+        dashboard = dashboard.with_panel(_panel(panel_id, title, kind, unit, targets))
+    return dashboard
+
+
+def render() -> str:
+    return json.dumps(json.loads(JSONEncoder(sort_keys=True).encode(build().build())), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
