@@ -58,6 +58,8 @@ class MinerOutcome:
     reason: str | None
     execution: Execution | None
     reply_s: float
+    plan: dict[str, Any] | None = None
+    """The plan the miner answered with, as JSON, when it passed the checks."""
 
     def summary(self) -> dict[str, Any] | None:
         """The execution's status and metrics as plain JSON, or ``None`` when it never ran."""
@@ -164,10 +166,11 @@ def _admit(miner: MinerTarget, reply: Reply, package: TaskPackage, limits: Limit
 def _outcome(miner: MinerTarget, entry: _Candidate | str, reply: Reply) -> MinerOutcome:
     if isinstance(entry, str):
         return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s)
+    plan = entry.synapse.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if entry.score is None:
         reason = entry.failure or "not scored"
-        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s)
-    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s)
+        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan)
+    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan)
 
 
 async def _execute(

@@ -1,0 +1,195 @@
+"""The validator loop on a fake chain with real HTTP miners: steps, records, weights, outages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from support.chain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair
+from support.peers import serve_asgi
+
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import get_planner
+from miner.tools.registry import default_registry
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
+from protocol.task import Task, TaskSet
+from validator.audit import replay
+from validator.client import ClientConfig, MinerClient, Peer
+from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
+from validator.providers import FixedProviders
+from validator.state import ValidatorState
+
+TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
+TASK_IDS = ("dt_sales_summary", "rag_everest", "code_temperature")
+VALIDATOR = dev_keypair("Alice")
+KEYS = {"good": dev_keypair("dagnet-loop-good"), "naive": dev_keypair("dagnet-loop-naive")}
+PROVIDER = dev_keypair("dagnet-loop-provider")
+
+
+def _tasks() -> list[Task]:
+    tasks = TaskSet.model_validate_json(TASKS.read_bytes()).tasks
+    return [t for t in tasks if t.task_id in TASK_IDS]
+
+
+def _profiles(tasks: list[Task]) -> dict:
+    merged = {}
+    for task in tasks:
+        merged.update(task.available_tools)
+    return merged
+
+
+@contextlib.asynccontextmanager
+async def _network(tasks: list[Task]) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
+    """Two miners (good, naive) and one provider of every subnet, all on loopback."""
+    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
+    for key in KEYS.values():
+        builder.miner(key)
+    bare = builder.build()
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {}
+        for name, key in KEYS.items():
+            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
+                             registry=default_registry(), planner=get_planner(name))
+            urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(app))
+        provider_app = create_app(MinerSettings(port=0, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
+                                  metagraph=StaticMetagraph(bare), registry=default_registry(),
+                                  planner=get_planner("good"))
+        provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))
+        neurons = tuple(
+            Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)
+            for n in bare.neurons
+        )
+        yield MetagraphSnapshot(bare.netuid, bare.block, neurons), provider
+
+
+def _axon(url: str) -> Axon:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return Axon(host, int(port))
+
+
+@contextlib.asynccontextmanager
+async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, FakeChain]]:
+    tasks = _tasks()
+    async with _network(tasks) as (snapshot, provider):
+        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
+        state = ValidatorState(tmp_path / "validator.sqlite")
+        async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
+            loop = ValidatorLoop(chain, state, client, FixedTasks(tasks), FixedProviders([provider]),
+                                 config=LoopConfig(synthetic_rate=0.0, **config))
+            try:
+                yield loop, chain
+            finally:
+                state.close()
+
+
+def _uid(loop: ValidatorLoop, name: str) -> int:
+    return loop._snapshot.by_hotkey(KEYS[name].ss58_address).uid
+
+
+async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path) -> None:
+    async with _loop(tmp_path) as (loop, chain):
+        for _ in range(3):
+            summary = await loop.step(chain.head)
+            assert summary is not None and summary.base_task_id in TASK_IDS
+            assert await loop.maybe_set_weights(chain.head) == (chain.head == 100)
+            chain.advance()
+        good, naive = _uid(loop, "good"), _uid(loop, "naive")
+        records = loop.state.executions()
+        assert len(records) == 6 and {r.uid for r in records} == {good, naive}
+        assert all(r.plan is not None and r.plan_hash and r.metrics for r in records)
+        means = loop.state.window().means()
+        assert means[good] > means[naive]
+        (block, weights, version), = chain.weights_log
+        assert block == 100 and weights[good] > weights.get(naive, 0.0)
+        assert version == loop.config.version_key
+        for record in records:  # every settled execution re-scores bit for bit
+            assert replay(record, loop.source).identical, record
+
+
+async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> None:
+    from validator.sampling import pick_task
+
+    async with _loop(tmp_path) as (loop, chain):
+        summary = await loop.step(chain.head)
+        assert summary.base_task_id == pick_task(VALIDATOR.ss58_address, chain.head, _tasks()).task_id
+
+
+async def test_a_refused_set_weights_is_logged_and_retried_when_allowed(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="validator.loop")
+    async with _loop(tmp_path) as (loop, chain):
+        await loop.step(chain.head)
+        chain._last_set = chain.head - 1  # another set landed one block ago, by the chain's count
+        assert not await loop.maybe_set_weights(chain.head)
+        assert "SettingWeightsTooFast" in caplog.text
+        assert loop.state.last_weights_block() is None
+        for _ in range(3):
+            chain.advance()
+            assert not await loop.maybe_set_weights(chain.head)
+        chain.advance()
+        assert await loop.maybe_set_weights(chain.head)
+        assert [b for b, _, _ in chain.weights_log] == [chain.head]
+        assert len(chain.refusals) == 4
+        assert loop.metrics.weights_set.labels("refused")._value.get() == 4
+        # once accepted, the next set waits a full tempo
+        chain.advance(chain.hyper.tempo - 1)
+        assert not await loop.maybe_set_weights(chain.head)
+        chain.advance()
+        assert await loop.maybe_set_weights(chain.head)
+
+
+async def test_a_chain_outage_stops_nothing_and_weights_are_set_when_it_returns(tmp_path: Path) -> None:
+    async with _loop(tmp_path, poll_s=0.01) as (loop, chain):
+        stop = asyncio.Event()
+        runner = asyncio.create_task(loop.run(stop))
+        await _until(lambda: loop.state.steps_settled() >= 1)
+        chain.down = True
+        await _until(lambda: loop.metrics.chain_errors.labels("block")._value.get() >= 3)
+        assert not runner.done()
+        before = loop.state.steps_settled()
+        chain.advance(chain.hyper.tempo)  # blocks went by while the validator could not see them
+        chain.down = False
+        await _until(lambda: loop.state.steps_settled() > before and len(chain.weights_log) >= 2)
+        stop.set()
+        await runner
+        assert chain.weights_log[-1][0] == chain.head
+
+
+async def _until(condition, timeout_s: float = 60.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path: Path) -> None:
+    async with _loop(tmp_path) as (loop, chain):
+        chain.down = True
+        assert await loop.step(chain.head) is None
+        assert not await loop.maybe_set_weights(chain.head)
+        assert loop.state.steps_settled() == 0
+        assert loop.metrics.chain_errors.labels("metagraph")._value.get() == 1
+
+
+@pytest.mark.parametrize("sabotage", ["scorer", "state"])
+async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch, sabotage: str) -> None:
+    async with _loop(tmp_path) as (loop, chain):
+        if sabotage == "scorer":
+            monkeypatch.setattr("validator.step.score_run", _boom)
+        else:
+            monkeypatch.setattr(loop.state, "settle_step", _boom)
+        summary = await loop.step(chain.head)
+        if sabotage == "scorer":  # the step settles with every miner at 0 and the reason kept
+            assert summary is not None and set(summary.scores.values()) == {0.0}
+            assert all(r.reason.startswith("scoring error") for r in loop.state.executions())
+        else:
+            assert summary is None and loop.metrics.steps.labels("error")._value.get() == 1
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom")

@@ -1,0 +1,51 @@
+"""Re-scoring a stored execution record, to check it bit for bit.
+
+The record holds the task id, the instance seed, the measured metrics and the
+final output; the task source rebuilds the same instance from the seed, and the
+same scorer the step used scores it again. Anyone holding the validator's state
+file can rerun the judgement and compare it with what was settled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.metrics import RunMetrics
+from scoring.composite import invalid_score
+from scoring.evaluate import score_run
+
+from .loop import TaskSource, task_instance
+from .state import ExecutionRecord, canonical_json
+
+SYNTHETIC_PREFIX = "syn_"
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    record_id: int | None
+    stored: dict[str, Any]
+    recomputed: dict[str, Any]
+
+    @property
+    def identical(self) -> bool:
+        return canonical_json(self.stored) == canonical_json(self.recomputed)
+
+
+def replay(record: ExecutionRecord, source: TaskSource) -> Replay:
+    """Score ``record`` again; raises ``KeyError`` when its task is not in ``source``."""
+    if record.reason is not None or record.metrics is None:
+        recomputed = invalid_score(record.reason or "invalid response")
+    else:
+        base = next((t for t in source.tasks() if t.task_id == record.base_task_id), None)
+        if base is None:
+            raise KeyError(f"task {record.base_task_id!r} is not in the task source")
+        synthetic = record.task_id.startswith(SYNTHETIC_PREFIX)
+        task = task_instance(source, base, record.instance_seed, synthetic=synthetic)
+        recomputed = score_run(task, metrics=_metrics(record.metrics), final_output=record.final_output)
+    return Replay(record.id, record.score, recomputed.model_dump(mode="json"))
+
+
+def _metrics(summary: dict[str, Any]) -> RunMetrics:
+    return RunMetrics(**{name: summary[name] for name in RunMetrics.__dataclass_fields__})
+

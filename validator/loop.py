@@ -1,0 +1,373 @@
+"""The validator's long-running loop: one validation step per new block, weights once per tempo.
+
+Each step:
+
+1. syncs the metagraph at the chain head;
+2. picks the task, ``sha256(f"{hotkey}:{block}") mod len(active tasks)``, and draws
+   its hidden instance from a seed only this validator knows (a synthetic variant
+   at :data:`~validator.sampling.SYNTHETIC_RATE`);
+3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
+   (all of them in a small net): query, validate, execute, score;
+4. settles the step in the state store, one transaction;
+5. closes the previous tempo's task lifecycle once the tempo has turned.
+
+After each step, when at least ``max(tempo, weights_rate_limit)`` blocks have
+passed since weights were last accepted, it sets weights from the windowed
+scores. A refusal is logged with the chain's reason and tried again at the next
+step. Nothing a chain, a miner or a scorer does ends the loop: a failed step is
+logged and counted, and the loop waits for the next block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from chain.base import Chain, Hyperparameters
+from protocol.metagraph import MetagraphSnapshot
+from protocol.synapse import SCORING_VERSION
+from protocol.task import Task
+from scoring.weights import normalize_weights, warmup_scale
+
+from .client import MinerClient, Peer
+from .executor import ExecutorConfig
+from .metrics import ValidatorMetrics
+from .providers import ProviderDirectory
+from .remote import RemoteRunner
+from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
+from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ValidatorState
+from .step import MinerOutcome, StepResult, validation_step
+
+log = logging.getLogger(__name__)
+
+
+class TaskSource(Protocol):
+    """The benchmark tasks (families) and how one instance of a task is drawn."""
+
+    def tasks(self) -> Sequence[Task]:
+        """Every task the validator knows, by id; the lifecycle decides which are active."""
+        ...
+
+    def instance(self, task: Task, seed: int) -> Task:
+        """The instance of ``task`` for ``seed``: its inputs and the reference they imply."""
+        ...
+
+
+class FixedTasks:
+    """Tasks without hidden inputs: every instance of a task is the task itself."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        self._tasks = tuple(tasks)
+
+    def tasks(self) -> Sequence[Task]:
+        return self._tasks
+
+    def instance(self, task: Task, seed: int) -> Task:
+        return task
+
+
+def instance_seed(secret: int, block: int, task_id: str) -> int:
+    """The seed of the instance a validator sends at ``block``: 63 bits of
+    ``sha256(f"{secret}:{block}:{task_id}")``, unguessable without the secret."""
+    digest = hashlib.sha256(f"{secret}:{block}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def task_instance(source: TaskSource, base: Task, seed: int, *, synthetic: bool) -> Task:
+    """The task a step sends and scores: the instance, or its synthetic variant."""
+    task = source.instance(base, seed)
+    return synthetic_variant(task, seed) if synthetic else task
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    sample_size: int = 256
+    """Miners queried per step; a subnet with fewer serving miners is queried whole."""
+    exec_concurrency: int = 16
+    version_key: int = SCORING_VERSION
+    poll_s: float = 1.0
+    """How often the loop asks for the chain head while it waits for a new block."""
+    synthetic_rate: float = SYNTHETIC_RATE
+    warmup_full_at: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    """What a settled step did, for logs and live views."""
+
+    block: int
+    task_id: str
+    base_task_id: str
+    scores: dict[int, float]
+    wall_s: float
+
+
+class ValidatorLoop:
+    def __init__(
+        self,
+        chain: Chain,
+        state: ValidatorState,
+        client: MinerClient,
+        source: TaskSource,
+        providers: ProviderDirectory,
+        *,
+        config: LoopConfig = LoopConfig(),
+        executor_config: ExecutorConfig = ExecutorConfig(),
+        metrics: ValidatorMetrics | None = None,
+    ) -> None:
+        self.chain = chain
+        self.state = state
+        self.client = client
+        self.source = source
+        self.providers = providers
+        self.config = config
+        self.executor_config = executor_config
+        self.metrics = metrics or ValidatorMetrics()
+        self.metrics.version_key.set(config.version_key)
+        self._secret = state.instance_secret()
+        self._snapshot: MetagraphSnapshot | None = None
+        self._hyper: Hyperparameters | None = None
+        self.last_step: StepSummary | None = None
+
+    @property
+    def hotkey(self) -> str:
+        return self.chain.hotkey
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Step at every new block until ``stop`` is set."""
+        while not stop.is_set():
+            block = await self._next_block(stop)
+            if block is None:
+                return
+            await self.step(block)
+            await self.maybe_set_weights(block)
+
+    async def _next_block(self, stop: asyncio.Event) -> int | None:
+        """The chain head once it is past the last settled step; ``None`` when stopped."""
+        while not stop.is_set():
+            try:
+                block = await self.chain.block()
+            except Exception as exc:
+                self._chain_error("block", exc)
+            else:
+                last = self.state.last_step_block()
+                if last is None or block > last:
+                    return block
+            try:
+                await asyncio.wait_for(stop.wait(), self.config.poll_s)
+            except TimeoutError:
+                pass
+        return None
+
+    async def step(self, block: int) -> StepSummary | None:
+        """One validation step at ``block``; never raises for a chain, miner or scorer failure."""
+        started = time.perf_counter()
+        try:
+            summary = await self._step(block)
+        except Exception:
+            log.exception("step at block %s failed", block)
+            self.metrics.steps.labels("error").inc()
+            return None
+        self.metrics.phase.labels("step").observe(time.perf_counter() - started)
+        if summary is not None:
+            self.metrics.steps.labels("settled").inc()
+            self.last_step = summary
+        return summary
+
+    async def _step(self, block: int) -> StepSummary | None:
+        tick = time.perf_counter()
+        snapshot = await self._sync(block)
+        if snapshot is None:
+            return None
+        active = self._active_tasks()
+        if not active:
+            log.warning("no active task at block %s: nothing to send", block)
+            return None
+        await self.providers.refresh(_partner_subnets(active))
+        self.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
+
+        base = pick_task(self.hotkey, block, active)
+        seed = instance_seed(self._secret, block, base.task_id)
+        synthetic = is_synthetic(self.hotkey, block, self.config.synthetic_rate)
+        task = task_instance(self.source, base, seed, synthetic=synthetic).model_copy(update={"send_block": block})
+        digest = int.from_bytes(step_digest(self.hotkey, block), "big")
+        neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
+        miners = [Peer.from_neuron(n) for n in neurons]
+        if not miners:
+            log.info("no serving miner at block %s", block)
+            return None
+
+        result = await validation_step(
+            task=task, miners=miners, client=self.client,
+            runner_factory=lambda package, miner: RemoteRunner(self.client, self.providers.selector(miner.uid), package),
+            executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
+        )
+        self._observe_step(result, task)
+
+        tick = time.perf_counter()
+        records = [_record(block, task, base, seed, outcome) for outcome in result.outcomes]
+        self.state.settle_step(block, records)
+        self._close_tempo(block)
+        self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
+        self.metrics.scores(self.state.window().means())
+        log.info(
+            "block %s: task %s (%s) scored %d miners in %.2fs",
+            block, task.task_id, base.task_id, len(records), result.timings.wall_s,
+        )
+        return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
+
+    async def _sync(self, block: int) -> MetagraphSnapshot | None:
+        """The metagraph at ``block``, or the last one read when the chain cannot answer."""
+        try:
+            self._snapshot = await self.chain.metagraph(block)
+        except Exception as exc:
+            self._chain_error("metagraph", exc)
+            if self._snapshot is None:
+                return None
+            log.warning("using the metagraph of block %s", self._snapshot.block)
+        else:
+            self.metrics.synced(self._snapshot.block)
+        return self._snapshot
+
+    def _active_tasks(self) -> list[Task]:
+        tasks = self.source.tasks()
+        states = self.state.task_states([t.task_id for t in tasks])
+        self.metrics.task_states(states, LIFECYCLE_STATES)
+        return [t for t in tasks if states.get(t.task_id) == ACTIVE]
+
+    def _close_tempo(self, block: int) -> None:
+        if self._hyper is None or self._hyper.tempo <= 0:
+            return
+        tempo = self._hyper.tempo
+        previous = block // tempo - 1
+        closed = self.state.last_closed_tempo()
+        if previous < 0 or (closed is not None and closed >= previous):
+            return
+        changed = self.state.close_tempo(previous, previous * tempo, (previous + 1) * tempo - 1)
+        for task_id, new_state in changed.items():
+            log.warning("task %s is now %s", task_id, new_state)
+
+    # -- weights --------------------------------------------------------------------
+
+    async def maybe_set_weights(self, block: int) -> bool:
+        """Set weights if a tempo (and the rate limit) has passed since the last accepted set."""
+        hyper = await self._hyperparameters()
+        if hyper is None:
+            return False
+        last = self.state.last_weights_block()
+        if last is not None and block - last < max(hyper.tempo, hyper.weights_rate_limit):
+            return False
+        return await self.set_weights(block, hyper)
+
+    async def set_weights(self, block: int, hyper: Hyperparameters) -> bool:
+        tick = time.perf_counter()
+        weights = self.weights(block, hyper.immunity_period)
+        if not weights:
+            log.info("no miner has a positive score yet: no weights to set")
+            self.metrics.weights_set.labels("nothing_to_set").inc()
+            return False
+        uids = sorted(weights)
+        try:
+            result = await self.chain.set_weights(uids, [weights[uid] for uid in uids], self.config.version_key)
+        except Exception as exc:
+            self._chain_error("set_weights", exc)
+            self.metrics.weights_set.labels("error").inc()
+            return False
+        self.metrics.phase.labels("weights").observe(time.perf_counter() - tick)
+        if not result.success:
+            log.warning("set_weights refused at block %s: %s", block, result.message)
+            self.metrics.weights_set.labels("refused").inc()
+            return False
+        accepted = result.block if result.block is not None else block
+        self.state.set_last_weights_block(accepted)
+        self.metrics.weights_set.labels("success").inc()
+        self.metrics.last_weights_block.set(accepted)
+        self.metrics.weights(weights)
+        log.info("weights set at block %s for %d miners", accepted, len(weights))
+        return True
+
+    def weights(self, block: int, immunity_period: int) -> dict[int, float]:
+        """Weights from the windowed means of the miners now on the metagraph.
+
+        A window counts only for the hotkey that earned it; a miner still in
+        immunity is scaled by ``min(1, tasks_seen / warmup_full_at)``.
+        """
+        if self._snapshot is None:
+            return {}
+        window, seen, owners = self.state.window(), self.state.tasks_seen(), self.state.hotkeys()
+        scores = {}
+        for neuron in self._snapshot.neurons:
+            if owners.get(neuron.uid) != neuron.hotkey:
+                continue
+            registered = neuron.registered_block
+            in_immunity = registered is not None and block - registered < immunity_period
+            scale = warmup_scale(seen.get(neuron.uid, 0), in_immunity, self.config.warmup_full_at)
+            scores[neuron.uid] = window.mean(neuron.uid) * scale
+        return normalize_weights(scores)
+
+    async def _hyperparameters(self) -> Hyperparameters | None:
+        try:
+            self._hyper = await self.chain.hyperparameters()
+        except Exception as exc:
+            self._chain_error("hyperparameters", exc)
+        return self._hyper
+
+    def _chain_error(self, call: str, exc: Exception) -> None:
+        log.warning("chain %s failed: %s", call, exc)
+        self.metrics.chain_errors.labels(call).inc()
+
+    # -- metrics --------------------------------------------------------------------
+
+    def _observe_step(self, result: StepResult, task: Task) -> None:
+        m = self.metrics
+        m.phase.labels("query").observe(result.timings.query_s)
+        m.phase.labels("execute").observe(result.timings.execute_s)
+        m.phase.labels("score").observe(result.timings.score_s)
+        for outcome in result.outcomes:
+            _observe_outcome(m, outcome, task)
+
+
+def _observe_outcome(m: ValidatorMetrics, outcome: MinerOutcome, task: Task) -> None:
+    execution = outcome.execution
+    if execution is None:
+        m.executions.labels("not_run").inc()
+        if outcome.reason and outcome.reason.startswith("query failed: timeout"):
+            m.timeouts.labels("query").inc()
+        return
+    m.executions.labels(execution.status).inc()
+    if execution.status == "budget_abort":
+        m.budget_aborts.inc()
+    m.cost.observe(execution.metrics.cost_tao)
+    m.timeouts.labels("node").inc(execution.metrics.timeouts)
+    subnets = {node["id"]: node.get("subnet", "") for node in (outcome.plan or {}).get("nodes", [])}
+    for node_id, node in execution.nodes.items():
+        if node.started_s is not None and node.finished_s is not None:
+            m.node_latency.labels(subnets.get(node_id, "unknown")).observe(node.finished_s - node.started_s)
+    if task.task_type == "code":
+        m.sandbox_runs.labels(_sandbox_outcome(outcome)).inc()
+
+
+def _sandbox_outcome(outcome: MinerOutcome) -> str:
+    quality = outcome.score.details.get("quality", {})
+    if "isolation" in quality:
+        return "ran"
+    return "unavailable" if "sandbox unavailable" in str(quality.get("reason", "")) else "not_run"
+
+
+def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
+    return {subnet for task in tasks for subnet in task.available_tools}
+
+
+def _record(block: int, task: Task, base: Task, seed: int, outcome: MinerOutcome) -> ExecutionRecord:
+    execution = outcome.execution
+    return ExecutionRecord(
+        block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=base.task_id,
+        instance_seed=seed, plan=outcome.plan, metrics=outcome.summary(),
+        final_output=None if execution is None else execution.final_output,
+        score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
+    )

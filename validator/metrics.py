@@ -1,0 +1,98 @@
+"""The validator's Prometheus metrics, in a registry of their own.
+
+Names carry their unit (``_seconds``, ``_tao``, ``_block``) and counters end in
+``_total``. Labels are bounded: miners are labelled by ``uid`` (at most 256 per
+subnet), never by hotkey; subnets by the names the task set publishes; statuses
+and phases by fixed vocabularies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PHASES = ("sync", "query", "execute", "score", "record", "weights", "step")
+EXECUTION_STATUSES = ("completed", "partial", "budget_abort", "invalid", "not_run")
+WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 60.0)
+_TAO = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
+
+
+class ValidatorMetrics:
+    """Everything a dashboard needs to see a validator work; see docs/observability.md."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.steps = Counter("dagnet_validator_steps_total", "Validation steps, by outcome (settled, error).", ["outcome"], registry=r)
+        self.phase = Histogram(
+            "dagnet_validator_step_phase_seconds", "Wall time of each phase of a step.", ["phase"], buckets=_SECONDS, registry=r
+        )
+        self.executions = Counter(
+            "dagnet_validator_executions_total", "Miner answers handled, by execution status (not_run: never executed).",
+            ["status"], registry=r,
+        )
+        self.node_latency = Histogram(
+            "dagnet_validator_node_latency_seconds", "Time from a node's dispatch to its settlement, by subnet.",
+            ["subnet"], buckets=_SECONDS, registry=r,
+        )
+        self.cost = Histogram(
+            "dagnet_validator_execution_cost_tao", "TAO charged by tool providers for one execution.", buckets=_TAO, registry=r
+        )
+        self.budget_aborts = Counter(
+            "dagnet_validator_budget_aborts_total", "Executions stopped at their budget ceiling.", registry=r
+        )
+        self.timeouts = Counter(
+            "dagnet_validator_timeouts_total", "Timeouts: a miner's answer (query) or a node attempt (node).", ["kind"], registry=r
+        )
+        self.score = Gauge("dagnet_validator_score", "Each miner's windowed mean score S.", ["uid"], registry=r)
+        self.weight = Gauge("dagnet_validator_weight", "The weight last set on chain for each miner.", ["uid"], registry=r)
+        self.weights_set = Counter(
+            "dagnet_validator_weights_set_total", "set_weights attempts, by the chain's result.", ["result"], registry=r
+        )
+        self.last_weights_block = Gauge(
+            "dagnet_validator_last_weights_block", "The block at which weights were last accepted.", registry=r
+        )
+        self.metagraph_block = Gauge("dagnet_validator_metagraph_block", "The block of the last metagraph sync.", registry=r)
+        self.sync_age = Gauge(
+            "dagnet_validator_metagraph_sync_age_seconds", "Seconds since the metagraph was last synced.", registry=r
+        )
+        self.chain_errors = Counter(
+            "dagnet_validator_chain_errors_total", "Chain calls that failed, by call.", ["call"], registry=r
+        )
+        self.tasks = Gauge("dagnet_validator_tasks", "Benchmark tasks by lifecycle state.", ["state"], registry=r)
+        self.sandbox_runs = Counter(
+            "dagnet_validator_sandbox_runs_total", "Sandboxed judgements of code outputs, by outcome.", ["outcome"], registry=r
+        )
+        self.version_key = Gauge("dagnet_validator_version_key", "The scoring version published with weights.", registry=r)
+        self._synced_at: float | None = None
+        self.sync_age.set_function(self._sync_age)
+        for status in EXECUTION_STATUSES:
+            self.executions.labels(status)
+        for result in WEIGHTS_RESULTS:
+            self.weights_set.labels(result)
+        for kind in ("query", "node"):
+            self.timeouts.labels(kind)
+
+    def synced(self, block: int) -> None:
+        self.metagraph_block.set(block)
+        self._synced_at = time.monotonic()
+
+    def _sync_age(self) -> float:
+        return float("nan") if self._synced_at is None else time.monotonic() - self._synced_at
+
+    def task_states(self, states: Mapping[str, str], vocabulary: tuple[str, ...]) -> None:
+        for state in vocabulary:
+            self.tasks.labels(state).set(sum(1 for s in states.values() if s == state))
+
+    def scores(self, means: Mapping[int, float]) -> None:
+        for uid, mean in means.items():
+            self.score.labels(str(uid)).set(mean)
+
+    def weights(self, weights: Mapping[int, float]) -> None:
+        self.weight.clear()
+        for uid, value in weights.items():
+            self.weight.labels(str(uid)).set(value)
