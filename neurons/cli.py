@@ -175,7 +175,14 @@ def _mount_miner() -> None:
     app.command("miner", help="Run a miner: the signed FastAPI app with a reference planner and tools.")(miner)
 
 
+def _mount_validator() -> None:
+    from neurons.validator import validator
+
+    app.command("validator", help="Run a validator: steps, state, weights; /health and /metrics.")(validator)
+
+
 _mount_miner()
+_mount_validator()
 
 
 if __name__ == "__main__":  # pragma: no cover

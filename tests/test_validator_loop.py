@@ -193,3 +193,19 @@ async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch,
 
 def _boom(*args, **kwargs):
     raise RuntimeError("boom")
+
+
+async def test_dagnet_validator_replay_rescores_a_stored_record(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+
+    async with _loop(tmp_path) as (loop, chain):
+        await loop.step(chain.head)
+        record = loop.state.executions()[0]
+    state = str(tmp_path / "validator.sqlite")
+    result = CliRunner().invoke(app, ["validator", "--state", state, "--tasks", str(TASKS), "--replay", str(record.id)])
+    assert result.exit_code == 0, result.output
+    assert '"identical": true' in result.stdout
+    missing = CliRunner().invoke(app, ["validator", "--state", state, "--replay", "999"])
+    assert missing.exit_code == 2 and "no execution record 999" in missing.stderr

@@ -1,0 +1,281 @@
+"""The validator process: ``python -m neurons.validator`` (and ``dagnet validator``).
+
+Turns flags and a hotkey into a running :class:`validator.loop.ValidatorLoop`
+with its state file, and serves ``/health`` and ``/metrics`` on one port from
+the same event loop. SIGINT/SIGTERM stop it between two awaits; whatever step
+was settled stays settled (the state commits each step in one transaction).
+``--replay RECORD`` re-scores one stored execution instead of running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from chain.base import Chain
+from neurons.bench_tasks import DEFAULT_TASKSET
+from protocol.errors import format_validation_error
+from protocol.task import TaskSet
+from validator.audit import replay
+from validator.client import ClientConfig, MinerClient
+from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
+from validator.metrics import ValidatorMetrics
+from validator.providers import FixedProviders, MetagraphProviders, ProviderDirectory
+from validator.state import ValidatorState
+
+log = logging.getLogger("dagnet.validator")
+
+DEFAULT_TASKS = DEFAULT_TASKSET
+
+
+class ValidatorProcessConfig(BaseModel):
+    """Everything one validator process needs.
+
+    The hotkey is a wallet (``wallet_name``/``wallet_hotkey``/``wallet_path``) or
+    a development URI (``dev_key``), exactly one of them. ``network`` takes the
+    Bittensor names (``finney``, ``test``, ``local``, a ``ws://`` URL) or
+    ``embedded[:PATH]``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    dev_key: str | None = None
+    wallet_name: str | None = None
+    wallet_hotkey: str = "default"
+    wallet_path: str | None = None
+    network: str | None = None
+    chain_endpoint: str | None = None
+    netuid: int = Field(default=1, ge=0)
+    state: Path = Path("validator.sqlite")
+    tasks: Path = DEFAULT_TASKS
+    host: str = "127.0.0.1"
+    port: int = Field(default=9100, ge=0, le=65535)
+    """``/health`` and ``/metrics``; 0 picks a free port."""
+    sample_size: int = Field(default=256, ge=1)
+    query_timeout_s: float = Field(default=8.0, gt=0, lt=12.0)
+    """Bounds each miner's answer; below one 12 s block."""
+    exec_concurrency: int = Field(default=16, ge=1)
+    poll_s: float = Field(default=1.0, gt=0)
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ValidatorProcessConfig:
+        if (self.dev_key is None) == (self.wallet_name is None):
+            raise ValueError("give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)")
+        return self
+
+    def wallet(self) -> Any:
+        """A ``bt.Wallet`` whose hotkey signs; a dev key gets an in-memory hotkey."""
+        import bittensor as bt
+
+        if self.dev_key is not None:
+            from bittensor.sp_core import Keypair
+
+            return _DevWallet(Keypair.create_from_uri(self.dev_key))
+        kwargs = {"path": self.wallet_path} if self.wallet_path else {}
+        return bt.Wallet(self.wallet_name, self.wallet_hotkey, **kwargs)
+
+    def loop_config(self) -> LoopConfig:
+        return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)
+
+
+class _DevWallet:
+    """A development key standing in for a wallet: hotkey and coldkey are the same key."""
+
+    def __init__(self, keypair: Any) -> None:
+        self.hotkey = keypair
+        self.coldkey = keypair
+        self.coldkeypub = keypair
+
+
+def load_tasks(path: Path) -> TaskSource:
+    return FixedTasks(TaskSet.model_validate_json(path.read_bytes()).tasks)
+
+
+def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderDirectory]:
+    """The chain the config names, and the providers of partner subnets read from it."""
+    from chain.network import parse_network
+    from chain.sdk import SdkChain
+
+    chain = SdkChain.open(parse_network(config.network, config.chain_endpoint), wallet, config.netuid)
+    providers = MetagraphProviders(lambda netuid: SdkChain(chain.client, wallet, netuid).metagraph())
+    return chain, providers
+
+
+def health_app(loop: ValidatorLoop, metrics: ValidatorMetrics) -> FastAPI:
+    app = FastAPI(title="dagnet validator", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        state = loop.state
+        return {
+            "status": "ok",
+            "hotkey": loop.hotkey,
+            "netuid": loop.chain.netuid,
+            "version_key": loop.config.version_key,
+            "last_step_block": state.last_step_block(),
+            "last_weights_block": state.last_weights_block(),
+            "steps_settled": state.steps_settled(),
+        }
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def run_validator(
+    config: ValidatorProcessConfig,
+    *,
+    chain: Chain | None = None,
+    providers: ProviderDirectory | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers`` replace
+    what the config would open (tests)."""
+    wallet = config.wallet()
+    if chain is None:
+        chain, providers = open_chain(config, wallet)
+    providers = providers or FixedProviders([])
+    stop = stop or asyncio.Event()
+    _stop_on_signals(stop)
+    state = ValidatorState(config.state)
+    metrics = ValidatorMetrics()
+    client_config = ClientConfig(timeout_s=config.query_timeout_s)
+    try:
+        async with MinerClient(wallet.hotkey, config=client_config) as client:
+            loop = ValidatorLoop(
+                chain, state, client, load_tasks(config.tasks), providers, config=config.loop_config(), metrics=metrics
+            )
+            async with _serving(health_app(loop, metrics), config) as url:
+                _announce(
+                    f"dagnet validator listening on {url} hotkey={loop.hotkey} netuid={chain.netuid} "
+                    f"state={config.state} resumed_at_block={state.last_step_block()}"
+                )
+                await loop.run(stop)
+    finally:
+        state.close()
+        await chain.close()
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: FastAPI, config: ValidatorProcessConfig):
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    )
+    server.install_signal_handlers = lambda: None  # the validator owns SIGINT/SIGTERM
+    sock = socket.create_server((config.host, config.port))
+    host, port = sock.getsockname()[:2]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _announce(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def replay_record(config_state: Path, tasks: Path, record_id: int) -> dict[str, Any]:
+    """Re-score one stored execution; the result says whether it matched bit for bit."""
+    state = ValidatorState(config_state)
+    try:
+        record = state.execution(record_id)
+    finally:
+        state.close()
+    if record is None:
+        raise LookupError(f"no execution record {record_id} in {config_state}")
+    result = replay(record, load_tasks(tasks))
+    return {"record": record_id, "identical": result.identical, "stored": result.stored, "recomputed": result.recomputed}
+
+
+# -- command line -------------------------------------------------------------------
+
+cli = typer.Typer(add_completion=False, help="Run a dagnet validator.")
+
+
+@cli.command()
+def validator(
+    dev_key: Annotated[str | None, typer.Option(help="Development key URI, e.g. //Alice.")] = None,
+    wallet_name: Annotated[str | None, typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name.")] = None,
+    wallet_hotkey: Annotated[str, typer.Option("--wallet-hotkey", "--wallet.hotkey", help="Hotkey name in the wallet.")] = "default",
+    wallet_path: Annotated[str | None, typer.Option("--wallet-path", "--wallet.path", help="Wallets directory.")] = None,
+    network: Annotated[
+        str | None, typer.Option("--network", "--subtensor.network", help="finney | test | local | ws://URL | embedded[:PATH]")
+    ] = None,
+    chain_endpoint: Annotated[
+        str | None, typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.")
+    ] = None,
+    netuid: Annotated[int, typer.Option()] = 1,
+    state: Annotated[Path, typer.Option(help="The validator's SQLite state file.")] = Path("validator.sqlite"),
+    tasks: Annotated[Path, typer.Option(help="Benchmark task set.")] = DEFAULT_TASKS,
+    host: Annotated[str, typer.Option(help="Address of /health and /metrics.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of /health and /metrics; 0 picks a free one.")] = 9100,
+    sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
+    query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
+    exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
+    replay_id: Annotated[
+        int | None, typer.Option("--replay", help="Re-score stored execution RECORD and exit (0 identical, 1 not).")
+    ] = None,
+    log_level: Annotated[str, typer.Option()] = "info",
+) -> None:
+    """Validate: query miners, execute and score their plans, set weights once per tempo."""
+    if replay_id is not None:
+        _replay(state, tasks, replay_id)
+        return
+    try:
+        config = ValidatorProcessConfig(
+            dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
+            network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
+            port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
+            log_level=log_level,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(format_validation_error(exc)) from None
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run_validator(config))
+    except (KeyError, OSError, ValueError) as exc:
+        _announce(f"error: {exc}")
+        raise typer.Exit(1) from None
+
+
+def _replay(state: Path, tasks: Path, record_id: int) -> None:
+    if not state.exists():
+        _announce(f"error: no state file {state}")
+        raise typer.Exit(2)
+    try:
+        result = replay_record(state, tasks, record_id)
+    except (LookupError, OSError, ValueError) as exc:
+        _announce(f"error: {str(exc).strip(chr(39))}")
+        raise typer.Exit(2) from None
+    sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if not result["identical"]:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    cli()
