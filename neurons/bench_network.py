@@ -8,14 +8,16 @@ Two measurements, each repeated and reported as medians:
    just before sending them (fresh nonces, well inside the 10 s window) and keeps
    ``concurrency`` requests in flight. The same app with auth switched off is
    measured in the same run, so the ratio shows what signing costs the miner.
-2. **One validation step** against ``miners`` local miners using the ``good``
-   strategy on a benchmark task. The miners are real apps on their own loopback
+2. **One validation step** against ``miners`` local miners (256 by default, the
+   largest subnet) using the ``good`` strategy on a benchmark task. The miners are real apps on their own loopback
    ports, hosted by ``miner_processes`` child processes (each runs many uvicorn
    servers on one event loop); the validator runs in this process with the real
    client, remote runner, executor and scorer. Every miner also serves every
    subnet as a tool provider; a plan's nodes go to the providers after its miner
-   in uid order. Reported: step wall time, its phases, and the share spent in the
-   validator's own client.
+   in uid order. The step's records are then settled in a fresh validator state
+   file, as the loop does. Reported: step wall time, its phases (query, execute,
+   score, record), the share spent in the validator's own client, and the
+   validator's CPU time as a share of the wall time. Target: within one 12 s block.
 
 Children are this module run as ``python -m neurons.bench_network serve|load``
 with a JSON spec on stdin; each run is bounded in requests and time and stops by
@@ -69,7 +71,7 @@ def run_network_bench(
     requests: int = 20_000,
     duration_s: float = 6.0,
     concurrency: int = 64,
-    miners: int = 64,
+    miners: int = 256,
     miner_processes: int = 2,
     repeats: int = 3,
     task_id: str | None = None,
@@ -151,32 +153,50 @@ async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) 
                 return RemoteRunner(client, every_peer_serves(peers, offset=target.uid), package)
 
             steps = []
-            for _ in range(repeats + 1):  # the first step also opens the connection pool
-                cpu_before = _cpu_seconds(None)[0]
-                result = await validation_step(
-                    task=task, miners=peers, client=client, runner_factory=runner_factory,
-                    executor_config=ExecutorConfig(), exec_concurrency=miners,
-                )
-                steps.append(_step_summary(result, _cpu_seconds(None)[0] - cpu_before))
+            with tempfile.TemporaryDirectory() as scratch:
+                for block in range(repeats + 1):  # the first step also opens the connection pool
+                    cpu_before = _cpu_seconds(None)[0]
+                    result = await validation_step(
+                        task=task, miners=peers, client=client, runner_factory=runner_factory,
+                        executor_config=ExecutorConfig(), exec_concurrency=miners,
+                    )
+                    record_s = _settle(Path(scratch) / "state.sqlite", block, task, result)
+                    steps.append(_step_summary(result, record_s, _cpu_seconds(None)[0] - cpu_before))
     warm = steps[1:]
     median = {key: statistics.median(s[key] for s in warm) for key in warm[0] if isinstance(warm[0][key], (int, float))}
     return {
         "task_id": task.task_id, "task_type": task.task_type, "miners": miners, "miner_processes": processes,
         "median": median, "cold": steps[0], "repeats": warm, "block_s": BLOCK_S,
-        "meets_target": median["wall_s"] < BLOCK_S / 2,
+        "meets_target": median["wall_s"] < BLOCK_S,
     }
 
 
-def _step_summary(result: Any, validator_cpu_s: float) -> dict[str, Any]:
+def _settle(path: Path, block: int, task: Task, result: Any) -> float:
+    """Settle the step's records as the validator loop does; returns the seconds it took."""
+    from validator.loop import execution_record
+    from validator.state import ValidatorState
+
+    started = time.perf_counter()
+    state = ValidatorState(path)
+    try:
+        state.settle_step(block, [execution_record(block, task, task, 0, o) for o in result.outcomes])
+    finally:
+        state.close()
+    return time.perf_counter() - started
+
+
+def _step_summary(result: Any, record_s: float, validator_cpu_s: float) -> dict[str, Any]:
     """The step's timings and shares; ``validator_cpu_s`` is this process's CPU time
-    during the step (client, executor and scorer together; scorer threads included)."""
+    during the step and its settling (client, executor, scorer and state together;
+    scorer threads included)."""
     t = result.timings
+    wall = t.wall_s + record_s
     scores = [o.score.S for o in result.outcomes]
     return {
-        "wall_s": t.wall_s, "query_s": t.query_s, "execute_s": t.execute_s, "score_s": t.score_s,
-        "client_own_s": t.client_own_s, "validator_cpu_s": validator_cpu_s,
-        "query_share": t.query_s / t.wall_s, "client_own_share": t.client_own_s / t.wall_s,
-        "validator_cpu_share": validator_cpu_s / t.wall_s,
+        "wall_s": wall, "query_s": t.query_s, "execute_s": t.execute_s, "score_s": t.score_s,
+        "record_s": record_s, "client_own_s": t.client_own_s, "validator_cpu_s": validator_cpu_s,
+        "query_share": t.query_s / wall, "client_own_share": t.client_own_s / wall,
+        "validator_cpu_share": validator_cpu_s / wall,
         "mean_score": statistics.fmean(scores) if scores else 0.0,
         "invalid": sum(o.reason is not None for o in result.outcomes),
         "reasons": sorted({o.reason for o in result.outcomes if o.reason}),
@@ -469,14 +489,16 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
     m = step["median"]
     table = Table(title=f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
                         f"task {step['task_id']} ({step['task_type']}), good strategy, medians")
-    columns = ("wall s", "query s", "execute s", "score s", "query share", "client own", "validator CPU", "mean S", "invalid")
+    columns = ("wall s", "query s", "execute s", "score s", "record s", "query share", "client own", "validator CPU",
+               "mean S", "invalid")
     for column in columns:
         table.add_column(column, justify="right")
     table.add_row(f"{m['wall_s']:.3f}", f"{m['query_s']:.3f}", f"{m['execute_s']:.3f}", f"{m['score_s']:.3f}",
+                  f"{m['record_s']:.3f}",
                   f"{m['query_share']:.0%}", f"{m['client_own_share']:.1%}", f"{m['validator_cpu_share']:.0%}",
                   f"{m['mean_score']:.3f}", f"{m['invalid']:g}")
     console.print(table)
-    verdict = "[green]well inside[/green]" if step["meets_target"] else "[red]not well inside[/red]"
+    verdict = "[green]inside[/green]" if step["meets_target"] else "[red]not inside[/red]"
     console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s)")
 
 

@@ -17,6 +17,7 @@ def test_network_bench_measures_both_modes_and_a_step() -> None:
         assert throughput[mode]["p50_ms"] <= throughput[mode]["p99_ms"]
     assert throughput["signed_over_unsigned"] > 0
     assert step["miners"] == 4 and len(step["repeats"]) == 1
+    assert step["median"]["record_s"] > 0
     assert step["median"]["invalid"] == 0  # every miner answered with a valid plan
     assert 0 < step["median"]["query_s"] < step["median"]["wall_s"]
 

@@ -210,7 +210,7 @@ class ValidatorLoop:
         self._observe_step(result, task)
 
         tick = time.perf_counter()
-        records = [_record(block, task, base, seed, outcome) for outcome in result.outcomes]
+        records = [execution_record(block, task, base, seed, outcome) for outcome in result.outcomes]
         self.state.settle_step(block, records)
         self._close_tempo(block)
         self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
@@ -363,7 +363,8 @@ def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
     return {subnet for task in tasks for subnet in task.available_tools}
 
 
-def _record(block: int, task: Task, base: Task, seed: int, outcome: MinerOutcome) -> ExecutionRecord:
+def execution_record(block: int, task: Task, base: Task, seed: int, outcome: MinerOutcome) -> ExecutionRecord:
+    """What the state keeps of one miner's part in the step at ``block``."""
     execution = outcome.execution
     return ExecutionRecord(
         block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=base.task_id,
