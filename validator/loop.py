@@ -129,6 +129,7 @@ class ValidatorLoop:
         self.executor_config = executor_config
         self.metrics = metrics or ValidatorMetrics()
         self.metrics.version_key.set(config.version_key)
+        self.metrics.last_weights_block.set(state.last_weights_block() or 0)
         self._secret = state.instance_secret()
         self._snapshot: MetagraphSnapshot | None = None
         self._hyper: Hyperparameters | None = None
@@ -315,6 +316,8 @@ class ValidatorLoop:
             self._hyper = await self.chain.hyperparameters()
         except Exception as exc:
             self._chain_error("hyperparameters", exc)
+        else:
+            self.metrics.tempo.set(self._hyper.tempo)
         return self._hyper
 
     def _chain_error(self, call: str, exc: Exception) -> None:

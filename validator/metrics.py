@@ -56,6 +56,7 @@ class ValidatorMetrics:
         self.last_weights_block = Gauge(
             "dagnet_validator_last_weights_block", "The block at which weights were last accepted.", registry=r
         )
+        self.tempo = Gauge("dagnet_validator_tempo_blocks", "The subnet's tempo, in blocks.", registry=r)
         self.metagraph_block = Gauge("dagnet_validator_metagraph_block", "The block of the last metagraph sync.", registry=r)
         self.sync_age = Gauge(
             "dagnet_validator_metagraph_sync_age_seconds", "Seconds since the metagraph was last synced.", registry=r
