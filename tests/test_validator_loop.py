@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.chain import FakeChain
+from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
 

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for support.*
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
-from support.chain import FakeChain  # noqa: E402
+from support.fakechain import FakeChain  # noqa: E402
 
 from neurons.validator import ValidatorProcessConfig, run_validator  # noqa: E402
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron  # noqa: E402
