@@ -65,7 +65,9 @@ def create_app(
         hotkey=hotkey,
         metagraph=metagraph,
         planner=planner,
-        runner=LocalRunner(registry, subnets=settings.provider_subnets or None),
+        runner=LocalRunner(
+            registry, subnets=settings.provider_subnets or None, by_task=settings.provider_tasks or None
+        ),
         metrics=metrics,
     )
     app = FastAPI(

@@ -54,6 +54,10 @@ class MinerSettings(BaseModel):
     provider_subnets: dict[str, ToolInfo] = Field(default_factory=dict)
     """Partner subnets this miner stands in for (``/NodeSynapse``), with their
     pricing; empty means every subnet is served at the tools' own cost."""
+    provider_tasks: dict[str, dict[str, ToolInfo]] = Field(default_factory=dict)
+    """Per task id, the subnet table this miner plays for that task's nodes (a local
+    network's stand-in provider charging, delaying and failing as each task's
+    ``available_tools`` says); other task ids use ``provider_subnets``."""
     workers: int = Field(default=1, ge=1, le=64)
     nonce_db: Path | None = None
     """SQLite file shared by workers for replay protection; only used when

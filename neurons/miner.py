@@ -138,12 +138,16 @@ def _read_json(path: Path, what: str) -> Any:
         raise typer.BadParameter(f"cannot read {what} {path}: {exc}") from None
 
 
-def _settings(config_file: Path | None, provider_subnets: Path | None, overrides: dict[str, Any]) -> MinerSettings:
+def _settings(
+    config_file: Path | None, provider_subnets: Path | None, provider_tasks: Path | None, overrides: dict[str, Any]
+) -> MinerSettings:
     data: dict[str, Any] = _read_json(config_file, "settings file") if config_file else {}
     if not isinstance(data, dict):
         raise typer.BadParameter(f"settings file {config_file} must hold a JSON object")
     if provider_subnets is not None:
         data["provider_subnets"] = _read_json(provider_subnets, "provider subnets file")
+    if provider_tasks is not None:
+        data["provider_tasks"] = _task_profiles(_read_json(provider_tasks, "task set"), provider_tasks)
     for key, value in overrides.items():
         if isinstance(value, dict):  # a nested section: merge the given fields into it
             given = {k: v for k, v in value.items() if v is not None}
@@ -153,6 +157,14 @@ def _settings(config_file: Path | None, provider_subnets: Path | None, overrides
         elif value is not None:
             data[key] = value
     return MinerSettings.model_validate(data)
+
+
+def _task_profiles(taskset: Any, path: Path) -> dict[str, Any]:
+    """``{task_id: available_tools}`` of a task set file."""
+    try:
+        return {task["task_id"]: task["available_tools"] for task in taskset["tasks"]}
+    except (KeyError, TypeError) as exc:
+        raise typer.BadParameter(f"{path} is not a task set: missing {exc}") from None
 
 
 @cli.command()
@@ -181,6 +193,9 @@ def miner(
     provider_subnets: Annotated[
         Path | None, typer.Option(help="JSON {subnet: {type, avg_cost, avg_latency}} this miner serves.")
     ] = None,
+    provider_tasks: Annotated[
+        Path | None, typer.Option(help="A task set: play each task's subnet profile for its nodes (local networks).")
+    ] = None,
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help="Serve without auth (benchmarks only).")
     ] = False,
@@ -203,7 +218,7 @@ def miner(
     }
     try:
         process_config = MinerProcessConfig(
-            settings=_settings(config, provider_subnets, overrides),
+            settings=_settings(config, provider_subnets, provider_tasks, overrides),
             dev_key=dev_key,
             wallet_name=wallet_name,
             wallet_hotkey=wallet_hotkey,

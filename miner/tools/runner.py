@@ -38,18 +38,28 @@ class LocalRunner:
     Cancellation (the executor's timeout) propagates as it should.
     """
 
-    __slots__ = ("_registry", "_subnets")
+    __slots__ = ("_registry", "_subnets", "_by_task")
 
-    def __init__(self, registry: ToolRegistry, subnets: Mapping[str, ToolInfo] | None = None) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        subnets: Mapping[str, ToolInfo] | None = None,
+        by_task: Mapping[str, Mapping[str, ToolInfo]] | None = None,
+    ) -> None:
+        """``by_task`` gives the subnet table of particular task ids (a local
+        network's provider plays each task's published profile); other task ids
+        use ``subnets``."""
         self._registry = registry
         self._subnets = dict(subnets) if subnets is not None else None
+        self._by_task = {task: dict(table) for task, table in (by_task or {}).items()}
 
     async def run(self, call: NodeCall) -> NodeResult:
-        if self._subnets is None:
+        subnets = self._by_task.get(call.task_id, self._subnets)
+        if subnets is None:
             return await self._run_tool(call, 0.0)
-        info = self._subnets.get(call.subnet)
+        info = subnets.get(call.subnet)
         if info is None:
-            known = ", ".join(sorted(self._subnets)) or "none"
+            known = ", ".join(sorted(subnets)) or "none"
             return NodeResult(None, error=f"subnet {call.subnet!r} is not available (known: {known})")
         if info.avg_latency > 0:
             await asyncio.sleep(info.avg_latency)

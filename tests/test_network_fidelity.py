@@ -1,0 +1,76 @@
+"""A plan scores the same on the network as in `dagnet run --task`, on every task type.
+
+The network side is a real step: a signed miner answers over HTTP and its plan
+runs on a stand-in tool provider that plays each task's published subnet profile
+(``MinerSettings.provider_tasks``, what ``dagnet miner --provider-tasks`` sets).
+The dry run is ``dagnet run --task`` as a function. Only wall-clock latency may
+differ (HTTP on loopback), so the scores may differ by at most 0.02.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+from support.keys import MetagraphBuilder, dev_keypair
+from support.peers import serve_asgi
+
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import get_planner
+from miner.tools.registry import default_registry
+from neurons.localrun import run_document
+from protocol.documents import load_plan_document
+from protocol.task import Task, TaskSet
+from validator.client import ClientConfig, MinerClient, Peer
+from validator.remote import RemoteRunner, every_peer_serves
+from validator.step import validation_step
+
+TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
+VALIDATOR = dev_keypair("Alice")
+MINER = dev_keypair("dagnet-fidelity-miner")
+PROVIDER = dev_keypair("dagnet-fidelity-provider")
+TOLERANCE = 0.02
+
+
+def _taskset() -> list[Task]:
+    return TaskSet.model_validate_json(TASKS.read_bytes()).tasks
+
+
+def _roomiest(task_type: str) -> Task:
+    """The task of this type with the widest latency limit: loopback HTTP costs the least of it."""
+    candidates = [t for t in _taskset() if t.task_type == task_type and not t.requires_model]
+    return max(candidates, key=lambda t: t.constraints.max_latency_seconds)
+
+
+@pytest.mark.parametrize("task_type", ["agent", "code", "data_transform", "rag"])
+async def test_network_score_matches_the_dry_run(task_type: str) -> None:
+    task = _roomiest(task_type)
+    planner = get_planner("good")
+    answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
+    dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
+
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).miner(PROVIDER).build()
+    profiles = {t.task_id: t.available_tools for t in _taskset()}
+    miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
+                           registry=default_registry(), planner=planner)
+    provider_app = create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
+                              metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=planner)
+    async with contextlib.AsyncExitStack() as stack:
+        miner = Peer(1, MINER.ss58_address, await stack.enter_async_context(serve_asgi(miner_app)))
+        provider = Peer(2, PROVIDER.ss58_address, await stack.enter_async_context(serve_asgi(provider_app)))
+        client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
+        result = await validation_step(
+            task=task, miners=[miner], client=client,
+            runner_factory=lambda package, _: RemoteRunner(client, every_peer_serves([provider]), package),
+        )
+    (outcome,) = result.outcomes
+    assert outcome.reason is None, outcome.reason
+    network, dry_score = outcome.score, dry["score"]
+    assert dry_score["S"] > 0.5, dry_score  # a real plan, not two zeros agreeing
+    for part in ("S_success", "S_cost", "S_reliability", "output_quality", "completion_ratio"):
+        assert getattr(network, part) == pytest.approx(dry_score[part], abs=1e-9), part
+    assert outcome.execution.metrics.cost_tao == pytest.approx(dry["cost_tao"], abs=1e-12)
+    assert abs(network.S - dry_score["S"]) <= TOLERANCE, (network.S, dry_score["S"])
