@@ -180,7 +180,7 @@ def miner(
     host: Annotated[str | None, typer.Option()] = None,
     port: Annotated[int | None, typer.Option(help="0 picks a free port.")] = None,
     netuid: Annotated[int | None, typer.Option()] = None,
-    strategy: Annotated[str | None, typer.Option(help="Planner strategy: good | naive.")] = None,
+    strategy: Annotated[str | None, typer.Option(help="Planner strategy: good | naive (or the attackers invalid | precompute).")] = None,
     workers: Annotated[int | None, typer.Option(help="uvicorn worker processes.")] = None,
     max_body_bytes: Annotated[int | None, typer.Option()] = None,
     rate_limit: Annotated[float | None, typer.Option(help="Requests/s per hotkey.")] = None,
