@@ -30,7 +30,7 @@ from neurons.bench_tasks import DEFAULT_TASKSET
 from protocol.errors import format_validation_error
 from protocol.task import TaskSet
 from validator.audit import replay
-from validator.client import ClientConfig, MinerClient
+from validator.client import ClientConfig, MinerClient, Peer
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.metrics import ValidatorMetrics
 from validator.providers import FixedProviders, MetagraphProviders, ProviderDirectory
@@ -69,6 +69,10 @@ class ValidatorProcessConfig(BaseModel):
     """Bounds each miner's answer; below one 12 s block."""
     exec_concurrency: int = Field(default=16, ge=1)
     poll_s: float = Field(default=1.0, gt=0)
+    providers: Path | None = None
+    """A JSON list of ``{"uid", "hotkey", "url"}`` tool providers serving every
+    subnet, instead of the partner subnets' metagraphs (local networks, where the
+    partner subnets do not exist on the chain)."""
     log_level: str = "info"
 
     @model_validator(mode="after")
@@ -106,13 +110,23 @@ def load_tasks(path: Path) -> TaskSource:
 
 
 def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderDirectory]:
-    """The chain the config names, and the providers of partner subnets read from it."""
+    """The chain the config names, and the tool providers: the configured list, or
+    each partner subnet's metagraph read from the same chain."""
     from chain.network import parse_network
     from chain.sdk import SdkChain
 
     chain = SdkChain.open(parse_network(config.network, config.chain_endpoint), wallet, config.netuid)
+    if config.providers is not None:
+        return chain, load_providers(config.providers)
     providers = MetagraphProviders(lambda netuid: SdkChain(chain.client, wallet, netuid).metagraph())
     return chain, providers
+
+
+def load_providers(path: Path) -> FixedProviders:
+    try:
+        return FixedProviders([Peer(**entry) for entry in json.loads(path.read_text())])
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot read providers file {path}: {exc}") from None
 
 
 def health_app(loop: ValidatorLoop, metrics: ValidatorMetrics) -> FastAPI:
@@ -237,6 +251,10 @@ def validator(
     sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
     query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
     exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
+    providers: Annotated[
+        Path | None, typer.Option(help="JSON [{uid, hotkey, url}]: tool providers of every subnet (local networks).")
+    ] = None,
+    poll: Annotated[float, typer.Option(help="Seconds between looks at the chain head.")] = 1.0,
     replay_id: Annotated[
         int | None, typer.Option("--replay", help="Re-score stored execution RECORD and exit (0 identical, 1 not).")
     ] = None,
@@ -251,7 +269,7 @@ def validator(
             dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
             network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
             port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
-            log_level=log_level,
+            providers=providers, poll_s=poll, log_level=log_level,
         )
     except ValidationError as exc:
         raise typer.BadParameter(format_validation_error(exc)) from None

@@ -109,6 +109,7 @@ async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path
         (block, weights, version), = chain.weights_log
         assert block == 100 and weights[good] > weights.get(naive, 0.0)
         assert version == loop.config.version_key
+        assert loop.state.last_weights() == pytest.approx(weights)
         for record in records:  # every settled execution re-scores bit for bit
             assert replay(record, loop.source).identical, record
 

@@ -285,7 +285,7 @@ class ValidatorLoop:
             self.metrics.weights_set.labels("refused").inc()
             return False
         accepted = result.block if result.block is not None else block
-        self.state.set_last_weights_block(accepted)
+        self.state.weights_accepted(accepted, weights)
         self.metrics.weights_set.labels("success").inc()
         self.metrics.last_weights_block.set(accepted)
         self.metrics.weights(weights)

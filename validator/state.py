@@ -52,6 +52,7 @@ _SCHEMA = (
         task_id TEXT PRIMARY KEY, state TEXT NOT NULL, high_tempos INTEGER NOT NULL DEFAULT 0,
         low_tempos INTEGER NOT NULL DEFAULT 0, quarantined_tempos INTEGER NOT NULL DEFAULT 0)""",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS weights (uid INTEGER PRIMARY KEY, weight REAL NOT NULL)",
 )
 
 
@@ -196,8 +197,16 @@ class ValidatorState:
     def last_weights_block(self) -> int | None:
         return self._get_meta("last_weights_block")
 
-    def set_last_weights_block(self, block: int) -> None:
-        self._set_meta("last_weights_block", block)
+    def weights_accepted(self, block: int, weights: Mapping[int, float]) -> None:
+        """Record weights the chain accepted at ``block`` (replacing the previous set)."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM weights")
+            conn.executemany("INSERT INTO weights (uid, weight) VALUES (?, ?)", sorted(weights.items()))
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_weights_block', ?)", (block,))
+
+    def last_weights(self) -> dict[int, float]:
+        """The weights last accepted on chain, by uid."""
+        return dict(self._conn.execute("SELECT uid, weight FROM weights ORDER BY uid").fetchall())
 
     # -- the instance secret ----------------------------------------------------------
 
@@ -260,9 +269,6 @@ class ValidatorState:
     def _get_meta(self, key: str) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
-
-    def _set_meta(self, key: str, value: int) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
 def _task_means(conn: sqlite3.Connection, first: int, last: int) -> dict[str, list[float]]:
