@@ -27,8 +27,8 @@ class Neuron:
     stake: float = 0.0
     validator_permit: bool = False
     axon: Axon | None = None
-    registered_at_block: int = 0
-    """The block this hotkey registered at (immunity starts there)."""
+    registered_block: int | None = None
+    """The block this hotkey registered at, when the chain says (immunity starts there)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,7 +305,8 @@ class ValidatorLoop:
         for neuron in self._snapshot.neurons:
             if owners.get(neuron.uid) != neuron.hotkey:
                 continue
-            in_immunity = block - neuron.registered_at_block < immunity_period
+            registered = neuron.registered_block
+            in_immunity = registered is not None and block - registered < immunity_period
             scale = warmup_scale(seen.get(neuron.uid, 0), in_immunity, self.config.warmup_full_at)
             scores[neuron.uid] = window.mean(neuron.uid) * scale
         return normalize_weights(scores)
