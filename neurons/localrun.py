@@ -18,7 +18,7 @@ from protocol.documents import PlanDocument, load_plan_document
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
-from protocol.validation import PlanCheck, check_plan
+from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
 from validator.executor import ExecutorConfig, budget_ceiling, execute
 from validator.report import run_report
@@ -76,8 +76,9 @@ def limits_for(max_nodes: int | None) -> Limits:
 
 
 def check_document(document: PlanDocument, *, task: Task | None, limits: Limits) -> PlanCheck:
-    allowed = task.constraints.allowed_subnets if task else None
-    return check_plan(document.plan, limits=limits, allowed_subnets=allowed)
+    if task is None:
+        return check_plan(document.plan, limits=limits)
+    return check_plan_for(document.plan, task, limits=limits)
 
 
 async def run_document(

@@ -1,4 +1,5 @@
-"""DataRefs: ``${<node_id>.output.<field_path>}`` references between plan nodes.
+"""DataRefs: ``${<node_id>.output.<field_path>}`` references between plan nodes, and
+``${input.<field_path>}`` references to the task's external inputs.
 
 Grammar (docs/dataref.md):
 
@@ -6,6 +7,11 @@ Grammar (docs/dataref.md):
   ``[A-Za-z0-9_-]+`` joined by ``.``. When resolving, a segment indexes a list if the
   current value is a list and the segment is a decimal integer; otherwise it is a
   dict key.
+- ``input`` is reserved: ``${input.<field_path>}`` reads the instance's input values
+  (seed 002's ``PARENT["k"]``), which the validator binds at execution under the key
+  :data:`INPUT` of the outputs mapping. No plan node may be called ``input``.
+- :func:`ref` is the one place a ref's text is written; the parser reads exactly
+  what it writes.
 - ``$${`` is a literal ``${``; any other ``${`` that does not start a valid ref is a
   syntax error (:class:`DataRefError`).
 - A string that is exactly one ref takes the referenced value with its JSON type;
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "INPUT",
     "CompiledParams",
     "DataRef",
     "DataRefError",
@@ -38,14 +45,20 @@ __all__ = [
     "ParamsTooDeep",
     "compile_params",
     "find_refs",
+    "ref",
 ]
+
+INPUT = "input"
+"""The reserved source name of the task's external inputs."""
 
 _FRAGMENT_MAX = 80
 
-# One token: the escape ``$${``, or ``${`` with a well-formed ref body (groups 1, 2)
-# or without one (a syntax error). Leftmost match wins, so in ``$$${`` the first
-# ``$`` is literal and ``$${`` is the escape.
-_REF = r"([A-Za-z0-9_-]{1,64})\.output((?:\.[A-Za-z0-9_-]+)+)\}"
+# One token: the escape ``$${``, or ``${`` with a well-formed ref body or without
+# one (a syntax error). Leftmost match wins, so in ``$$${`` the first ``$`` is
+# literal and ``$${`` is the escape. In a ref body, group 1 is ``input`` (an input
+# ref), group 2 a node id (followed by ``.output``), group 3 the field path with its
+# leading dot. ``input`` is never a node, so ``${input.output.x}`` reads input ``output.x``.
+_REF = r"(?:(input)|([A-Za-z0-9_-]{1,64})\.output)((?:\.[A-Za-z0-9_-]+)+)\}"
 _TOKEN = re.compile(r"\$\$\{|\$\{(?:" + _REF + ")?")
 _WHOLE_REF = re.compile(r"\$\{" + _REF)
 
@@ -57,6 +70,24 @@ class DataRef:
     node_id: str
     path: tuple[str, ...]
     text: str
+
+    @property
+    def is_input(self) -> bool:
+        """Whether this ref reads the task's inputs rather than a node's output."""
+        return self.node_id == INPUT
+
+
+def ref(source: str, *path: str | int) -> str:
+    """The text of the ref to ``path`` in ``source``'s output, or in the inputs when
+    ``source`` is :data:`INPUT`: ``ref("a", "text")`` is ``${a.output.text}``,
+    ``ref(INPUT, "rows", 0)`` is ``${input.rows.0}``. Raises :class:`DataRefError`
+    when the result would not parse back to the same ref."""
+    segments = ".".join(str(segment) for segment in path)
+    text = f"${{{source}.{segments}}}" if source == INPUT else f"${{{source}.output.{segments}}}"
+    match = _WHOLE_REF.fullmatch(text)
+    if match is None or _ref(match).node_id != source or _ref(match).path != tuple(str(s) for s in path):
+        raise DataRefError(f"not a valid DataRef: {text[:_FRAGMENT_MAX]!r}")
+    return text
 
 
 class DataRefError(ValueError):
@@ -103,7 +134,7 @@ def _parse_string(text: str) -> list[str | DataRef]:
         pos = match.end()
         if match.group() == "$${":
             literal.append("${")
-        elif match.group(1) is None:
+        elif match.group(3) is None:
             raise DataRefError(f"invalid DataRef syntax: {_fragment(text, start)!r}")
         else:
             _flush(literal, parts)
@@ -114,7 +145,7 @@ def _parse_string(text: str) -> list[str | DataRef]:
 
 
 def _ref(match: re.Match[str]) -> DataRef:
-    return DataRef(match.group(1), tuple(match.group(2)[1:].split(".")), match.group())
+    return DataRef(match.group(1) or match.group(2), tuple(match.group(3)[1:].split(".")), match.group())
 
 
 def _flush(literal: list[str], parts: list[str | DataRef]) -> None:
@@ -236,7 +267,7 @@ class CompiledParams:
 
     def __init__(self, refs: tuple[DataRef, ...], value: Any, dynamic: bool) -> None:
         self.refs = refs
-        self.sources = frozenset(ref.node_id for ref in refs)
+        self.sources = frozenset(ref.node_id for ref in refs if not ref.is_input)
         self._value = value
         self._dynamic = dynamic
 
@@ -244,7 +275,7 @@ class CompiledParams:
         """Params with every ref replaced by its value in ``outputs``.
 
         ``outputs`` maps node id to that node's output in ``NodeOutput.as_dict()``
-        form. Raises :class:`MissingField` for an absent node, a missing key, an
+        form, and :data:`INPUT` to the instance's input values. Raises :class:`MissingField` for an absent node, a missing key, an
         out-of-range index or a path through a non-container.
         """
         if self._dynamic:

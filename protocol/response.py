@@ -17,7 +17,7 @@ from .errors import format_validation_error
 from .limits import DEFAULT_LIMITS, Limits
 from .plan import WorkflowPlan
 from .synapse import MINER_FIELDS, TaskPackage, WorkflowSynapse
-from .validation import PlanCheck, check_plan
+from .validation import PlanCheck, check_plan_for
 
 __all__ = ["ResponseCheck", "check_response"]
 
@@ -48,7 +48,7 @@ def check_response(raw: bytes, request: TaskPackage, *, limits: Limits = DEFAULT
         plan = _check_fields(doc, synapse, request)
     except _Rejected as rejected:
         return ResponseCheck(ok=False, reason=rejected.reason, synapse=rejected.synapse)
-    plan_check = check_plan(plan, limits=limits, allowed_subnets=request.constraints.allowed_subnets)
+    plan_check = check_plan_for(plan, request, limits=limits)
     if not plan_check.runnable:
         return ResponseCheck(False, f"invalid plan: {_summary(plan_check.errors)}", synapse, plan_check)
     return ResponseCheck(True, None, synapse, plan_check)

@@ -69,6 +69,10 @@ class TaskPackage(BaseModel):
     task_id: str = Field(min_length=1, max_length=128)
     task_type: str = Field(min_length=1, max_length=64)
     description: str = Field(default="", max_length=64 * 1024)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """JSON Schema of the task's external inputs, which plans read as ``${input.<path>}``."""
+    example: dict[str, Any] = Field(default_factory=dict)
+    """A public instance of the inputs; the validator executes plans on hidden ones."""
     quality_criteria: dict[str, Any] = Field(default_factory=dict)
     constraints: Constraints = Field(default_factory=Constraints)
     available_tools: dict[str, ToolInfo] = Field(default_factory=dict)

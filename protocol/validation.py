@@ -3,10 +3,13 @@
 Two kinds of finding:
 
 - *errors* make the whole plan invalid: it never runs and scores 0 (empty plan,
-  limits, duplicate ids, dangling edges, self loops, no roots, cycles, params too
-  deep, disallowed subnets, error_handling/output_node naming unknown nodes);
-- *node errors* block one node statically: a DataRef with bad syntax, or naming a
-  node that is not an ancestor through edges. The rest of the plan still runs.
+  limits, duplicate or reserved ids, dangling edges, self loops, no roots, cycles,
+  params too deep, disallowed subnets, unknown actions or actions the subnet's type
+  does not offer, error_handling/output_node naming unknown nodes);
+- *node errors* block one node statically: a DataRef with bad syntax, naming a
+  node that is not an ancestor through edges, an output its action does not
+  declare, or an input the task's input schema does not declare. The rest of the
+  plan still runs.
 
 :func:`check_plan` collects every finding it can instead of stopping at the first,
 and never raises on a :class:`~protocol.plan.WorkflowPlan`. It only stops early
@@ -16,15 +19,18 @@ when the plan is over the node or edge limit, so an oversized plan costs nothing
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from .dataref import CompiledParams, DataRefError, ParamsTooDeep, compile_params
+from .actions import admission_error, undeclared_output
+from .dataref import INPUT, CompiledParams, DataRef, DataRefError, ParamsTooDeep, compile_params
 from .graph import CycleError, Graph
 from .limits import DEFAULT_LIMITS, Limits
 from .plan import NODE_ID_PATTERN, WorkflowPlan
+from .synapse import TaskPackage, ToolInfo
 
-__all__ = ["NO_ROOTS", "PlanCheck", "check_plan"]
+__all__ = ["NO_ROOTS", "PlanCheck", "check_plan", "check_plan_for"]
 
 NO_ROOTS = "graph has no roots — cycle or malformed deps"
 
@@ -59,8 +65,17 @@ def check_plan(
     *,
     limits: Limits = DEFAULT_LIMITS,
     allowed_subnets: Collection[str] | None = None,
+    tools: Mapping[str, ToolInfo] | None = None,
+    input_schema: Mapping[str, Any] | None = None,
 ) -> PlanCheck:
-    """Check ``plan`` statically; ``allowed_subnets=None`` allows every subnet."""
+    """Check ``plan`` statically.
+
+    ``allowed_subnets=None`` allows every subnet. ``tools`` (a task's
+    ``available_tools``) gives each subnet its type, so an action the type does not
+    offer is an error; without it only unknown actions are. ``input_schema`` (a
+    task's ``inputs``) declares what ``${input.*}`` may name; without it input refs
+    are not checked.
+    """
     check = PlanCheck()
     check.errors = _size_errors(plan, limits)
     if check.errors:
@@ -69,9 +84,22 @@ def check_plan(
     graph_sound = not check.errors
     check.errors += _reference_errors(plan)
     check.errors += _node_errors(plan, check, limits, allowed_subnets)
+    check.errors += _admission_errors(plan, tools)
+    _check_refs(plan, check, input_schema)
     if graph_sound:
         _check_graph(plan, check)
     return check
+
+
+def check_plan_for(plan: WorkflowPlan, package: TaskPackage, *, limits: Limits = DEFAULT_LIMITS) -> PlanCheck:
+    """:func:`check_plan` under everything ``package`` says about a plan for it."""
+    return check_plan(
+        plan,
+        limits=limits,
+        allowed_subnets=package.constraints.allowed_subnets,
+        tools=package.available_tools or None,
+        input_schema=package.inputs,
+    )
 
 
 def _name(text: str) -> str:
@@ -102,6 +130,8 @@ def _structure_errors(plan: WorkflowPlan) -> list[str]:
             duplicates[node.id] = None
         ids.add(node.id)
     errors += [f"duplicate node id: {_name(node_id)}" for node_id in duplicates]
+    if INPUT in ids:
+        errors.append(f"node id {INPUT!r} is reserved for the task's inputs")
     for i, edge in enumerate(plan.edges):
         label = f"edge {i} ({_name(edge.source)} -> {_name(edge.to)})"
         unknown = [end for end in dict.fromkeys((edge.source, edge.to)) if end not in ids]
@@ -143,6 +173,63 @@ def _node_errors(
     return errors
 
 
+def _admission_errors(plan: WorkflowPlan, tools: Mapping[str, ToolInfo] | None) -> list[str]:
+    """Unknown actions; with ``tools``, subnets it does not list and actions their type does not offer."""
+    errors = []
+    for node in plan.nodes:
+        if tools is not None and node.subnet not in tools:
+            errors.append(f"node {node.id}: subnet {_name(node.subnet)} is not among the task's tools")
+            continue
+        subnet_type = tools[node.subnet].type if tools is not None else None
+        reason = admission_error(node.action, _name(node.subnet), subnet_type)
+        if reason is not None:
+            errors.append(f"node {node.id}: {reason}")
+    return errors
+
+
+def _check_refs(plan: WorkflowPlan, check: PlanCheck, input_schema: Mapping[str, Any] | None) -> None:
+    """Block nodes whose refs name an undeclared output or (given a schema) an undeclared input."""
+    actions = {node.id: node.action for node in plan.nodes}
+    for node_id, compiled in list(check.compiled.items()):
+        for ref in compiled.refs:
+            reason = _ref_problem(ref, actions, input_schema)
+            if reason is not None:
+                check.node_errors[node_id] = reason
+                del check.compiled[node_id]
+                break
+
+
+def _ref_problem(ref: DataRef, actions: Mapping[str, str], input_schema: Mapping[str, Any] | None) -> str | None:
+    if ref.is_input:
+        if input_schema is not None and not _declared(input_schema, ref.path):
+            return f"undeclared_input:{ref.text}"
+        return None
+    action = actions.get(ref.node_id)
+    if action is not None and undeclared_output(action, ref.path):
+        return f"undeclared_output:{ref.text}"
+    return None
+
+
+def _declared(schema: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether the JSON Schema ``schema`` declares ``path``: each segment a listed
+    property, an index into an array with ``items``, or a key allowed by an
+    ``additionalProperties`` schema."""
+    node: Any = schema
+    for segment in path:
+        if not isinstance(node, Mapping):
+            return False
+        properties = node.get("properties")
+        if isinstance(properties, Mapping) and segment in properties:
+            node = properties[segment]
+        elif segment.isdecimal() and isinstance(node.get("items"), Mapping):
+            node = node["items"]
+        elif isinstance(node.get("additionalProperties"), Mapping):
+            node = node["additionalProperties"]
+        else:
+            return False
+    return True
+
+
 def _check_graph(plan: WorkflowPlan, check: PlanCheck) -> None:
     """Roots, cycles, then DataRef ancestry, tiers and critical path of a sound graph."""
     graph = Graph.from_plan(plan)
@@ -169,6 +256,8 @@ def _first_non_ancestor(graph: Graph, v: int, compiled: CompiledParams) -> str |
         return None
     direct = set(graph.preds[v])  # the common case, answered without ancestor bitsets
     for ref in compiled.refs:
+        if ref.is_input:
+            continue
         src = graph.index.get(ref.node_id)
         if src is None or (src not in direct and not graph.is_ancestor(src, v)):
             return ref.node_id

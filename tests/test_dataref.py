@@ -13,6 +13,7 @@ from protocol.dataref import (
     ParamsTooDeep,
     compile_params,
     find_refs,
+    ref,
 )
 
 
@@ -230,3 +231,41 @@ def test_params_without_dollar_resolve_to_identical_object(params: dict) -> None
     compiled = compile_params(params)
     assert compiled.refs == ()
     assert compiled.resolve({}) is params
+
+
+class TestInputRefs:
+    def test_input_refs_read_the_bound_inputs(self) -> None:
+        outputs = {**OUTPUTS, "input": {"rows": [{"p": 3}], "city": "Oslo"}}
+        assert resolve({"p": "${input.rows.0.p}", "q": "in ${input.city}: ${a.output.text}"}, outputs) == {
+            "p": 3, "q": "in Oslo: hello"
+        }
+
+    def test_input_refs_are_not_node_sources(self) -> None:
+        compiled = compile_params({"p": "${input.x} ${a.output.text}"})
+        assert [ref.is_input for ref in compiled.refs] == [True, False]
+        assert compiled.sources == {"a"}
+
+    def test_a_node_whose_name_starts_with_input_is_a_node(self) -> None:
+        [found] = find_refs({"p": "${inputs.output.text}"})
+        assert (found.node_id, found.path, found.is_input) == ("inputs", ("text",), False)
+
+    def test_missing_input_is_a_missing_field(self) -> None:
+        with pytest.raises(MissingField, match=r"\$\{input.nope\}"):
+            resolve({"p": "${input.nope}"}, {**OUTPUTS, "input": {}})
+
+
+class TestRefText:
+    @pytest.mark.parametrize(
+        ("source", "path", "text"),
+        [("a", ("text",), "${a.output.text}"), ("input", ("rows", 0, "p"), "${input.rows.0.p}"),
+         ("s-1", ("artifacts", "metadata", "hits"), "${s-1.output.artifacts.metadata.hits}")],
+    )
+    def test_ref_writes_what_the_parser_reads(self, source: str, path: tuple, text: str) -> None:
+        assert ref(source, *path) == text
+        [parsed] = find_refs({"p": text})
+        assert (parsed.node_id, parsed.path) == (source, tuple(str(s) for s in path))
+
+    @pytest.mark.parametrize(("source", "path"), [("a b", ("text",)), ("a", ()), ("a", ("x.y",)), ("a", ("",)), ("input", ())])
+    def test_ref_refuses_what_would_not_parse_back(self, source: str, path: tuple) -> None:
+        with pytest.raises(DataRefError):
+            ref(source, *path)

@@ -33,7 +33,7 @@ async def test_workflow_answer_passes_the_validators_check(miner_server: MinerUn
     assert check.ok, check.reason
     assert check.synapse.miner_uid == 1  # //Bob is uid 1 in the default metagraph
     assert check.synapse.scoring_version == SCORING_VERSION
-    assert check.synapse.workflow_plan.nodes[0].params == {"text": "say hello"}
+    assert check.synapse.workflow_plan.nodes[0].params == {"op": "strip", "text": "say hello"}
 
 
 async def test_workflow_needs_the_miner_in_the_metagraph() -> None:

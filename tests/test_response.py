@@ -21,8 +21,8 @@ REQUEST = TaskPackage(
 
 PLAN = {
     "nodes": [
-        {"id": "a", "subnet": "sn1", "action": "retrieve", "params": {"q": "x"}},
-        {"id": "b", "subnet": "sn2", "action": "generate", "params": {"ctx": "${a.output.text}"}},
+        {"id": "a", "subnet": "sn1", "action": "search", "params": {"query": "x"}},
+        {"id": "b", "subnet": "sn2", "action": "llm", "params": {"prompt": "${a.output.text}"}},
     ],
     "edges": [{"from": "a", "to": "b"}],
 }
@@ -145,7 +145,7 @@ def test_deeply_nested_params_are_an_invalid_plan() -> None:
     deep: Any = "leaf"
     for _ in range(200):
         deep = {"n": deep}
-    plan = {"nodes": [{"id": "a", "subnet": "sn1", "action": "x", "params": deep}]}
+    plan = {"nodes": [{"id": "a", "subnet": "sn1", "action": "echo", "params": deep}]}
     result = check(answer(workflow_plan=plan))
     assert result.reason == "invalid plan: node a: params nested deeper than 16 levels"
 

@@ -33,14 +33,15 @@ from .peers import serve_asgi
 
 
 class FakePlanner:
-    """One ``echo`` node on the first allowed subnet, echoing the description."""
+    """One ``text_transform`` node on the first allowed subnet, returning the description."""
 
     name = "fake"
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         subnets = package.constraints.allowed_subnets or sorted(package.available_tools) or ["sn1"]
-        node = PlanNode(id="step_1", subnet=subnets[0], action="echo", params={"text": package.description})
-        return PlanProposal(WorkflowPlan(nodes=[node]), 0.001, 0.1, 0.9, "a single echo node")
+        node = PlanNode(id="step_1", subnet=subnets[0], action="text_transform",
+                        params={"op": "strip", "text": package.description})
+        return PlanProposal(WorkflowPlan(nodes=[node]), 0.001, 0.1, 0.9, "a single text node")
 
 
 def default_snapshot(validator: Keypair, miner: Keypair) -> MetagraphSnapshot:
