@@ -22,6 +22,9 @@ class Axon:
 
 @dataclass(frozen=True, slots=True)
 class Neuron:
+    """One uid of the subnet. Scores are fractions in [0, 1]; stake and emission in
+    the subnet's token (alpha on a dynamic subnet); blocks are chain block numbers."""
+
     uid: int
     hotkey: str
     stake: float = 0.0
@@ -29,6 +32,15 @@ class Neuron:
     axon: Axon | None = None
     registered_block: int | None = None
     """The block this hotkey registered at, when the chain says (immunity starts there)."""
+    coldkey: str = ""
+    incentive: float = 0.0
+    dividends: float = 0.0
+    emission: float = 0.0
+    """What the last epoch paid this uid."""
+    trust: float = 0.0
+    consensus: float = 0.0
+    last_update: int = 0
+    """The block of this uid's last weights (0: never)."""
 
 
 @dataclass(frozen=True, slots=True)

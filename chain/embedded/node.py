@@ -1,0 +1,173 @@
+"""The embedded chain's node: one process that owns the state file, produces blocks and answers RPC.
+
+Blocks come from a clock (``block_time`` seconds each); the epoch runs inside
+block production. Clients find the node through the state file (its address is
+written there at start), so a validator and miners started separately only
+need the file's path. A second node on the same file is refused: the file is
+locked while a node runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from bittensor.sp_core import Keypair
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from . import reads
+from .genesis import Genesis
+from .state import ChainState, Refusal, StateDiscarded
+from .wire import RPC_PATH, block_from_hash, signing_payload
+
+log = logging.getLogger("dagnet.chain")
+
+
+class NodeError(Exception):
+    """The node cannot start (the file is in use, the address cannot be bound)."""
+
+
+class Node:
+    """Answers the RPC methods :class:`chain.embedded.substrate.EmbeddedSubstrate` sends.
+
+    Everything runs on one event loop, so the state is touched by one task at a time.
+    """
+
+    def __init__(self, state: ChainState) -> None:
+        self.state = state
+        self.chain_id = state.meta()["genesis_time"]
+        self._methods: dict[str, Callable[[dict], Any]] = {
+            "info": self._info,
+            "head": lambda p: self.state.head(),
+            "query": self._query,
+            "query_map": self._query_map,
+            "query_batch": self._query_batch,
+            "runtime_call": self._runtime_call,
+            "account_next_index": lambda p: self.state.next_nonce(p["address"]),
+            "submit": self._submit,
+        }
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route(RPC_PATH, self._rpc, methods=["POST"])])
+
+    async def _rpc(self, request: Request) -> JSONResponse:
+        try:
+            body = await request.json()
+            method = self._methods[body["method"]]
+            return JSONResponse({"result": method(body.get("params") or {})})
+        except StateDiscarded as exc:
+            return JSONResponse({"error": {"kind": "discarded", "message": str(exc)}})
+        except reads.NotServed as exc:
+            return JSONResponse({"error": {"kind": "not_served", "message": str(exc)}})
+        except (KeyError, TypeError, ValueError) as exc:
+            return JSONResponse({"error": {"kind": "bad_request", "message": f"bad request: {exc!r}"}}, status_code=400)
+
+    def _info(self, params: dict) -> dict:
+        g = self.state.genesis
+        return {"chain_id": self.chain_id, "block_time": g.block_time, "netuid": g.netuid, "head": self.state.head()}
+
+    def _query(self, p: dict) -> Any:
+        self.state.check_readable(block_from_hash(p.get("block_hash")))
+        return reads.query(self.state, p["module"], p["name"], p.get("params") or [])
+
+    def _query_map(self, p: dict) -> Any:
+        self.state.check_readable(block_from_hash(p.get("block_hash")))
+        return reads.query_map(self.state, p["module"], p["name"], p.get("params") or [])
+
+    def _query_batch(self, p: dict) -> Any:
+        self.state.check_readable(block_from_hash(p.get("block_hash")))
+        return [reads.query(self.state, p["module"], p["name"], params) for params in p["param_sets"]]
+
+    def _runtime_call(self, p: dict) -> Any:
+        block = self.state.check_readable(block_from_hash(p.get("block_hash")))
+        return reads.runtime_call(self.state, p["api"], p["method"], p["params"], block)
+
+    def _submit(self, p: dict) -> dict:
+        signer, nonce, (module, function, params) = p["signer"], int(p["nonce"]), p["call"]
+        payload = signing_payload(self.chain_id, signer, nonce, module, function, params)
+        if not Keypair(ss58_address=signer).verify(payload, bytes.fromhex(p["signature"])):
+            return {"success": False, "name": "BadProof", "message": "Invalid signature for this call."}
+        if module != "SubtensorModule":
+            return {"success": False, "name": "CallNotServed", "message": f"the embedded chain does not implement {module}.{function}"}
+        try:
+            block = self.state.apply(signer, nonce, function, params)
+        except Refusal as refusal:
+            return {"success": False, "name": refusal.name, "message": refusal.message}
+        return {"success": True, "block": block}
+
+    async def produce_blocks(self) -> None:
+        """One block every ``block_time`` seconds, on a fixed schedule (no drift)."""
+        period = self.state.genesis.block_time
+        start = time.monotonic()
+        produced = 0
+        while True:
+            produced += 1
+            await asyncio.sleep(max(0.0, start + produced * period - time.monotonic()))
+            block = self.state.produce_block()
+            if self.state.blocks_until_epoch(block) == 0:
+                log.info("block %d: epoch ran", block)
+
+
+def lock_state(path: Path) -> int:
+    """Hold an exclusive lock beside ``path`` for this process's lifetime (released on exit)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise NodeError(f"an embedded chain is already running on {path}") from None
+    return fd
+
+
+def serve(
+    path: Path,
+    *,
+    block_time: float | None = None,
+    genesis: Genesis | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    announce: Callable[[str], None] = lambda line: None,
+) -> None:
+    """Run the node until interrupted. Creates the state (with ``genesis``) if the file is new."""
+    path = Path(path)
+    lock = lock_state(path)
+    state = ChainState(path, genesis)
+    if block_time is not None:
+        state.set_block_time(block_time)
+    sock = socket.create_server((host, port))
+    bound_host, bound_port = sock.getsockname()[:2]
+    url = f"http://{bound_host}:{bound_port}"
+    state.publish_url(url)
+    node = Node(state)
+    config = uvicorn.Config(node.app(), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    announce(
+        f"dagnet chain listening on {url} state={path} netuid={state.genesis.netuid} "
+        f"block={state.head()} block_time={state.genesis.block_time}s tempo={state.genesis.tempo}"
+    )
+
+    async def main() -> None:
+        producer = asyncio.create_task(node.produce_blocks())
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            producer.cancel()
+
+    try:
+        asyncio.run(main())
+    finally:
+        state.publish_url("")
+        state.close()
+        os.close(lock)

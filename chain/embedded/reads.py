@@ -1,0 +1,195 @@
+"""The storage items and runtime API calls the embedded chain answers, shaped as a node decodes them.
+
+These are what ``bt.Metagraph`` (``client.subnets.metagraph``), the ``SetWeights``
+preflight, ``ServeAxon``, registration, staking and our hyperparameter reads ask
+for; everything else is refused with :class:`NotServed`, naming the item, so a
+gap shows up as a clear error instead of a wrong answer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from .state import ChainState, U16_MAX
+
+KAPPA_U16 = 32_767
+BONDS_MOVING_AVERAGE = 900_000
+
+
+class NotServed(Exception):
+    """The SDK asked for something the embedded chain does not implement."""
+
+
+def _u16(x: float) -> int:
+    return int(round(float(x) * U16_MAX))
+
+
+def _column(state: ChainState, field: str) -> list[Any]:
+    return [row[field] for row in state.neuron_rows()]
+
+
+def _subnet_scalar(value: Callable[[ChainState], Any]) -> Callable[[ChainState, list], Any]:
+    def read(state: ChainState, params: list) -> Any:
+        if params and params[0] != state.genesis.netuid:
+            return None
+        return value(state)
+
+    return read
+
+
+def _uid_of(state: ChainState, params: list) -> int | None:
+    netuid, hotkey = params
+    if netuid != state.genesis.netuid:
+        return None
+    for row in state.neuron_rows():
+        if row["hotkey"] == hotkey:
+            return int(row["uid"])
+    return None
+
+
+def _key_of(state: ChainState, params: list) -> str | None:
+    netuid, uid = params
+    rows = state.neuron_rows()
+    return rows[uid]["hotkey"] if netuid == state.genesis.netuid and 0 <= uid < len(rows) else None
+
+
+def _account(state: ChainState, params: list) -> dict:
+    (address,) = params
+    return {
+        "nonce": state.next_nonce(address),
+        "consumers": 0,
+        "providers": 1,
+        "sufficients": 0,
+        "data": {"free": state.free_balance(address), "reserved": 0, "frozen": 0, "flags": 0},
+    }
+
+
+def _weights_row(state: ChainState, params: list) -> list[tuple[int, int]]:
+    netuid, uid = params
+    return state.weights_of(uid) if netuid == state.genesis.netuid else []
+
+
+_g = lambda name: _subnet_scalar(lambda s: getattr(s.genesis, name))  # noqa: E731
+
+STORAGE: dict[tuple[str, str], Callable[[ChainState, list], Any]] = {
+    ("SubtensorModule", "Uids"): _uid_of,
+    ("SubtensorModule", "Keys"): _key_of,
+    ("SubtensorModule", "NetworksAdded"): _subnet_scalar(lambda s: True),
+    ("SubtensorModule", "SubnetworkN"): _subnet_scalar(lambda s: len(s.neuron_rows())),
+    ("SubtensorModule", "Tempo"): _g("tempo"),
+    ("SubtensorModule", "WeightsSetRateLimit"): _g("weights_rate_limit"),
+    ("SubtensorModule", "ImmunityPeriod"): _g("immunity_period"),
+    ("SubtensorModule", "MaxWeightsLimit"): _g("max_weight_limit"),
+    ("SubtensorModule", "MinAllowedWeights"): _g("min_allowed_weights"),
+    ("SubtensorModule", "ActivityCutoff"): _g("activity_cutoff"),
+    ("SubtensorModule", "MaxAllowedUids"): _g("max_uids"),
+    ("SubtensorModule", "MaxAllowedValidators"): _g("max_validators"),
+    ("SubtensorModule", "WeightsVersionKey"): _g("weights_version"),
+    ("SubtensorModule", "Burn"): _g("burn_rao"),
+    ("SubtensorModule", "CollateralLockShare"): _subnet_scalar(lambda s: 0),
+    ("SubtensorModule", "SubnetOwnerCut"): lambda s, p: _u16(s.genesis.owner_cut),
+    ("SubtensorModule", "Kappa"): _subnet_scalar(lambda s: KAPPA_U16),
+    ("SubtensorModule", "BondsMovingAverage"): _subnet_scalar(lambda s: BONDS_MOVING_AVERAGE),
+    ("SubtensorModule", "CommitRevealWeightsEnabled"): _subnet_scalar(lambda s: False),
+    ("SubtensorModule", "SubnetEpochConsensus"): _subnet_scalar(lambda s: "Yuma"),
+    ("SubtensorModule", "LastEpochBlock"): _subnet_scalar(lambda s: int(s.meta()["last_epoch_block"])),
+    ("SubtensorModule", "BlocksSinceLastStep"): _subnet_scalar(
+        lambda s: s.head() - int(s.meta()["last_epoch_block"])
+    ),
+    ("SubtensorModule", "LastUpdate"): _subnet_scalar(lambda s: _column(s, "last_update")),
+    ("SubtensorModule", "ValidatorPermit"): _subnet_scalar(lambda s: [bool(v) for v in _column(s, "permit")]),
+    ("SubtensorModule", "Incentive"): _subnet_scalar(lambda s: [_u16(v) for v in _column(s, "incentive")]),
+    ("SubtensorModule", "Dividends"): _subnet_scalar(lambda s: [_u16(v) for v in _column(s, "dividends")]),
+    ("SubtensorModule", "Consensus"): _subnet_scalar(lambda s: [_u16(v) for v in _column(s, "consensus")]),
+    ("SubtensorModule", "Emission"): _subnet_scalar(lambda s: _column(s, "emission")),
+    ("SubtensorModule", "Weights"): _weights_row,
+    ("System", "Account"): _account,
+    ("Timestamp", "Now"): lambda s, p: int(time.time() * 1000),
+    ("MevShield", "NextKey"): lambda s, p: None,
+}
+
+MAPS: dict[tuple[str, str], Callable[[ChainState, list], list[tuple[Any, Any]]]] = {
+    ("SubtensorModule", "TokenSymbol"): lambda s, p: [],
+    ("Commitments", "CommitmentOf"): lambda s, p: [],
+    ("Commitments", "RevealedCommitments"): lambda s, p: [],
+    ("SubtensorModule", "Uids"): lambda s, p: [(r["hotkey"], int(r["uid"])) for r in s.neuron_rows()],
+}
+
+
+def query(state: ChainState, module: str, name: str, params: list) -> Any:
+    read = STORAGE.get((module, name))
+    if read is None:
+        raise NotServed(f"the embedded chain does not serve storage {module}.{name}")
+    return read(state, params or [])
+
+
+def query_map(state: ChainState, module: str, name: str, params: list) -> list[tuple[Any, Any]]:
+    read = MAPS.get((module, name))
+    if read is None:
+        raise NotServed(f"the embedded chain does not serve storage map {module}.{name}")
+    return read(state, params or [])
+
+
+def runtime_call(state: ChainState, api: str, method: str, params: Any, block: int) -> Any:
+    if (api, method) == ("SubnetInfoRuntimeApi", "get_metagraph"):
+        (netuid,) = params
+        return metagraph_record(state, block) if netuid == state.genesis.netuid else None
+    if (api, method) == ("SwapRuntimeApi", "sim_swap_tao_for_alpha"):
+        return {"alpha_amount": int(params["tao"]), "tao_fee": 0, "alpha_fee": 0}
+    raise NotServed(f"the embedded chain does not serve runtime API {api}.{method}")
+
+
+def metagraph_record(state: ChainState, block: int) -> dict:
+    """``SubnetInfoRuntimeApi.get_metagraph``'s answer: one column per field, by uid."""
+    rows = state.neuron_rows()
+    meta = state.meta()
+    g = state.genesis
+    stake = [int(r["stake"]) for r in rows]
+    return {
+        "netuid": g.netuid,
+        "name": "dagnet",
+        "symbol": "α",
+        "block": block,
+        "tempo": g.tempo,
+        "last_step": int(meta["last_epoch_block"]),
+        "blocks_since_last_step": block - int(meta["last_epoch_block"]),
+        "owner_hotkey": meta.get("owner_hotkey", ""),
+        "owner_coldkey": meta.get("owner_coldkey", ""),
+        "network_registered_at": 0,
+        "num_uids": len(rows),
+        "max_uids": g.max_uids,
+        "hotkeys": [r["hotkey"] for r in rows],
+        "coldkeys": [r["coldkey"] for r in rows],
+        "identities": [None] * len(rows),
+        "axons": [_axon(r) for r in rows],
+        "active": [bool(r["active"]) for r in rows],
+        "validator_permit": [bool(r["permit"]) for r in rows],
+        "last_update": [int(r["last_update"]) for r in rows],
+        "block_at_registration": [int(r["registered_at"]) for r in rows],
+        "rank": [_u16(r["incentive"]) for r in rows],
+        "trust": [_u16(r["trust"]) for r in rows],
+        "consensus": [_u16(r["consensus"]) for r in rows],
+        "incentives": [_u16(r["incentive"]) for r in rows],
+        "dividends": [_u16(r["dividends"]) for r in rows],
+        "pruning_score": [0] * len(rows),
+        "emission": [int(r["emission"]) for r in rows],
+        "alpha_stake": stake,
+        "tao_stake": [0] * len(rows),
+        "total_stake": stake,
+    }
+
+
+def _axon(row) -> dict | None:
+    if not row["axon_ip"]:
+        return None
+    return {
+        "block": int(row["axon_block"]),
+        "version": int(row["axon_version"]),
+        "ip": int(row["axon_ip"]),
+        "port": int(row["axon_port"]),
+        "ip_type": int(row["axon_ip_type"]),
+        "protocol": int(row["axon_protocol"]),
+        "placeholder1": 0,
+        "placeholder2": 0,
+    }

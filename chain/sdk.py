@@ -1,0 +1,203 @@
+"""The one :class:`chain.base.Chain` implementation: bittensor 11's ``bt.Client``.
+
+The same code runs on finney, testnet, a local subtensor or the embedded chain;
+only the ``bittensor.Substrate`` under the client differs (the SDK's RPC backend,
+or :class:`chain.embedded.substrate.EmbeddedSubstrate`). Reads are pinned to one
+block; writes go through ``client.execute`` with the SDK's intents, except
+registration (see :meth:`SdkChain.register`).
+
+Transient failures (connection lost, RPC policy, a pinned block's state gone)
+are retried with exponential backoff and then raised as a transient
+:class:`ChainError`; refusals by the chain carry the SDK's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import random
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import bittensor as bt
+from bittensor.result import BittensorError, RpcConnectionError
+from bittensor.result import ChainError as SdkChainError
+
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
+
+from .base import ChainError, Hyperparameters, WeightsResult
+from .network import Network
+
+log = logging.getLogger("dagnet.chain")
+T = TypeVar("T")
+U16_MAX = 65_535
+RAO_PER_TAO = 1_000_000_000
+
+
+class SdkChain:
+    """One subnet seen from one wallet, through ``bt.Client``."""
+
+    def __init__(self, client: bt.Client, wallet: Any, netuid: int, *, retries: int = 4, backoff_s: float = 0.5) -> None:
+        self.client = client
+        self.wallet = wallet
+        self.netuid = netuid
+        self.hotkey = wallet.hotkey.ss58_address
+        self._retries = retries
+        self._backoff = backoff_s
+
+    @classmethod
+    def open(cls, network: Network, wallet: Any, netuid: int, **kwargs: Any) -> SdkChain:
+        """A chain for ``network``; nothing is contacted until the first call."""
+        if network.is_embedded:
+            from .embedded.substrate import EmbeddedSubstrate
+
+            client = bt.Client("local", substrate=EmbeddedSubstrate(network.embedded_state))
+        else:
+            client = bt.Client(network.name)
+        return cls(client, wallet, netuid, **kwargs)
+
+    async def _attempt(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        delay = self._backoff
+        for attempt in range(self._retries + 1):
+            try:
+                if attempt:
+                    await self.client.connect()
+                return await op()
+            except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+                error = ChainError(f"{what}: {exc}", transient=True)
+            except SdkChainError as exc:
+                if "discarded" not in str(exc):
+                    raise ChainError(f"{what}: {exc}") from exc
+                error = ChainError(f"{what}: {exc}", transient=True)
+                continue  # the head moved on between two reads: read again at the new head
+            except BittensorError as exc:
+                raise ChainError(f"{what}: {exc}") from exc
+            if attempt < self._retries:
+                log.warning("%s failed (%s); retrying in %.1fs", what, error, delay)
+                await asyncio.sleep(delay * (1 + random.random() / 2))
+                delay = min(delay * 2, 30.0)
+        raise error
+
+    async def connect(self) -> None:
+        await self._attempt("connect", self.client.connect)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def block(self) -> int:
+        return await self._attempt("read the block", self.client.block)
+
+    async def metagraph(self, block: int | None = None) -> MetagraphSnapshot:
+        async def read() -> MetagraphSnapshot:
+            at = block if block is not None else await self.client.block()
+            graph = await self.client.subnets.metagraph(self.netuid, block=at, commitments=False)
+            if graph is None:
+                raise SdkChainError(f"subnet {self.netuid} does not exist")
+            return snapshot_from_sdk(graph)
+
+        return await self._attempt("read the metagraph", read)
+
+    async def hyperparameters(self) -> Hyperparameters:
+        async def read() -> Hyperparameters:
+            at = await self.client.block()
+            st = bt.storage.SubtensorModule
+            names = (st.Tempo, st.WeightsSetRateLimit, st.ImmunityPeriod, st.MaxWeightsLimit,
+                     st.MinAllowedWeights, st.CommitRevealWeightsEnabled)
+            values = await asyncio.gather(*(self.client.query(n, [self.netuid], block=at) for n in names))
+            tempo, rate, immunity, max_weight, min_weights, commit_reveal = values
+            return Hyperparameters(
+                tempo=int(tempo or 0),
+                weights_rate_limit=int(rate or 0),
+                immunity_period=int(immunity or 0),
+                max_weight_limit=int(U16_MAX if max_weight is None else max_weight) / U16_MAX,
+                min_allowed_weights=int(min_weights or 0),
+                commit_reveal_enabled=bool(commit_reveal),
+            )
+
+        return await self._attempt("read the hyperparameters", read)
+
+    async def blocks_until_epoch(self) -> int:
+        async def read() -> int:
+            block = await self.client.block()
+            tempo = int(await self.client.query(bt.storage.SubtensorModule.Tempo, [self.netuid], block=block) or 0)
+            return tempo - (block + self.netuid + 1) % (tempo + 1) if tempo else 0
+
+        return await self._attempt("read the epoch schedule", read)
+
+    async def serve_axon(self, host: str, port: int) -> None:
+        intent = bt.ServeAxon(netuid=self.netuid, ip=_ip_of(host), port=port)
+        result = await self._attempt("serve the axon", lambda: self.client.execute(intent, self.wallet))
+        if not result.success:
+            raise ChainError(f"serve the axon: {result.message}")
+
+    async def set_weights(self, uids: Sequence[int], weights: Sequence[float], version_key: int) -> WeightsResult:
+        intent = bt.SetWeights(netuid=self.netuid, uids=list(uids), weights=list(weights), version_key=version_key)
+        try:
+            result = await self._attempt("set weights", lambda: self.client.execute(intent, self.wallet))
+        except ChainError as exc:
+            if exc.transient:
+                raise
+            return WeightsResult(False, str(exc))
+        block = int(result.extrinsic_id.split("-")[0]) if result.success and result.extrinsic_id else None
+        return WeightsResult(result.success, result.message, block)
+
+    async def register(self) -> int:
+        """``burned_register`` as a raw call: the SDK's ``BurnedRegister`` intent insists on MEV
+        shielding, which the embedded chain cannot serve; a live node accepts both."""
+        call = bt.calls.SubtensorModule.burned_register(netuid=self.netuid, hotkey=self.hotkey)
+        result = await self._attempt("register", lambda: self.client.submit_call(call, self.wallet))
+        if not result.success:
+            raise ChainError(f"register: {result.message}")
+        neuron = (await self.metagraph()).by_hotkey(self.hotkey)
+        if neuron is None:
+            raise ChainError(f"register: {self.hotkey} is not in the metagraph after registering")
+        return neuron.uid
+
+    async def stake(self, amount_tao: float) -> None:
+        intent = bt.AddStake(hotkey_ss58=self.hotkey, netuid=self.netuid, amount_tao=amount_tao, slippage_protection=False)
+        result = await self._attempt("stake", lambda: self.client.execute(intent, self.wallet))
+        if not result.success:
+            raise ChainError(f"stake: {result.message}")
+
+
+def snapshot_from_sdk(graph: Any) -> MetagraphSnapshot:
+    """``bt.Metagraph`` → our snapshot: stake and emission in tokens, scores as fractions."""
+    return MetagraphSnapshot(
+        netuid=graph.netuid,
+        block=graph.block,
+        neurons=tuple(
+            Neuron(
+                uid=n.uid,
+                hotkey=n.hotkey,
+                coldkey=n.coldkey,
+                stake=n.total_stake.rao / RAO_PER_TAO,
+                validator_permit=n.validator_permit,
+                axon=_axon_of(n.axon),
+                incentive=n.incentive,
+                dividends=n.dividends,
+                emission=n.emission.rao / RAO_PER_TAO,
+                trust=n.trust,
+                consensus=n.consensus,
+                last_update=n.last_update,
+                registered_block=n.block_at_registration,
+            )
+            for n in graph.neurons
+        ),
+    )
+
+
+def _axon_of(endpoint: str | None) -> Axon | None:
+    if not endpoint:
+        return None
+    host, _, port = endpoint.rpartition(":")
+    return Axon(host=host.strip("[]"), port=int(port))
+
+
+def _ip_of(host: str) -> str:
+    """An address the chain can store: IP literals as they are, names resolved."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return socket.gethostbyname(host)
