@@ -7,14 +7,17 @@ Wiring only: the executor, the tools and the scorers do the work.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
+from neurons.files import InputError, read_json
 from protocol.documents import PlanDocument, load_plan_document
+from protocol.errors import format_validation_error
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
@@ -26,29 +29,40 @@ from validator.report import run_report
 DEFAULT_MAX_LATENCY_S = 60.0
 
 
-class InputError(ValueError):
-    """A file the user named cannot be used; the message says why."""
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
-
-
 def load_task(path: Path, task_id: str | None = None) -> Task:
     """A single task file, or one task of a task set chosen by ``task_id``."""
     doc = read_json(path)
+    if _is_taskset(doc):
+        return _select_task(_taskset(doc, path), task_id, path)
+    if _is_plan(doc):
+        raise InputError(f"{path}: is a workflow plan, not a task")
     try:
-        if isinstance(doc, dict) and "tasks" in doc:
-            tasks = TaskSet.model_validate(doc).tasks
-            return _select_task(tasks, task_id, path)
         return Task.model_validate(doc)
-    except ValueError as exc:
-        raise InputError(f"{path}: not a task: {exc}") from None
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a task: {format_validation_error(exc)}") from None
+
+
+def load_taskset(path: Path) -> list[Task]:
+    """Every task of a task-set file."""
+    doc = read_json(path)
+    if not _is_taskset(doc):
+        raise InputError(f"{path}: not a task set (no \"tasks\" list)")
+    return _taskset(doc, path)
+
+
+def _taskset(doc: dict, path: Path) -> list[Task]:
+    try:
+        return TaskSet.model_validate(doc).tasks
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a task set: {format_validation_error(exc)}") from None
+
+
+def _is_taskset(doc: Any) -> bool:
+    return isinstance(doc, dict) and "tasks" in doc
+
+
+def _is_plan(doc: Any) -> bool:
+    return isinstance(doc, dict) and any(key in doc for key in ("nodes", "workflow_plan", "dag"))
 
 
 def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:

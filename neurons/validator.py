@@ -1,7 +1,7 @@
-"""The validator process: ``python -m neurons.validator`` (and ``dagnet validator``).
+"""The validator process: ``dagnet validator`` (and ``python -m neurons.validator``).
 
-Turns flags and a hotkey into a running :class:`validator.loop.ValidatorLoop`
-with its state file, and serves ``/health`` and ``/metrics`` on one port from
+Turns a :class:`ValidatorProcessConfig` (built by :mod:`neurons.commands.validator`)
+into a running :class:`validator.loop.ValidatorLoop` with its state file, and serves ``/health`` and ``/metrics`` on one port from
 the same event loop. SIGINT/SIGTERM stop it between two awaits; whatever step
 was settled stays settled (the state commits each step in one transaction).
 ``--replay RECORD`` re-scores one stored execution instead of running.
@@ -17,17 +17,15 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 import uvicorn
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chain.base import Chain
-from neurons.bench_tasks import DEFAULT_TASKSET
-from protocol.errors import format_validation_error
+from neurons.bench import DEFAULT_TASKSET
 from protocol.task import TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient, Peer
@@ -226,74 +224,7 @@ def replay_record(config_state: Path, tasks: Path, record_id: int) -> dict[str, 
     return {"record": record_id, "identical": result.identical, "stored": result.stored, "recomputed": result.recomputed}
 
 
-# -- command line -------------------------------------------------------------------
+if __name__ == "__main__":  # ``python -m neurons.validator ...`` is ``dagnet validator ...``
+    from neurons.cli import main
 
-cli = typer.Typer(add_completion=False, help="Run a dagnet validator.")
-
-
-@cli.command()
-def validator(
-    dev_key: Annotated[str | None, typer.Option(help="Development key URI, e.g. //Alice.")] = None,
-    wallet_name: Annotated[str | None, typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name.")] = None,
-    wallet_hotkey: Annotated[str, typer.Option("--wallet-hotkey", "--wallet.hotkey", help="Hotkey name in the wallet.")] = "default",
-    wallet_path: Annotated[str | None, typer.Option("--wallet-path", "--wallet.path", help="Wallets directory.")] = None,
-    network: Annotated[
-        str | None, typer.Option("--network", "--subtensor.network", help="finney | test | local | ws://URL | embedded[:PATH]")
-    ] = None,
-    chain_endpoint: Annotated[
-        str | None, typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.")
-    ] = None,
-    netuid: Annotated[int, typer.Option()] = 1,
-    state: Annotated[Path, typer.Option(help="The validator's SQLite state file.")] = Path("validator.sqlite"),
-    tasks: Annotated[Path, typer.Option(help="Benchmark task set.")] = DEFAULT_TASKS,
-    host: Annotated[str, typer.Option(help="Address of /health and /metrics.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of /health and /metrics; 0 picks a free one.")] = 9100,
-    sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
-    query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
-    exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
-    providers: Annotated[
-        Path | None, typer.Option(help="JSON [{uid, hotkey, url}]: tool providers of every subnet (local networks).")
-    ] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between looks at the chain head.")] = 1.0,
-    replay_id: Annotated[
-        int | None, typer.Option("--replay", help="Re-score stored execution RECORD and exit (0 identical, 1 not).")
-    ] = None,
-    log_level: Annotated[str, typer.Option()] = "info",
-) -> None:
-    """Validate: query miners, execute and score their plans, set weights once per tempo."""
-    if replay_id is not None:
-        _replay(state, tasks, replay_id)
-        return
-    try:
-        config = ValidatorProcessConfig(
-            dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
-            network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
-            port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
-            providers=providers, poll_s=poll, log_level=log_level,
-        )
-    except ValidationError as exc:
-        raise typer.BadParameter(format_validation_error(exc)) from None
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(run_validator(config))
-    except (KeyError, OSError, ValueError) as exc:
-        _announce(f"error: {exc}")
-        raise typer.Exit(1) from None
-
-
-def _replay(state: Path, tasks: Path, record_id: int) -> None:
-    if not state.exists():
-        _announce(f"error: no state file {state}")
-        raise typer.Exit(2)
-    try:
-        result = replay_record(state, tasks, record_id)
-    except (LookupError, OSError, ValueError) as exc:
-        _announce(f"error: {str(exc).strip(chr(39))}")
-        raise typer.Exit(2) from None
-    sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    if not result["identical"]:
-        raise typer.Exit(1)
-
-
-if __name__ == "__main__":
-    cli()
+    main(["validator", *sys.argv[1:]])

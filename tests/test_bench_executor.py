@@ -1,6 +1,6 @@
 """`dagnet bench executor` runs end to end and reports what it claims (small sizes)."""
 
-from neurons.bench_executor import _tier_barrier_s, run_executor_bench
+from neurons.bench.executor import _tier_barrier_s, run_executor_bench
 from protocol.graph import Graph
 
 

@@ -147,7 +147,7 @@ def test_a_planned_task_runs_scores_and_rescores_offline_identically(cli, tmp_pa
     assert report["score"]["output_quality"] == 1.0
     report_path = tmp_path / "report.json"
     report_path.write_text(run.stdout)
-    rescored = cli("score", report_path, "--task", TASKSET, "--task-id", "dt_weather_digest")
+    rescored = cli("score", report_path, "--task", TASKSET, "--task-id", "dt_weather_digest", "--json")
     assert rescored.exit_code == 0, rescored.output
     assert _json(rescored) == report["score"]
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .executor import Execution, NodeRecord
 
-__all__ = ["render_report", "run_report"]
+__all__ = ["render_report", "render_score", "run_report"]
 
 DISPLAY_OUTPUT_CHARS = 600
 """The final output's text is cut to this many characters on screen (never in JSON)."""
@@ -82,7 +82,7 @@ def render_report(report: dict[str, Any], console: Console) -> None:
     for line in _summary_lines(report):
         console.print(line, highlight=False, markup=False)
     if "score" in report:
-        console.print(_score_table(report["score"]))
+        render_score(report["score"], console)
     _print_final_output(report, console)
 
 
@@ -116,14 +116,44 @@ def _summary_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def render_score(score: dict[str, Any], console: Console) -> None:
+    """Print a score object: its components, then its details one per line."""
+    console.print(_score_table(score))
+
+
 def _score_table(score: dict[str, Any]) -> Table:
     table = Table(title="score", title_justify="left")
-    table.add_column("component")
-    table.add_column("value", justify="right")
+    table.add_column("component", overflow="fold")
+    table.add_column("value", overflow="fold")
     for key, value in score.items():
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
-        table.add_row(Text(key), Text(shown))
+        if key != "details":
+            table.add_row(Text(key), Text(f"{value:.4f}" if isinstance(value, float) else _shown(value)))
+    for key, value in _flatten(score.get("details") or {}, "details"):
+        table.add_row(Text(key, style="dim"), Text(_shown(value)))
     return table
+
+
+def _flatten(value: Any, prefix: str) -> list[tuple[str, Any]]:
+    """Nested dicts as ``(dotted.key, leaf)`` rows; lists of objects one row per item."""
+    if isinstance(value, dict) and value:
+        return [row for key, item in value.items() for row in _flatten(item, f"{prefix}.{key}")]
+    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        return [row for i, item in enumerate(value) for row in _flatten(item, f"{prefix}[{i}]")]
+    return [(prefix, value)]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(_shown(item) for item in value)
+    if isinstance(value, dict):
+        return "{}"
+    return str(value)
 
 
 def _print_final_output(report: dict[str, Any], console: Console) -> None:

@@ -17,11 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from miner.planner import get_planner
+from neurons.bench import DEFAULT_TASKSET
+from neurons.localrun import load_taskset, run_document
 from protocol.documents import PlanDocument
-from protocol.task import Task, TaskSet
-from neurons.localrun import run_document
-
-DEFAULT_TASKSET = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
+from protocol.task import Task
 
 
 def plan_document(task: Task, strategy: str) -> PlanDocument:
@@ -47,8 +46,7 @@ async def run_tasks_bench(
     include_model_tasks: bool = False,
     concurrency: int = 4,
 ) -> dict[str, Any]:
-    tasks = TaskSet.model_validate_json(taskset.read_text(encoding="utf-8")).tasks
-    tasks = [t for t in tasks if include_model_tasks or not t.requires_model]
+    tasks = [t for t in load_taskset(taskset) if include_model_tasks or not t.requires_model]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task: Task) -> dict[str, Any]:

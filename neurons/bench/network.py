@@ -19,7 +19,7 @@ Two measurements, each repeated and reported as medians:
    score, record), the share spent in the validator's own client, and the
    validator's CPU time as a share of the wall time. Target: within one 12 s block.
 
-Children are this module run as ``python -m neurons.bench_network serve|load``
+Children are this module run as ``python -m neurons.bench.network serve|load``
 with a JSON spec on stdin; each run is bounded in requests and time and stops by
 itself. Heavy imports sit inside the functions that need them, so each child
 loads only its own side (a load generator never imports the miner or scorer).
@@ -52,11 +52,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from neurons.bench import DEFAULT_TASKSET
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task, TaskSet
 
-BENCHMARK_TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
 VALIDATOR_URI = "//dagnet-bench-validator"
 MINER_URI = "//dagnet-bench-miner-{}"
 TARGET_RPS = 3_000
@@ -75,7 +75,7 @@ def run_network_bench(
     miner_processes: int = 2,
     repeats: int = 3,
     task_id: str | None = None,
-    tasks_path: Path = BENCHMARK_TASKS,
+    tasks_path: Path = DEFAULT_TASKSET,
 ) -> dict[str, Any]:
     """Run both measurements; returns plain JSON (medians and every repeat)."""
     throughput = _throughput_bench(requests=requests, duration_s=duration_s, concurrency=concurrency, repeats=repeats)
@@ -254,10 +254,10 @@ def _miner_processes(
 
 @contextmanager
 def _child(mode: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen]:
-    """``python -m neurons.bench_network <mode>`` fed ``spec``; closing stdin stops a server."""
+    """``python -m neurons.bench.network <mode>`` fed ``spec``; closing stdin stops a server."""
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "neurons.bench_network", mode],
+            [sys.executable, "-m", "neurons.bench.network", mode],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
         )
         try:

@@ -1,0 +1,59 @@
+"""``dagnet bench executor | network | tasks``: benchmarks that print ratios."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from neurons.commands.common import JsonOpt, fail, print_json
+from neurons.files import InputError
+
+bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("executor")
+def bench_executor(
+    as_json: bool = JsonOpt,
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Runs per measurement; medians are reported."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random DAGs."),
+) -> None:
+    """Makespan ÷ critical path on random DAGs (vs a tier-barrier schedule) and scheduling throughput."""
+    from neurons.bench.executor import render_executor_bench, run_executor_bench
+
+    result = run_executor_bench(seed=seed, repeats=repeats)
+    print_json(result) if as_json else render_executor_bench(result, Console())
+
+
+@bench_app.command("network")
+def bench_network(as_json: bool = JsonOpt) -> None:
+    """Signed request throughput of one miner process, and one validation step against 64 miners."""
+    from neurons.bench.network import render_network_bench, run_network_bench
+
+    result = run_network_bench()
+    print_json(result) if as_json else render_network_bench(result, Console())
+
+
+@bench_app.command("tasks")
+def bench_tasks(
+    taskset: Optional[Path] = typer.Option(
+        None, "--set", metavar="TASKSET", help="Task set to run.  [default: benchmarks/v1.json]"
+    ),
+    as_json: bool = JsonOpt,
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Tasks run at once."),
+) -> None:
+    """Score the good and the naive reference strategy on every benchmark task."""
+    from neurons.bench.tasks import DEFAULT_TASKSET, render_tasks_bench, run_tasks_bench
+
+    try:
+        result = asyncio.run(run_tasks_bench(taskset or DEFAULT_TASKSET, concurrency=concurrency))
+    except InputError as exc:
+        fail(str(exc))
+    print_json(result) if as_json else render_tasks_bench(result, Console())

@@ -1,0 +1,99 @@
+"""What every `dagnet` command shares: one-line errors, JSON output, common options.
+
+Every error a user can cause ends the same way: ``error: <what and why>`` on one
+line of stderr and exit code 2 — whether a command finds it (:func:`fail`) or
+click does while parsing the command line (:class:`OneLineErrors`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+import typer
+from pydantic import ValidationError
+from typer.core import TyperGroup
+
+from neurons.files import InputError
+from neurons.localrun import load_plan, load_task
+from protocol.documents import PlanDocument
+from protocol.errors import format_validation_error
+from protocol.task import Task
+
+EXIT_INVALID = 2
+
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+TaskIdOpt = typer.Option(None, "--task-id", help="Which task of a task-set file.  [default: none; required for a task set]")
+MaxNodesOpt = typer.Option(
+    None, "--max-nodes", min=1, help="Raise the node limit for large local plans.  [default: 256]"
+)
+
+
+def plan_argument() -> Any:
+    return typer.Argument(
+        ...,
+        metavar="PLAN",
+        help="A workflow plan, a miner's WorkflowSynapse answer, or a task-list {\"dag\": [...]} file.",
+    )
+
+
+def task_option(help: str) -> Any:
+    return typer.Option(None, "--task", metavar="TASK", help=f"{help}  [default: none]")
+
+
+def error(message: str) -> None:
+    """One unwrapped line on stderr: scripts grep these."""
+    typer.echo(f"error: {_one_line(message)}", err=True)
+
+
+def fail(message: str) -> NoReturn:
+    """Report invalid input and exit 2."""
+    error(message)
+    raise typer.Exit(code=EXIT_INVALID)
+
+
+def describe(exc: Exception) -> str:
+    """An exception as the one line a user acts on (pydantic errors field by field)."""
+    if isinstance(exc, ValidationError):
+        return format_validation_error(exc)
+    return str(exc)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def load_inputs(plan: Path, task: Path | None, task_id: str | None) -> tuple[PlanDocument, Task | None]:
+    """The plan document and the optional task, or :func:`fail` saying why not."""
+    try:
+        return load_plan(plan), load_task(task, task_id) if task else None
+    except InputError as exc:
+        fail(str(exc))
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+class OneLineErrors(TyperGroup):
+    """The root group: usage errors (unknown option, bad value, missing argument)
+    become one ``error:`` line and exit 2, instead of a usage block."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            error(f"{where}{exc.format_message()}")
+            code = EXIT_INVALID
+        except click.ClickException as exc:
+            error(exc.format_message())
+            code = EXIT_INVALID
+        except click.Abort:
+            code = 130
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,110 @@
+"""``dagnet miner``: run a miner.
+
+The command line carries what an operator sets on every start (the key, where to
+listen, the subnet, the strategy, the metagraph, workers); every other setting of
+:class:`miner.config.MinerSettings` comes from ``--config FILE`` and ``--set
+KEY=VALUE`` (:mod:`neurons.settings`). The web server is imported only when the
+miner starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from miner.config import MinerSettings
+from neurons.commands.common import describe, error, fail
+from neurons.files import InputError
+from neurons.localrun import load_taskset
+from neurons.settings import build_settings
+
+
+def register(app: typer.Typer) -> None:
+    app.command("miner")(miner)
+
+
+def _default(field: str) -> str:
+    return f"[default: {MinerSettings.model_fields[field].get_default(call_default_factory=True)}]"
+
+
+def miner(
+    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Bob (instead of a wallet).")] = None,
+    wallet_name: Annotated[Optional[str], typer.Option(help="Wallet (coldkey) name (instead of --dev-key).")] = None,
+    wallet_hotkey: Annotated[str, typer.Option(help="Hotkey name in the wallet.")] = "default",
+    wallet_path: Annotated[
+        Optional[str], typer.Option(help="Wallets directory.  [default: bittensor's, ~/.bittensor/wallets]")
+    ] = None,
+    host: Annotated[Optional[str], typer.Option(help=f"Address to listen on.  {_default('host')}")] = None,
+    port: Annotated[Optional[int], typer.Option(help=f"Port to listen on; 0 picks a free one.  {_default('port')}")] = None,
+    netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,
+    strategy: Annotated[
+        Optional[str],
+        typer.Option(
+            help=f"Planner strategy: good | naive (or the attackers invalid | precompute).  {_default('strategy')}"
+        ),
+    ] = None,
+    metagraph_file: Annotated[
+        Optional[Path],
+        typer.Option(help="Metagraph snapshot JSON, re-read when it changes.  [default: none: not ready]"),
+    ] = None,
+    workers: Annotated[Optional[int], typer.Option(help=f"Worker processes.  {_default('workers')}")] = None,
+    provider_tasks: Annotated[
+        Optional[Path],
+        typer.Option(
+            metavar="TASKSET",
+            help="A task set: play each task's subnet profile for its nodes (local networks).  [default: none]",
+        ),
+    ] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", metavar="FILE", help="Settings file (TOML or JSON) with any MinerSettings field."),
+    ] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="Override one setting, e.g. rate_limit.burst=200, min_stake=1000 (repeatable; after --config).",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help="Serve without signatures or blacklist (benchmarks only).")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug | info | warning | error.")] = "info",
+) -> None:
+    """Run a miner: the signed HTTP API with a reference planner and tools, until interrupted.
+
+    Settings: defaults, then --config FILE, then each --set, then the flags above.
+    """
+    flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "strategy": strategy, "workers": workers}
+    try:
+        if provider_tasks is not None:
+            flags["provider_tasks"] = {task.task_id: task.available_tools for task in load_taskset(provider_tasks)}
+        settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags=flags)
+    except InputError as exc:
+        fail(str(exc))
+    from neurons.miner import MinerProcessConfig, serve_miner
+
+    try:
+        process = MinerProcessConfig(
+            settings=settings,
+            dev_key=dev_key,
+            wallet_name=wallet_name,
+            wallet_hotkey=wallet_hotkey,
+            wallet_path=wallet_path,
+            metagraph_file=metagraph_file,
+            auth_enabled=not insecure_no_auth,
+            log_level=log_level,
+        )
+        process.check()
+    except ValueError as exc:
+        fail(describe(exc))
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        serve_miner(process)
+    except OSError as exc:  # the address is taken, or not ours to bind
+        error(f"cannot serve on {settings.host}:{settings.port}: {exc.strerror or exc}")
+        raise typer.Exit(1) from None

@@ -1,0 +1,68 @@
+"""``dagnet plan check`` and ``dagnet plan make``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from neurons.commands.common import (
+    JsonOpt, MaxNodesOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
+)
+from neurons.files import InputError
+from neurons.localrun import check_document, limits_for, load_task
+
+plan_app = typer.Typer(help="Inspect and make workflow plans.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("check")
+def plan_check(
+    plan: Path = plan_argument(),
+    as_json: bool = JsonOpt,
+    max_nodes: Optional[int] = MaxNodesOpt,
+    task: Optional[Path] = task_option(
+        "Also check the plan against this task (or task set, with --task-id): its allowed subnets, "
+        "the actions each subnet offers, and its declared inputs."
+    ),
+    task_id: Optional[str] = TaskIdOpt,
+) -> None:
+    """Validate a plan statically. Exit 0 when valid, 2 when invalid (each finding on stderr)."""
+    document, loaded_task = load_inputs(plan, task, task_id)
+    check = check_document(document, task=loaded_task, limits=limits_for(max_nodes))
+    errors = check.errors + [f"{node}: {reason}" for node, reason in check.node_errors.items()]
+    if as_json:
+        print_json({"valid": check.valid, "errors": errors, "tiers": check.tiers, "critical_path_s": check.critical_path_s})
+    else:
+        verdict = "[green]valid[/green]" if check.valid else "[red]invalid[/red]"
+        Console().print(
+            f"{plan}: {verdict} — {len(document.plan.nodes)} nodes, {len(check.tiers)} tiers, "
+            f"critical path {check.critical_path_s:.3f}s"
+        )
+    for finding in errors:
+        error(finding)
+    if not check.valid:
+        raise typer.Exit(code=2)
+
+
+@plan_app.command("make")
+def plan_make(
+    task: Path = typer.Argument(..., metavar="TASK", help="A task, or a task set with --task-id."),
+    task_id: Optional[str] = TaskIdOpt,
+    strategy: str = typer.Option("good", "--strategy", help="Reference planner strategy: good | naive."),
+) -> None:
+    """Plan a task with a reference strategy and print the miner's WorkflowSynapse answer."""
+    from miner.planner import PlanningError, get_planner
+
+    try:
+        loaded = load_task(task, task_id)
+        proposal = get_planner(strategy).plan(loaded.package())
+    except (InputError, KeyError, PlanningError) as exc:
+        fail(str(exc).strip("'\""))
+    answer = proposal.answer(loaded.package(), miner_uid=0)
+    print_json(answer.model_dump(mode="json", by_alias=True, exclude_none=True))

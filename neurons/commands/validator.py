@@ -1,0 +1,98 @@
+"""``dagnet validator``: run a validator, or re-score one stored execution (``--replay``).
+
+The process itself (chain, loop, state, ``/health``) is :mod:`neurons.validator`,
+imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from neurons.bench import DEFAULT_TASKSET
+from neurons.commands.common import describe, error, fail
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validator")(validator)
+
+
+def validator(
+    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Alice (instead of a wallet).")] = None,
+    wallet_name: Annotated[
+        Optional[str], typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name (instead of --dev-key).")
+    ] = None,
+    wallet_hotkey: Annotated[str, typer.Option("--wallet-hotkey", "--wallet.hotkey", help="Hotkey name in the wallet.")] = "default",
+    wallet_path: Annotated[
+        Optional[str],
+        typer.Option("--wallet-path", "--wallet.path", help="Wallets directory.  [default: bittensor's, ~/.bittensor/wallets]"),
+    ] = None,
+    network: Annotated[
+        Optional[str],
+        typer.Option(
+            "--network", "--subtensor.network", help="finney | test | local | ws://URL | embedded[:PATH].  [default: none]"
+        ),
+    ] = None,
+    chain_endpoint: Annotated[
+        Optional[str], typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]")
+    ] = None,
+    netuid: Annotated[int, typer.Option(help="Subnet uid.")] = 1,
+    state: Annotated[Path, typer.Option(help="The validator's SQLite state file.")] = Path("validator.sqlite"),
+    tasks: Annotated[Path, typer.Option(help="Benchmark task set.")] = DEFAULT_TASKSET,
+    host: Annotated[str, typer.Option(help="Address of /health and /metrics.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of /health and /metrics; 0 picks a free one.")] = 9100,
+    sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
+    query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
+    exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
+    providers: Annotated[
+        Optional[Path],
+        typer.Option(help="JSON [{uid, hotkey, url}]: tool providers of every subnet (local networks).  [default: none: the partner subnets' metagraphs]"),
+    ] = None,
+    poll: Annotated[float, typer.Option(help="Seconds between looks at the chain head.")] = 1.0,
+    replay_id: Annotated[
+        Optional[int],
+        typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not)."),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug | info | warning | error.")] = "info",
+) -> None:
+    """Validate: query miners, execute and score their plans, set weights once per tempo."""
+    if replay_id is not None:
+        _replay(state, tasks, replay_id)
+        return
+    from neurons.validator import ValidatorProcessConfig, run_validator
+
+    try:
+        config = ValidatorProcessConfig(
+            dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
+            network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
+            port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
+            providers=providers, poll_s=poll, log_level=log_level,
+        )
+    except ValueError as exc:
+        fail(describe(exc))
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run_validator(config))
+    except (KeyError, OSError, ValueError) as exc:
+        error(str(exc))
+        raise typer.Exit(1) from None
+
+
+def _replay(state: Path, tasks: Path, record_id: int) -> None:
+    from neurons.validator import replay_record
+
+    if not state.exists():
+        fail(f"no state file {state}")
+    try:
+        result = replay_record(state, tasks, record_id)
+    except (LookupError, OSError, ValueError) as exc:
+        fail(str(exc).strip("'"))
+    sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if not result["identical"]:
+        raise typer.Exit(1)
