@@ -33,11 +33,14 @@ def bench_executor(
 
 
 @bench_app.command("network")
-def bench_network(as_json: bool = JsonOpt) -> None:
-    """Signed request throughput of one miner process, and one validation step against 64 miners."""
+def bench_network(
+    as_json: bool = JsonOpt,
+    miners: int = typer.Option(256, "--miners", min=1, help="Miners in the validation step (256: the largest subnet)."),
+) -> None:
+    """Signed request throughput of one miner process, and one validation step against 256 miners."""
     from neurons.bench.network import render_network_bench, run_network_bench
 
-    result = run_network_bench()
+    result = run_network_bench(miners=miners)
     print_json(result) if as_json else render_network_bench(result, Console())
 
 
