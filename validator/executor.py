@@ -6,6 +6,17 @@ and failure propagation, retries with per-attempt timeouts, the global deadline,
 lifecycle events and the metrics scoring reads. It knows no transport: a
 :class:`~protocol.runner.NodeRunner` does the work.
 
+The pieces, one idea each:
+
+- :class:`_Node` is one node's state for the run (graphlib's ``_NodeInfo`` with
+  time added); it becomes the node's :class:`NodeRecord`.
+- :class:`_Budget` is spending against the ceiling; :class:`_DataFlow` holds the
+  outputs of nodes that succeeded and says why a node is blocked.
+- :class:`_Pool` is the worker tasks; :class:`_Watchdog` enforces the attempt
+  timeouts and the global deadline.
+- :class:`_Run` ties them to the scheduler: dispatch, attempts, settling and
+  lifecycle events. :func:`_execution` builds the result.
+
 How it runs, and why it is fast:
 
 - A node is dispatched the moment the scheduler hands it out (its predecessors
@@ -17,8 +28,7 @@ How it runs, and why it is fast:
   earliest attempt deadline; an attempt only writes its deadline into its
   worker's slot. When the watchdog fires, overdue workers are cancelled and
   recover from that cancellation as a timed-out attempt.
-- Per-node state lives in lists indexed by plan position; :class:`Event` objects
-  are built only when an ``on_event`` callback is given.
+- :class:`Event` objects are built only when an ``on_event`` callback is given.
 """
 
 from __future__ import annotations
@@ -148,203 +158,233 @@ async def execute(
         check = check_plan(plan, limits=limits)
     if check.errors:
         return _invalid(plan, check, budget_ceiling)
-    run = _Run(plan, runner, check, task_id, budget_ceiling, config, on_event)
+    nodes = _nodes(plan, check, config)
+    budget = _Budget(budget_ceiling) if budget_ceiling is not None else None
+    run = _Run(plan, check, nodes, runner, task_id, budget, config, on_event)
     await run.run(deadline_s)
-    return run.result(check)
+    return _execution(plan, check, nodes, run, budget_ceiling)
 
 
-def _invalid(plan: WorkflowPlan, check: PlanCheck, ceiling: float | None) -> Execution:
-    return Execution(
-        status="invalid", errors=list(check.errors), nodes={}, metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
-        budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
-        final_output=None, output_node=None, total_steps=len(plan.nodes),
+# -- per-node state ---------------------------------------------------------------------
+
+
+class _Node:
+    """One node's state during a run; :meth:`record` is what the report keeps of it."""
+
+    __slots__ = (
+        # Fixed for the run.
+        "index", "id", "subnet", "action", "estimate", "max_attempts", "timeout", "sources",
+        # Resolved at dispatch when the node holds refs (None until then).
+        "params",
+        # What happened; times are seconds from the start of execution.
+        "status", "reason", "attempts", "cost", "started", "finished", "timeouts", "unplanned",
     )
 
+    def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
+        self.index = index
+        self.id = node_id
+        self.subnet = subnet
+        self.action = action
+        self.estimate = estimate
+        self.max_attempts = 1
+        self.timeout = timeout
+        self.sources: tuple[_Node, ...] = ()  # referenced nodes, in order of first reference
+        self.params: dict | None = None
+        self.status = PENDING
+        self.reason: str | None = None
+        self.attempts = 0
+        self.cost = 0.0
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.timeouts = 0
+        self.unplanned = 0
 
-class _Run:
-    """One execution's state. Lists are indexed by plan position."""
-
-    def __init__(
-        self,
-        plan: WorkflowPlan,
-        runner: NodeRunner,
-        check: PlanCheck,
-        task_id: str,
-        ceiling: float | None,
-        config: ExecutorConfig,
-        on_event: Callable[[Event], None] | None,
-    ) -> None:
-        graph = check.graph
-        assert graph is not None  # a check without errors always has its graph
-        nodes = plan.nodes
-        n = len(nodes)
-        self._plan = plan
-        self._runner = runner
-        self._task_id = task_id
-        self._ceiling = ceiling
-        self._on_event = on_event
-        self._ids = graph.ids
-        self._succs = graph.succs
-        self._subnet = [node.subnet for node in nodes]
-        self._action = [node.action for node in nodes]
-        self._estimate = [node.estimated_cost for node in nodes]
-        self._max_attempts = [1] * n
-        self._timeout = [config.default_timeout_s] * n
-        for node_id, policy in plan.error_handling.items():
-            i = graph.index[node_id]
-            self._max_attempts[i] = 1 + policy.retry_count
-            self._timeout[i] = policy.timeout_seconds or config.default_timeout_s
-        self._static_errors = {graph.index[k]: v for k, v in check.node_errors.items()}
-        self._compiled = check.compiled
-        self._params, self._sources = _prepared_params(graph.ids, graph.index, check.compiled)
-
-        self._status = [PENDING] * n
-        self._reason: list[str | None] = [None] * n
-        self._attempts = [0] * n
-        self._cost = [0.0] * n
-        self._started: list[float | None] = [None] * n
-        self._finished: list[float | None] = [None] * n
-        self._timeouts = [0] * n
-        self._unplanned = [0] * n
-        self._outputs: dict[str, dict] = {}
-
-        parallel = min(plan.max_parallel or config.max_parallel, config.max_parallel)
-        self._max_workers = min(parallel, n)
-        self._sched = Scheduler(
-            graph.preds, graph.succs, graph.topo_order(), max_parallel=parallel,
-            touches=[node.touches for node in nodes],
-            parallel_safe=[node.parallel_safe for node in nodes],
-            on_ready=self._on_ready if on_event is not None else None,
+    def record(self, output: dict | None) -> NodeRecord:
+        return NodeRecord(
+            self.status, self.reason, self.attempts, self.cost, self.started, self.finished,
+            output, self.timeouts, self.unplanned,
         )
-        self._loop = asyncio.get_running_loop()
-        self._clock = self._loop.time
-        self._t0 = self._clock()
-        self._t_first: float | None = None  # first dispatch, from the start
-        self._t_last: float | None = None  # last settle, from the start
-        self._spent = 0.0
-        self._reserved = 0.0  # estimated cost of dispatched, unsettled nodes
-        self._inflight = 0
-        self._halted = False  # budget or deadline: nothing more is dispatched
-        self._stopping = False  # workers are being cancelled; never a timeout then
 
-        self._queue: deque[int] = deque()  # dispatched nodes no worker has taken yet
-        self._idle: list[asyncio.Future[None]] = []
-        self._tasks: list[asyncio.Task[None]] = []
-        self._deadlines: list[float] = []  # per worker: current attempt's deadline or inf
-        self._expired: list[bool] = []  # per worker: the watchdog cancelled its attempt
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._watchdog_at = _INF
-        self._wake_handle: asyncio.Handle | None = None
-        self._done: asyncio.Future[None] = self._loop.create_future()
 
-    # -- the run as a whole -------------------------------------------------------
+def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig) -> list[_Node]:
+    """One :class:`_Node` per plan node, in plan order, with its retry policy and refs."""
+    graph = check.graph
+    assert graph is not None  # a check without errors always has its graph
+    timeout = config.default_timeout_s
+    nodes = [
+        _Node(i, spec.id, spec.subnet, spec.action, spec.estimated_cost, timeout)
+        for i, spec in enumerate(plan.nodes)
+    ]
+    for node_id, policy in plan.error_handling.items():
+        node = nodes[graph.index[node_id]]
+        node.max_attempts = 1 + policy.retry_count
+        node.timeout = policy.timeout_seconds or timeout
+    for node in nodes:
+        compiled = check.compiled.get(node.id)
+        if compiled is None:
+            continue  # statically blocked
+        if compiled.refs:
+            sources = dict.fromkeys(graph.index[ref.node_id] for ref in compiled.refs)
+            node.sources = tuple(nodes[i] for i in sources)
+        else:
+            node.params = compiled.resolve(_NO_OUTPUTS)
+    return nodes
 
-    async def run(self, deadline_s: float | None) -> None:
-        for i, reason in self._static_errors.items():
-            self._set(i, BLOCKED, reason)
-            self._sched.remove(i)
-        self._sched.prepare()
-        self._pump()
-        self._check_finished()
-        if self._done.done():
-            return
-        self._wake()
-        expired = False
-        deadline = None
-        if deadline_s is not None:
-            deadline = self._t0 + (self._t_first or 0.0) + deadline_s
-        try:
-            async with asyncio.timeout_at(deadline):
-                await self._done
-        except TimeoutError:
-            expired = True
-        finally:
-            await self._stop_workers()
-        if expired:
-            self._expire()
 
-    async def _stop_workers(self) -> None:
-        self._stopping = True
-        for handle in (self._watchdog, self._wake_handle):
-            if handle is not None:
-                handle.cancel()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+# -- budget and data flow ----------------------------------------------------------------
 
-    def _expire(self) -> None:
-        """The global deadline passed: fail what runs, block what never started."""
-        self._halted = True
-        now = self._now()
-        self._t_last = now
-        for i, status in enumerate(self._status):
-            if status == RUNNING:
-                self._finished[i] = now
-                self._set(i, FAILED, DEADLINE_REASON)
-            elif status == PENDING or status == READY:
-                self._set(i, BLOCKED, DEADLINE_REASON)
 
-    def _check_finished(self) -> None:
-        if self._inflight == 0 and (self._halted or not self._sched.is_active()):
-            if not self._done.done():
-                self._done.set_result(None)
+class _Budget:
+    """Spending against a ceiling; a dispatched node reserves its estimate until it settles.
 
-    # -- dispatch ---------------------------------------------------------------------
+    A run without a ceiling has no budget at all (None), so it pays nothing for one.
+    """
 
-    def _pump(self) -> None:
-        """Dispatch everything the scheduler allows, settling nodes blocked at dispatch."""
-        sched, sources, ceiling = self._sched, self._sources, self._ceiling
-        settled = True  # get_ready() can only offer more after a done()
-        while settled:
-            settled = False
-            for i in sched.get_ready():
-                if ceiling is not None and self._spent + self._reserved >= ceiling:
-                    self._abort_budget()
-                    return
-                reason = self._block_reason(i) if sources[i] else None
-                if reason is None:
-                    self._dispatch(i)
-                else:
-                    self._set(i, BLOCKED, reason)
-                    sched.done(i)
-                    settled = True
+    __slots__ = ("ceiling", "spent", "_reserved", "_open")
 
-    def _abort_budget(self) -> None:
-        self._halted = True
-        for i, status in enumerate(self._status):
-            if status == PENDING or status == READY:
-                self._set(i, BUDGET_ABORT, BUDGET_REASON)
+    def __init__(self, ceiling: float) -> None:
+        self.ceiling = ceiling
+        self.spent = 0.0
+        self._reserved = 0.0
+        self._open = 0  # reservations not yet released
 
-    def _block_reason(self, i: int) -> str | None:
-        """Why ``i`` cannot run (a referenced node did not succeed, a field is missing).
+    def exhausted(self) -> bool:
+        """Whether dispatching anything more could pass the ceiling."""
+        return self.spent + self._reserved >= self.ceiling
 
-        Every ancestor has settled by now (the scheduler's invariant), so the
-        answer never depends on timing. Fills in ``i``'s resolved params.
+    def reserve(self, estimate: float) -> None:
+        self._open += 1
+        self._reserved += estimate
+
+    def release(self, estimate: float) -> None:
+        self._open -= 1
+        # Back to exactly zero when nothing is open, so float drift never accumulates.
+        self._reserved = self._reserved - estimate if self._open else 0.0
+
+
+class _DataFlow:
+    """The outputs of nodes that succeeded, and what they mean for the nodes that refer to them."""
+
+    __slots__ = ("outputs", "_compiled")
+
+    def __init__(self, compiled: dict[str, CompiledParams]) -> None:
+        self.outputs: dict[str, dict] = {}  # node id -> NodeOutput.as_dict()
+        self._compiled = compiled
+
+    def block_reason(self, node: _Node) -> str | None:
+        """Why ``node`` cannot run (a referenced node did not succeed, a field is missing).
+
+        Called only when every ancestor has settled (the scheduler's invariant), so
+        the answer never depends on timing. Fills in ``node``'s resolved params.
         """
-        status = self._status
-        for src in self._sources[i]:
-            if status[src] != SUCCESS:
-                return f"ancestor_failed:{self._ids[src]}"
+        for source in node.sources:
+            if source.status != SUCCESS:
+                return f"ancestor_failed:{source.id}"
         try:
-            self._params[i] = self._compiled[self._ids[i]].resolve(self._outputs)
+            node.params = self._compiled[node.id].resolve(self.outputs)
         except MissingField as exc:
             return f"missing_field:{exc}"
         return None
 
-    def _dispatch(self, i: int) -> None:
-        if self._t_first is None:
-            self._t_first = self._now()
-        self._inflight += 1
-        self._reserved += self._estimate[i]
-        if self._on_event is None:  # the hot path: no Event to build
-            self._status[i] = RUNNING
-        else:
-            self._set(i, RUNNING, None)
-        self._queue.append(i)
-        if self._wake_handle is None and self._tasks:
-            self._wake_handle = self._loop.call_soon(self._wake)
 
-    def _wake(self) -> None:
+# -- workers and timeouts ----------------------------------------------------------------
+
+
+class _Watchdog:
+    """The run's clocks: one timer for every attempt's deadline, and the global deadline.
+
+    A worker writes its current attempt's deadline into its slot of ``deadlines``
+    (``inf`` when it has none) and calls :meth:`arm` when that is earlier than
+    ``next_at``; so the timer is always armed at the earliest. When it fires,
+    overdue slots are marked ``expired`` and their tasks cancelled.
+    """
+
+    __slots__ = ("_loop", "deadlines", "expired", "next_at", "_tasks", "_timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.deadlines: list[float] = []  # per slot
+        self.expired: list[bool] = []  # per slot: the watchdog cancelled its attempt
+        self._tasks: list[asyncio.Task[None]] = []  # per slot
+        self.next_at = _INF  # when the timer fires; inf when it is not armed
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self, task: asyncio.Task[None]) -> None:
+        """Give ``task`` the next slot."""
+        self.deadlines.append(_INF)
+        self.expired.append(False)
+        self._tasks.append(task)
+
+    def arm(self, when: float) -> None:
+        """Fire at loop time ``when`` instead of ``next_at``."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self.next_at = when
+        self._timer = self._loop.call_at(when, self._fire)
+
+    def recover(self, slot: int) -> None:
+        """The slot's task took the watchdog's cancellation as a timeout; clear it."""
+        self.expired[slot] = False
+        self._tasks[slot].uncancel()
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    async def wait(self, done: asyncio.Future[None], deadline: float | None) -> bool:
+        """Wait for ``done`` until the global ``deadline`` (loop time); False if it passed first."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await done
+        except TimeoutError:
+            return False
+        return True
+
+    def _fire(self) -> None:
+        """Cancel every overdue attempt, then re-arm for the earliest one left."""
+        self._timer = None
+        self.next_at = _INF
+        now = self._loop.time() + _WATCHDOG_SLACK_S
+        deadlines = self.deadlines
+        for slot, deadline in enumerate(deadlines):
+            if deadline <= now:
+                deadlines[slot] = _INF
+                self.expired[slot] = True
+                self._tasks[slot].cancel()
+        earliest = min(deadlines, default=_INF)
+        if earliest < _INF:
+            self.arm(earliest)
+
+
+class _Pool:
+    """Worker tasks serving the queue of dispatched nodes, at most ``max_workers``.
+
+    A worker runs every attempt of a node through the runner and hands the
+    outcome to the run (``begin``, ``record``, ``timed_out``, ``settle``).
+    """
+
+    __slots__ = ("_loop", "_run", "_runner", "_watchdog", "_max_workers", "_queue", "_idle", "_tasks",
+                 "_wake_handle", "_stopping")
+
+    def __init__(self, run: _Run, runner: NodeRunner, watchdog: _Watchdog, max_workers: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._run = run
+        self._runner = runner
+        self._watchdog = watchdog
+        self._max_workers = max_workers
+        self._queue: deque[_Node] = deque()  # dispatched nodes no worker has taken yet
+        self._idle: list[asyncio.Future[None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake_handle: asyncio.Handle | None = None
+        self._stopping = False  # workers are being cancelled; never a timeout then
+
+    def submit(self, node: _Node) -> None:
+        """Queue a dispatched node; workers are woken one loop turn later."""
+        self._queue.append(node)
+        if self._wake_handle is None and self._tasks:
+            self._wake_handle = self._loop.call_soon(self.wake)
+
+    def wake(self) -> None:
         """Give every queued node a worker: wake idle ones, then spawn up to the cap.
 
         Called one loop turn after a dispatch, so nodes that the dispatching worker
@@ -362,20 +402,21 @@ class _Run:
             self._spawn()
             need -= 1
 
+    async def stop(self) -> None:
+        """Cancel every worker and wait for them all."""
+        self._stopping = True
+        self._watchdog.stop()
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def _spawn(self) -> None:
-        slot = len(self._tasks)
-        self._deadlines.append(_INF)
-        self._expired.append(False)
-        task = self._loop.create_task(self._worker(slot))
-        task.add_done_callback(self._worker_exited)
+        task = self._loop.create_task(self._worker(len(self._tasks)))
+        task.add_done_callback(self._run.worker_exited)
         self._tasks.append(task)
-
-    def _worker_exited(self, task: asyncio.Task[None]) -> None:
-        """A worker only ends by cancellation; anything else is a bug to surface."""
-        if not task.cancelled() and task.exception() is not None and not self._done.done():
-            self._done.set_exception(task.exception())  # type: ignore[arg-type]
-
-    # -- workers ------------------------------------------------------------------------
+        self._watchdog.watch(task)
 
     async def _worker(self, slot: int) -> None:
         """Serve the queue: run every attempt of a node, settle it, park when idle.
@@ -383,19 +424,23 @@ class _Run:
         The runner's coroutine is awaited right here (no task per node), so a
         runner that answers without suspending costs no loop turn at all.
         """
-        queue, runner, max_attempts = self._queue, self._runner, self._max_attempts
-        deadlines, expired = self._deadlines, self._expired
+        queue, runner, run, watchdog = self._queue, self._runner, self._run, self._watchdog
+        deadlines, expired, clock = watchdog.deadlines, watchdog.expired, self._loop.time
         while True:
             if not queue:
                 future = self._loop.create_future()
                 self._idle.append(future)
                 await future
                 continue
-            i = queue.popleft()
+            node = queue.popleft()
             attempt, error = 0, None
-            while attempt < max_attempts[i]:
+            while attempt < node.max_attempts:
                 attempt += 1
-                call = self._begin_attempt(i, attempt, slot)
+                start = clock()
+                deadline = deadlines[slot] = start + node.timeout
+                if deadline < watchdog.next_at:
+                    watchdog.arm(deadline)
+                call = run.begin(node, attempt, start)
                 try:
                     result = await runner.run(call)
                 except asyncio.CancelledError:
@@ -406,176 +451,269 @@ class _Run:
                     result = NodeResult(None, error=f"runner error: {type(exc).__name__}: {exc}")
                 finally:
                     deadlines[slot] = _INF
-                error = self._timed_out(i, slot) if expired[slot] else self._record(i, result)
+                if expired[slot]:
+                    # A result that arrived although the watchdog fired (the runner
+                    # swallowed the cancellation) is a timeout all the same.
+                    watchdog.recover(slot)
+                    error = run.timed_out(node)
+                else:
+                    error = run.record(node, result)
                 if error is None:
                     break
-            self._settle(i, error)
+            run.settle(node, error)
 
-    def _begin_attempt(self, i: int, attempt: int, slot: int) -> NodeCall:
-        """Count the attempt, arm its deadline, and build the call."""
-        start = self._clock()
+
+# -- the run ---------------------------------------------------------------------------
+
+
+class _Run:
+    """One execution: dispatches what the scheduler allows and settles what the workers finish."""
+
+    def __init__(
+        self,
+        plan: WorkflowPlan,
+        check: PlanCheck,
+        nodes: list[_Node],
+        runner: NodeRunner,
+        task_id: str,
+        budget: _Budget | None,
+        config: ExecutorConfig,
+        on_event: Callable[[Event], None] | None,
+    ) -> None:
+        graph = check.graph
+        assert graph is not None
+        self._nodes = nodes
+        self._task_id = task_id
+        self._on_event = on_event
+        self._static_errors = {nodes[graph.index[k]]: v for k, v in check.node_errors.items()}
+        self._budget = budget
+        self.flow = _DataFlow(check.compiled)
+        parallel = min(plan.max_parallel or config.max_parallel, config.max_parallel)
+        self._sched = Scheduler(
+            graph.preds, graph.succs, graph.topo_order(), max_parallel=parallel,
+            touches=[node.touches for node in plan.nodes],
+            parallel_safe=[node.parallel_safe for node in plan.nodes],
+            on_ready=self._on_ready if on_event is not None else None,
+        )
+        loop = asyncio.get_running_loop()
+        self._watchdog = _Watchdog(loop)
+        self._pool = _Pool(self, runner, self._watchdog, min(parallel, len(nodes)))
+        self._clock = loop.time
+        self._t0 = self._clock()
+        self.t_first: float | None = None  # first dispatch, from the start
+        self.t_last: float | None = None  # last settle, from the start
+        self._inflight = 0
+        self._halted = False  # budget or deadline: nothing more is dispatched
+        self._done: asyncio.Future[None] = loop.create_future()
+
+    async def run(self, deadline_s: float | None) -> None:
+        for node, reason in self._static_errors.items():
+            self._set(node, BLOCKED, reason)
+            self._sched.remove(node.index)
+        self._sched.prepare()
+        self._pump()
+        self._check_finished()
+        if self._done.done():
+            return
+        self._pool.wake()
+        deadline = None
+        if deadline_s is not None:
+            deadline = self._t0 + (self.t_first or 0.0) + deadline_s
+        try:
+            finished = await self._watchdog.wait(self._done, deadline)
+        finally:
+            await self._pool.stop()
+        if not finished:
+            self._expire()
+
+    def worker_exited(self, task: asyncio.Task[None]) -> None:
+        """A worker only ends by cancellation; anything else is a bug to surface."""
+        if not task.cancelled() and task.exception() is not None and not self._done.done():
+            self._done.set_exception(task.exception())  # type: ignore[arg-type]
+
+    def _expire(self) -> None:
+        """The global deadline passed: fail what runs, block what never started."""
+        self._halted = True
+        now = self._now()
+        self.t_last = now
+        for node in self._nodes:
+            if node.status == RUNNING:
+                node.finished = now
+                self._set(node, FAILED, DEADLINE_REASON)
+            elif node.status == PENDING or node.status == READY:
+                self._set(node, BLOCKED, DEADLINE_REASON)
+
+    def _check_finished(self) -> None:
+        if self._inflight == 0 and (self._halted or not self._sched.is_active()):
+            if not self._done.done():
+                self._done.set_result(None)
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Dispatch everything the scheduler allows, settling nodes blocked at dispatch."""
+        sched, nodes, budget, flow = self._sched, self._nodes, self._budget, self.flow
+        settled = True  # get_ready() can only offer more after a done()
+        while settled:
+            settled = False
+            for i in sched.get_ready():
+                if budget is not None and budget.exhausted():
+                    self._abort_budget()
+                    return
+                node = nodes[i]
+                reason = flow.block_reason(node) if node.sources else None
+                if reason is None:
+                    self._dispatch(node)
+                else:
+                    self._set(node, BLOCKED, reason)
+                    sched.done(i)
+                    settled = True
+
+    def _abort_budget(self) -> None:
+        self._halted = True
+        for node in self._nodes:
+            if node.status == PENDING or node.status == READY:
+                self._set(node, BUDGET_ABORT, BUDGET_REASON)
+
+    def _dispatch(self, node: _Node) -> None:
+        if self.t_first is None:
+            self.t_first = self._now()
+        self._inflight += 1
+        if self._budget is not None:
+            self._budget.reserve(node.estimate)
+        if self._on_event is None:  # the hot path: no Event to build
+            node.status = RUNNING
+        else:
+            self._set(node, RUNNING, None)
+        self._pool.submit(node)
+
+    # -- attempts, called by the workers ---------------------------------------------------
+
+    def begin(self, node: _Node, attempt: int, start: float) -> NodeCall:
+        """Count an attempt that starts at loop time ``start`` and build its call."""
         if attempt == 1:
-            self._started[i] = start - self._t0
-        self._attempts[i] = attempt
-        timeout = self._timeout[i]
-        deadline = self._deadlines[slot] = start + timeout
-        if deadline < self._watchdog_at:
-            self._arm_watchdog(deadline)
+            node.started = start - self._t0
+        node.attempts = attempt
         return NodeCall(
-            self._task_id, self._ids[i], self._subnet[i], self._action[i],
-            self._params[i], timeout, attempt,  # type: ignore[arg-type]
+            self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
         )
 
-    def _timed_out(self, i: int, slot: int) -> str:
-        """The watchdog cancelled this attempt: recover the worker and count a timeout.
+    def timed_out(self, node: _Node) -> str:
+        node.timeouts += 1
+        return f"timeout after {node.timeout}s"
 
-        A result that arrived although the watchdog fired (the runner swallowed
-        the cancellation) is a timeout all the same.
-        """
-        self._expired[slot] = False
-        self._tasks[slot].uncancel()
-        self._timeouts[i] += 1
-        return f"timeout after {self._timeout[i]}s"
-
-    def _record(self, i: int, result: object) -> str | None:
+    def record(self, node: _Node, result: object) -> str | None:
         """Charge one completed attempt; store the output on success, else return the error."""
         if not isinstance(result, NodeResult):
             return f"runner returned {type(result).__name__}, not NodeResult"
         cost = result.cost_tao
         if type(cost) is not float and type(cost) is not int or not 0 <= cost < _INF:
             return f"runner reported an invalid cost: {cost!r}"
-        self._cost[i] += cost
-        self._spent += cost
+        node.cost += cost
+        if self._budget is not None:
+            self._budget.spent += cost
         extra = result.unplanned_retries
         if type(extra) is int and extra > 0:
-            self._unplanned[i] += extra
+            node.unplanned += extra
         output = result.output
         if output is None:
             return result.error or "no output"
         if not isinstance(output, NodeOutput):
             return f"runner returned malformed output ({type(output).__name__})"
-        self._outputs[self._ids[i]] = output.as_dict()
+        self.flow.outputs[node.id] = output.as_dict()
         return None
 
-    def _settle(self, i: int, error: str | None) -> None:
+    def settle(self, node: _Node, error: str | None) -> None:
         """Finish a node that ran (``error`` is None on success) and dispatch what follows."""
-        self._t_last = self._finished[i] = self._clock() - self._t0
+        self.t_last = node.finished = self._clock() - self._t0
         self._inflight -= 1
-        self._reserved = self._reserved - self._estimate[i] if self._inflight else 0.0
+        if self._budget is not None:
+            self._budget.release(node.estimate)
         if error is None and self._on_event is None:  # the hot path: no Event to build
-            self._status[i] = SUCCESS
+            node.status = SUCCESS
         else:
-            self._set(i, SUCCESS if error is None else FAILED, error)
+            self._set(node, SUCCESS if error is None else FAILED, error)
         if not self._halted:  # once halted, the scheduler is no longer consulted
-            self._sched.done(i)
+            self._sched.done(node.index)
             self._pump()
         if self._inflight == 0:
             self._check_finished()
 
-    # -- timeouts -------------------------------------------------------------------------
-
-    def _arm_watchdog(self, when: float) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        self._watchdog_at = when
-        self._watchdog = self._loop.call_at(when, self._on_watchdog)
-
-    def _on_watchdog(self) -> None:
-        """Cancel every overdue attempt, then re-arm for the earliest one left."""
-        self._watchdog = None
-        self._watchdog_at = _INF
-        now = self._loop.time() + _WATCHDOG_SLACK_S
-        deadlines = self._deadlines
-        for slot, deadline in enumerate(deadlines):
-            if deadline <= now:
-                deadlines[slot] = _INF
-                self._expired[slot] = True
-                self._tasks[slot].cancel()
-        earliest = min(deadlines, default=_INF)
-        if earliest < _INF:
-            self._arm_watchdog(earliest)
-
-    # -- state and events -----------------------------------------------------------------
+    # -- lifecycle events -----------------------------------------------------------------
 
     def _now(self) -> float:
         return self._clock() - self._t0
 
     def _on_ready(self, i: int) -> None:
-        self._set(i, READY, None)
+        self._set(self._nodes[i], READY, None)
 
-    def _set(self, i: int, new: str, reason: str | None) -> None:
-        old = self._status[i]
-        self._status[i] = new
-        self._reason[i] = reason
+    def _set(self, node: _Node, new: str, reason: str | None) -> None:
+        old = node.status
+        node.status = new
+        node.reason = reason
         if self._on_event is not None:
-            self._on_event(Event(self._now(), self._ids[i], old, new, reason))
-
-    # -- the outcome ----------------------------------------------------------------------
-
-    def result(self, check: PlanCheck) -> Execution:
-        ids, status, outputs = self._ids, self._status, self._outputs
-        records = map(
-            NodeRecord, status, self._reason, self._attempts, self._cost, self._started,
-            self._finished, map(outputs.get, ids), self._timeouts, self._unplanned,
-        )
-        nodes = dict(zip(ids, records))
-        output_node = self._output_node()
-        return Execution(
-            status=_overall(status), errors=[], nodes=nodes, metrics=self._metrics(),
-            budget_ceiling=self._ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
-            final_output=outputs.get(output_node) if output_node is not None else None,
-            output_node=output_node, total_steps=len(ids),
-        )
-
-    def _metrics(self) -> RunMetrics:
-        status = self._status
-        latency = 0.0
-        if self._t_first is not None and self._t_last is not None:
-            latency = max(0.0, self._t_last - self._t_first)
-        return RunMetrics(
-            completion_ratio=status.count(SUCCESS) / len(status),
-            latency_s=latency,
-            cost_tao=sum(self._cost),
-            retries=sum(a - 1 for a in self._attempts if a > 1),
-            unplanned_retries=sum(self._unplanned),
-            timeouts=sum(self._timeouts),
-            hard_failures=status.count(FAILED) + status.count(BLOCKED),
-        )
-
-    def _output_node(self) -> str | None:
-        """The output node; else the single sink; else the last sink that succeeded."""
-        if self._plan.output_node is not None:
-            return self._plan.output_node
-        sinks = [i for i, succs in enumerate(self._succs) if not succs]
-        if len(sinks) == 1:
-            return self._ids[sinks[0]]
-        for i in reversed(sinks):
-            if self._status[i] == SUCCESS:
-                return self._ids[i]
-        return None
+            self._on_event(Event(self._now(), node.id, old, new, reason))
 
 
-def _prepared_params(
-    ids: list[str], index: dict[str, int], compiled: dict[str, CompiledParams]
-) -> tuple[list[dict | None], list[tuple[int, ...]]]:
-    """Per node: its params if they hold no ref (else None, resolved at dispatch),
-    and the nodes it references in order of first reference."""
-    params: list[dict | None] = [None] * len(ids)
-    sources: list[tuple[int, ...]] = [()] * len(ids)
-    for i, node_id in enumerate(ids):
-        c = compiled.get(node_id)
-        if c is None:
-            continue  # statically blocked
-        if c.refs:
-            sources[i] = tuple(dict.fromkeys(index[ref.node_id] for ref in c.refs))
-        else:
-            params[i] = c.resolve(_NO_OUTPUTS)
-    return params, sources
+# -- the outcome ---------------------------------------------------------------------------
 
 
-def _overall(status: list[str]) -> Status:
-    if all(s == SUCCESS for s in status):
+def _invalid(plan: WorkflowPlan, check: PlanCheck, ceiling: float | None) -> Execution:
+    return Execution(
+        status="invalid", errors=list(check.errors), nodes={}, metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
+        budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
+        final_output=None, output_node=None, total_steps=len(plan.nodes),
+    )
+
+
+def _execution(
+    plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node], run: _Run, ceiling: float | None
+) -> Execution:
+    outputs = run.flow.outputs
+    statuses = [node.status for node in nodes]
+    output_node = _output_node(plan, check, nodes)
+    return Execution(
+        status=_overall(statuses), errors=[],
+        nodes={node.id: node.record(outputs.get(node.id)) for node in nodes},
+        metrics=_metrics(nodes, statuses, run.t_first, run.t_last),
+        budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
+        final_output=outputs.get(output_node) if output_node is not None else None,
+        output_node=output_node, total_steps=len(nodes),
+    )
+
+
+def _metrics(nodes: list[_Node], statuses: list[str], t_first: float | None, t_last: float | None) -> RunMetrics:
+    latency = 0.0
+    if t_first is not None and t_last is not None:
+        latency = max(0.0, t_last - t_first)
+    return RunMetrics(
+        completion_ratio=statuses.count(SUCCESS) / len(nodes),
+        latency_s=latency,
+        cost_tao=sum([node.cost for node in nodes]),
+        retries=sum([node.attempts - 1 for node in nodes if node.attempts > 1]),
+        unplanned_retries=sum([node.unplanned for node in nodes]),
+        timeouts=sum([node.timeouts for node in nodes]),
+        hard_failures=statuses.count(FAILED) + statuses.count(BLOCKED),
+    )
+
+
+def _output_node(plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node]) -> str | None:
+    """The output node; else the single sink; else the last sink that succeeded."""
+    if plan.output_node is not None:
+        return plan.output_node
+    assert check.graph is not None
+    sinks = [node for node, succs in zip(nodes, check.graph.succs) if not succs]
+    if len(sinks) == 1:
+        return sinks[0].id
+    for node in reversed(sinks):
+        if node.status == SUCCESS:
+            return node.id
+    return None
+
+
+def _overall(statuses: list[str]) -> Status:
+    if statuses.count(SUCCESS) == len(statuses):
         return "completed"
-    if BUDGET_ABORT in status:
+    if BUDGET_ABORT in statuses:
         return "budget_abort"
     return "partial"
