@@ -15,10 +15,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
-from neurons.commands import bench, miner, plan, run, score, validator
+from neurons.commands import bench, localnet, miner, plan, run, score, validator
 from neurons.commands.common import OneLineErrors
 
-COMMANDS = (plan, run, score, miner, validator, bench)
+COMMANDS = (plan, run, score, miner, validator, localnet, bench)
 
 
 def _version() -> str:

@@ -1,0 +1,47 @@
+"""``dagnet localnet``: the subnet on this machine, with a live leaderboard.
+
+The orchestration is :mod:`neurons.localnet`, imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from neurons.commands.common import JsonOpt, error, fail, print_json
+
+DEFAULT_TEMPOS = 4
+
+
+def register(app: typer.Typer) -> None:
+    app.command("localnet")(localnet)
+
+
+def localnet(
+    miners: int = typer.Option(4, "--miners", min=1, help="Miners; strategies cycle good, naive, invalid, precompute."),
+    tempos: Optional[int] = typer.Option(None, "--tempos", min=1, help="Run this many epochs.  [default: 4]"),
+    duration: Optional[float] = typer.Option(None, "--duration", min=1, help="Run this many seconds instead of --tempos."),
+    block_time: float = typer.Option(1.0, "--block-time", min=0.1, help="Seconds per block."),
+    tempo: int = typer.Option(20, "--tempo", min=2, help="Blocks per epoch."),
+    run_dir: Optional[Path] = typer.Option(None, "--dir", help="Folder for every process's log.  [default: localnet-<UTC time>]"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """The subnet on this machine: embedded chain, validator, miners and a tool provider, with a live leaderboard."""
+    from neurons.localnet import LocalnetOptions, localnet_main
+
+    if tempos is not None and duration is not None:
+        fail("give --tempos or --duration, not both")
+    options = LocalnetOptions(
+        miners=miners, tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
+        block_time_s=block_time, tempo=tempo, run_dir=run_dir,
+    )
+    try:
+        reached = localnet_main(options, live=not as_json, console=Console())
+    except RuntimeError as exc:
+        error(str(exc))
+        raise typer.Exit(code=1) from None
+    if as_json:
+        print_json(reached.summary())

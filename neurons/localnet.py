@@ -1,0 +1,380 @@
+"""``dagnet localnet``: the whole subnet on one machine, on the embedded chain.
+
+One command starts, as separate processes, the embedded chain node, a tool
+provider playing each task's published subnet profile, N miners with a mix of
+strategies (good, naive, and the attackers invalid and precompute) and one
+validator. This process registers every hotkey, stakes the validator, announces
+the miners' axons, then watches: the chain's metagraph and the validator's state
+file feed a live leaderboard until the run ends (``tempos`` epochs or
+``duration`` seconds), and the summary comes from the chain (weights the
+validator set, incentive and emission per miner).
+
+Every process logs to one folder (``localnet-<UTC time>/`` by default). The
+first Ctrl-C stops every process and prints what was reached; a second kills them.
+
+The partner subnets a task names do not exist on a one-subnet development chain,
+so the validator is given the provider by a file (``--providers``) instead of
+finding it on partner metagraphs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from neurons.bench import DEFAULT_TASKSET
+
+STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
+COLDKEY_URI = "//Alice"
+VALIDATOR_URI = "//dagnet-localnet-validator"
+PROVIDER_URI = "//dagnet-localnet-provider"
+VALIDATOR_STAKE_TAO = 1_000.0
+_LISTENING = re.compile(r"listening on (http://\S+)")
+_START_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 10.0
+_SCORE_PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalnetOptions:
+    miners: int = 4
+    tempos: int | None = 3
+    duration_s: float | None = None
+    block_time_s: float = 1.0
+    tempo: int = 20
+    weights_rate_limit: int = 5
+    tasks: Path = DEFAULT_TASKSET
+    run_dir: Path | None = None
+
+
+def strategies(count: int) -> list[str]:
+    """The strategy of each miner: the mix in order, repeated."""
+    return [STRATEGY_MIX[i % len(STRATEGY_MIX)] for i in range(count)]
+
+
+@dataclass
+class MinerInfo:
+    strategy: str
+    hotkey: str
+    uid: int | None = None
+    url: str | None = None
+
+
+@dataclass
+class Reached:
+    """Where the network is: what the live view draws and the summary reports."""
+
+    run_dir: str
+    block: int = 0
+    start_block: int = 0
+    end_block: int | None = None
+    blocks_to_epoch: int | None = None
+    tempo: int = 0
+    steps: int = 0
+    last_weights_block: int | None = None
+    miners: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Processes:
+    """Child processes, each logging to ``<run_dir>/<name>.log``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.children: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, args: Sequence[str]) -> Path:
+        log = self.run_dir / f"{name}.log"
+        with log.open("ab") as out:
+            self.children[name] = subprocess.Popen(
+                [sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C reaches this process only; it stops the rest
+            )
+        return log
+
+    async def url_of(self, name: str) -> str:
+        """The ``listening on URL`` a child announces in its log."""
+        log, child = self.run_dir / f"{name}.log", self.children[name]
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            found = _LISTENING.search(log.read_text(errors="replace"))
+            if found:
+                return found.group(1)
+            if child.poll() is not None:
+                raise RuntimeError(f"{name} exited with {child.returncode}; see {log}")
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{name} did not start within {_START_TIMEOUT_S:g}s; see {log}")
+
+    def dead(self) -> list[str]:
+        return [name for name, child in self.children.items() if child.poll() is not None]
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Stop the children, the last started first (the validator before the chain it talks to)."""
+        for child in reversed(list(self.children.values())):
+            if child.poll() is None:
+                with _quiet():
+                    os.killpg(child.pid, signal.SIGKILL if kill else signal.SIGTERM)
+                try:
+                    child.wait(timeout=None if kill else _STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    with _quiet():
+                        os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, value, tb) -> bool:
+        return kind is not None and issubclass(kind, ProcessLookupError)
+
+
+def _wallet(hotkey_uri: str) -> Any:
+    from bittensor.sp_core import Keypair
+
+    cold = Keypair.create_from_uri(COLDKEY_URI)
+    return SimpleNamespace(coldkey=cold, coldkeypub=cold, hotkey=Keypair.create_from_uri(hotkey_uri))
+
+
+def _chain(state: Path, hotkey_uri: str) -> Any:
+    from chain.network import Network
+    from chain.sdk import SdkChain
+
+    return SdkChain.open(Network("embedded", state), _wallet(hotkey_uri), 1)
+
+
+def _miner_uri(index: int, strategy: str) -> str:
+    return f"//dagnet-localnet-{strategy}-{index}"
+
+
+async def run_localnet(
+    options: LocalnetOptions, stop: asyncio.Event, on_update: Callable[[Reached], None] = lambda r: None
+) -> Reached:
+    """Run the network until it ends or ``stop`` is set; always stops every child."""
+    run_dir = options.run_dir or Path(f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    processes = Processes(run_dir)
+    reached = Reached(run_dir=str(run_dir.resolve()), tempo=options.tempo)
+    loop = asyncio.get_running_loop()
+    interrupts = 0
+
+    def interrupted() -> None:  # the first Ctrl-C stops the run, the second kills every child
+        nonlocal interrupts
+        interrupts += 1
+        stop.set()
+        if interrupts > 1:
+            processes.stop(kill=True)
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    try:
+        await _run(options, run_dir, processes, stop, reached, on_update)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        processes.stop()
+    return reached
+
+
+async def _run(
+    options: LocalnetOptions, run_dir: Path, processes: Processes, stop: asyncio.Event, reached: Reached,
+    on_update: Callable[[Reached], None],
+) -> None:
+    state = run_dir / "chain.sqlite"
+    genesis = {"tempo": options.tempo, "weights_rate_limit": options.weights_rate_limit, "immunity_period": 10_000}
+    processes.start("chain", ["-m", "neurons.localnet", "node", str(state), str(options.block_time_s), json.dumps(genesis)])
+    await processes.url_of("chain")
+
+    watcher = _chain(state, VALIDATOR_URI)
+    await watcher.register()
+    await watcher.stake(VALIDATOR_STAKE_TAO)
+    miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(strategies(options.miners))]
+    for index, miner in enumerate(miners):
+        miner.uid = await _chain(state, _miner_uri(index, miner.strategy)).register()
+
+    metagraph_file = run_dir / "metagraph.json"
+    await _write_metagraph(watcher, metagraph_file)
+    common = ["--port", "0", "--metagraph-file", str(metagraph_file), "--log-level", "warning"]
+    processes.start("provider", ["-m", "neurons.miner", "--dev-key", PROVIDER_URI, "--provider-tasks", str(options.tasks),
+                                 "--set", "max_concurrency=256", "--set", "rate_limit.per_second=1000", "--set", "rate_limit.burst=2000",
+                                 *common])
+    for index, miner in enumerate(miners):
+        processes.start(f"miner-{miner.uid}-{miner.strategy}",
+                        ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--strategy", miner.strategy,
+                         *common])
+    provider_url = await processes.url_of("provider")
+    for index, miner in enumerate(miners):
+        miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")
+        host, port = miner.url.removeprefix("http://").rsplit(":", 1)
+        await _chain(state, _miner_uri(index, miner.strategy)).serve_axon(host, int(port))
+    provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
+    providers_file = run_dir / "providers.json"
+    providers_file.write_text(json.dumps([{"uid": 0, "hotkey": provider_hotkey, "url": provider_url}]))
+
+    validator_state = run_dir / "validator.sqlite"
+    processes.start("validator", [
+        "-m", "neurons.validator", "--dev-key", VALIDATOR_URI, "--network", f"embedded:{state}", "--netuid", "1",
+        "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
+        "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
+    ])
+    await processes.url_of("validator")
+
+    reached.start_block = reached.block = await watcher.block()
+    if options.tempos is not None:
+        reached.end_block = reached.start_block + options.tempos * (options.tempo + 1)
+    deadline = None if options.duration_s is None else time.monotonic() + options.duration_s
+    while not stop.is_set():
+        await _observe(watcher, validator_state, miners, reached)
+        on_update(reached)
+        dead = processes.dead()
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited; logs in {run_dir}")
+        if reached.end_block is not None and reached.block >= reached.end_block:
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except TimeoutError:
+            pass
+    await _observe(watcher, validator_state, miners, reached)
+    on_update(reached)
+
+
+async def _write_metagraph(chain: Any, path: Path) -> None:
+    """The metagraph the miners' blacklists read: the chain's, with the validator's permit."""
+    from miner.metagraph import snapshot_to_dict
+    from protocol.metagraph import MetagraphSnapshot, Neuron
+
+    snapshot = await chain.metagraph()
+    neurons = tuple(
+        Neuron(n.uid, n.hotkey, n.stake, n.validator_permit or n.hotkey == chain.hotkey, n.axon) for n in snapshot.neurons
+    )
+    path.write_text(json.dumps(snapshot_to_dict(MetagraphSnapshot(snapshot.netuid, snapshot.block, neurons))))
+
+
+async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo], reached: Reached) -> None:
+    from chain.base import ChainError
+    from validator.state import ValidatorState
+
+    try:
+        snapshot = await chain.metagraph()
+    except ChainError:
+        return
+    reached.block = snapshot.block
+    tempo = reached.tempo
+    reached.blocks_to_epoch = tempo - (snapshot.block + snapshot.netuid + 1) % (tempo + 1)
+    if not validator_state.exists():
+        return
+    state = ValidatorState(validator_state)
+    try:
+        reached.steps = state.steps_settled()
+        reached.last_weights_block = state.last_weights_block()
+        weights, window = state.last_weights(), state.window()
+        parts = _mean_parts(state)
+    finally:
+        state.close()
+    reached.miners = [
+        _row(miner, snapshot.by_uid(miner.uid), weights.get(miner.uid, 0.0), window, parts.get(miner.uid, {}))
+        for miner in miners
+    ]
+
+
+def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
+    """Per uid, the mean of each score part over its last 100 records."""
+    by_uid: dict[int, list[dict[str, Any]]] = {}
+    for record in state.executions():
+        by_uid.setdefault(record.uid, []).append(record.score)
+    return {
+        uid: {part: math.fsum(s[part] for s in scores[-100:]) / len(scores[-100:]) for part in _SCORE_PARTS}
+        for uid, scores in by_uid.items()
+    }
+
+
+def _row(miner: MinerInfo, neuron: Any, weight: float, window: Any, parts: dict[str, float]) -> dict[str, Any]:
+    return {
+        "uid": miner.uid, "strategy": miner.strategy, "hotkey": miner.hotkey,
+        "steps_scored": window.count(miner.uid) if miner.uid is not None else 0,
+        "mean_S": parts.get("S", 0.0), **{f"mean_{p}": parts.get(p, 0.0) for p in _SCORE_PARTS[1:]},
+        "weight": weight,
+        "incentive": getattr(neuron, "incentive", 0.0),
+        "emission": getattr(neuron, "emission", 0.0),
+    }
+
+
+# -- the live view ------------------------------------------------------------------
+
+
+def render(reached: Reached) -> Group:
+    header = Text(
+        f"block {reached.block}  ·  next epoch in {reached.blocks_to_epoch} blocks (tempo {reached.tempo})  ·  "
+        f"steps {reached.steps}  ·  weights set at {reached.last_weights_block or '-'}"
+        + (f"  ·  ends at block {reached.end_block}" if reached.end_block else "")
+    )
+    table = Table(title="dagnet localnet leaderboard")
+    for column in ("uid", "strategy", "steps", "mean S", "success", "cost", "latency", "reliab.", "weight", "incentive",
+                   "emission"):
+        table.add_column(column, justify="right" if column != "strategy" else "left")
+    for row in sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"])):
+        table.add_row(
+            str(row["uid"]), row["strategy"], str(row["steps_scored"]), f"{row['mean_S']:.3f}",
+            f"{row['mean_S_success']:.3f}", f"{row['mean_S_cost']:.3f}", f"{row['mean_S_latency']:.3f}",
+            f"{row['mean_S_reliability']:.3f}", f"{row['weight']:.3f}", f"{row['incentive']:.3f}", f"{row['emission']:.4f}",
+        )
+    return Group(header, table, Text(f"logs: {reached.run_dir}", style="dim"))
+
+
+def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> Reached:
+    """Run with the live view (or silently), then print the final leaderboard when live."""
+    from rich.live import Live
+
+    async def main() -> Reached:
+        stop = asyncio.Event()
+        if not live:
+            return await run_localnet(options, stop)
+        with Live(console=console, refresh_per_second=4, transient=True) as view:
+            reached = await run_localnet(options, stop, lambda r: view.update(render(r)))
+        return reached
+
+    reached = asyncio.run(main())
+    if live:
+        console.print(render(reached))
+    return reached
+
+
+# -- the chain node child -----------------------------------------------------------
+
+
+def _node_main(state: str, block_time: str, genesis: str) -> None:
+    from chain.embedded.genesis import Genesis
+    from chain.embedded.node import serve
+
+    serve(Path(state), block_time=float(block_time), genesis=Genesis(**json.loads(genesis)),
+          announce=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["node"]:
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            _node_main(*sys.argv[2:5])
+        except KeyboardInterrupt:
+            pass
