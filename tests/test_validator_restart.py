@@ -192,3 +192,4 @@ async def test_health_and_metrics_are_served(tmp_path: Path) -> None:
     assert health["status"] == "ok" and health["version_key"] >= 1 and health["steps_settled"] >= 1
     assert 'dagnet_validator_steps_total{outcome="settled"}' in metrics
     assert "dagnet_validator_step_phase_seconds_bucket" in metrics
+    assert 'dagnet_validator_miner_incentive{uid="1"}' in metrics and "dagnet_validator_tempo_blocks 10.0" in metrics

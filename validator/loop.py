@@ -232,7 +232,7 @@ class ValidatorLoop:
                 return None
             log.warning("using the metagraph of block %s", self._snapshot.block)
         else:
-            self.metrics.synced(self._snapshot.block)
+            self.metrics.synced(self._snapshot)
         return self._snapshot
 
     def _active_tasks(self) -> list[Task]:

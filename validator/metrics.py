@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from protocol.metagraph import MetagraphSnapshot
+
 PHASES = ("sync", "query", "execute", "score", "record", "weights", "step")
 EXECUTION_STATUSES = ("completed", "partial", "budget_abort", "invalid", "not_run")
 WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
@@ -61,6 +63,14 @@ class ValidatorMetrics:
         self.sync_age = Gauge(
             "dagnet_validator_metagraph_sync_age_seconds", "Seconds since the metagraph was last synced.", registry=r
         )
+        self.incentive = Gauge(
+            "dagnet_validator_miner_incentive", "Each miner's incentive in the last epoch, as the chain reports it.",
+            ["uid"], registry=r,
+        )
+        self.emission = Gauge(
+            "dagnet_validator_miner_emission_tao", "What the last epoch paid each miner, as the chain reports it.",
+            ["uid"], registry=r,
+        )
         self.chain_errors = Counter(
             "dagnet_validator_chain_errors_total", "Chain calls that failed, by call.", ["call"], registry=r
         )
@@ -78,9 +88,16 @@ class ValidatorMetrics:
         for kind in ("query", "node"):
             self.timeouts.labels(kind)
 
-    def synced(self, block: int) -> None:
-        self.metagraph_block.set(block)
+    def synced(self, snapshot: MetagraphSnapshot) -> None:
+        """A fresh metagraph: its block, and each serving miner's incentive and emission."""
+        self.metagraph_block.set(snapshot.block)
         self._synced_at = time.monotonic()
+        self.incentive.clear()
+        self.emission.clear()
+        for neuron in snapshot.neurons:
+            if neuron.axon is not None:
+                self.incentive.labels(str(neuron.uid)).set(neuron.incentive)
+                self.emission.labels(str(neuron.uid)).set(neuron.emission)
 
     def _sync_age(self) -> float:
         return float("nan") if self._synced_at is None else time.monotonic() - self._synced_at
