@@ -1,0 +1,111 @@
+"""The validator on the real embedded chain: the chain node stops for a while, the loop
+keeps going, and weights are set again once the chain is back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from support.chain import chain_for, node_process, wait_for_block, wait_listening
+from support.keys import dev_keypair
+from support.peers import serve_asgi
+
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import get_planner
+from miner.tools.registry import default_registry
+from protocol.metagraph import MetagraphSnapshot, Neuron
+from protocol.task import TaskSet
+from validator.client import ClientConfig, MinerClient, Peer
+from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
+from validator.providers import FixedProviders
+from validator.state import ValidatorState
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATOR_URI, MINER_URI, PROVIDER_URI = "//dagnet-outage-validator", "//dagnet-outage-miner", "//dagnet-outage-provider"
+GENESIS = {"tempo": 6, "weights_rate_limit": 2, "immunity_period": 1000}
+BLOCK_S = 0.5
+
+
+async def _until(condition, timeout_s: float = 120.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not await condition():
+            await asyncio.sleep(0.1)
+
+
+def _stop(process) -> None:
+    process.terminate()
+    process.wait(timeout=20)
+
+
+async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_returns(tmp_path: Path) -> None:
+    state_file = tmp_path / "chain.sqlite"
+    node = node_process(state_file, BLOCK_S, **GENESIS)
+    wait_listening(node)
+    validator_chain = chain_for(state_file, VALIDATOR_URI, retries=1, backoff_s=0.1)
+    miner_chain = chain_for(state_file, MINER_URI)
+    await validator_chain.register()
+    await validator_chain.stake(1_000.0)
+    await miner_chain.register()
+    tasks = [t for t in TaskSet.model_validate_json((ROOT / "benchmarks" / "v1.json").read_bytes()).tasks
+             if t.task_id in ("rag_water_facts", "dt_inventory_restock")]
+    validator_key = dev_keypair("dagnet-outage-validator")
+    snapshot = MetagraphSnapshot(1, 0, (Neuron(0, validator_key.ss58_address, 1_000.0, True),
+                                        Neuron(1, dev_keypair("dagnet-outage-miner").ss58_address)))
+    profiles = {t.task_id: t.available_tools for t in tasks}
+
+    def app(uri: str, **settings):
+        return create_app(MinerSettings(port=0, **settings), keypair=dev_keypair(uri.removeprefix("//")),
+                          metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=get_planner("good"))
+
+    stop = asyncio.Event()
+    state = ValidatorState(tmp_path / "validator.sqlite")
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            miner_url = await stack.enter_async_context(serve_asgi(app(MINER_URI)))
+            provider_url = await stack.enter_async_context(serve_asgi(app(PROVIDER_URI, provider_tasks=profiles)))
+            host, port = miner_url.removeprefix("http://").rsplit(":", 1)
+            await miner_chain.serve_axon(host, int(port))
+            client = await stack.enter_async_context(MinerClient(validator_key, config=ClientConfig(timeout_s=5.0)))
+            provider = Peer(99, dev_keypair("dagnet-outage-provider").ss58_address, provider_url)
+            loop = ValidatorLoop(validator_chain, state, client, FixedTasks(tasks), FixedProviders([provider]),
+                                 config=LoopConfig(poll_s=0.1))
+            runner = asyncio.create_task(loop.run(stop))
+
+            async def weights_set() -> bool:
+                return state.last_weights_block() is not None
+
+            await _until(weights_set)
+            first = state.last_weights_block()
+            _stop(node)
+
+            errors = loop.metrics.chain_errors
+
+            async def failing() -> bool:
+                return sum(errors.labels(call)._value.get() for call in ("block", "metagraph", "hyperparameters")) >= 3
+
+            await _until(failing)
+            assert not runner.done()
+            settled_during_outage = state.steps_settled()
+
+            node = node_process(state_file, BLOCK_S, **GENESIS)  # the same file: the chain resumes where it was
+            wait_listening(node)
+            resumed = await wait_for_block(miner_chain, 0)
+
+            async def set_again() -> bool:
+                return (state.last_weights_block() or 0) > max(first, resumed)
+
+            await _until(set_again)
+            assert state.steps_settled() > settled_during_outage
+            stop.set()
+            await runner
+            chain_view = await miner_chain.metagraph()
+            assert chain_view.by_hotkey(validator_key.ss58_address).last_update == state.last_weights_block()
+    finally:
+        state.close()
+        if node.poll() is None:
+            _stop(node)
+        await validator_chain.close()
+        await miner_chain.close()
