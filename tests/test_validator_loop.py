@@ -210,3 +210,29 @@ async def test_dagnet_validator_replay_rescores_a_stored_record(tmp_path: Path) 
     assert '"identical": true' in result.stdout
     missing = CliRunner().invoke(app, ["validator", "--state", state, "--replay", "999"])
     assert missing.exit_code == 2 and "no execution record 999" in missing.stderr
+
+
+async def test_a_block_with_nothing_to_do_is_tried_once(tmp_path: Path) -> None:
+    async with _loop(tmp_path, poll_s=0.01) as (loop, chain):
+        chain.snapshot = MetagraphSnapshot(7, 0, tuple(n for n in chain.snapshot.neurons if n.axon is None))
+        calls = {"block": 0, "metagraph": 0}
+        real = {"block": chain.block, "metagraph": chain.metagraph}
+
+        def counting(name):
+            async def call(*args):
+                calls[name] += 1
+                return await real[name](*args)
+            return call
+
+        chain.block, chain.metagraph = counting("block"), counting("metagraph")
+        stop = asyncio.Event()
+        runner = asyncio.create_task(loop.run(stop))
+        await _until(lambda: calls["metagraph"] == 1)
+        polled = calls["block"]
+        await _until(lambda: calls["block"] >= polled + 10)  # the loop has looked at the head again and again
+        assert calls["metagraph"] == 1
+        chain.advance()
+        await _until(lambda: calls["metagraph"] == 2)
+        stop.set()
+        await runner
+        assert loop.state.steps_settled() == 0

@@ -133,6 +133,7 @@ class ValidatorLoop:
         self._secret = state.instance_secret()
         self._snapshot: MetagraphSnapshot | None = None
         self._hyper: Hyperparameters | None = None
+        self._attempted: int | None = None
         self.last_step: StepSummary | None = None
 
     @property
@@ -149,15 +150,17 @@ class ValidatorLoop:
             await self.maybe_set_weights(block)
 
     async def _next_block(self, stop: asyncio.Event) -> int | None:
-        """The chain head once it is past the last settled step; ``None`` when stopped."""
+        """The chain head once it is past the last step settled or tried (a step that
+        settled nothing is not tried again at the same block); ``None`` when stopped."""
         while not stop.is_set():
             try:
                 block = await self.chain.block()
             except Exception as exc:
                 self._chain_error("block", exc)
             else:
-                last = self.state.last_step_block()
-                if last is None or block > last:
+                done = [b for b in (self.state.last_step_block(), self._attempted) if b is not None]
+                if not done or block > max(done):
+                    self._attempted = block
                     return block
             try:
                 await asyncio.wait_for(stop.wait(), self.config.poll_s)
