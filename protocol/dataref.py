@@ -3,8 +3,8 @@
 
 Grammar (docs/dataref.md):
 
-- ``node_id`` is ``[A-Za-z0-9_-]{1,64}``; ``field_path`` is one or more segments
-  ``[A-Za-z0-9_-]+`` joined by ``.``. When resolving, a segment indexes a list if the
+- ``node_id`` is a node id (:data:`protocol.plan.NODE_ID`); ``field_path`` is one or
+  more segments ``[A-Za-z0-9_-]+`` joined by ``.``. When resolving, a segment indexes a list if the
   current value is a list and the segment is a decimal integer; otherwise it is a
   dict key.
 - ``input`` is reserved: ``${input.<field_path>}`` reads the instance's input values
@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .plan import NODE_ID
+
 __all__ = [
     "INPUT",
     "CompiledParams",
@@ -58,7 +60,7 @@ _FRAGMENT_MAX = 80
 # literal and ``$${`` is the escape. In a ref body, group 1 is ``input`` (an input
 # ref), group 2 a node id (followed by ``.output``), group 3 the field path with its
 # leading dot. ``input`` is never a node, so ``${input.output.x}`` reads input ``output.x``.
-_REF = r"(?:(input)|([A-Za-z0-9_-]{1,64})\.output)((?:\.[A-Za-z0-9_-]+)+)\}"
+_REF = r"(?:(input)|(" + NODE_ID + r")\.output)((?:\.[A-Za-z0-9_-]+)+)\}"
 _TOKEN = re.compile(r"\$\$\{|\$\{(?:" + _REF + ")?")
 _WHOLE_REF = re.compile(r"\$\{" + _REF)
 

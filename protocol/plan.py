@@ -11,7 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-NODE_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+NODE_ID = r"[A-Za-z0-9_-]{1,64}"
+"""A node id, unanchored: the one rule plans, task hints and DataRefs share."""
+NODE_ID_PATTERN = rf"^{NODE_ID}$"
 
 NodeId = str
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .plan import NODE_ID_PATTERN, Edge, PlanNode, WorkflowPlan
+from .plan import NODE_ID, NODE_ID_PATTERN, Edge, PlanNode, WorkflowPlan
 
 __all__ = ["TOOL_ALIASES", "import_seed004", "is_seed004"]
 
 TOOL_ALIASES = {"serper_web_search": "search", "web_search": "search"}
 
-_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z0-9_-]{1,64})\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
+_TEMPLATE = re.compile(r"\{\{\s*(" + NODE_ID + r")\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\s*\}\}")
 _NODE_ID = re.compile(NODE_ID_PATTERN)
 _TOOL_MAX = 128
 _TASK_KEYS = {"id": str, "tool": str, "query": str, "dependencies": list}

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .output import NodeOutput
-from .plan import WorkflowPlan
+from .plan import NODE_ID_PATTERN, WorkflowPlan
 
 SCORING_VERSION = 1
 """Published as the integer ``version_key`` with weights and in ``/health``."""
@@ -55,7 +55,7 @@ class StepHint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    id: str = Field(pattern=NODE_ID_PATTERN)
     action: str = Field(min_length=1, max_length=128)
     kind: str = Field(min_length=1, max_length=64)
     params: dict[str, Any] = Field(default_factory=dict)
