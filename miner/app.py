@@ -23,6 +23,8 @@ from bittensor.http_auth import NonceStore
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
+from protocol.routes import HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
+
 from .auth import BtAuthMiddleware
 from .blacklist import BlacklistMiddleware
 from .config import MinerSettings
@@ -82,10 +84,10 @@ def create_app(
     )
     app.state.metrics = metrics
     app.add_exception_handler(Exception, internal_error)
-    app.router.add_route("/NodeSynapse", endpoints.node, methods=["POST"])  # the hot path first
-    app.router.add_route("/WorkflowSynapse", endpoints.workflow, methods=["POST"])
-    app.router.add_route("/health", endpoints.health, methods=["GET"])
-    app.router.add_route("/metrics", endpoints.prometheus, methods=["GET"])
+    app.router.add_route(NODE_PATH, endpoints.node, methods=["POST"])  # the hot path first
+    app.router.add_route(WORKFLOW_PATH, endpoints.workflow, methods=["POST"])
+    app.router.add_route(HEALTH_PATH, endpoints.health, methods=["GET"])
+    app.router.add_route(METRICS_PATH, endpoints.prometheus, methods=["GET"])
 
     layers = [
         Middleware(RequestMetricsMiddleware, metrics=metrics),

@@ -14,10 +14,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from protocol.routes import PUBLIC_PATHS
+
 __all__ = [
     "BODY",
     "HOTKEY",
-    "PUBLIC_PATHS",
     "STAKE",
     "ASGIApp",
     "Message",
@@ -35,9 +36,6 @@ HOTKEY = "dagnet.hotkey"
 """``str``: the caller's hotkey, set only after its signature verified."""
 STAKE = "dagnet.stake"
 """``float``: the caller's stake, set by the blacklist layer."""
-
-PUBLIC_PATHS = frozenset({"/health", "/metrics"})
-"""Paths served to anyone: no signature, no blacklist, no rate limit, no queue."""
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
+from protocol.routes import PATHS
+
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 
-ENDPOINTS = frozenset({"/WorkflowSynapse", "/NodeSynapse", "/health", "/metrics"})
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -63,7 +64,7 @@ class MinerMetrics:
         self._node_children: dict[tuple[str, str], Counter] = {}
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
-        endpoint = path if path in ENDPOINTS else "other"
+        endpoint = path if path in PATHS else "other"
         key = (endpoint, status)
         counter = self._request_children.get(key)
         if counter is None:

@@ -19,10 +19,8 @@ import httpx
 
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metagraph import Neuron
+from protocol.routes import NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
-
-WORKFLOW_PATH = "/WorkflowSynapse"
-NODE_PATH = "/NodeSynapse"
 
 _ERROR_EXCERPT = 200
 
