@@ -26,9 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chain.base import Chain
 from neurons.bench import DEFAULT_TASKSET
+from protocol.metagraph import Peer
 from protocol.task import TaskSet
 from validator.audit import replay
-from validator.client import ClientConfig, MinerClient, Peer
+from validator.client import ClientConfig, MinerClient
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.metrics import ValidatorMetrics
 from validator.providers import FixedProviders, MetagraphProviders, ProviderDirectory

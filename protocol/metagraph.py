@@ -1,7 +1,8 @@
 """A read-only snapshot of the subnet's metagraph, as neurons see it.
 
 The chain layer (bittensor or the embedded devnet) produces these; the miner's
-blacklist and the validator's sampling only ever read a snapshot.
+blacklist and the validator's sampling only ever read a snapshot. A :class:`Peer`
+is a neuron as the validator addresses it: uid, hotkey and URL.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ class Neuron:
     consensus: float = 0.0
     last_update: int = 0
     """The block of this uid's last weights (0: never)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """A neuron one talks to over HTTP: a miner a validator queries, or a tool provider it calls."""
+
+    uid: int
+    hotkey: str
+    url: str
+
+    @classmethod
+    def from_neuron(cls, neuron: Neuron) -> Peer:
+        if neuron.axon is None:
+            raise ValueError(f"uid {neuron.uid} serves no axon")
+        return cls(uid=neuron.uid, hotkey=neuron.hotkey, url=neuron.axon.url)
 
 
 @dataclass(frozen=True, slots=True)

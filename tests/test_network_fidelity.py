@@ -23,8 +23,9 @@ from miner.planner import get_planner
 from miner.tools.registry import default_registry
 from neurons.localrun import run_document
 from protocol.documents import load_plan_document
+from protocol.metagraph import Peer
 from protocol.task import Task, TaskSet
-from validator.client import ClientConfig, MinerClient, Peer
+from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import validation_step
 

@@ -21,12 +21,12 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.planner.base import PlanProposal
 from miner.tools.registry import default_registry
-from protocol.metagraph import MetagraphSnapshot
+from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.plan import Edge, PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
 from protocol.task import Task, TaskSet
 from scoring.evaluate import score_run
-from validator.client import ClientConfig, MinerClient, Peer
+from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step

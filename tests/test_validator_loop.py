@@ -18,10 +18,10 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.task import Task, TaskSet
 from validator.audit import replay
-from validator.client import ClientConfig, MinerClient, Peer
+from validator.client import ClientConfig, MinerClient
 from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState

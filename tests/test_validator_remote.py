@@ -13,10 +13,11 @@ from starlette.routing import Route
 from support.keys import dev_keypair
 from support.peers import CLOSE, GARBAGE, raw_peer, serve_asgi
 
+from protocol.metagraph import Peer
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.runner import NodeCall
 from protocol.synapse import RoutingRule, TaskPackage
-from validator.client import MinerClient, Peer
+from validator.client import MinerClient
 from validator.executor import execute
 from validator.remote import RemoteRunner, every_peer_serves
 

@@ -18,26 +18,10 @@ import bittensor as bt
 import httpx
 
 from protocol.limits import DEFAULT_LIMITS, Limits
-from protocol.metagraph import Neuron
 from protocol.routes import NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
 _ERROR_EXCERPT = 200
-
-
-@dataclass(frozen=True, slots=True)
-class Peer:
-    """A neuron the validator talks to: a miner it queries or a tool provider it calls."""
-
-    uid: int
-    hotkey: str
-    url: str
-
-    @classmethod
-    def from_neuron(cls, neuron: Neuron) -> Peer:
-        if neuron.axon is None:
-            raise ValueError(f"uid {neuron.uid} serves no axon")
-        return cls(uid=neuron.uid, hotkey=neuron.hotkey, url=neuron.axon.url)
 
 
 @dataclass(frozen=True, slots=True)

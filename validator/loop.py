@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chain.base import Chain, Hyperparameters
-from protocol.metagraph import MetagraphSnapshot
+from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.synapse import SCORING_VERSION
 from protocol.task import Task
 from scoring.weights import normalize_weights, warmup_scale
 
-from .client import MinerClient, Peer
+from .client import MinerClient
 from .executor import ExecutorConfig
 from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory

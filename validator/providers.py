@@ -15,9 +15,8 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
-from protocol.metagraph import MetagraphSnapshot
+from protocol.metagraph import MetagraphSnapshot, Peer
 
-from .client import Peer
 from .remote import ProviderSelector, every_peer_serves
 
 log = logging.getLogger(__name__)

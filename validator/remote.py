@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from protocol.metagraph import Peer
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 
-from .client import MinerClient, Peer
+from .client import MinerClient
 from .routing import aggregate
 
-Provider = Peer
-ProviderSelector = Callable[[str], Sequence[Provider]]
+ProviderSelector = Callable[[str], Sequence[Peer]]
 """``subnet -> providers`` in preference order; the runner uses the first ``top_k``."""
 
 TIMEOUT_MARGIN_S = 0.5
@@ -35,7 +35,7 @@ TIMEOUT_MARGIN_S = 0.5
 timeout fires first and the attempt is counted as a timeout."""
 
 
-def every_peer_serves(peers: Sequence[Provider], *, offset: int = 0) -> ProviderSelector:
+def every_peer_serves(peers: Sequence[Peer], *, offset: int = 0) -> ProviderSelector:
     """Local networks: every peer serves every subnet.
 
     The list is rotated by ``offset`` so that callers (e.g. one runner per
@@ -95,7 +95,7 @@ class RemoteRunner:
         answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
         return _combine(chosen, answers, rule.aggregation)
 
-    async def _ask(self, provider: Provider, synapse: NodeSynapse, timeout: float) -> _Answer:
+    async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> _Answer:
         retries = 0
         while True:
             reply = await self._client.call_node(provider.url, provider.hotkey, synapse, timeout_s=timeout)
@@ -117,7 +117,7 @@ def _parse(body: bytes, retries: int) -> _Answer:
     return _Answer(response.output, response.cost_tao, None, retries)
 
 
-def _combine(providers: Sequence[Provider], answers: Sequence[_Answer], aggregation: str) -> NodeResult:
+def _combine(providers: Sequence[Peer], answers: Sequence[_Answer], aggregation: str) -> NodeResult:
     cost = sum(answer.cost_tao for answer in answers)
     retries = sum(answer.retries for answer in answers)
     outputs = [answer.output for answer in answers if answer.output is not None]

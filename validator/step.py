@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.metagraph import Peer
 from protocol.response import check_response
 from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
@@ -36,13 +37,12 @@ from protocol.validation import PlanCheck
 from scoring.composite import Score, composite, invalid_score
 from scoring.evaluate import score_run
 
-from .client import MinerClient, Peer, Reply
+from .client import MinerClient, Reply
 from .executor import Execution, ExecutorConfig, budget_ceiling, execute
 
 log = logging.getLogger(__name__)
 
-MinerTarget = Peer
-RunnerFactory = Callable[[TaskPackage, MinerTarget], NodeRunner]
+RunnerFactory = Callable[[TaskPackage, Peer], NodeRunner]
 """Builds the node runner that executes one miner's plan for one task package."""
 
 DEADLINE_FACTOR = 2.0
@@ -110,7 +110,7 @@ class StepResult:
 class _Candidate:
     """A miner whose response passed the checks, on its way through execution."""
 
-    miner: MinerTarget
+    miner: Peer
     synapse: WorkflowSynapse
     check: PlanCheck
     execution: Execution | None = None
@@ -121,7 +121,7 @@ class _Candidate:
 async def validation_step(
     *,
     task: Task,
-    miners: Sequence[MinerTarget],
+    miners: Sequence[Peer],
     client: MinerClient,
     runner_factory: RunnerFactory,
     executor_config: ExecutorConfig = ExecutorConfig(),
@@ -153,7 +153,7 @@ async def validation_step(
     return StepResult(task_id=package.task_id, outcomes=outcomes, timings=timings)
 
 
-def _admit(miner: MinerTarget, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
+def _admit(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
     """A candidate for execution, or the reason the miner's answer is invalid."""
     if not reply.ok:
         return f"query failed: {reply.error}"
@@ -163,7 +163,7 @@ def _admit(miner: MinerTarget, reply: Reply, package: TaskPackage, limits: Limit
     return _Candidate(miner, checked.synapse, checked.plan_check)
 
 
-def _outcome(miner: MinerTarget, entry: _Candidate | str, reply: Reply) -> MinerOutcome:
+def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply) -> MinerOutcome:
     if isinstance(entry, str):
         return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s)
     plan = entry.synapse.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -133,7 +133,8 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
 async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) -> dict[str, Any]:
     from bittensor.sp_core import Keypair
 
-    from validator.client import ClientConfig, MinerClient, Peer
+    from protocol.metagraph import Peer
+    from validator.client import ClientConfig, MinerClient
     from validator.executor import ExecutorConfig
     from validator.remote import RemoteRunner, every_peer_serves
     from validator.step import validation_step

@@ -21,7 +21,7 @@ from support.fakechain import FakeChain  # noqa: E402
 
 from neurons.validator import ValidatorProcessConfig, run_validator  # noqa: E402
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron  # noqa: E402
-from validator.client import Peer  # noqa: E402
+from protocol.metagraph import Peer  # noqa: E402
 from validator.providers import FixedProviders  # noqa: E402
 
 
