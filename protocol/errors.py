@@ -25,8 +25,10 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def _format_one(error: Any) -> str:
-    location = ".".join(str(part) for part in error["loc"])
-    message = error["msg"]
-    if len(message) > _INPUT_MAX * 2:
-        message = message[: _INPUT_MAX * 2] + "..."
-    return f"{location or '(document)'}: {message}"
+    # A location can hold a key the peer chose (an unexpected field): bound it too.
+    location = _bounded(".".join(str(part) for part in error["loc"]))
+    return f"{location or '(document)'}: {_bounded(error['msg'])}"
+
+
+def _bounded(text: str) -> str:
+    return text[: _INPUT_MAX * 2] + "..." if len(text) > _INPUT_MAX * 2 else text

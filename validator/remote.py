@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from protocol.errors import format_validation_error
 from protocol.metagraph import Peer
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
@@ -90,7 +91,7 @@ class RemoteRunner:
                 params=call.params, timeout_seconds=call.timeout_seconds, attempt=call.attempt,
             )
         except ValidationError as exc:
-            return NodeResult(output=None, error=f"cannot build node request: {_first_error(exc)}")
+            return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
         timeout = call.timeout_seconds + TIMEOUT_MARGIN_S
         answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
         return _combine(chosen, answers, rule.aggregation)
@@ -111,7 +112,7 @@ def _parse(body: bytes, retries: int) -> _Answer:
     try:
         response = NodeResponse.model_validate_json(body)
     except ValidationError as exc:
-        return _Answer(None, 0.0, f"malformed node response: {_first_error(exc)}", retries)
+        return _Answer(None, 0.0, f"malformed node response: {format_validation_error(exc)}", retries)
     if response.error is not None or response.output is None:
         return _Answer(None, response.cost_tao, response.error or "provider returned no output", retries)
     return _Answer(response.output, response.cost_tao, None, retries)
@@ -133,8 +134,3 @@ def _combine(providers: Sequence[Peer], answers: Sequence[_Answer], aggregation:
         )
     return NodeResult(output=combined, cost_tao=cost, unplanned_retries=retries)
 
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors(include_url=False)[0]
-    where = ".".join(str(part) for part in error["loc"]) or "body"
-    return f"{where}: {error['msg']}"[:300]
