@@ -26,12 +26,15 @@ _ERRORS_REPORTED = 5
 
 @dataclass(frozen=True, slots=True)
 class ResponseCheck:
-    """``ok`` exactly when ``reason`` is ``None``; ``plan_check`` exists once the plan was checked."""
+    """Why the response was rejected (``None``: accepted); ``plan_check`` exists once the plan was checked."""
 
-    ok: bool
     reason: str | None = None
     synapse: WorkflowSynapse | None = None
     plan_check: PlanCheck | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
 
 
 class _Rejected(Exception):
@@ -47,11 +50,11 @@ def check_response(raw: bytes, request: TaskPackage, *, limits: Limits = DEFAULT
         doc, synapse = _parse(raw, limits)
         plan = _check_fields(doc, synapse, request)
     except _Rejected as rejected:
-        return ResponseCheck(ok=False, reason=rejected.reason, synapse=rejected.synapse)
+        return ResponseCheck(rejected.reason, rejected.synapse)
     plan_check = check_plan_for(plan, request, limits=limits)
     if not plan_check.runnable:
-        return ResponseCheck(False, f"invalid plan: {_summary(plan_check.errors)}", synapse, plan_check)
-    return ResponseCheck(True, None, synapse, plan_check)
+        return ResponseCheck(f"invalid plan: {_summary(plan_check.errors)}", synapse, plan_check)
+    return ResponseCheck(None, synapse, plan_check)
 
 
 def _parse(raw: bytes, limits: Limits) -> tuple[dict[str, Any], WorkflowSynapse]:
