@@ -4,13 +4,14 @@ From the outside in (each layer is a pure ASGI middleware, one concern each):
 
 1. request metrics — counts and times every response
 2. body cap — 413 over ``max_body_bytes``; reads the body once for everyone inside
-3. btauth — 401 unless signed for this miner (``/health`` and ``/metrics`` are public)
-4. blacklist — 503 until the metagraph is synced; 403 unregistered / no permit / low stake
-5. rate limit — 429 with ``Retry-After`` per hotkey
-6. stake priority — at most ``max_concurrency`` in flight, highest stake admitted first
-7. the routes (:mod:`miner.handlers`)
+3. the guards, which public paths (``/health``, ``/metrics``) skip (:class:`~miner.asgi.Guarded`):
+   a. btauth — 401 unless signed for this miner
+   b. blacklist — 503 until the metagraph is synced; 403 unregistered / no permit / low stake
+   c. rate limit — 429 with ``Retry-After`` per hotkey
+   d. stake priority — at most ``max_concurrency`` in flight, highest stake admitted first
+4. the routes (:mod:`miner.handlers`)
 
-With ``auth_enabled=False`` (benchmarks, trusted local runs) layers 3–5 are left
+With ``auth_enabled=False`` (benchmarks, trusted local runs) guards a–c are left
 out: there is no verified hotkey to blacklist or rate-limit, and every caller
 queues with equal priority.
 """
@@ -25,6 +26,7 @@ from starlette.middleware import Middleware
 
 from protocol.routes import HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
 
+from .asgi import Guarded
 from .auth import BtAuthMiddleware
 from .blacklist import BlacklistMiddleware
 from .config import MinerSettings
@@ -89,13 +91,13 @@ def create_app(
     app.router.add_route(HEALTH_PATH, endpoints.health, methods=["GET"])
     app.router.add_route(METRICS_PATH, endpoints.prometheus, methods=["GET"])
 
+    guards = _auth_layers(settings, hotkey, metagraph, metrics, nonce_store) if auth_enabled else []
+    guards.append(Middleware(StakePriorityMiddleware, max_concurrency=settings.max_concurrency))
     layers = [
         Middleware(RequestMetricsMiddleware, metrics=metrics),
         Middleware(BodyCapMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(Guarded, layers=guards),
     ]
-    if auth_enabled:
-        layers += _auth_layers(settings, hotkey, metagraph, metrics, nonce_store)
-    layers.append(Middleware(StakePriorityMiddleware, max_concurrency=settings.max_concurrency))
     for layer in reversed(layers):  # add_middleware puts each new layer outermost
         app.add_middleware(layer.cls, *layer.args, **layer.kwargs)
     return app

@@ -1,4 +1,4 @@
-"""What the miner's ASGI layers share: scope keys and a way to answer on their own.
+"""What the miner's ASGI layers share: scope keys, a way to refuse, and the public bypass.
 
 Layers pass what they learn inward through the ASGI scope, like Starlette's
 ``scope["user"]``: the body cap layer stores the raw body it read (so the
@@ -8,26 +8,26 @@ auth layer the verified hotkey, the blacklist layer the caller's stake.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from protocol.routes import PUBLIC_PATHS
+from protocol.routes import PUBLIC_PATHS, error_body
 
 __all__ = [
     "BODY",
     "HOTKEY",
     "STAKE",
     "ASGIApp",
+    "Guarded",
     "Message",
     "Receive",
     "Scope",
     "Send",
     "caller_hotkey",
-    "is_public",
-    "send_json",
+    "send_error",
 ]
 
 BODY = "dagnet.body"
@@ -40,9 +40,26 @@ STAKE = "dagnet.stake"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-def is_public(scope: Scope) -> bool:
-    """True for non-HTTP scopes and public paths: layers pass these straight through."""
-    return scope["type"] != "http" or scope["path"] in PUBLIC_PATHS
+class Guarded:
+    """``layers`` around ``app`` for every request except the public ones.
+
+    Non-HTTP scopes and public paths reach ``app`` directly; everything else
+    goes through the guard layers (auth, blacklist, rate limit, priority gate),
+    which therefore never look at the path themselves.
+    """
+
+    def __init__(self, app: ASGIApp, *, layers: Sequence[Middleware]) -> None:
+        guarded = app
+        for cls, args, kwargs in reversed(layers):
+            guarded = cls(guarded, *args, **kwargs)
+        self.app = app
+        self.guarded = guarded
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+        else:
+            await self.guarded(scope, receive, send)
 
 
 def caller_hotkey(scope: Scope) -> str | None:
@@ -50,14 +67,16 @@ def caller_hotkey(scope: Scope) -> str | None:
     return scope.get(HOTKEY)
 
 
-async def send_json(
+async def send_error(
     send: Send,
     status: int,
-    payload: dict[str, Any],
+    reason: str,
+    message: str,
     headers: Iterable[tuple[bytes, bytes]] = (),
+    **extra: Any,
 ) -> None:
-    """Send a complete JSON response straight from a layer."""
-    body = json.dumps(payload, separators=(",", ":")).encode()
+    """Refuse straight from a layer, with the body :func:`protocol.routes.error_body` builds."""
+    body = error_body(reason, message, **extra)
     await send(
         {
             "type": "http.response.start",

@@ -14,7 +14,7 @@ from typing import Any
 from bittensor import http_auth
 from bittensor.http_auth import AuthError, NonceStore
 
-from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, is_public, send_json
+from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, send_error
 from .config import AuthWindow
 from .metrics import MinerMetrics
 
@@ -77,9 +77,6 @@ class BtAuthMiddleware:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if is_public(scope):
-            await self.app(scope, receive, send)
-            return
         try:
             caller = http_auth.verify(
                 _auth_headers(scope),
@@ -91,7 +88,7 @@ class BtAuthMiddleware:
         except AuthError as exc:
             reason = failure_reason(exc)
             self.metrics.auth_failure(reason)
-            await send_json(send, 401, {"error": str(exc), "reason": reason})
+            await send_error(send, 401, reason, str(exc))
             return
         scope[HOTKEY] = caller.hotkey_ss58
         await self.app(scope, receive, send)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from protocol.metagraph import MetagraphSnapshot, Neuron
 
-from .asgi import HOTKEY, STAKE, ASGIApp, Receive, Scope, Send, is_public, send_json
+from .asgi import HOTKEY, STAKE, ASGIApp, Receive, Scope, Send, send_error
 from .metagraph import MetagraphSource
 from .metrics import MinerMetrics
 
@@ -34,13 +34,10 @@ class BlacklistMiddleware:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if is_public(scope):
-            await self.app(scope, receive, send)
-            return
         snapshot = self.metagraph.snapshot()
         if snapshot is None:
             self.metrics.blacklisted("not_synced")
-            await send_json(send, 503, {"error": "metagraph not yet synced", "reason": "not_synced"})
+            await send_error(send, 503, "not_synced", "metagraph not yet synced")
             return
         hotkey = scope[HOTKEY]
         neuron = snapshot.by_hotkey(hotkey)
@@ -48,7 +45,7 @@ class BlacklistMiddleware:
         if refusal is not None:
             reason, message = refusal
             self.metrics.blacklisted(reason)
-            await send_json(send, 403, {"error": message, "reason": reason})
+            await send_error(send, 403, reason, message)
             return
         scope[STAKE] = neuron.stake
         await self.app(scope, receive, send)

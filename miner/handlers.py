@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from protocol.errors import format_validation_error
 from protocol.metagraph import MetagraphSnapshot
+from protocol.routes import error_body
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse
 
@@ -171,7 +172,7 @@ def _invalid(exc: ValidationError) -> Response:
 
 
 def _error(status: int, reason: str, message: str, **extra: Any) -> Response:
-    return Response(content=_dumps({"error": message, "reason": reason, **extra}), status_code=status, media_type=_JSON)
+    return Response(content=error_body(reason, message, **extra), status_code=status, media_type=_JSON)
 
 
 def _json(content: str | bytes) -> Response:

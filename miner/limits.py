@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from .asgi import BODY, ASGIApp, Message, Receive, Scope, Send, caller_hotkey, is_public, send_json
+from .asgi import BODY, ASGIApp, Message, Receive, Scope, Send, caller_hotkey, send_error
 
 
 class BodyCapMiddleware:
@@ -53,13 +53,9 @@ class BodyCapMiddleware:
         await self.app(scope, _replay(body, receive), send)
 
     async def _refuse(self, send: Send, size: int) -> None:
-        await send_json(
-            send,
-            413,
-            {
-                "error": f"request body of {size}+ bytes exceeds the limit of {self.max_bytes} bytes",
-                "reason": "body_too_large",
-            },
+        await send_error(
+            send, 413, "body_too_large",
+            f"request body of {size}+ bytes exceeds the limit of {self.max_bytes} bytes",
             [(b"connection", b"close")],
         )
 
@@ -126,17 +122,14 @@ class RateLimitMiddleware:
         self.buckets = TokenBuckets(per_second, burst)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        hotkey = None if is_public(scope) else caller_hotkey(scope)
+        hotkey = caller_hotkey(scope)
         if hotkey is not None:
             wait_s = self.buckets.take(hotkey, time.monotonic())
             if wait_s > 0.0:
                 retry_after = max(1, math.ceil(wait_s))
-                await send_json(
-                    send,
-                    429,
-                    {"error": "rate limit exceeded for this hotkey", "reason": "rate_limited",
-                     "retry_after_s": round(wait_s, 3)},
-                    [(b"retry-after", str(retry_after).encode())],
+                await send_error(
+                    send, 429, "rate_limited", "rate limit exceeded for this hotkey",
+                    [(b"retry-after", str(retry_after).encode())], retry_after_s=round(wait_s, 3),
                 )
                 return
         await self.app(scope, receive, send)

@@ -11,7 +11,7 @@ import asyncio
 import heapq
 import itertools
 
-from .asgi import STAKE, ASGIApp, Receive, Scope, Send, is_public
+from .asgi import STAKE, ASGIApp, Receive, Scope, Send
 
 
 class StakeGate:
@@ -59,7 +59,8 @@ class StakeGate:
 class StakePriorityMiddleware:
     """Admit at most ``max_concurrency`` requests at once, highest stake first.
 
-    Public paths bypass the gate so ``/health`` answers even under full load.
+    Public paths never reach the gate (:class:`miner.asgi.Guarded`), so ``/health``
+    answers even under full load.
     Without a blacklist in front (auth off) every caller has stake 0: FIFO.
     """
 
@@ -68,9 +69,6 @@ class StakePriorityMiddleware:
         self.gate = StakeGate(max_concurrency)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if is_public(scope):
-            await self.app(scope, receive, send)
-            return
         await self.gate.acquire(scope.get(STAKE, 0.0))
         try:
             await self.app(scope, receive, send)

@@ -1,12 +1,16 @@
 """The miner's HTTP routes: the paths validators call and operators scrape.
 
 A synapse is served at ``/<its class name>``; ``/health`` and ``/metrics`` are
-public (no signature, no blacklist, no rate limit, no queue).
+public (no signature, no blacklist, no rate limit, no queue). Every refusal,
+whichever layer or handler sends it, has the body :func:`error_body` builds.
 """
 
 from __future__ import annotations
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "NODE_PATH", "PATHS", "PUBLIC_PATHS", "WORKFLOW_PATH"]
+import json
+from typing import Any
+
+__all__ = ["HEALTH_PATH", "METRICS_PATH", "NODE_PATH", "PATHS", "PUBLIC_PATHS", "WORKFLOW_PATH", "error_body"]
 
 WORKFLOW_PATH = "/WorkflowSynapse"
 """``POST``: a task package in, a workflow plan out."""
@@ -19,3 +23,12 @@ METRICS_PATH = "/metrics"
 
 PUBLIC_PATHS = frozenset({HEALTH_PATH, METRICS_PATH})
 PATHS = frozenset({WORKFLOW_PATH, NODE_PATH, HEALTH_PATH, METRICS_PATH})
+
+
+def error_body(reason: str, message: str, **extra: Any) -> bytes:
+    """A refusal's JSON body: ``{"error": message, "reason": reason, ...extra}``.
+
+    ``reason`` is a short code for programs (``bad_signature``, ``rate_limited``),
+    ``message`` one line for people; ``extra`` adds details such as ``retry_after_s``.
+    """
+    return json.dumps({"error": message, "reason": reason, **extra}, separators=(",", ":")).encode()
