@@ -155,21 +155,37 @@ def test_removing_a_queued_node_settles_it_at_once() -> None:
 
 def test_misuse_is_an_error() -> None:
     sched, g = make("a b", [("a", "b")])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"prepare\(\) must be called first"):
         sched.get_ready()  # before prepare
     sched.prepare()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"prepare\(\) was already called"):
         sched.prepare()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="node 1 is not ready"):
         sched.done(g.index["b"])  # never handed out
+    with pytest.raises(ValueError, match="node 0 is ready but get_ready"):
+        sched.done(g.index["a"])  # ready, not handed out yet
     (a,) = sched.get_ready()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="node 0 is running"):
         sched.remove(a)  # running
     sched.done(a)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="node 0 was already marked done"):
         sched.done(a)  # twice
+    with pytest.raises(ValueError, match="node 0 was already marked done"):
+        sched.remove(a)  # settled
     with pytest.raises(ValueError):
         make("a", max_parallel=0)
+
+
+def test_misuse_of_a_removed_node_says_so() -> None:
+    sched, g = make("a b", [("a", "b")])
+    sched.remove(g.index["b"])
+    with pytest.raises(ValueError, match="node 1 was already removed"):
+        sched.remove(g.index["b"])
+    sched.prepare()
+    (a,) = sched.get_ready()
+    sched.done(a)
+    with pytest.raises(ValueError, match="node 1 was removed: it is never handed out"):
+        sched.done(g.index["b"])
 
 
 @st.composite

@@ -139,7 +139,7 @@ class Scheduler:
     def done(self, i: int) -> None:
         """Settle a node that :meth:`get_ready` handed out (success or not)."""
         if self._state[i] != _RUNNING:
-            raise ValueError(f"node {i} was not handed out by get_ready()")
+            raise ValueError(self._not_handed_out(i))
         self._running -= 1
         if self._touches is not None:
             self._free(self._touches[i])
@@ -156,8 +156,12 @@ class Scheduler:
         have settled. Removing a running or settled node is an error.
         """
         state = self._state[i]
-        if state == _RUNNING or state == _SETTLED or self._removed[i]:
-            raise ValueError(f"node {i} is running or already settled")
+        if state == _RUNNING:
+            raise ValueError(f"node {i} is running: settle it with done(), not remove()")
+        if self._removed[i]:
+            raise ValueError(f"node {i} was already removed")
+        if state == _SETTLED:
+            raise ValueError(f"node {i} was already marked done")
         self._removed[i] = 1
         if state == _READY:
             self._settle(i)  # its heap entry goes stale and is skipped
@@ -167,6 +171,17 @@ class Scheduler:
         return self._nsettled < len(self._state)
 
     # -- internals ------------------------------------------------------------------
+
+    def _not_handed_out(self, i: int) -> str:
+        """Which misuse ``done(i)`` is, for a node that is not running."""
+        if self._removed[i]:
+            return f"node {i} was removed: it is never handed out, so never done()"
+        state = self._state[i]
+        if state == _SETTLED:
+            return f"node {i} was already marked done"
+        if state == _READY:
+            return f"node {i} is ready but get_ready() has not handed it out"
+        return f"node {i} is not ready: its predecessors have not all settled"
 
     def _settle(self, i: int) -> None:
         """Mark ``i`` settled and release successors, cascading through removed ones."""
