@@ -16,9 +16,9 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from protocol.metagraph import MetagraphSnapshot, Neuron
+from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from protocol.task import TaskSet
-from validator.client import ClientConfig, MinerClient, Peer
+from validator.client import ClientConfig, MinerClient
 from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
