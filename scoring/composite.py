@@ -2,7 +2,11 @@
 
 ```
 S = 0.50·S_success + 0.25·S_cost + 0.15·S_latency + 0.10·S_reliability
+S = 0 when output_quality = 0
 ```
+
+A wrong answer earns nothing: without the second line a plan that returns an empty
+string reliably would still collect the reliability term.
 
 Every published value is rounded to 9 decimals, and ``S`` is computed from the
 rounded terms, so anyone can recompute it from a run report. The efficiency gate
@@ -67,9 +71,8 @@ def composite(
     s_cost = _round(_headroom(metrics.cost_tao, max_budget_tao)) if gate_open else 0.0
     s_latency = _round(_headroom(metrics.latency_s, max_latency_seconds)) if gate_open else 0.0
     s_reliability = _round(_reliability(metrics))
-    total = _round(
-        W_SUCCESS * s_success + W_COST * s_cost + W_LATENCY * s_latency + W_RELIABILITY * s_reliability
-    )
+    weighted = W_SUCCESS * s_success + W_COST * s_cost + W_LATENCY * s_latency + W_RELIABILITY * s_reliability
+    total = _round(weighted) if quality > 0 else 0.0
     details: dict[str, Any] = {
         "gate_open": gate_open,
         "cost_tao": metrics.cost_tao,
@@ -80,6 +83,8 @@ def composite(
         "timeouts": metrics.timeouts,
         "hard_failures": metrics.hard_failures,
     }
+    if quality == 0:
+        details["S_reason"] = "output_quality is 0: S is 0"
     if max_budget_tao is None:
         details["S_cost_reason"] = "no max_budget_tao: S_cost is 0"
     return Score(

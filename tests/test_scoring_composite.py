@@ -100,8 +100,20 @@ def test_reliability_penalties_and_clamp(run: dict[str, int], expected: float) -
 
 
 def test_reliability_counts_even_when_the_gate_is_closed() -> None:
-    result = score(quality=0.0)
-    assert (result.S_success, result.S_reliability, result.S) == (0.0, 1.0, 0.1)
+    result = score(quality=0.5)
+    assert (result.S_success, result.S_reliability, result.S) == (0.5, 1.0, 0.35)
+
+
+@pytest.mark.parametrize("completion", [1.0, 0.0])
+def test_a_wrong_answer_earns_nothing_reliability_included(completion: float) -> None:
+    result = score(quality=0.0, completion_ratio=completion)
+    assert result.S_reliability == 1.0
+    assert result.S == 0.0
+    assert "output_quality is 0" in result.details["S_reason"]
+
+
+def test_the_smallest_positive_quality_keeps_its_reliability_term() -> None:
+    assert score(quality=1e-9).S == round(0.5 * 1e-9 + 0.1, 9)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 2.0])
