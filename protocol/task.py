@@ -12,7 +12,7 @@ from .synapse import TaskPackage
 class Task(TaskPackage):
     """``reference`` is read by ``task_type`` (docs/scoring.md):
 
-    - ``code`` → ``test_suite``: pytest source importing ``solution``
+    - ``code`` → ``entry_point`` and ``cases``: ``[{"args": [...], "kwargs": {...}, "expected": <JSON>}]``
     - ``rag`` → ``reference_answer``
     - ``agent`` → ``goal_checklist``: ``[{"type": "keyword"|"regex"|"json_key", ...}]``
     - ``data_transform`` → ``expected_output`` and optional ``output_schema``

@@ -5,9 +5,10 @@ access. See ``docs/sandbox.md`` for the isolation layers and what each protects.
 """
 
 from .models import SandboxLimits, SandboxResult, SandboxUnavailable
-from .run import isolation_available, run_python, run_python_async
+from .run import PRIVATE_ISOLATION, isolation_available, run_python, run_python_async
 
 __all__ = [
+    "PRIVATE_ISOLATION",
     "SandboxLimits",
     "SandboxResult",
     "SandboxUnavailable",

@@ -1,28 +1,30 @@
 """The bubblewrap command line: what a sandboxed program sees of the host.
 
-The host root is bound read-only. Directories that commonly hold secrets or
-sockets (``/tmp``, ``/var/tmp``, ``/run``, ``/root``, ``/home`` and the caller's
-home) are hidden behind empty tmpfs mounts, then the interpreter's own directories
-are bound back read-only so ``sys.executable`` and its site-packages still work.
-``/tmp`` is the only writable place: a private, size-limited tmpfs holding the work
-dir. Nothing the program writes reaches the host.
+The run starts from an empty root and gets only what the interpreter needs, read-only:
+the system directories (``/usr`` and its merged-usr links ``/bin``, ``/lib``...), the
+dynamic linker's cache, and the interpreter's own prefix with every site-packages
+directory in it hidden behind an empty tmpfs. The caller's checkout, virtualenv, home,
+state and secrets are simply not there. ``/tmp`` is the only writable place: a
+private, size-limited tmpfs holding the work dir. Nothing the program writes reaches
+the host.
 """
 
 from __future__ import annotations
 
+import glob
 import os
-import pwd
-import stat
-import sys
 from pathlib import PurePosixPath
+
+from .interpreter import base_prefix, interpreter
 
 NOBODY = 65534
 STAGE_IN = "/tmp/.dagnet-in"
 """Where the host work dir is bound read-only; the launcher copies it to WORKDIR."""
 WORKDIR = "/tmp/work"
 
-_HIDDEN = ("/tmp", "/var/tmp", "/run", "/root", "/home")
-_PRIVATE_TMP = "/tmp"
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache",)
+_PACKAGE_DIRS = ("lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages")
 
 
 def bwrap_argv(host_dir: str, *, as_root: bool, tmp_bytes: int) -> list[str]:
@@ -33,18 +35,69 @@ def bwrap_argv(host_dir: str, *, as_root: bool, tmp_bytes: int) -> list[str]:
     enough to drop to ``nobody``. Otherwise an unprivileged user namespace maps the
     caller to ``nobody`` and RLIMIT_NPROC counts only the sandbox's own processes.
     """
-    exposed = _interpreter_dirs()
-    masks = _masks(exposed, as_root=as_root)
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    argv += _hide(masks, tmp_bytes)
-    argv += _expose(exposed, masks)
+    argv = ["bwrap", *_system(), *_interpreter()]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     argv += ["--ro-bind", host_dir, STAGE_IN]
-    for mask in masks:
-        if mask != _PRIVATE_TMP:
-            argv += ["--remount-ro", mask]
-    argv += ["--remount-ro", "/dev"]
+    argv += _hide_packages()
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     argv += _namespaces(as_root)
     argv += ["--die-with-parent", "--new-session", "--chdir", "/", "--"]
+    return argv
+
+
+def visible_roots() -> list[str]:
+    """The host directories a run can read (site-packages inside them excepted)."""
+    return _outermost([*(p for p in _SYSTEM if os.path.isdir(p) and not os.path.islink(p)), *_interpreter_dirs()])
+
+
+def _system() -> list[str]:
+    argv: list[str] = []
+    for path in _SYSTEM:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in _SYSTEM_FILES:
+        argv += ["--perms", "0755", "--dir", os.path.dirname(path), "--ro-bind-try", path, path]
+    return argv
+
+
+def _interpreter() -> list[str]:
+    """Bind the interpreter's dirs that the system dirs do not hold; parents made on
+    the way are traversable, so ``nobody`` reaches a prefix under ``/root``."""
+    argv: list[str] = []
+    made: set[PurePosixPath] = set()
+    system = [p for p in _SYSTEM if os.path.isdir(p) and not os.path.islink(p)]
+    for path in _interpreter_dirs():
+        if any(path == root or _strictly_inside(path, root) for root in system):
+            continue
+        for parent in reversed(PurePosixPath(path).parents[:-1]):
+            if parent not in made:
+                made.add(parent)
+                argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", path, path]
+    return argv
+
+
+def _interpreter_dirs() -> list[str]:
+    """The base interpreter's prefix and the directory holding its executable."""
+    roots = {base_prefix(), os.path.dirname(interpreter())}
+    return _outermost(root for root in roots if os.path.isdir(root))
+
+
+def _hide_packages() -> list[str]:
+    """An empty read-only tmpfs over every site-packages directory the run could see:
+    an installed validator (task generators included) lives there."""
+    found: set[str] = set()
+    for root in visible_roots():
+        for prefix in {root, os.path.join(root, "local")}:
+            for pattern in _PACKAGE_DIRS:
+                found.update(os.path.realpath(p) for p in glob.glob(os.path.join(prefix, pattern)))
+    argv: list[str] = []
+    for path in sorted(found):
+        if os.path.isdir(path):
+            argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
     return argv
 
 
@@ -58,68 +111,6 @@ def _namespaces(as_root: bool) -> list[str]:
         "--unshare-user", "--unshare-all", "--disable-userns",
         "--uid", str(NOBODY), "--gid", str(NOBODY),
     ]  # fmt: skip
-
-
-def _interpreter_dirs() -> list[str]:
-    """The directories the interpreter needs, as given and with symlinks resolved."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    roots.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
-    roots |= {os.path.realpath(root) for root in roots}
-    return _outermost(root for root in roots if os.path.isdir(root))
-
-
-def _masks(exposed: list[str], *, as_root: bool) -> list[str]:
-    """Directories to hide. As root, also the first ancestor of an exposed path that
-    ``nobody`` could not traverse: a tmpfs there makes the path reachable."""
-    candidates = [*_HIDDEN, pwd.getpwuid(os.getuid()).pw_dir]
-    masks = [path for path in candidates if os.path.isdir(path) and not os.path.islink(path)]
-    masks = [path for path in masks if path != "/"]
-    if as_root:
-        for path in exposed:
-            blocked = _first_closed_ancestor(path)
-            if blocked is not None and _container(blocked, masks) is None:
-                masks.append(blocked)
-    return _outermost(masks)
-
-
-def _first_closed_ancestor(path: str) -> str | None:
-    for ancestor in reversed(PurePosixPath(path).parents[:-1]):
-        if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-            return str(ancestor)
-    return None
-
-
-def _hide(masks: list[str], tmp_bytes: int) -> list[str]:
-    argv: list[str] = []
-    for mask in masks:
-        if mask == _PRIVATE_TMP:
-            argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", mask]
-        else:
-            argv += ["--perms", "0755", "--tmpfs", mask]
-    return argv
-
-
-def _expose(exposed: list[str], masks: list[str]) -> list[str]:
-    """Bind hidden interpreter dirs back, creating traversable parents inside the mask."""
-    argv: list[str] = []
-    made: set[str] = set()
-    for path in exposed:
-        mask = _container(path, masks)
-        if mask is None:
-            continue
-        for parent in reversed(PurePosixPath(path).parents):
-            if _strictly_inside(str(parent), mask) and str(parent) not in made:
-                made.add(str(parent))
-                argv += ["--perms", "0755", "--dir", str(parent)]
-        argv += ["--ro-bind", path, path]
-    return argv
-
-
-def _container(path: str, masks: list[str]) -> str | None:
-    for mask in masks:
-        if path == mask or _strictly_inside(path, mask):
-            return mask
-    return None
 
 
 def _strictly_inside(path: str, parent: str) -> bool:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from .bwrap import NOBODY, STAGE_IN, WORKDIR, bwrap_argv
+from .interpreter import interpreter
 from .models import SandboxLimits
 
 Kind = Literal["bwrap", "unshare", "plain", "none"]
@@ -47,7 +47,7 @@ class Isolation:
             "uid": self.run_uid,
             "stage": [STAGE_IN, WORKDIR] if self.kind == "bwrap" else None,
         }
-        launcher = [sys.executable, "-I", "-B", "-c", _launcher_source(), json.dumps(config)]
+        launcher = [interpreter(), "-I", "-B", "-c", _launcher_source(), json.dumps(config)]
         return [*self._prefix(host_dir, limits), *launcher, *args]
 
     def env(self, host_dir: str) -> dict[str, str]:

@@ -13,14 +13,20 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
 from pathlib import PurePosixPath
+from typing import Any, TypeVar
 
 from .isolation import NONE, Isolation, candidates
 from .models import SandboxLimits, SandboxResult, SandboxUnavailable
+
+T = TypeVar("T")
+
+PRIVATE_ISOLATION = "bwrap"
+"""The one isolation whose runs see nothing of the caller's files (docs/sandbox.md)."""
 
 _CHUNK = 64 * 1024
 _KILL_GRACE_S = 2.0  # after the kill, how long the pipes may take to close
@@ -39,7 +45,12 @@ def run_python(
     Called from a thread whose event loop is running, it blocks that loop for the
     whole run: async callers should await :func:`run_python_async` instead.
     """
-    job = run_python_async(files, args, stdin=stdin, limits=limits)
+    return run_sync(run_python_async(files, args, stdin=stdin, limits=limits))
+
+
+def run_sync(job: Coroutine[Any, Any, T]) -> T:
+    """Run a sandbox coroutine to completion from synchronous code, in a fresh loop
+    (on a helper thread when this thread's loop is already running)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import resource
 import select
 import signal
 import socket
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 import sandbox
 from sandbox import SandboxLimits, SandboxUnavailable, run_python, run_python_async
+from sandbox import interpreter as sandbox_interpreter
 from sandbox import run as sandbox_run
 from sandbox.isolation import NONE, candidates
 
@@ -224,6 +227,57 @@ def test_write_to_host_tmp_does_not_reach_the_host(isolation: str) -> None:
     result = run_python({}, ["-c", f"open({str(target)!r}, 'w').write('pwned')"])
     assert result.returncode == 0  # it wrote to its private /tmp
     assert not target.exists()
+
+
+def _validator_paths(tmp_path: Path) -> dict[str, Path]:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "secret").write_text("hunter2")
+    import scoring
+
+    return {
+        "repo": REPO / "scoring" / "weights.py",
+        "installed package": Path(scoring.__file__),
+        "task generators": REPO / "benchmarks" / "v1_source" / "gen.py",
+        "work tree root": REPO.parent,
+        "home": Path.home(),
+        "virtualenv": Path(sys.prefix),
+        "validator state": state / "secret",
+    }
+
+
+def test_the_validator_is_invisible_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if sandbox.isolation_available() != "bwrap":
+        pytest.skip("only bubblewrap hides the host's files (docs/sandbox.md)")
+    monkeypatch.setenv("DAGNET_VALIDATOR_SECRET", "hunter2")
+    paths = _validator_paths(tmp_path)
+    code = (
+        "import json, os, sys\n"
+        "seen = {}\n"
+        "for name, path in json.loads(sys.argv[1]).items():\n"
+        "    try:\n"
+        "        seen[name] = os.listdir(path) if os.path.isdir(path) else open(path).read()\n"
+        "    except OSError as exc:\n"
+        "        seen[name] = None\n"
+        "for module in ('scoring', 'protocol', 'sandbox', 'bittensor', 'pydantic'):\n"
+        "    try:\n"
+        "        __import__(module)\n"
+        "        seen['import ' + module] = True\n"
+        "    except ImportError:\n"
+        "        seen['import ' + module] = None\n"
+        "seen['environ'] = 'hunter2' in repr(os.environ)\n"
+        "print(json.dumps(seen))\n"
+    )
+    result = run_python({"main.py": code}, ["main.py", json.dumps({k: str(v) for k, v in paths.items()})])
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    leaked = {name: value for name, value in seen.items() if value not in (None, False, [])}
+    # a home may hold the interpreter itself (pyenv): the path to it, nothing else
+    interpreter = Path(sandbox_interpreter.interpreter())
+    on_the_way = {part for part in interpreter.parts}
+    if "home" in leaked and set(leaked["home"]) <= on_the_way and paths["home"] in interpreter.parents:
+        del leaked["home"]
+    assert leaked == {}
 
 
 def test_network_connection_never_arrives(isolation: str) -> None:

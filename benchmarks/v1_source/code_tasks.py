@@ -1,5 +1,10 @@
 """code tasks: two buggy snippets in markdown fences, repaired by deterministic text ops,
-checked in python_exec, returned as artifacts.code."""
+checked in python_exec, returned as artifacts.code. The reference is the cases of the
+repaired function that has the most literal test assertions (the scorer calls one
+entry point)."""
+import ast
+from collections import defaultdict
+
 from common import step
 
 CHECK = '''import sys
@@ -37,9 +42,42 @@ def code_task(tid, desc, a, fix_a, b, fix_b, checks, tests):
         step("solution", "text_transform", op="extract_code_block", language="python",
              text="```python\n${check.output.text}```\n"),
     ]
-    suite = "import solution\n\n\n" + tests
-    return {"id": tid, "desc": desc, "steps": steps, "reference": {"test_suite": suite},
+    return {"id": tid, "desc": desc, "steps": steps, "reference": reference_from_tests(tests),
             "extra_latency": 2.0, "a": a, "b": b, "fix_a": fix_a, "fix_b": fix_b}
+
+
+def reference_from_tests(tests):
+    """``assert solution.f(<literals>) == <literal>`` (or ``assert [not] solution.f(...)``)
+    lines as cases of the function with the most of them."""
+    cases = defaultdict(list)
+    for node in ast.walk(ast.parse(tests)):
+        if isinstance(node, ast.Assert):
+            found = _case(node.test)
+            if found:
+                cases[found[0]].append(found[1])
+    entry_point = max(cases, key=lambda name: len(cases[name]))
+    return {"entry_point": entry_point, "cases": cases[entry_point]}
+
+
+def _case(test):
+    expected = True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, expected = test.operand, False
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        try:
+            expected = ast.literal_eval(test.comparators[0])
+        except ValueError:
+            return None
+        test = test.left
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+            and isinstance(test.func.value, ast.Name) and test.func.value.id == "solution"):
+        return None
+    try:
+        args = [ast.literal_eval(arg) for arg in test.args]
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in test.keywords}
+    except ValueError:
+        return None
+    return test.func.attr, {"args": args, "kwargs": kwargs, "expected": expected}
 
 
 def T(name, body):

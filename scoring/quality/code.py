@@ -1,105 +1,118 @@
-"""``code``: the task's tests run against the produced code in the sandbox, plus a lint score.
+"""``code``: call the produced function on the instance's cases in the sandbox, judge here.
 
-``artifacts.code`` is saved as ``solution.py`` and the task's ``test_suite`` as
-``test_solution.py``; pytest runs in the sandbox and pyflakes lints the solution in
-a second sandbox run. ``quality = 0.9·pass_ratio + 0.1·lint`` with
-``lint = max(0, 1 − 0.1·warnings)``; 0 when the code is empty, no test passed, or
-pytest timed out, crashed or could not collect the tests.
+The reference is ``{"entry_point": name, "cases": [{"args": [...], "kwargs": {...},
+"expected": <JSON>}, ...]}``; the solution is the final output's ``artifacts.code``.
+The sandbox calls ``entry_point(*args, **kwargs)`` once per case and hands back the
+return values as JSON data (:mod:`sandbox.calls`); the expected values never enter it.
+A case passes when the returned value equals ``expected`` after canonicalisation, in
+this process, on plain decoded JSON — nothing the tested process says about itself
+(its prints, exit status, an object's ``__eq__``) counts.
 
-Pytest's report is read from its summary line and cross-checked with its exit
-status. Code in the tested process could still forge both: the sandbox protects
-the host, not the report (``docs/sandbox.md``).
+``quality = 0.9·passed/total + 0.1·lint`` with ``lint = max(0, 1 − 0.1·pyflakes warnings)``,
+and 0 when no case passed: lint alone pays nothing. Code is judged only under bubblewrap,
+the one isolation that hides the validator's files (``docs/sandbox.md``); elsewhere it
+scores 0 with that reason.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from functools import cache
+from importlib import resources
 from typing import Any
 
-from sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_python
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from protocol.errors import format_validation_error
+from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxResult, SandboxUnavailable, isolation_available, run_python
+from sandbox.calls import SOLUTION, Call, CallsReport, Outcome, call_function
+
+from . import jsonvalue
 from .base import Quality, output_code
 
 PASS_WEIGHT = 0.9
 LINT_WEIGHT = 0.1
 LINT_PENALTY = 0.1
+SECONDS_PER_CASE = 1.0
 
-_PYTEST = [
-    "-c",
-    # No plugin autoload: every validator runs the same pytest, whatever its venv holds.
-    "import os, sys; os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'; import pytest; "
-    "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--tb=no', 'test_solution.py']))",
-]
-_PYFLAKES = ["-m", "pyflakes", "solution.py"]
-_SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+s\b.*$", re.MULTILINE)
-_COUNT = re.compile(r"(\d+) ([a-z]+)")
-_LINT_LINE = re.compile(r"^solution\.py:\d+:", re.MULTILINE)
-_COUNTED = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+_PYFLAKES = ["-c", f"import sys; sys.path.insert(0, '.'); from pyflakes.api import main; main(args=[{SOLUTION!r}])"]
+_LINT_PREFIX = f"{SOLUTION}:"
+
+
+class Case(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any
+
+
+class CodeReference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    cases: list[Case] = Field(min_length=1)
 
 
 def score(reference: Mapping[str, Any], final_output: object, *, limits: SandboxLimits | None = None) -> Quality:
-    tests = reference.get("test_suite")
-    if not isinstance(tests, str) or not tests.strip():
-        return Quality.zero("task has no test_suite")
+    try:
+        ref = CodeReference.model_validate(reference)
+    except ValidationError as exc:
+        return Quality.zero(f"task reference is not a code reference: {format_validation_error(exc)}")
     code = output_code(final_output)
     if not code.strip():
         return Quality.zero("final output has no code")
+    if isolation_available() != PRIVATE_ISOLATION:
+        return Quality.zero(f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
     limits = limits or SandboxLimits()
+    calls = [Call(case.args, case.kwargs) for case in ref.cases]
     try:
-        run = run_python({"solution.py": code, "test_solution.py": tests}, _PYTEST, limits=limits)
-        passed, total, problem = _test_outcome(run)
-        if problem:
-            return Quality.zero(problem, isolation=run.isolation, stderr_tail=run.stderr[-500:])
-        warnings = _lint_warnings(run_python({"solution.py": code}, _PYFLAKES, limits=limits))
+        report = call_function(code, ref.entry_point, calls, limits=limits, seconds_per_call=SECONDS_PER_CASE)
+        passed = sum(_passes(case, outcome) for case, outcome in zip(ref.cases, report.outcomes, strict=True))
+        details = _details(report, passed, len(ref.cases))
+        if passed == 0:
+            return Quality.zero(report.problem or "no case passed", **details)
+        warnings = _lint_warnings(run_python({SOLUTION: code, **_pyflakes_files()}, _PYFLAKES, limits=limits))
     except SandboxUnavailable as exc:
         return Quality.zero(f"sandbox unavailable: {exc}")
-    details: dict[str, Any] = {"passed": passed, "total": total, "isolation": run.isolation}
     if warnings is None:
         lint = 0.0
         details["lint_reason"] = "pyflakes did not finish"
     else:
         lint = max(0.0, 1.0 - LINT_PENALTY * warnings)
         details["lint_warnings"] = warnings
-    pass_ratio = passed / total
-    details.update(pass_ratio=pass_ratio, lint=lint)
-    return Quality(PASS_WEIGHT * pass_ratio + LINT_WEIGHT * lint, details)
+    details["lint"] = lint
+    return Quality(PASS_WEIGHT * passed / len(ref.cases) + LINT_WEIGHT * lint, details)
 
 
-def _test_outcome(run: SandboxResult) -> tuple[int, int, str]:
-    """(passed, total, problem): problem is "" when the counts can be trusted."""
-    if run.timed_out:
-        return 0, 0, "tests timed out"
-    if run.returncode not in (0, 1):
-        return 0, 0, f"pytest exited with status {run.returncode}"
-    counts = _summary(run.stdout)
-    if counts is None:
-        return 0, 0, "no pytest summary in the output"
-    passed = counts["passed"]
-    total = sum(counts[name] for name in _COUNTED)
-    broken = counts["failed"] + counts["errors"]
-    if (run.returncode == 0) != (broken == 0) or total == 0:
-        return 0, 0, "pytest summary contradicts its exit status"
-    if passed == 0:
-        return 0, total, "no test passed"
-    return passed, total, ""
+def _passes(case: Case, outcome: Outcome) -> bool:
+    if not outcome.returned:
+        return False
+    try:
+        return jsonvalue.canonical(outcome.value) == jsonvalue.canonical(case.expected)
+    except jsonvalue.NotJSON:
+        return False
 
 
-def _summary(stdout: str) -> dict[str, int] | None:
-    """Counts from the last summary line, e.g. ``2 passed, 1 failed, 1 warning in 0.1s``."""
-    lines = _SUMMARY.findall(stdout)
-    if not lines:
-        return None
-    counts = dict.fromkeys(_COUNTED, 0)
-    for number, word in _COUNT.findall(lines[-1]):
-        name = "errors" if word == "error" else word
-        if name in counts:
-            counts[name] += int(number)
-    return counts
+def _details(report: CallsReport, passed: int, total: int) -> dict[str, Any]:
+    errors = sorted({outcome.error for outcome in report.outcomes if outcome.error})
+    details: dict[str, Any] = {"passed": passed, "total": total, "pass_ratio": passed / total}
+    details.update(errors=errors[:5], isolation=report.run.isolation, stderr_tail=report.run.stderr[-500:])
+    if report.problem:
+        details["problem"] = report.problem
+    return details
 
 
 def _lint_warnings(run: SandboxResult) -> int | None:
     """pyflakes messages about the solution (syntax errors included), None if it failed."""
     if run.timed_out or run.returncode not in (0, 1):
         return None
-    return len(_LINT_LINE.findall(run.stdout)) + len(_LINT_LINE.findall(run.stderr))
+    lines = (run.stdout + run.stderr).splitlines()
+    return sum(1 for line in lines if line.startswith(_LINT_PREFIX))
+
+
+@cache
+def _pyflakes_files() -> dict[str, str]:
+    """pyflakes' own sources, staged next to the solution: the sandbox sees no site-packages."""
+    root = resources.files("pyflakes")
+    return {f"pyflakes/{item.name}": item.read_text(encoding="utf-8") for item in root.iterdir() if item.name.endswith(".py")}
