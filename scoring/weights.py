@@ -1,4 +1,4 @@
-"""From per-miner scores to on-chain weights: warm-up, capped normalisation, u16 encoding."""
+"""From per-miner scores to on-chain weights: warm-up, softmax normalisation, u16 encoding."""
 
 from __future__ import annotations
 
@@ -17,38 +17,28 @@ def warmup_scale(tasks_seen: int, in_immunity: bool, full_at: int = 20) -> float
     return min(1.0, max(tasks_seen, 0) / full_at)
 
 
-def normalize_weights(scores: Mapping[int, float], cap: float = 0.15) -> dict[int, float]:
-    """Weights proportional to the scores, summing to 1, none above ``cap``.
+TEMPERATURE = 0.06
+"""Softmax temperature: a miner 0.06 behind another gets 1/e of its weight (docs/scoring.md)."""
 
-    Water-filling: miners whose share would pass the cap get exactly the cap and
-    the rest of the mass is shared proportionally among the others, repeated until
-    no share passes it. Negative, NaN and infinite scores count as 0 and miners
-    at 0 get no weight. Edge cases:
 
-    - no positive score (or no scores): ``{}`` — there is nothing to reward, and
-      the caller decides what to put on chain;
-    - fewer positive miners than ``1 / cap`` (the cap cannot hold, e.g. one miner
-      → 1.0): every positive miner ends up capped, so each gets ``1 / n``.
+def normalize_weights(scores: Mapping[int, float], *, temperature: float = TEMPERATURE) -> dict[int, float]:
+    """Weights from windowed mean scores: a softmax over the positive ones, summing to 1.
+
+    ``w_i ∝ exp(s_i / temperature)`` for every miner with ``s_i > 0``; a miner at 0 (or
+    negative, NaN, infinite) gets no weight. The ratio of two miners' weights depends only
+    on the difference of their scores, ``exp(Δ / temperature)``, at every level and
+    network size, and a higher score never gets less weight. Scores are clamped to 1.
+    No positive score (or no scores) gives ``{}``: the caller decides what to put on chain.
     """
-    if not 0 < cap <= 1:
-        raise ValueError(f"cap must be in (0, 1], got {cap}")
-    open_ = {uid: value for uid, value in sorted(scores.items()) if _positive(value)}
-    if not open_:
+    if not 0 < temperature < math.inf:
+        raise ValueError(f"temperature must be a positive number, got {temperature}")
+    positive = {uid: min(value, 1.0) for uid, value in sorted(scores.items()) if _positive(value)}
+    if not positive:
         return {}
-    if len(open_) * cap <= 1:
-        return {uid: 1.0 / len(open_) for uid in open_}
-    weights: dict[int, float] = {}
-    mass = 1.0
-    while True:
-        total = math.fsum(open_.values())
-        over = [uid for uid, value in open_.items() if mass * value / total > cap]
-        if not over:
-            weights.update({uid: mass * value / total for uid, value in open_.items()})
-            return dict(sorted(weights.items()))
-        for uid in over:  # above the cap now stays above it: the level only rises
-            weights[uid] = cap
-            del open_[uid]
-        mass -= cap * len(over)
+    best = max(positive.values())
+    raw = {uid: math.exp((value - best) / temperature) for uid, value in positive.items()}
+    total = math.fsum(raw.values())
+    return {uid: value / total for uid, value in raw.items()}
 
 
 def to_u16(weights: Mapping[int, float]) -> tuple[list[int], list[int]]:

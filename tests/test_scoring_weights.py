@@ -1,12 +1,16 @@
-"""Weights: warm-up scale, capped water-filling normalisation, u16 encoding."""
+"""Weights: warm-up scale, softmax normalisation (the properties docs/scoring.md promises), u16 encoding."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scoring import normalize_weights, to_u16, warmup_scale
+from scoring.weights import TEMPERATURE
 
 
 def test_warmup_scales_only_during_immunity() -> None:
@@ -15,44 +19,58 @@ def test_warmup_scales_only_during_immunity() -> None:
     assert warmup_scale(3, True, full_at=6) == 0.5
 
 
-def test_uncapped_weights_are_proportional() -> None:
-    scores = {uid: 1.0 for uid in range(10)} | {10: 0.0}
+GOOD, NAIVE_WITH_RETRIES, NAIVE = 0.80, 0.75, 0.58
+scores_strategy = st.dictionaries(
+    st.integers(0, 255), st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=64
+)
+
+
+@pytest.mark.parametrize("network", [{0: GOOD, 1: NAIVE_WITH_RETRIES}, {**{u: GOOD for u in range(5)}, **{u: NAIVE_WITH_RETRIES for u in range(5, 10)}}])
+def test_a_planner_gets_at_least_twice_a_chain_with_retries(network: dict[int, float]) -> None:
+    weights = normalize_weights(network)
+    assert math.fsum(weights.values()) == pytest.approx(1.0)
+    good = [w for uid, w in weights.items() if network[uid] == GOOD]
+    chain = [w for uid, w in weights.items() if network[uid] == NAIVE_WITH_RETRIES]
+    assert min(good) >= 2 * max(chain)
+
+
+def test_a_planner_leaves_a_naive_chain_little() -> None:
+    weights = normalize_weights({0: GOOD, 1: NAIVE})
+    assert weights[1] < 0.03
+
+
+@given(base=st.floats(0.01, 0.995), noise=st.floats(0.0, 0.005), others=scores_strategy)
+def test_two_copies_apart_only_by_noise_get_weights_within_ten_percent(base: float, noise: float, others: dict[int, float]) -> None:
+    network = {uid + 2: value for uid, value in others.items()} | {0: base, 1: base + noise}
+    weights = normalize_weights(network)
+    assert weights[1] <= 1.10 * weights[0]
+
+
+@given(scores_strategy)
+def test_weights_never_reorder_miners(scores: dict[int, float]) -> None:
     weights = normalize_weights(scores)
-    assert set(weights) == set(range(10))
-    assert all(w == pytest.approx(0.1) for w in weights.values())
+    for a, b in itertools.combinations(scores, 2):
+        if scores[a] > scores[b]:
+            assert weights.get(a, 0.0) >= weights.get(b, 0.0)
 
 
-def test_cap_holds_and_excess_is_redistributed_proportionally() -> None:
-    scores = {0: 10.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0, 6: 1.0, 7: 2.0}
-    weights = normalize_weights(scores, cap=0.15)
-    assert math.fsum(weights.values()) == pytest.approx(1.0)
-    assert max(weights.values()) <= 0.15 + 1e-12
-    assert weights[0] == 0.15 and weights[7] == 0.15
-    # the rest share 0.70 in proportion to their scores (all equal here)
-    assert all(weights[uid] == pytest.approx(0.70 / 6) for uid in range(1, 7))
+@given(scores_strategy)
+def test_miners_at_zero_get_nothing_and_the_rest_sum_to_one(scores: dict[int, float]) -> None:
+    weights = normalize_weights(scores)
+    assert set(weights) == {uid for uid, value in scores.items() if value > 0}
+    assert all(value > 0 for value in weights.values())
+    if weights:
+        assert math.fsum(weights.values()) == pytest.approx(1.0)
 
 
-def test_water_filling_needs_more_than_one_round() -> None:
-    # after capping uid 0, uid 1's share rises above the cap too
-    scores = {0: 100.0, 1: 18.0} | {uid: 10.0 for uid in range(2, 10)}
-    weights = normalize_weights(scores, cap=0.15)
-    assert weights[0] == weights[1] == 0.15
-    assert all(weights[uid] == pytest.approx(0.70 / 8) for uid in range(2, 10))
-    assert math.fsum(weights.values()) == pytest.approx(1.0)
+def test_one_planner_among_do_nothing_miners_takes_everything() -> None:
+    assert normalize_weights({0: GOOD} | {uid: 0.0 for uid in range(1, 10)}) == {0: 1.0}
 
 
-def test_one_miner_gets_everything() -> None:
-    assert normalize_weights({4: 0.3}) == {4: 1.0}
-
-
-def test_too_few_miners_for_the_cap_get_uniform_weights() -> None:
-    weights = normalize_weights({1: 0.9, 2: 0.1, 3: 0.5, 4: 0.0})
-    assert weights == {1: pytest.approx(1 / 3), 2: pytest.approx(1 / 3), 3: pytest.approx(1 / 3)}
-
-
-def test_exactly_feasible_cap_is_met() -> None:
-    weights = normalize_weights({1: 4.0, 2: 1.0, 3: 1.0, 4: 1.0}, cap=0.25)
-    assert weights == {1: 0.25, 2: 0.25, 3: 0.25, 4: 0.25}
+def test_the_ratio_of_two_weights_depends_only_on_the_score_difference() -> None:
+    low = normalize_weights({0: 0.30, 1: 0.35})
+    high = normalize_weights({0: 0.90, 1: 0.95, 2: 0.10})
+    assert low[1] / low[0] == pytest.approx(high[1] / high[0]) == pytest.approx(math.exp(0.05 / TEMPERATURE))
 
 
 @pytest.mark.parametrize("scores", [{}, {1: 0.0, 2: 0.0}, {1: -1.0, 2: math.nan}])
@@ -60,15 +78,14 @@ def test_no_positive_score_gives_no_weights(scores: dict[int, float]) -> None:
     assert normalize_weights(scores) == {}
 
 
-def test_negative_and_nan_scores_count_as_zero() -> None:
-    scores = {uid: 1.0 for uid in range(8)} | {8: -5.0, 9: math.nan, 10: math.inf}
-    weights = normalize_weights(scores)
-    assert set(weights) == set(range(8))
+def test_negative_nan_and_infinite_scores_count_as_zero() -> None:
+    scores = {uid: 0.5 for uid in range(8)} | {8: -5.0, 9: math.nan, 10: math.inf}
+    assert set(normalize_weights(scores)) == set(range(8))
 
 
-def test_bad_cap_is_rejected() -> None:
+def test_bad_temperature_is_rejected() -> None:
     with pytest.raises(ValueError):
-        normalize_weights({1: 1.0}, cap=0.0)
+        normalize_weights({1: 1.0}, temperature=0.0)
 
 
 def test_result_is_deterministic_and_independent_of_input_order() -> None:
