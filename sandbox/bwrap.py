@@ -32,7 +32,7 @@ def bwrap_argv(host_dir: str, *, as_root: bool, tmp_bytes: int) -> list[str]:
 
     As root no user namespace is made (uid 0 inside one is still root on the host
     for RLIMIT_NPROC), so the launcher keeps CAP_SETUID/CAP_SETGID just long
-    enough to drop to ``nobody``. Otherwise an unprivileged user namespace maps the
+    enough to drop to the run's own uid. Otherwise an unprivileged user namespace maps the
     caller to ``nobody`` and RLIMIT_NPROC counts only the sandbox's own processes.
     """
     argv = ["bwrap", *_system(), *_interpreter()]
@@ -65,7 +65,7 @@ def _system() -> list[str]:
 
 def _interpreter() -> list[str]:
     """Bind the interpreter's dirs that the system dirs do not hold; parents made on
-    the way are traversable, so ``nobody`` reaches a prefix under ``/root``."""
+    the way are traversable, so an unprivileged uid reaches a prefix under ``/root``."""
     argv: list[str] = []
     made: set[PurePosixPath] = set()
     system = [p for p in _SYSTEM if os.path.isdir(p) and not os.path.islink(p)]

@@ -1,11 +1,11 @@
 """The isolation layers this machine can give, strongest first, and their commands.
 
 - ``bwrap``: bubblewrap (see :mod:`sandbox.bwrap`) plus the launcher's rlimits
-  and, as root, the drop to ``nobody``.
+  and, as root, the drop to an unprivileged uid of the run's own (``RUN_UIDS``).
 - fallback ``rlimits+netns[+nobody]``: ``unshare`` gives a fresh network and pid
-  namespace (the whole run dies with it); as root the launcher drops to ``nobody``.
+  namespace (the whole run dies with it); as root the launcher drops to such a uid.
 - fallback ``rlimits[+nobody]``: only rlimits, the uid drop and a process group.
-- ``none``: as root, but ``nobody`` cannot run the interpreter: code is refused.
+- ``none``: as root, but an unprivileged uid cannot run the interpreter: code is refused.
 
 What the fallbacks do not protect is listed in ``docs/sandbox.md``.
 """
@@ -15,18 +15,21 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from .bwrap import NOBODY, STAGE_IN, WORKDIR, bwrap_argv
+from .bwrap import STAGE_IN, WORKDIR, bwrap_argv
 from .interpreter import interpreter
 from .models import SandboxLimits
 
 Kind = Literal["bwrap", "unshare", "plain", "none"]
 
 _PATH = "/usr/local/bin:/usr/bin:/bin"
+RUN_UIDS = range(1_000_000_000, 2_000_000_000)
+"""As root, each run drops to a uid drawn from here (no account owns them)."""
 
 
 @dataclass(frozen=True)
@@ -35,16 +38,19 @@ class Isolation:
     kind: Kind
     as_root: bool = False
 
-    @property
     def run_uid(self) -> int | None:
-        """The host uid the program runs as when we must drop root, else None."""
-        return NOBODY if self.as_root else None
+        """The host uid a run drops to when we are root, drawn fresh for each run; else None.
 
-    def command(self, host_dir: str, args: list[str], limits: SandboxLimits) -> list[str]:
-        """The full argv: isolation prefix, launcher, then ``python -I -B <args>``."""
+        A uid of its own makes RLIMIT_NPROC count only that run's tasks: a fork bomb in
+        one run cannot use up the process limit of another running beside it.
+        """
+        return RUN_UIDS[secrets.randbelow(len(RUN_UIDS))] if self.as_root else None
+
+    def command(self, host_dir: str, args: list[str], limits: SandboxLimits, uid: int | None) -> list[str]:
+        """The full argv: isolation prefix, launcher, then ``python -I -B <args>``, run as ``uid``."""
         config = {
-            "rlimits": _rlimits(limits, self._nproc_in_use()),
-            "uid": self.run_uid,
+            "rlimits": _rlimits(limits, self._nproc_in_use(uid)),
+            "uid": uid,
             "stage": [STAGE_IN, WORKDIR] if self.kind == "bwrap" else None,
         }
         launcher = [interpreter(), "-I", "-B", "-c", _launcher_source(), json.dumps(config)]
@@ -63,7 +69,7 @@ class Isolation:
             return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--"]
         return []
 
-    def _nproc_in_use(self) -> int:
+    def _nproc_in_use(self, uid: int | None) -> int:
         """Tasks already counted against the run's RLIMIT_NPROC before it starts.
 
         The limit counts every task of the real uid on the host unless the run has
@@ -71,7 +77,7 @@ class Isolation:
         """
         if self.kind != "plain" and not self.as_root:
             return 0
-        return _count_tasks(NOBODY if self.as_root else os.getuid())
+        return _count_tasks(os.getuid() if uid is None else uid)
 
 
 NONE = Isolation("none", "none")

@@ -96,9 +96,10 @@ def _detect() -> Isolation:
 def _probe(isolation: Isolation) -> bool:
     """Whether ``isolation`` can start the interpreter (and drop root, if needed)."""
     try:
-        with _workdir({}, isolation) as host_dir:
+        uid = isolation.run_uid()
+        with _workdir({}, uid) as host_dir:
             done = subprocess.run(
-                isolation.command(host_dir, ["-c", "pass"], _PROBE_LIMITS),
+                isolation.command(host_dir, ["-c", "pass"], _PROBE_LIMITS, uid),
                 env=isolation.env(host_dir),
                 cwd=host_dir,
                 capture_output=True,
@@ -113,10 +114,11 @@ def _probe(isolation: Isolation) -> bool:
 async def _run(
     isolation: Isolation, files: dict[str, str], args: list[str], *, stdin: str, limits: SandboxLimits
 ) -> SandboxResult:
-    with _workdir(files, isolation) as host_dir:
+    uid = isolation.run_uid()
+    with _workdir(files, uid) as host_dir:
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            *isolation.command(host_dir, list(args), limits),
+            *isolation.command(host_dir, list(args), limits, uid),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -218,7 +220,7 @@ class _Capture:
 
 
 @contextmanager
-def _workdir(files: dict[str, str], isolation: Isolation) -> Iterator[str]:
+def _workdir(files: dict[str, str], uid: int | None) -> Iterator[str]:
     """A fresh private directory holding ``files``, owned by the uid the run uses."""
     paths = {_relative(name): text for name, text in files.items()}
     host_dir = tempfile.mkdtemp(prefix="dagnet-sandbox-")
@@ -228,8 +230,8 @@ def _workdir(files: dict[str, str], isolation: Isolation) -> Iterator[str]:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "w", encoding="utf-8") as handle:
                 handle.write(text)
-        if isolation.run_uid is not None:
-            _chown_tree(host_dir, isolation.run_uid)
+        if uid is not None:
+            _chown_tree(host_dir, uid)
         yield host_dir
     finally:
         shutil.rmtree(host_dir, ignore_errors=True)

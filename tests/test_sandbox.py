@@ -20,7 +20,7 @@ import sandbox
 from sandbox import SandboxLimits, SandboxUnavailable, run_python, run_python_async
 from sandbox import interpreter as sandbox_interpreter
 from sandbox import run as sandbox_run
-from sandbox.isolation import NONE, candidates
+from sandbox.isolation import NONE, RUN_UIDS, candidates
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = SandboxLimits(cpu_seconds=2, wall_seconds=8, memory_bytes=256 * 2**20, max_processes=16)
@@ -107,7 +107,26 @@ def test_runs_as_unprivileged_user() -> None:
     if sandbox.isolation_available() != "bwrap" and not _AS_ROOT:
         pytest.skip("without bubblewrap a non-root caller's runs keep its uid")
     result = run_python({}, ["-c", "import os; print(os.getuid(), os.geteuid())"])
-    assert result.stdout.split() == ["65534", "65534"]
+    uid, euid = map(int, result.stdout.split())
+    assert uid == euid
+    assert uid in RUN_UIDS if _AS_ROOT else uid == 65534
+
+
+def test_each_run_as_root_gets_a_uid_of_its_own() -> None:
+    """So RLIMIT_NPROC counts one run's tasks: a fork bomb beside it cannot starve it."""
+    if not _AS_ROOT:
+        pytest.skip("a non-root caller's runs each get a user namespace of their own")
+    uids = {int(run_python({}, ["-c", "import os; print(os.getuid())"]).stdout) for _ in range(3)}
+    assert len(uids) == 3
+
+
+async def test_a_fork_bomb_does_not_starve_a_run_beside_it() -> None:
+    bomb = "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        time.sleep(20)\n        os._exit(0)\ntime.sleep(20)\n"
+    spawner = "import subprocess, sys\nprint(sum(subprocess.run([sys.executable, '-c', 'pass']).returncode == 0 for _ in range(3)))\n"
+    bombing = asyncio.ensure_future(run_python_async({}, ["-c", bomb], limits=SandboxLimits(max_processes=48, wall_seconds=8)))
+    result = await run_python_async({}, ["-c", spawner], limits=SandboxLimits(max_processes=4, wall_seconds=20))
+    await bombing
+    assert result.stdout == "3\n", result.stderr
 
 
 def test_stdout_and_stderr_are_capped(isolation: str) -> None:
