@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,8 +172,8 @@ async def test_kill_9_mid_step_loses_nothing_settled(tmp_path: Path) -> None:
         assert process.wait(timeout=30) == 0, log.read_text()[-3000:]
         third = _consistent(state_path)
         assert third[: len(second)] == second
-        assert "resumed_at_block=None" in log.read_text()
-        assert log.read_text().count("resumed_at_block=1") >= 2
+        starts = re.findall(r"resumed_at_block=(\w+)", log.read_text())
+        assert starts[0] == "None" and len(starts) == 3 and all(s.isdigit() for s in starts[1:])
 
 
 async def test_health_and_metrics_are_served(tmp_path: Path) -> None:
