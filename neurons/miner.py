@@ -124,6 +124,11 @@ def serve_miner(config: MinerProcessConfig) -> None:
         lifespan="off",
         timeout_keep_alive=30,
         backlog=4096,
+        # uvicorn kills and restarts a worker that does not answer its ping in time. A
+        # worker answers only once its imports (bittensor, numpy, the app) are done, which
+        # takes longer than uvicorn's 5 s on a loaded 2-core machine: the workers were then
+        # restarted forever and the miner never served. A hung worker is still replaced.
+        timeout_worker_healthcheck=60,
     )
     sock = uv_config.bind_socket()
     sock.listen(uv_config.backlog)  # connections queue from now on, while workers start
