@@ -65,6 +65,10 @@ def _is_plan(doc: Any) -> bool:
     return isinstance(doc, dict) and any(key in doc for key in ("nodes", "workflow_plan", "dag"))
 
 
+def _is_task(doc: Any) -> bool:
+    return isinstance(doc, dict) and "task_id" in doc and not _is_plan(doc)
+
+
 def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:
     if task_id is None:
         raise InputError(f"{path} is a task set: choose a task with --task-id")
@@ -75,10 +79,12 @@ def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:
 
 
 def load_plan(path: Path) -> PlanDocument:
+    """A plan in any shape :func:`load_plan_document` accepts."""
+    doc = read_json(path)
+    if _is_taskset(doc) or _is_task(doc):
+        raise InputError(f"{path}: is a task{' set' if _is_taskset(doc) else ''}, not a plan")
     try:
-        return load_plan_document(read_json(path))
-    except InputError:
-        raise
+        return load_plan_document(doc)
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
 
@@ -136,20 +142,35 @@ def _score(task: Task, metrics: RunMetrics, final_output: Any, runnable: bool, e
     return score_run(task, metrics=metrics, final_output=final_output).model_dump()
 
 
-def metrics_from_report(report: dict[str, Any]) -> RunMetrics:
-    """Rebuild the metrics of a saved run report (for offline scoring)."""
+_METRIC_FIELDS = {
+    "completion_ratio": float, "latency_s": float, "cost_tao": float,
+    "retries": int, "unplanned_retries": int, "timeouts": int, "hard_failures": int,
+}
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """A run report saved by ``dagnet run --json``, checked for the fields scoring reads."""
+    report = read_json(path)
     try:
-        return RunMetrics(
-            completion_ratio=float(report["completion_ratio"]),
-            latency_s=float(report["latency_s"]),
-            cost_tao=float(report["cost_tao"]),
-            retries=int(report["retries"]),
-            unplanned_retries=int(report["unplanned_retries"]),
-            timeouts=int(report["timeouts"]),
-            hard_failures=int(report["hard_failures"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"not a run report: missing or bad field {exc}") from None
+        metrics_from_report(report)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    return report
+
+
+def metrics_from_report(report: Any) -> RunMetrics:
+    """Rebuild the metrics of a saved run report (for offline scoring)."""
+    if not isinstance(report, dict):
+        raise InputError(f"not a run report: expected a JSON object, got {type(report).__name__}")
+    values = {}
+    for field, kind in _METRIC_FIELDS.items():
+        if field not in report:
+            raise InputError(f"not a run report: missing {field!r}")
+        try:
+            values[field] = kind(report[field])
+        except (TypeError, ValueError):
+            raise InputError(f"not a run report: {field!r} is not a number") from None
+    return RunMetrics(**values)
 
 
 def score_report(report: dict[str, Any], task: Task) -> dict[str, Any]:

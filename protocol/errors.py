@@ -27,7 +27,10 @@ def format_validation_error(exc: ValidationError) -> str:
 def _format_one(error: Any) -> str:
     # A location can hold a key the peer chose (an unexpected field): bound it too.
     location = _bounded(".".join(str(part) for part in error["loc"]))
-    return f"{location or '(document)'}: {_bounded(error['msg'])}"
+    message = error["msg"]
+    if error["type"] == "value_error":  # our own validators' messages, without pydantic's prefix
+        message = message.removeprefix("Value error, ")
+    return f"{location}: {_bounded(message)}" if location else _bounded(message)
 
 
 def _bounded(text: str) -> str:

@@ -104,22 +104,6 @@ def test_plan_check_reports_a_non_upstream_dataref_as_an_error(cli, tmp_path):
     assert report["nodes"]["b"]["status"] == "success"
 
 
-@pytest.mark.parametrize("content, needle", [("{not json", "not valid JSON"), ('{"nodes": [{"id": "a b"}]}', "nodes.0")])
-def test_bad_input_files_exit_2_with_a_reason(cli, tmp_path, content, needle):
-    path = tmp_path / "bad.json"
-    path.write_text(content)
-    for command in (("plan", "check"), ("run",)):
-        result = cli(*command, path)
-        assert result.exit_code == 2
-        assert needle in result.stderr
-
-
-def test_missing_file_exits_2(cli, tmp_path):
-    result = cli("run", tmp_path / "nope.json")
-    assert result.exit_code == 2
-    assert "no such file" in result.stderr
-
-
 def test_max_nodes_admits_large_local_plans(cli, tmp_path):
     nodes = [{"id": f"n{i}", "subnet": "s", "action": "echo", "params": {"text": str(i)}} for i in range(300)]
     edges = [{"from": f"n{i}", "to": f"n{i + 1}"} for i in range(299)]

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
@@ -85,15 +84,13 @@ class OneLineErrors(TyperGroup):
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as exc:
-            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        except typer.Abort:
+            code = 130
+        except typer.TyperException as exc:  # click's usage and parameter errors
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx is not None else ""
             error(f"{where}{exc.format_message()}")
             code = EXIT_INVALID
-        except click.ClickException as exc:
-            error(exc.format_message())
-            code = EXIT_INVALID
-        except click.Abort:
-            code = 130
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)

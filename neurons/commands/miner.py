@@ -31,8 +31,8 @@ def _default(field: str) -> str:
 
 
 def miner(
-    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Bob (instead of a wallet).")] = None,
-    wallet_name: Annotated[Optional[str], typer.Option(help="Wallet (coldkey) name (instead of --dev-key).")] = None,
+    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Bob (instead of a wallet).  [default: none]")] = None,
+    wallet_name: Annotated[Optional[str], typer.Option(help="Wallet (coldkey) name (instead of --dev-key).  [default: none]")] = None,
     wallet_hotkey: Annotated[str, typer.Option(help="Hotkey name in the wallet.")] = "default",
     wallet_path: Annotated[
         Optional[str], typer.Option(help="Wallets directory.  [default: bittensor's, ~/.bittensor/wallets]")
@@ -60,7 +60,9 @@ def miner(
     ] = None,
     config: Annotated[
         Optional[Path],
-        typer.Option("--config", metavar="FILE", help="Settings file (TOML or JSON) with any MinerSettings field."),
+        typer.Option(
+            "--config", metavar="FILE", help="Settings file (TOML or JSON) with any MinerSettings field.  [default: none]"
+        ),
     ] = None,
     sets: Annotated[
         Optional[list[str]],

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import JsonOpt, TaskIdOpt, fail, print_json
-from neurons.files import InputError, read_json
-from neurons.localrun import load_task, score_report
+from neurons.files import InputError
+from neurons.localrun import load_report, load_task, score_report
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +27,7 @@ def score(
     from validator.report import render_score
 
     try:
-        result = score_report(read_json(report), load_task(task, task_id))
+        result = score_report(load_report(report), load_task(task, task_id))
     except InputError as exc:
         fail(str(exc))
     if as_json:

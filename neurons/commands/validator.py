@@ -24,9 +24,9 @@ def register(app: typer.Typer) -> None:
 
 
 def validator(
-    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Alice (instead of a wallet).")] = None,
+    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Alice (instead of a wallet).  [default: none]")] = None,
     wallet_name: Annotated[
-        Optional[str], typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name (instead of --dev-key).")
+        Optional[str], typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name (instead of --dev-key).  [default: none]")
     ] = None,
     wallet_hotkey: Annotated[str, typer.Option("--wallet-hotkey", "--wallet.hotkey", help="Hotkey name in the wallet.")] = "default",
     wallet_path: Annotated[
@@ -57,7 +57,7 @@ def validator(
     poll: Annotated[float, typer.Option(help="Seconds between looks at the chain head.")] = 1.0,
     replay_id: Annotated[
         Optional[int],
-        typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not)."),
+        typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error.")] = "info",
 ) -> None:

@@ -1,0 +1,98 @@
+"""Every bad input to `dagnet`: one `error:` line on stderr naming what is wrong, exit 2.
+
+The table is the contract of docs/cli.md ("Exit codes and errors"); add a row for
+every new way a user can get a command wrong.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from neurons.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TASKSET = ROOT / "benchmarks" / "v1.json"
+PLAN = EXAMPLES / "seed000_partial.json"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    made = {
+        "bad_json": "{not json",
+        "list_json": "[1, 2]",
+        "not_a_report": '{"status": "completed"}',
+        "unknown_action": json.dumps({"nodes": [{"id": "a", "subnet": "sn1", "action": "teleport"}]}),
+        "bad_node_id": json.dumps({"nodes": [{"id": "a b", "subnet": "sn1", "action": "echo"}]}),
+        "settings_not_object": "[1]",
+    }
+    paths = {name: tmp_path / f"{name}.json" for name in made}
+    for name, content in made.items():
+        paths[name].write_text(content)
+    paths["latin1"] = tmp_path / "latin1.json"
+    paths["latin1"].write_bytes(b'{"nodes": "\xff"}')
+    paths["dir"] = tmp_path
+    paths["missing"] = tmp_path / "missing.json"
+    return paths
+
+
+# (arguments, what stderr must say); {name} is a file from the fixture.
+BAD_INPUTS = [
+    (["run", "{dir}"], "is a directory, not a file"),
+    (["plan", "check", "{dir}"], "is a directory, not a file"),
+    (["run", "{missing}"], "missing.json: no such file"),
+    (["run", "{bad_json}"], "not valid JSON"),
+    (["run", "{latin1}"], "not UTF-8 text"),
+    (["run", "{list_json}"], "expected a JSON object, got list"),
+    (["run", "{bad_node_id}"], "nodes.0.id: String should match pattern"),
+    (["run", str(TASKSET)], "is a task set, not a plan"),
+    (["run", str(PLAN), "--task", str(PLAN)], "is a workflow plan, not a task"),
+    (["plan", "make", str(PLAN)], "is a workflow plan, not a task"),
+    (["run", str(PLAN), "--task", str(TASKSET)], "is a task set: choose a task with --task-id"),
+    (["run", str(PLAN), "--task", str(TASKSET), "--task-id", "nope"], "no task with id 'nope'"),
+    (["run", str(EXAMPLES / "cycle.json")], "cycle: a -> b -> a"),
+    (["plan", "check", "{unknown_action}"], "unknown action 'teleport'"),
+    (["plan", "make", str(TASKSET), "--task-id", "rag_everest", "--strategy", "psychic"], "unknown planner strategy 'psychic'"),
+    (["score", "{list_json}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: expected a JSON object"),
+    (["score", "{not_a_report}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: missing 'completion_ratio'"),
+    (["score", "{not_a_report}"], "Missing option '--task'"),
+    (["bench", "tasks", "--set", "{missing}"], "missing.json: no such file"),
+    (["bench", "tasks", "--set", str(PLAN)], "not a task set"),
+    (["plan", "check"], "Missing argument 'PLAN'"),
+    (["run", str(PLAN), "--max-nodes", "0"], "Invalid value for '--max-nodes'"),
+    (["run", "--bogus"], "No such option: --bogus"),
+    (["teleport"], "No such command 'teleport'"),
+    (["miner"], "give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)"),
+    (["miner", "--dev-key", "//Bob", "--set", "burst"], "--set 'burst': expected KEY=VALUE"),
+    (["miner", "--dev-key", "//Bob", "--set", "rate_limit.burst=0"], "rate_limit.burst: Input should be greater than or equal to 1"),
+    (["miner", "--dev-key", "//Bob", "--set", "rate_limt.burst=2"], "rate_limt: Extra inputs are not permitted"),
+    (["miner", "--dev-key", "//Bob", "--config", "{missing}"], "missing.json: no such file"),
+    (["miner", "--dev-key", "//Bob", "--config", "{settings_not_object}"], "must hold an object of settings"),
+    (["miner", "--dev-key", "//Bob", "--strategy", "psychic"], "unknown planner strategy 'psychic'"),
+    (["miner", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["miner", "--wallet-name", "nobody", "--wallet-path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, [arg.format(**files) for arg in args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("plan", "code"),
+    [("seed004_ages.json", 0), ("seed000_partial.json", 1), ("cycle.json", 2)],
+)
+def test_run_exit_code_says_completed_not_completed_or_invalid(plan: str, code: int) -> None:
+    assert CliRunner().invoke(app, ["run", str(EXAMPLES / plan), "--json"]).exit_code == code
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.startswith("dagnet ")
