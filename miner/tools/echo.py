@@ -36,7 +36,7 @@ async def echo(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if p.delay_s > 0:
         await asyncio.sleep(p.delay_s)
     if ctx.attempt <= p.fail_first:
-        raise ToolError(f"echo: attempt {ctx.attempt} failed as planned (fail_first={p.fail_first})", cost_tao=p.cost)
+        raise ToolError(f"echo: planned failure of attempt {ctx.attempt} (fail_first={p.fail_first})", cost_tao=p.cost)
     return ToolResult(make_output(p.text, code=p.code, metadata=p.metadata), cost_tao=p.cost)
 
 
