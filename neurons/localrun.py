@@ -7,6 +7,7 @@ Wiring only: the executor, the tools and the scorers do the work.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
-from validator.executor import ExecutorConfig, budget_ceiling, execute
+from validator.executor import Event, ExecutorConfig, budget_ceiling, execute
 from validator.report import run_report
 
 DEFAULT_MAX_LATENCY_S = 60.0
@@ -107,8 +108,12 @@ async def run_document(
     task: Task | None = None,
     limits: Limits = DEFAULT_LIMITS,
     config: ExecutorConfig = ExecutorConfig(),
+    on_event: Callable[[Event], None] | None = None,
 ) -> dict[str, Any]:
-    """Execute ``document`` locally and return the run report (with ``score`` when a task is given)."""
+    """Execute ``document`` locally and return the run report (with ``score`` when a task is given).
+
+    ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
+    """
     check = check_document(document, task=task, limits=limits)
     estimate = document.total_estimated_cost
     if estimate is None:
@@ -125,6 +130,7 @@ async def run_document(
         config=config,
         check=check,
         limits=limits,
+        on_event=on_event,
     )
     score = None
     if task is not None:

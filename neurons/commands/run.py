@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, TextIO
 
 import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    EXIT_INVALID, JsonOpt, MaxNodesOpt, TaskIdOpt, error, load_inputs, plan_argument, print_json, task_option,
+    EXIT_INVALID, JsonOpt, MaxNodesOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
 )
 from neurons.localrun import limits_for, run_document
 
@@ -29,6 +31,15 @@ def run(
     task_id: Optional[str] = TaskIdOpt,
     as_json: bool = JsonOpt,
     max_nodes: Optional[int] = MaxNodesOpt,
+    events: bool = typer.Option(
+        False, "--events",
+        help="Stream every lifecycle transition as a JSON line while the plan runs; the last line is "
+        "{\"event\": \"report\", \"report\": {...}}.",
+    ),
+    html_out: Optional[Path] = typer.Option(
+        None, "--html", metavar="OUT.html",
+        help="Also write the run as one self-contained HTML page: DAG, timeline, critical path, score.  [default: none]",
+    ),
 ) -> None:
     """Execute a plan on the local tool registry and print the run report.
 
@@ -36,10 +47,19 @@ def run(
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from validator.report import render_report
+    from validator.runpage import render_run_page
+    from validator.trace import RunTrace
 
     document, loaded_task = load_inputs(plan, task, task_id)
-    report = asyncio.run(run_document(document, task=loaded_task, limits=limits_for(max_nodes)))
-    if as_json:
+    page = _open_for_writing(html_out) if html_out is not None else None
+    trace = RunTrace(_print_json_line if events else None)
+    report = asyncio.run(run_document(document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace))
+    if page is not None:
+        with page:
+            page.write(render_run_page(document.plan, report, trace.events, title=f"dagnet run {plan.name}"))
+    if events:
+        _print_json_line({"event": "report", "report": report})
+    elif as_json:
         print_json(report)
     else:
         render_report(report, Console())
@@ -53,3 +73,16 @@ def exit_code(status: str) -> int:
     if status == "invalid":
         return EXIT_INVALID
     return 0 if status == "completed" else EXIT_NOT_COMPLETED
+
+
+def _print_json_line(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _open_for_writing(path: Path) -> TextIO:
+    """Open an output file before the run, so a bad path fails before anything executes."""
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")

@@ -1,0 +1,139 @@
+"""Every run observable: `dagnet run --events` streams transitions, `--html` writes the run page."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from neurons.cli import app
+from protocol.plan import WorkflowPlan
+from validator.runpage import render_run_page
+
+ROOT = Path(__file__).resolve().parent.parent
+OBSERVE = ROOT / "examples" / "observe.json"
+
+
+def _run(*args: object):
+    return CliRunner().invoke(app, ["run", *map(str, args)])
+
+
+def _lines(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_events_stream_every_transition_then_the_report():
+    result = _run(OBSERVE, "--events")
+    lines = _lines(result.stdout)
+    *transitions, last = lines
+    assert last["event"] == "report" and last["report"]["status"] == "partial"
+    assert {line["event"] for line in transitions} == {"transition"}
+    times = [line["t"] for line in transitions]
+    assert times == sorted(times)
+    by_node: dict[str, list[tuple[str, str, str | None]]] = {}
+    for line in transitions:
+        by_node.setdefault(line["node"], []).append((line["from"], line["to"], line["reason"]))
+    ran = [("pending", "ready", None), ("ready", "running", None)]
+    assert by_node["fetch"] == [*ran, ("running", "success", None)]
+    assert by_node["parse"] == [*ran, ("running", "success", None)]  # a retry is no transition
+    assert by_node["side"][:2] == ran and by_node["side"][2][:2] == ("running", "failed")
+    assert by_node["use_side"] == [("pending", "ready", None), ("ready", "blocked", "ancestor_failed:side")]
+    for node, steps in by_node.items():
+        assert sum(1 for _, to, _ in steps if to == "ready") == 1, node
+    assert set(by_node) == set(last["report"]["nodes"])
+
+
+def test_events_report_budget_abort_with_its_reason(tmp_path):
+    plan = {
+        "nodes": [
+            {"id": "a", "subnet": "s", "action": "echo", "params": {"text": "x", "cost": 1.0}, "estimated_cost": 1.0},
+            {"id": "b", "subnet": "s", "action": "echo", "params": {"text": "${a.output.text}"}, "estimated_cost": 1.0},
+        ],
+        "edges": [{"from": "a", "to": "b"}],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"workflow_plan": plan, "total_estimated_cost": 0.5}))
+    transitions = _lines(_run(path, "--events").stdout)[:-1]
+    assert [(t["node"], t["to"], t["reason"]) for t in transitions if t["to"] == "budget_abort"] == [
+        ("b", "budget_abort", "budget_ceiling")
+    ]
+
+
+def test_html_page_holds_the_dag_the_timeline_and_the_critical_path(tmp_path):
+    out = tmp_path / "run.html"
+    result = _run(OBSERVE, "--html", out, "--json")
+    assert json.loads(result.stdout)["status"] == "partial"
+    page = out.read_text(encoding="utf-8")
+    assert '<svg id="dag"' in page and '<svg id="gantt"' in page
+    for node in ("fetch", "parse", "side", "use_side", "summarise"):
+        assert f'data-node="{node}"' in page
+    assert "blocked: ancestor_failed:side" in page
+    assert "fetch → parse → summarise" in page  # the measured critical path
+    assert page.count('class="crit"') == 3 + 3 + 2  # 3 boxes, 3 bars, 2 edges
+    assert "×2" in page  # parse and side each took two attempts
+
+
+def test_html_page_fetches_nothing_and_runs_only_its_own_script(tmp_path):
+    out = tmp_path / "run.html"
+    _run(OBSERVE, "--html", out)
+    page = out.read_text(encoding="utf-8")
+    urls = set(re.findall(r"https?://[^\"' )]+", page)) - {"http://www.w3.org/2000/svg"}
+    assert urls == set()
+    assert "default-src 'none'" in page and "script-src 'sha256-" in page
+    assert page.count("<script>") == 1
+
+
+def test_html_page_escapes_what_a_plan_or_tool_supplied():
+    hostile = "<script>alert(1)</script>"
+    plan = WorkflowPlan.model_validate({"nodes": [{"id": "a", "subnet": "s", "action": hostile}]})
+    report = {
+        "status": "partial", "errors": [hostile],
+        "nodes": {"a": {"status": "failed", "reason": hostile, "attempts": 1, "started_s": 0.0, "finished_s": 0.1}},
+        "final_output": {"text": hostile, "artifacts": {"code": hostile}}, "output_node": "a",
+    }
+    page = render_run_page(plan, report, [], title=hostile)
+    assert hostile not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_html_page_of_a_scored_run_shows_the_score_breakdown(tmp_path):
+    out = tmp_path / "run.html"
+    result = _run(ROOT / "examples" / "seed004_ages.json", "--html", out)
+    assert result.exit_code == 0
+    page = render_run_page(
+        WorkflowPlan.model_validate({"nodes": [{"id": "a", "subnet": "s", "action": "echo"}]}),
+        {"status": "completed", "nodes": {}, "score": {
+            "S": 0.9, "S_success": 1.0, "S_cost": 0.8, "S_latency": 0.6, "S_reliability": 1.0,
+            "output_quality": 1.0, "completion_ratio": 1.0, "details": {"gate_open": True}}},
+    )
+    assert page.count('class="share"') == 4
+    assert "0.25 × S_cost = 0.2000" in page
+
+
+def test_html_page_of_an_invalid_plan_says_why(tmp_path):
+    out = tmp_path / "run.html"
+    result = _run(ROOT / "examples" / "cycle.json", "--html", out)
+    assert result.exit_code == 2
+    page = out.read_text(encoding="utf-8")
+    assert "error: cycle: a -&gt; b -&gt; a" in page
+    assert "not a valid graph" in page
+
+
+def test_html_to_an_unwritable_path_fails_before_running(tmp_path):
+    result = _run(OBSERVE, "--html", tmp_path / "missing-dir" / "run.html")
+    assert result.exit_code == 2
+    assert "cannot write" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("nodes", [500])
+def test_html_page_of_a_large_plan_keeps_the_timeline(nodes):
+    plan = WorkflowPlan.model_validate(
+        {"nodes": [{"id": f"n{i}", "subnet": "s", "action": "echo"} for i in range(nodes)]}
+    )
+    page = render_run_page(plan, {"status": "completed", "nodes": {}})
+    assert "too many to draw" in page
+    assert page.count('data-node="') == nodes

@@ -1,0 +1,55 @@
+"""Watching a run: every lifecycle transition as a JSON-ready record, kept and streamed.
+
+A :class:`RunTrace` is the executor's ``on_event`` callback. It keeps every
+transition (the run page draws its timeline from them) and hands each one, as it
+happens, to an optional sink (``dagnet run --events`` writes them as JSON lines).
+
+A record is ``{"event": "transition", "t", "node", "from", "to", "reason"}``;
+``t`` is seconds from the start of execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .executor import Event
+
+__all__ = ["RunTrace", "transition_record"]
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+def transition_record(event: Event) -> dict[str, Any]:
+    """The JSON form of one lifecycle transition."""
+    return {
+        "event": "transition",
+        "t": round(event.t, 6),
+        "node": event.node_id,
+        "from": event.old,
+        "to": event.new,
+        "reason": event.reason,
+    }
+
+
+class RunTrace:
+    """Collects transitions; forwards each to ``sink`` until the sink first fails.
+
+    The executor requires its callback never to raise, so a sink that breaks (a
+    closed pipe) is dropped and the run goes on; the records are still kept.
+    """
+
+    __slots__ = ("events", "_sink")
+
+    def __init__(self, sink: Sink | None = None) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._sink = sink
+
+    def __call__(self, event: Event) -> None:
+        record = transition_record(event)
+        self.events.append(record)
+        if self._sink is not None:
+            try:
+                self._sink(record)
+            except Exception:  # noqa: BLE001 — see the class docstring
+                self._sink = None
