@@ -1,0 +1,163 @@
+"""The plan builder: seed 002's examples build, compile to plans `plan check` accepts, and bad refs fail at build time."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from protocol.builder import END, PARENT, START, BuildError, graph, op, tool
+from protocol.validation import check_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+_spec = importlib.util.spec_from_file_location("seed002_builder", EXAMPLES / "seed002_builder.py")
+seed002 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(seed002)
+
+upper = tool("text_transform", subnet="sn1", op="upper")
+search = tool("search", subnet="sn5")
+
+
+def _edges(plan) -> set[tuple[str, str]]:
+    return {(e.source, e.to) for e in plan.edges}
+
+
+def test_hello_compiles_to_input_and_sibling_refs():
+    plan = seed002.hello.compile()
+    nodes = {n.id: n for n in plan.nodes}
+    assert nodes["g"].params["values"] == {"name": "${input.name}"}
+    assert nodes["u"].params == {"op": "upper", "text": "${g.output.text}"}
+    assert _edges(plan) == {("g", "u")}
+    assert plan.output_node == "u"
+    assert check_plan(plan).valid
+
+
+@pytest.mark.parametrize("name", ["seed002_hello", "seed002_hello_outputs", "seed002_hello_arrow", "seed002_hello_wildcard"])
+def test_the_output_mapping_styles_compile_to_the_same_plan(name):
+    assert seed002.EXAMPLES[name].compile() == seed002.hello.compile()
+
+
+def test_shipped_example_plans_are_what_the_builder_compiles():
+    for name, plan in seed002.compiled().items():
+        assert json.loads((EXAMPLES / f"{name}.json").read_text()) == plan, name
+
+
+def test_the_wrong_example_fails_at_build_time_naming_the_op_the_key_and_its_owner():
+    @graph(inputs=["name"])
+    def wrong():
+        g = seed002.greet(name=PARENT["name"])
+        u = upper(text=PARENT["greeting"])  # greeting is in g's state, not the parent's
+        START >> g >> u >> END
+
+    with pytest.raises(BuildError) as raised:
+        wrong.compile()
+    message = str(raised.value)
+    assert message.startswith('u: PARENT["greeting"] is not a value of graph wrong (values: name)')
+    assert '"greeting" is an output of g, not of the parent: write g["greeting"]' in message
+
+
+def test_a_sibling_ref_must_name_a_declared_output():
+    @graph(inputs=["question"])
+    def bad():
+        hits = search(query=PARENT["question"])
+        upper(text=hits["answer"])
+
+    with pytest.raises(BuildError, match=r"hits: search has no output 'answer' \(outputs: text, hits\)"):
+        bad.compile()
+
+
+def test_declared_metadata_outputs_and_deeper_paths_compile_to_their_dataref():
+    @graph(inputs=["question"])
+    def first_hit():
+        hits = search(query=PARENT["question"])
+        upper(text=hits["hits"][0]["text"], outputs={"*": PARENT})
+
+    plan = first_hit.compile()
+    assert plan.nodes[1].params["text"] == "${hits.output.artifacts.metadata.hits.0.text}"
+
+
+def test_returns_must_name_something_the_action_outputs():
+    with pytest.raises(BuildError, match="returns names 'score', which search does not output"):
+        tool("search", subnet="sn5", returns={"best": "score"})
+
+
+def test_unknown_actions_fail_when_the_factory_is_made():
+    with pytest.raises(BuildError, match="unknown action 'teleport'"):
+        tool("teleport", subnet="sn1")
+
+
+def test_nested_graph_flattens_with_prefixed_ids_reads_parent_and_writes_upward():
+    plan = seed002.graded.compile()
+    nodes = {n.id: n for n in plan.nodes}
+    assert list(nodes) == ["g", "verify-cls", "verify-work", "report"]
+    assert nodes["verify-cls"].params == {"expression": "${input.score} * 10"}
+    assert nodes["verify-work"].params["values"] == {"grade": "${verify-cls.output.artifacts.metadata.value}"}
+    assert nodes["report"].params["values"] == {"hello": "${g.output.text}", "trace": "${verify-work.output.text}"}
+    assert _edges(plan) == {("verify-cls", "verify-work"), ("g", "report"), ("verify-work", "report")}
+    assert plan.output_node == "report"
+    assert check_plan(plan).valid
+
+
+def test_a_nested_graph_is_read_as_an_op_and_ordered_with_rshift():
+    @graph
+    def inner():
+        a = upper(text=PARENT["x"])
+        b = upper(text=a["text"])
+        b["text"] >> PARENT["y"]
+
+    @graph(inputs=["x"])
+    def outer():
+        first = upper(text=PARENT["x"])
+        sub = inner(x=first["text"])
+        last = upper(text=sub["y"])
+        START >> first >> sub >> last >> END
+
+    plan = outer.compile()
+    assert _edges(plan) == {("first", "inner-a"), ("inner-a", "inner-b"), ("inner-b", "last")}
+    assert {n.id: n for n in plan.nodes}["inner-a"].params["text"] == "${first.output.text}"
+
+
+def test_explicit_order_fan_out_and_policies_compile():
+    @graph(inputs=["q"])
+    def fan():
+        a = search(query=PARENT["q"], retry_count=2, timeout_seconds=3.0, estimated_cost=0.01)
+        b = upper(text="b")
+        c = upper(text="c")
+        d = upper(text=f"{a['text']} {b['text']} {c['text']}")
+        a >> [b, c]
+        [b, c] >> d >> END
+
+    plan = fan.compile(max_parallel=4)
+    assert _edges(plan) == {("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("a", "d")}
+    assert plan.error_handling["a"].retry_count == 2 and plan.nodes[0].estimated_cost == 0.01
+    assert plan.nodes[3].params["text"] == "${a.output.text} ${b.output.text} ${c.output.text}"
+    assert plan.max_parallel == 4
+
+
+def test_the_top_level_result_comes_from_one_op():
+    @graph(inputs=["q"])
+    def two():
+        a = upper(text=PARENT["q"])
+        b = upper(text=PARENT["q"])
+        a["text"] >> PARENT["x"]
+        b["text"] >> PARENT["y"]
+
+    with pytest.raises(BuildError, match="the plan's final output is one node's; a already writes"):
+        two.compile()
+
+
+def test_inputs_may_be_the_tasks_json_schema():
+    @graph(inputs={"type": "object", "properties": {"rows": {"type": "array"}}})
+    def rows():
+        upper(text=PARENT["rows"][0], outputs={"*": PARENT})
+
+    assert rows.compile().nodes[0].params["text"] == "${input.rows.0}"
+
+
+def test_builder_objects_outside_a_graph_say_so():
+    with pytest.raises(BuildError, match="outside a @graph"):
+        upper(text="x")
