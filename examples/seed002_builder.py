@@ -1,8 +1,7 @@
 """Seed 002's examples, written with the plan builder (docs/plan-builder.md).
 
 Run ``python examples/seed002_builder.py`` to (re)write the compiled plans next to
-this file; ``dagnet run examples/seed002_hello.json --inputs '{"name": "Ada"}'``
-executes one.
+this file; ``dagnet plan check examples/seed002_hello.json`` accepts each of them.
 """
 
 from __future__ import annotations
