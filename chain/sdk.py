@@ -37,18 +37,18 @@ RAO_PER_TAO = 1_000_000_000
 
 
 class SdkChain:
-    """One subnet seen from one wallet, through ``bt.Client``."""
+    """One subnet seen from one wallet, through ``bt.Client``; ``wallet=None`` reads only."""
 
-    def __init__(self, client: bt.Client, wallet: Any, netuid: int, *, retries: int = 4, backoff_s: float = 0.5) -> None:
+    def __init__(self, client: bt.Client, wallet: Any | None, netuid: int, *, retries: int = 4, backoff_s: float = 0.5) -> None:
         self.client = client
         self.wallet = wallet
         self.netuid = netuid
-        self.hotkey = wallet.hotkey.ss58_address
+        self.hotkey = wallet.hotkey.ss58_address if wallet is not None else ""
         self._retries = retries
         self._backoff = backoff_s
 
     @classmethod
-    def open(cls, network: Network, wallet: Any, netuid: int, **kwargs: Any) -> SdkChain:
+    def open(cls, network: Network, wallet: Any | None, netuid: int, **kwargs: Any) -> SdkChain:
         """A chain for ``network``; nothing is contacted until the first call."""
         if network.is_embedded:
             from .embedded.substrate import EmbeddedSubstrate

@@ -147,6 +147,8 @@ def serve(
     if block_time is not None:
         state.set_block_time(block_time)
     sock = socket.create_server((host, port))
+    # Accepted connections inherit this: without it each small RPC answer waits out delayed ACKs.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{bound_host}:{bound_port}"
     state.publish_url(url)

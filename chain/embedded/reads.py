@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+import numpy as np
+
 from .state import ChainState, U16_MAX
 
 KAPPA_U16 = 32_767
@@ -140,56 +142,60 @@ def runtime_call(state: ChainState, api: str, method: str, params: Any, block: i
     raise NotServed(f"the embedded chain does not serve runtime API {api}.{method}")
 
 
+_RECORD_COLUMNS = (
+    "hotkey", "coldkey", "active", "permit", "last_update", "registered_at", "trust", "consensus",
+    "incentive", "dividends", "emission", "stake", "axon_block", "axon_version", "axon_ip", "axon_port",
+    "axon_ip_type", "axon_protocol",
+)
+
+
 def metagraph_record(state: ChainState, block: int) -> dict:
     """``SubnetInfoRuntimeApi.get_metagraph``'s answer: one column per field, by uid."""
-    rows = state.neuron_rows()
+    rows = state.conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM neurons ORDER BY uid").fetchall()  # noqa: S608
+    n = len(rows)
+    c = dict(zip(_RECORD_COLUMNS, zip(*rows))) if rows else {name: () for name in _RECORD_COLUMNS}
     meta = state.meta()
     g = state.genesis
-    stake = [int(r["stake"]) for r in rows]
+    last_step = int(meta["last_epoch_block"])
+    scores = lambda name: np.rint(np.asarray(c[name], dtype=float) * U16_MAX).astype(int).tolist()  # noqa: E731
     return {
         "netuid": g.netuid,
         "name": "dagnet",
         "symbol": "α",
         "block": block,
         "tempo": g.tempo,
-        "last_step": int(meta["last_epoch_block"]),
-        "blocks_since_last_step": block - int(meta["last_epoch_block"]),
+        "last_step": last_step,
+        "blocks_since_last_step": block - last_step,
         "owner_hotkey": meta.get("owner_hotkey", ""),
         "owner_coldkey": meta.get("owner_coldkey", ""),
         "network_registered_at": 0,
-        "num_uids": len(rows),
+        "num_uids": n,
         "max_uids": g.max_uids,
-        "hotkeys": [r["hotkey"] for r in rows],
-        "coldkeys": [r["coldkey"] for r in rows],
-        "identities": [None] * len(rows),
-        "axons": [_axon(r) for r in rows],
-        "active": [bool(r["active"]) for r in rows],
-        "validator_permit": [bool(r["permit"]) for r in rows],
-        "last_update": [int(r["last_update"]) for r in rows],
-        "block_at_registration": [int(r["registered_at"]) for r in rows],
-        "rank": [_u16(r["incentive"]) for r in rows],
-        "trust": [_u16(r["trust"]) for r in rows],
-        "consensus": [_u16(r["consensus"]) for r in rows],
-        "incentives": [_u16(r["incentive"]) for r in rows],
-        "dividends": [_u16(r["dividends"]) for r in rows],
-        "pruning_score": [0] * len(rows),
-        "emission": [int(r["emission"]) for r in rows],
-        "alpha_stake": stake,
-        "tao_stake": [0] * len(rows),
-        "total_stake": stake,
+        "hotkeys": list(c["hotkey"]),
+        "coldkeys": list(c["coldkey"]),
+        "identities": [None] * n,
+        "axons": [_axon(*axon) for axon in zip(*(c[k] for k in _RECORD_COLUMNS[12:]))],
+        "active": [bool(v) for v in c["active"]],
+        "validator_permit": [bool(v) for v in c["permit"]],
+        "last_update": list(c["last_update"]),
+        "block_at_registration": list(c["registered_at"]),
+        "rank": scores("incentive"),
+        "trust": scores("trust"),
+        "consensus": scores("consensus"),
+        "incentives": scores("incentive"),
+        "dividends": scores("dividends"),
+        "pruning_score": [0] * n,
+        "emission": list(c["emission"]),
+        "alpha_stake": list(c["stake"]),
+        "tao_stake": [0] * n,
+        "total_stake": list(c["stake"]),
     }
 
 
-def _axon(row) -> dict | None:
-    if not row["axon_ip"]:
+def _axon(block: int, version: int, ip: str | None, port: int, ip_type: int, protocol: int) -> dict | None:
+    if not ip:
         return None
     return {
-        "block": int(row["axon_block"]),
-        "version": int(row["axon_version"]),
-        "ip": int(row["axon_ip"]),
-        "port": int(row["axon_port"]),
-        "ip_type": int(row["axon_ip_type"]),
-        "protocol": int(row["axon_protocol"]),
-        "placeholder1": 0,
-        "placeholder2": 0,
+        "block": block, "version": version, "ip": int(ip), "port": port, "ip_type": ip_type,
+        "protocol": protocol, "placeholder1": 0, "placeholder2": 0,
     }

@@ -1,4 +1,4 @@
-"""``dagnet bench executor | network | tasks``: benchmarks that print ratios."""
+"""``dagnet bench executor | network | tasks | chain``: benchmarks that print ratios."""
 
 from __future__ import annotations
 
@@ -60,3 +60,15 @@ def bench_tasks(
     except InputError as exc:
         fail(str(exc))
     print_json(result) if as_json else render_tasks_bench(result, Console())
+
+
+@bench_app.command("chain")
+def bench_chain(
+    as_json: bool = JsonOpt,
+    repeats: int = typer.Option(21, "--repeats", min=1, help="Epochs timed; the median is reported."),
+) -> None:
+    """The epoch's time for 256 uids × 64 validators, and a metagraph read on the embedded chain."""
+    from neurons.bench.chain import render_chain_bench, run_chain_bench
+
+    result = run_chain_bench(repeats=repeats)
+    print_json(result) if as_json else render_chain_bench(result, Console())

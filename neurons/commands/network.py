@@ -1,0 +1,73 @@
+"""Choosing a chain and a wallet on the command line, the Bittensor way.
+
+``--network`` (or ``--subtensor.network``; ``BT_NETWORK``) takes ``finney``,
+``test``, ``local``, a ``ws://`` URL or ``embedded[:PATH]``;
+``--subtensor.chain_endpoint`` overrides it. The wallet is ``--wallet.name`` /
+``--wallet.hotkey`` / ``--wallet.path`` (``BT_WALLET``, ``BT_WALLET_HOTKEY``,
+``BT_WALLET_PATH``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from chain.base import ChainError
+from chain.network import Network, parse_network
+from neurons.commands.common import fail
+
+T = TypeVar("T")
+
+NetworkOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--network", "--subtensor.network", envvar="BT_NETWORK",
+        help="finney | test | local | ws://URL | embedded[:PATH].  [default: finney]",
+    ),
+]
+EndpointOpt = Annotated[Optional[str], typer.Option("--subtensor.chain_endpoint", help="A ws:// URL; overrides --network.")]
+NetuidOpt = Annotated[int, typer.Option("--netuid", help="The subnet.")]
+WalletOpt = Annotated[str, typer.Option("--wallet.name", "--wallet-name", envvar="BT_WALLET", help="Wallet (coldkey) name.")]
+HotkeyOpt = Annotated[str, typer.Option("--wallet.hotkey", "--wallet-hotkey", envvar="BT_WALLET_HOTKEY", help="Hotkey name.")]
+WalletPathOpt = Annotated[
+    Optional[str],
+    typer.Option("--wallet.path", "--wallet-path", envvar="BT_WALLET_PATH", help="Wallets directory.  [default: ~/.bittensor/wallets]"),
+]
+
+
+def network_of(network: str | None, endpoint: str | None) -> Network:
+    try:
+        return parse_network(network, endpoint)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def load_wallet(name: str, hotkey: str, path: str | None) -> Any:
+    """A ``bt.Wallet`` whose hotkey is readable now: a missing key file is an input error."""
+    import bittensor as bt
+
+    wallet = bt.Wallet(name, hotkey, **({"path": path} if path else {}))
+    try:
+        wallet.hotkey  # noqa: B018
+        wallet.coldkeypub  # noqa: B018
+    except Exception as exc:  # the SDK raises several kinds for missing or unreadable key files
+        fail(f"wallet {name}/{hotkey}: {exc}")
+    return wallet
+
+
+def run_on_chain(chain: Any, work: Awaitable[T]) -> T:
+    """Run ``work``, close ``chain``; a chain error becomes the command's one-line error."""
+
+    async def run() -> T:
+        try:
+            return await work
+        finally:
+            await chain.close()
+
+    try:
+        return asyncio.run(run())
+    except ChainError as exc:
+        fail(str(exc))
