@@ -129,7 +129,9 @@ class MinerEndpoints:
             "hotkey": self.hotkey,
             "scoring_version": SCORING_VERSION,
             "uid": self.own_uid(snapshot),
+            "registered": self.own_uid(snapshot) is not None,
             "synced": snapshot is not None,
+            "metagraph_block": snapshot.block if snapshot is not None else None,
         }
         return _json(_dumps(payload))
 

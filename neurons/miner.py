@@ -3,27 +3,31 @@
 Turns a :class:`MinerProcessConfig` (built by :mod:`neurons.commands.miner`) into a
 running miner: the app from :func:`miner.app.create_app` served by uvicorn on one socket,
 shared by ``--workers`` processes (each builds its own app; replay protection
-then lives in a shared SQLite file). The metagraph comes from a JSON file
-(``--metagraph-file``, re-read when it changes) until the chain adapter lands.
+then lives in a shared SQLite file). The metagraph comes from the chain
+(``--network``: each worker follows it in the background and keeps the axon
+served, :mod:`neurons.follow`) or from a JSON file (``--metagraph-file``, re-read
+when it changes; for tests and offline runs).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import socket
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import uvicorn
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
+from protocol.metagraph import Axon
 
 log = logging.getLogger("dagnet.miner")
 
@@ -45,6 +49,15 @@ class MinerProcessConfig(BaseModel):
     wallet_hotkey: str = "default"
     wallet_path: str | None = None
     metagraph_file: Path | None = None
+    network: str | None = None
+    """``finney | test | local | ws://URL | embedded[:PATH]``: follow this chain's metagraph."""
+    chain_endpoint: str | None = None
+    external_host: str | None = None
+    """The address advertised on chain (default: the bound host)."""
+    sync_every_blocks: int = Field(default=5, ge=1)
+    chain_poll_s: float = Field(default=1.0, gt=0)
+    advertised_port: int | None = None
+    """Set by :func:`serve_miner` once the socket is bound (``port=0`` picks one)."""
     auth_enabled: bool = True
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
 
@@ -52,7 +65,23 @@ class MinerProcessConfig(BaseModel):
     def _one_key_source(self) -> MinerProcessConfig:
         if (self.dev_key is None) == (self.wallet_name is None):
             raise ValueError("give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)")
+        if self.metagraph_file is not None and self.on_chain:
+            raise ValueError("give one metagraph source: --metagraph-file or --network, not both")
         return self
+
+    @property
+    def on_chain(self) -> bool:
+        return self.network is not None or self.chain_endpoint is not None
+
+    def wallet(self) -> Any:
+        """What the SDK signs with: the wallet, or a dev key standing in for both its keys."""
+        if self.dev_key is not None:
+            from neurons.keys import DevWallet
+
+            return DevWallet(self.hotkey())
+        import bittensor as bt
+
+        return bt.Wallet(self.wallet_name, self.wallet_hotkey, **({"path": self.wallet_path} if self.wallet_path else {}))
 
     def hotkey(self) -> HasHotkey:
         """The miner's hotkey keypair, from the dev URI or the wallet's hotkey file.
@@ -87,9 +116,33 @@ class MinerProcessConfig(BaseModel):
         return address
 
     def metagraph(self) -> MetagraphSource:
-        if self.metagraph_file is None:
+        if self.metagraph_file is not None:
+            return FileMetagraph(self.metagraph_file)
+        if not self.on_chain:
             return StaticMetagraph(None)
-        return FileMetagraph(self.metagraph_file)
+        from neurons.follow import MetagraphFollower
+
+        target = StaticMetagraph(None)
+        MetagraphFollower(
+            self.open_chain, target, axon=self.advertised_axon(),
+            every_blocks=self.sync_every_blocks, poll_s=self.chain_poll_s,
+        ).start()
+        return target
+
+    def open_chain(self) -> Any:
+        from chain.network import parse_network
+        from chain.sdk import SdkChain
+
+        network = parse_network(self.network, self.chain_endpoint)
+        return SdkChain.open(network, self.wallet(), self.settings.netuid, retries=0)
+
+    def advertised_axon(self) -> Axon | None:
+        if self.advertised_port is None:
+            return None
+        host = self.external_host or self.settings.host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostbyname(socket.gethostname())
+        return Axon(host=host, port=self.advertised_port)
 
 
 def build_miner_app(config: MinerProcessConfig) -> FastAPI:
@@ -133,9 +186,13 @@ def serve_miner(config: MinerProcessConfig) -> None:
     sock = uv_config.bind_socket()
     sock.listen(uv_config.backlog)  # connections queue from now on, while workers start
     host, port = sock.getsockname()[:2]
-    _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers}")
-    if config.metagraph_file is None:
-        log.warning("no --metagraph-file: every signed request gets 503 until a metagraph is configured")
+    if config.on_chain:
+        config = config.model_copy(update={"advertised_port": port})
+        uv_config.app = functools.partial(build_miner_app, config)
+    source = f"network={config.network or config.chain_endpoint}" if config.on_chain else f"metagraph={config.metagraph_file}"
+    _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source}")
+    if config.metagraph_file is None and not config.on_chain:
+        log.warning("no --network or --metagraph-file: every signed request gets 503 until a metagraph is configured")
     if not config.auth_enabled:
         log.warning("auth is OFF: anyone can call this miner (benchmarks only)")
     if settings.workers > 1:

@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chain.base import Chain
+from neurons.keys import DevWallet
 from neurons.bench import DEFAULT_TASKSET
 from protocol.metagraph import Peer
 from protocol.task import TaskSet
@@ -87,21 +88,12 @@ class ValidatorProcessConfig(BaseModel):
         if self.dev_key is not None:
             from bittensor.sp_core import Keypair
 
-            return _DevWallet(Keypair.create_from_uri(self.dev_key))
+            return DevWallet(Keypair.create_from_uri(self.dev_key))
         kwargs = {"path": self.wallet_path} if self.wallet_path else {}
         return bt.Wallet(self.wallet_name, self.wallet_hotkey, **kwargs)
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)
-
-
-class _DevWallet:
-    """A development key standing in for a wallet: hotkey and coldkey are the same key."""
-
-    def __init__(self, keypair: Any) -> None:
-        self.hotkey = keypair
-        self.coldkey = keypair
-        self.coldkeypub = keypair
 
 
 def load_tasks(path: Path) -> TaskSource:

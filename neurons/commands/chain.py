@@ -61,7 +61,7 @@ def chain_status(
     """The head block, tempo and every neuron's stake, permit, incentive and emission."""
     from chain.sdk import SdkChain
 
-    chain = SdkChain.open(network_of(network, endpoint), None, netuid, retries=1)
+    chain = SdkChain.open(network_of(network, endpoint), None, netuid, retries=0)
     status = run_on_chain(chain, status_of(chain))
     print_json(status) if as_json else render_status(status, Console())
 

@@ -17,6 +17,7 @@ import typer
 
 from miner.config import MinerSettings
 from neurons.commands.common import describe, error, fail
+from neurons.commands.network import EndpointOpt, NetworkOpt
 from neurons.files import InputError
 from neurons.localrun import load_taskset
 from neurons.settings import build_settings
@@ -48,8 +49,14 @@ def miner(
     ] = None,
     metagraph_file: Annotated[
         Optional[Path],
-        typer.Option(help="Metagraph snapshot JSON, re-read when it changes.  [default: none: not ready]"),
+        typer.Option(help="Metagraph snapshot JSON, re-read when it changes (tests, offline runs).  [default: none]"),
     ] = None,
+    network: NetworkOpt = None,
+    endpoint: EndpointOpt = None,
+    external_host: Annotated[
+        Optional[str], typer.Option("--external-host", help="Address advertised on chain.  [default: the listening host]")
+    ] = None,
+    sync_every: Annotated[int, typer.Option("--sync-every", min=1, help="Re-read the metagraph every N blocks.")] = 5,
     workers: Annotated[Optional[int], typer.Option(help=f"Worker processes.  {_default('workers')}")] = None,
     provider_tasks: Annotated[
         Optional[Path],
@@ -98,6 +105,10 @@ def miner(
             wallet_hotkey=wallet_hotkey,
             wallet_path=wallet_path,
             metagraph_file=metagraph_file,
+            network=network,
+            chain_endpoint=endpoint,
+            external_host=external_host,
+            sync_every_blocks=sync_every,
             auth_enabled=not insecure_no_auth,
             log_level=log_level,
         )

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Annotated, Any, Optional, TypeVar
 
@@ -59,7 +60,10 @@ def load_wallet(name: str, hotkey: str, path: str | None) -> Any:
 
 
 def run_on_chain(chain: Any, work: Awaitable[T]) -> T:
-    """Run ``work``, close ``chain``; a chain error becomes the command's one-line error."""
+    """Run ``work``, close ``chain``; a chain error becomes the command's one-line error.
+
+    Retries are quiet (a command's stderr is for its one error line)."""
+    logging.basicConfig(level=logging.ERROR)
 
     async def run() -> T:
         try:

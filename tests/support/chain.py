@@ -32,8 +32,8 @@ def node_process(state: Path, block_time: float = 0.1, **genesis: int) -> subpro
     )
 
 
-def wait_listening(process: subprocess.Popen, timeout_s: float = 20.0) -> str:
-    """The node's announce line, once it is listening."""
+def wait_listening(process: subprocess.Popen, timeout_s: float = 120.0) -> str:
+    """The process's "listening on" line (a node or a miner), once it is listening."""
     deadline = time.monotonic() + timeout_s
     seen = []
     while time.monotonic() < deadline:
@@ -42,8 +42,8 @@ def wait_listening(process: subprocess.Popen, timeout_s: float = 20.0) -> str:
         if "listening on" in line:
             return line
         if process.poll() is not None:
-            raise RuntimeError("chain node exited: " + "".join(seen) + process.stderr.read())
-    raise TimeoutError("chain node did not start")
+            raise RuntimeError("process exited: " + "".join(seen) + process.stderr.read())
+    raise TimeoutError("process did not start listening")
 
 
 @contextmanager

@@ -1,0 +1,89 @@
+"""A miner's view of the chain, kept fresh in the background.
+
+:class:`MetagraphFollower` reads the metagraph every few blocks into the
+:class:`miner.metagraph.StaticMetagraph` the miner's blacklist reads, and makes
+sure the chain advertises this miner's axon (at start, and again whenever the
+chain's record differs from the address the miner serves on). When the chain is
+unreachable it keeps the last snapshot — the miner goes on serving on it — and
+tries again at the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+
+from chain.base import Chain, ChainError
+from miner.metagraph import StaticMetagraph
+from protocol.metagraph import Axon
+
+log = logging.getLogger("dagnet.miner.chain")
+
+
+class MetagraphFollower:
+    def __init__(
+        self,
+        open_chain: Callable[[], Chain],
+        target: StaticMetagraph,
+        *,
+        axon: Axon | None,
+        every_blocks: int = 5,
+        poll_s: float = 1.0,
+    ) -> None:
+        self._open_chain = open_chain
+        self.target = target
+        self.axon = axon
+        self.every_blocks = every_blocks
+        self.poll_s = poll_s
+        self._synced_block: int | None = None
+        self._said_unregistered = False
+
+    def start(self) -> threading.Thread:
+        """Follow on a daemon thread with its own event loop (the app's loop is uvicorn's)."""
+        thread = threading.Thread(target=asyncio.run, args=(self.run(),), name="metagraph-follower", daemon=True)
+        thread.start()
+        return thread
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        chain = self._open_chain()
+        try:
+            while stop is None or not stop.is_set():
+                await self.step(chain)
+                await asyncio.sleep(self.poll_s)
+        finally:
+            await chain.close()
+
+    async def step(self, chain: Chain) -> None:
+        """One look at the head; a sync when ``every_blocks`` have passed (or none yet)."""
+        try:
+            head = await chain.block()
+            if self._synced_block is None or head >= self._synced_block + self.every_blocks:
+                await self._sync(chain)
+        except ChainError as exc:
+            kept = self.target.snapshot()
+            log.warning(
+                "chain unreachable (%s); serving on the metagraph of block %s",
+                exc, kept.block if kept is not None else "none (not synced)",
+            )
+
+    async def _sync(self, chain: Chain) -> None:
+        snapshot = await chain.metagraph()
+        self.target.update(snapshot)
+        self._synced_block = snapshot.block
+        me = snapshot.by_hotkey(chain.hotkey)
+        if me is None:
+            if not self._said_unregistered:
+                log.warning(
+                    "hotkey %s is not registered on netuid %d: validators cannot reach this miner "
+                    "(register with `dagnet subnet register`)", chain.hotkey, snapshot.netuid,
+                )
+                self._said_unregistered = True
+            return
+        if self._said_unregistered:
+            log.info("hotkey %s is registered as uid %d", chain.hotkey, me.uid)
+            self._said_unregistered = False
+        if self.axon is not None and me.axon != self.axon:
+            await chain.serve_axon(self.axon.host, self.axon.port)
+            log.info("axon served: %s on uid %d", self.axon.url, me.uid)

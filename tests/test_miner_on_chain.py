@@ -1,0 +1,106 @@
+"""The miner on the embedded chain: it syncs, serves its axon, and rides out a chain outage."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+
+from support.chain import chain_for, running_node, wait_for_block
+from support.keys import dev_keypair, signed_headers
+
+
+class Lines:
+    """A process's stderr, drained on a thread so the process never blocks on a full pipe."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [self._lines.put(l) for l in process.stderr], daemon=True).start()
+
+    def wait_for(self, needle: str, timeout_s: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if needle in line:
+                return line
+        raise TimeoutError(f"never saw {needle!r}")
+
+
+def _health_until(url: str, ready: Callable[[dict], bool], timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health = httpx.get(url + "/health").json()
+        if ready(health):
+            return health
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"miner health never got there: {health}")
+        time.sleep(0.05)  # polling an observable condition, not waiting out a race
+
+
+def _ask(url: str, signer) -> httpx.Response:
+    body = b"{}"
+    return httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(signer, dev_keypair("M1"), "/NodeSynapse", body))
+
+
+async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):
+    state = tmp_path / "chain.sqlite"
+    with running_node(state, tempo=10):
+        validator = chain_for(state, "//V")
+        await validator.register()
+        await validator.stake(100)
+        await chain_for(state, "//M1").register()
+        miner = subprocess.Popen(
+            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//M1",
+             "--port", "0", "--sync-every", "2"],
+            stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            lines = Lines(miner)
+            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
+            lines.wait_for("axon served")
+            snapshot = await validator.metagraph()
+            assert snapshot.by_hotkey(dev_keypair("M1").ss58_address).axon.url == url
+            await wait_for_block(validator, await validator.block() + await validator.blocks_until_epoch() + 1)
+            permit_block = await validator.block()
+            before = _health_until(url, lambda h: h["registered"] and h["metagraph_block"] >= permit_block)
+            assert _ask(url, dev_keypair("V")).status_code == 422  # admitted: the empty body fails validation
+        except BaseException:
+            miner.terminate()
+            raise
+    try:
+        lines.wait_for("chain unreachable")
+        during = httpx.get(url + "/health").json()
+        assert during["synced"] and during["metagraph_block"] >= before["metagraph_block"]
+        assert _ask(url, dev_keypair("V")).status_code == 422  # still serving on its last metagraph
+        assert _ask(url, dev_keypair("Stranger")).status_code == 403
+        with running_node(state, tempo=10):
+            _health_until(url, lambda h: h["metagraph_block"] > during["metagraph_block"])
+    finally:
+        miner.terminate()
+        miner.wait(timeout=15)
+
+
+async def test_an_unregistered_miner_says_so(tmp_path):
+    state = tmp_path / "chain.sqlite"
+    with running_node(state):
+        miner = subprocess.Popen(
+            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//Nobody", "--port", "0"],
+            stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            lines = Lines(miner)
+            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
+            assert "is not registered on netuid 1" in lines.wait_for("not registered")
+            health = _health_until(url, lambda h: h["synced"])
+            assert health["registered"] is False and health["uid"] is None
+        finally:
+            miner.terminate()
+            miner.wait(timeout=15)
