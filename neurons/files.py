@@ -28,11 +28,20 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON value in ``path``."""
+    """The JSON value in ``path``: strict JSON (``NaN`` and ``Infinity`` are not numbers)."""
     text = read_text(path)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:  # JSONDecodeError, and integers past the digit limit
+        raise InputError(f"{path}: not valid JSON: {_one_line(str(exc))}") from None
     except RecursionError:
         raise InputError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."

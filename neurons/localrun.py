@@ -87,7 +87,9 @@ def load_plan(path: Path) -> PlanDocument:
     try:
         return load_plan_document(doc)
     except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{path}: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise InputError(f"{path}: plan nested too deeply") from None
 
 
 def limits_for(max_nodes: int | None) -> Limits:

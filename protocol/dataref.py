@@ -3,10 +3,11 @@
 
 Grammar (docs/dataref.md):
 
-- ``node_id`` is a node id (:data:`protocol.plan.NODE_ID`); ``field_path`` is one or
-  more segments ``[A-Za-z0-9_-]+`` joined by ``.``. When resolving, a segment indexes a list if the
-  current value is a list and the segment is a decimal integer; otherwise it is a
-  dict key.
+- ``node_id`` is a node id (:data:`protocol.plan.NODE_ID`); ``field_path`` is 1 to 32
+  segments ``[A-Za-z0-9_-]{1,64}`` joined by ``.``. When resolving, a segment indexes a
+  list if the current value is a list and the segment is a decimal integer; otherwise it
+  is a dict key. A longer segment or path is a syntax error like any other, so no ref
+  can ask for more work than these bounds allow.
 - ``input`` is reserved: ``${input.<field_path>}`` reads the instance's input values
   (seed 002's ``PARENT["k"]``), which the validator binds at execution under the key
   :data:`INPUT` of the outputs mapping. No plan node may be called ``input``.
@@ -60,7 +61,10 @@ _FRAGMENT_MAX = 80
 # literal and ``$${`` is the escape. In a ref body, group 1 is ``input`` (an input
 # ref), group 2 a node id (followed by ``.output``), group 3 the field path with its
 # leading dot. ``input`` is never a node, so ``${input.output.x}`` reads input ``output.x``.
-_REF = r"(?:(input)|(" + NODE_ID + r")\.output)((?:\.[A-Za-z0-9_-]+)+)\}"
+SEGMENT_MAX_CHARS = 64
+PATH_MAX_SEGMENTS = 32
+_SEGMENT = rf"[A-Za-z0-9_-]{{1,{SEGMENT_MAX_CHARS}}}"
+_REF = rf"(?:(input)|({NODE_ID})\.output)((?:\.{_SEGMENT}){{1,{PATH_MAX_SEGMENTS}}})\}}"
 _TOKEN = re.compile(r"\$\$\{|\$\{(?:" + _REF + ")?")
 _WHOLE_REF = re.compile(r"\$\{" + _REF)
 

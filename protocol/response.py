@@ -45,7 +45,19 @@ class _Rejected(Exception):
 
 
 def check_response(raw: bytes, request: TaskPackage, *, limits: Limits = DEFAULT_LIMITS) -> ResponseCheck:
-    """Decide whether ``raw`` is a valid answer to ``request``. Never raises on any bytes."""
+    """Decide whether ``raw`` is a valid answer to ``request``. Never raises on any bytes.
+
+    Every known way to be wrong has its own reason; anything else a check raises
+    (a bug, or an input no one foresaw) still rejects the response instead of
+    escaping, so one miner's bytes can never stop a step.
+    """
+    try:
+        return _check(raw, request, limits)
+    except Exception as exc:  # the boundary: a peer's bytes never become our exception
+        return ResponseCheck(ok=False, reason=f"response check failed: {type(exc).__name__}: {_short(exc)}")
+
+
+def _check(raw: bytes, request: TaskPackage, limits: Limits) -> ResponseCheck:
     try:
         doc, synapse = _parse(raw, limits)
         plan = _check_fields(doc, synapse, request)

@@ -40,6 +40,7 @@ VALIDATOR = dev_keypair("Alice")
 PROVIDER = dev_keypair("dagnet-step-provider")
 HONEST = {"good": dev_keypair("dagnet-step-good"), "naive": dev_keypair("dagnet-step-naive")}
 TWIN = dev_keypair("dagnet-step-good-twin")
+BOMBER = dev_keypair("dagnet-step-digit-bomb")
 QUERY_TIMEOUT_S = 2.0
 
 
@@ -58,6 +59,10 @@ class _ShapedPlanner:
             plan = WorkflowPlan(nodes=nodes, edges=[Edge(source="a", to="b"), Edge(source="b", to="a")])
         elif self.shape == "too_many_nodes":
             plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo") for i in range(300)])
+        elif self.shape == "digit_bomb":  # a ref whose index segment has 4,301 digits
+            first = PlanNode(id="a", subnet=subnet, action="echo", params={"text": "x"})
+            bomb = PlanNode(id="b", subnet=subnet, action="echo", params={"text": "${a.output." + "9" * 4_301 + "}"})
+            plan = WorkflowPlan(nodes=[first, bomb], edges=[Edge(source="a", to="b")])
         else:  # oversize: a response body over the 1 MiB limit
             params = {"text": "x" * 8_000}
             plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo", params=params) for i in range(200)])
@@ -74,7 +79,7 @@ def _task() -> Task:
 
 def _snapshot() -> MetagraphSnapshot:
     builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(PROVIDER)
-    for key in [*HONEST.values(), TWIN, *SHAPED.values()]:
+    for key in [*HONEST.values(), TWIN, BOMBER, *SHAPED.values()]:
         builder.miner(key)
     return builder.build()
 
@@ -154,6 +159,18 @@ async def test_misbehaving_miners_score_zero_with_a_reason_and_leave_honest_ones
         for field in _DETERMINISTIC:  # latency is wall-clock, everything else must not move
             assert getattr(after.score, field) == getattr(before.score, field), field
         assert after.execution.metrics.cost_tao == before.execution.metrics.cost_tao
+
+
+async def test_every_honest_miner_is_scored_while_one_sends_a_digit_bomb(task: Task) -> None:
+    snapshot = _snapshot()
+    async with _network(task) as (provider, honest, _), _app(BOMBER, _ShapedPlanner("digit_bomb"), snapshot, task) as bomber:
+        result = await _step(task, [*honest.values(), bomber], provider)
+    *fair, bombed = result.outcomes
+    for outcome in fair:  # scored on their own merits (the naive plan may still earn 0)
+        assert outcome.reason is None and outcome.execution is not None
+    assert fair[0].score.S > 0
+    assert bombed.execution is not None  # the plan ran, with the bombed node blocked
+    assert bombed.execution.nodes["b"].reason.startswith("bad_dataref:invalid DataRef syntax")
 
 
 async def test_miners_with_the_same_output_get_exactly_what_score_run_gives_each(task: Task) -> None:

@@ -154,7 +154,19 @@ async def validation_step(
 
 
 def _admit(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
-    """A candidate for execution, or the reason the miner's answer is invalid."""
+    """A candidate for execution, or the reason the miner's answer is invalid.
+
+    Each miner is admitted on its own: whatever its reply makes the checks raise
+    costs that miner its score and nobody else anything.
+    """
+    try:
+        return _checked(miner, reply, package, limits)
+    except Exception as exc:
+        log.exception("checking the reply of uid %s failed", miner.uid)
+        return f"response check failed: {type(exc).__name__}: {exc}"[:300]
+
+
+def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
     if not reply.ok:
         return f"query failed: {reply.error}"
     checked = check_response(reply.body or b"", package, limits=limits)

@@ -8,6 +8,7 @@ click does while parsing the command line (:class:`OneLineErrors`).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -62,7 +63,19 @@ def describe(exc: Exception) -> str:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    """Strict JSON: a figure that overflowed to infinity (or NaN) prints as ``null``."""
+    sys.stdout.write(json.dumps(finite(value), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
 
 
 def load_inputs(plan: Path, task: Path | None, task_id: str | None) -> tuple[PlanDocument, Task | None]:
