@@ -114,7 +114,7 @@ async def test_bad_params_name_the_field(params, field):
 
 
 async def test_oversize_output_is_a_failure():
-    with pytest.raises(ToolError, match="output rejected: text"):
+    with pytest.raises(ToolError, match="output too large: replace"):
         await run(op="replace", text="a" * 10_000, old="a", new="bb")
 
 

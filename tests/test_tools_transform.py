@@ -118,7 +118,7 @@ async def test_result_too_big_for_metadata_stays_in_text_only():
 
 
 async def test_result_too_big_for_text_is_a_failure():
-    with pytest.raises(ToolError, match="output rejected: text"):
+    with pytest.raises(ToolError, match="output too large: the JSON result"):
         await json_transform({"data": ["x" * 100] * 200, "ops": []}, CTX)
 
 

@@ -4,6 +4,11 @@ Params are checked by a small pydantic model per tool; a violation becomes a
 :class:`ToolError` naming the offending field. Output is a :class:`NodeOutput`,
 whose size limits turn oversize results into a clean ``ToolError`` rather than
 a truncated answer.
+
+A tool never builds an output it already knows cannot fit: it measures first
+(:func:`ensure_fits`), or writes through a meter that stops at the limit
+(:func:`bounded_json`, :class:`BoundedText`), so a small request can never make
+the miner allocate much more than the output limit.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from protocol.errors import format_validation_error
-from protocol.limits import OUTPUT_METADATA_MAX_BYTES
+from protocol.limits import OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
 from protocol.output import Artifacts, NodeOutput
 
 from .base import ToolError
@@ -40,9 +45,53 @@ def make_output(text: str = "", *, code: str = "", metadata: dict[str, Any] | No
         raise ToolError(f"output rejected: {format_validation_error(exc)}") from None
 
 
+_JSON_OPTIONS: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False, "allow_nan": False}
+_ENCODER = json.JSONEncoder(**_JSON_OPTIONS)
+
+
+class OutputTooLarge(ToolError):
+    """The output would pass its limit; raised before it is built."""
+
+
+def ensure_fits(chars: int, what: str, limit: int = OUTPUT_TEXT_MAX_BYTES) -> None:
+    """Refuse an output of ``chars`` characters (a lower bound on its bytes) over ``limit`` bytes."""
+    if chars > limit:
+        raise OutputTooLarge(f"output too large: {what} would be {chars}+ characters, the limit is {limit} bytes")
+
+
 def canonical_json(value: Any) -> str:
     """The one JSON spelling tools emit: sorted keys, no spaces, UTF-8 kept as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(value, **_JSON_OPTIONS)
+
+
+def bounded_json(value: Any, limit: int = OUTPUT_TEXT_MAX_BYTES, what: str = "the JSON result") -> str:
+    """:func:`canonical_json`, encoded piece by piece and abandoned past ``limit`` characters."""
+    pieces: list[str] = []
+    size = 0
+    for piece in _ENCODER.iterencode(value):
+        size += len(piece)
+        ensure_fits(size, what, limit)
+        pieces.append(piece)
+    return "".join(pieces)
+
+
+class BoundedText:
+    """A text sink (``write``) that raises :class:`OutputTooLarge` past ``limit`` characters."""
+
+    def __init__(self, what: str, limit: int = OUTPUT_TEXT_MAX_BYTES) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._what = what
+        self._limit = limit
+
+    def write(self, text: str) -> int:
+        self._size += len(text)
+        ensure_fits(self._size, self._what, self._limit)
+        self._parts.append(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self._parts)
 
 
 def json_output(value: Any, **metadata: Any) -> NodeOutput:
@@ -52,11 +101,14 @@ def json_output(value: Any, **metadata: Any) -> NodeOutput:
     the metadata would pass its 16 KiB limit; the text itself must fit its own.
     """
     try:
-        text = canonical_json(value)
+        text = bounded_json(value)
     except (TypeError, ValueError) as exc:
         raise ToolError(f"result is not JSON-serialisable: {exc}") from None
     with_result = {**metadata, "result": value}
-    size = len(canonical_json(with_result).encode("utf-8"))
+    try:
+        size = len(bounded_json(with_result, OUTPUT_METADATA_MAX_BYTES).encode("utf-8"))
+    except OutputTooLarge:
+        size = OUTPUT_METADATA_MAX_BYTES + 1
     return make_output(text, metadata=with_result if size <= OUTPUT_METADATA_MAX_BYTES else metadata)
 
 

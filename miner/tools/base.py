@@ -8,6 +8,7 @@ deterministic and touch no network unless explicitly configured.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,22 @@ class ToolResult:
 
 
 Tool = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+BlockingTool = Callable[[dict[str, Any], ToolContext], ToolResult]
+
+
+def run_in_thread(fn: BlockingTool) -> Tool:
+    """A tool that does CPU work: run it in a worker thread so the event loop keeps serving.
+
+    Cancelling the caller returns at once; the thread finishes its (bounded) work
+    and its result is dropped.
+    """
+
+    async def tool(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(fn, params, ctx)
+
+    tool.__name__ = tool.__qualname__ = fn.__name__.lstrip("_")
+    tool.__doc__ = fn.__doc__
+    return tool
 
 
 @dataclass(frozen=True, slots=True)

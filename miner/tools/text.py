@@ -3,7 +3,9 @@
 Each op is a small params model with its own fields, so a missing or wrong
 field is reported as ``<op>.<field>``. Regex ops go through
 :mod:`miner.tools._regex`, which refuses patterns whose backtracking could run
-away on the given input.
+away on the given input. Ops that can grow their input (replace, regex_replace,
+join, split_lines, template) measure the result before building it and refuse
+one over the output limit; the op runs in a worker thread, off the event loop.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from protocol.limits import OUTPUT_TEXT_MAX_BYTES
 from protocol.output import NodeOutput
 
-from ._common import canonical_json, make_output, parse_params
+from ._common import bounded_json, ensure_fits, make_output, parse_params
 from ._regex import compile_guarded
-from .base import ToolContext, ToolError, ToolResult, ToolSpec
+from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
 
 MAX_TEXT_CHARS = 256 * 1024
 MAX_REGEX_TEXT_CHARS = OUTPUT_TEXT_MAX_BYTES
@@ -75,6 +77,7 @@ class Replace(_TextOp):
 
     def run(self) -> NodeOutput:
         count = self.text.count(self.old)
+        ensure_fits(len(self.text) + count * (len(self.new) - len(self.old)), "replace")
         return make_output(self.text.replace(self.old, self.new), metadata={"replacements": count})
 
 
@@ -88,8 +91,18 @@ class RegexReplace(_TextOp):
 
     def run(self) -> NodeOutput:
         regex = compile_guarded(self.pattern, len(self.text))
+        size, end = 0, 0
+
+        def expand(match: re.Match[str]) -> str:
+            nonlocal size, end
+            piece = match.expand(self.repl)
+            size += match.start() - end + len(piece)
+            end = match.end()
+            ensure_fits(size, "regex_replace")
+            return piece
+
         try:
-            result, count = regex.subn(self.repl, self.text)
+            result, count = regex.subn(expand, self.text)
         except (re.error, IndexError) as exc:
             raise ToolError(f"bad params: repl: {exc}") from None
         return make_output(result, metadata={"replacements": count})
@@ -124,7 +137,7 @@ class SplitLines(_TextOp):
 
     def run(self) -> NodeOutput:
         lines = [line for line in self.text.splitlines() if self.keep_empty or line.strip()]
-        return make_output(canonical_json(lines), metadata={"lines": lines, "count": len(lines)})
+        return make_output(bounded_json(lines), metadata={"lines": lines, "count": len(lines)})
 
 
 class Join(_TextOp):
@@ -135,7 +148,13 @@ class Join(_TextOp):
     sep: str = Field(default="\n", max_length=256)
 
     def run(self) -> NodeOutput:
-        return make_output(self.sep.join(i if isinstance(i, str) else canonical_json(i) for i in self.items))
+        parts, size = [], 0
+        for item in self.items:
+            part = item if isinstance(item, str) else bounded_json(item, what="join")
+            size += len(part) + (len(self.sep) if parts else 0)
+            ensure_fits(size, "join")
+            parts.append(part)
+        return make_output(self.sep.join(parts))
 
 
 class WordCount(_TextOp):
@@ -183,17 +202,17 @@ class Template(_TextOp):
     values: dict[str, Any] = Field(default_factory=dict)
 
     def run(self) -> NodeOutput:
-        missing = sorted({m.group(1) for m in _FIELD.finditer(self.text) if m.group(1)} - set(self.values))
+        fields = [m.group(1) for m in _FIELD.finditer(self.text)]
+        missing = sorted({name for name in fields if name} - set(self.values))
         if missing:
             raise ToolError(f"bad params: values: missing {', '.join(missing)}")
-        return make_output(_FIELD.sub(self._fill, self.text))
+        filled = {name: self._render(name) for name in set(fields) if name}
+        ensure_fits(len(self.text) + sum(len(filled[name]) - len(name) - 2 if name else -1 for name in fields), "template")
+        return make_output(_FIELD.sub(lambda m: filled[m.group(1)] if m.group(1) else m.group()[0], self.text))
 
-    def _fill(self, match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return match.group()[0]
+    def _render(self, name: str) -> str:
         value = self.values[name]
-        return value if isinstance(value, str) else canonical_json(value)
+        return value if isinstance(value, str) else bounded_json(value, what="template")
 
 
 TextOp = Annotated[
@@ -207,8 +226,11 @@ class TextTransformParams(RootModel[TextOp]):
     pass
 
 
-async def text_transform(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _text_transform(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult(parse_params(TextTransformParams, params).root.run())
+
+
+text_transform = run_in_thread(_text_transform)
 
 
 TEXT_TRANSFORM = ToolSpec(

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ._common import canonical_json, json_output, load_json_param, make_output, parse_params
-from .base import ToolContext, ToolError, ToolResult, ToolSpec
+from ._common import BoundedText, canonical_json, ensure_fits, json_output, load_json_param, make_output, parse_params
+from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
 
 MAX_OPS = 64
 MAX_CSV_CHARS = 256 * 1024
@@ -81,7 +81,7 @@ class GetOp(_Op):
 def _step(value: Any, step: str | int, path: Any) -> Any:
     if isinstance(value, dict) and str(step) in value:
         return value[str(step)]
-    if isinstance(value, list) and re.fullmatch(r"-?\d+", str(step)) and -len(value) <= int(step) < len(value):
+    if isinstance(value, list) and re.fullmatch(r"-?\d{1,18}", str(step)) and -len(value) <= int(step) < len(value):
         return value[int(step)]
     raise ToolError(f"get: path {path!r} not found at {step!r}")
 
@@ -295,7 +295,7 @@ class JsonTransformParams(BaseModel):
     ops: list[Op] = Field(default_factory=list, max_length=MAX_OPS)
 
 
-async def json_transform(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _json_transform(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     p = parse_params(JsonTransformParams, params)
     value = load_json_param(p.data, "data")
     for op in p.ops:
@@ -329,24 +329,25 @@ def _cell(text: str, numeric: bool) -> Any:
     return text
 
 
-async def csv_to_json(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _csv_to_json(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Rows → a list of objects keyed by the header row; ``numeric`` converts number cells."""
     p = parse_params(CsvToJsonParams, params)
+    rows = (row for row in csv.reader(io.StringIO(p.csv), delimiter=p.delimiter, strict=True) if row)
     try:
-        rows = list(csv.reader(io.StringIO(p.csv), delimiter=p.delimiter, strict=True))
+        header = next(rows, None)
+        if header is None:
+            raise ToolError("csv: no header row")
+        if len(set(header)) != len(header) or "" in header:
+            raise ToolError("csv: header names must be unique and non-empty")
+        per_record = sum(len(name) + 4 for name in header)  # the JSON text repeats every name
+        records = []
+        for number, row in enumerate(rows, start=2):
+            if len(row) != len(header):
+                raise ToolError(f"csv: row {number} has {len(row)} cells, the header has {len(header)}")
+            ensure_fits(number * per_record, "csv_to_json")
+            records.append({name: _cell(cell, p.numeric) for name, cell in zip(header, row)})
     except csv.Error as exc:
         raise ToolError(f"csv: malformed input: {exc}") from None
-    rows = [row for row in rows if row]
-    if not rows:
-        raise ToolError("csv: no header row")
-    header = rows[0]
-    if len(set(header)) != len(header) or "" in header:
-        raise ToolError("csv: header names must be unique and non-empty")
-    records = []
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise ToolError(f"csv: row {number} has {len(row)} cells, the header has {len(header)}")
-        records.append({name: _cell(cell, p.numeric) for name, cell in zip(header, row)})
     return ToolResult(json_output(records, columns=header))
 
 
@@ -366,19 +367,24 @@ def _csv_value(value: Any) -> str:
     return canonical_json(value)
 
 
-async def json_to_csv(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _json_to_csv(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """A list of objects → CSV with a header row (columns: given, else first-seen key order)."""
     p = parse_params(JsonToCsvParams, params)
     records = load_json_param(p.data, "data")
     if not isinstance(records, list) or not all(isinstance(item, dict) for item in records):
         raise ToolError("bad params: data: expected a list of objects")
     columns = p.columns or list(dict.fromkeys(key for item in records for key in item))
-    out = io.StringIO()
+    ensure_fits((len(records) + 1) * len(columns), "json_to_csv")  # a delimiter or newline per cell
+    out = BoundedText("json_to_csv")
     writer = csv.writer(out, delimiter=p.delimiter, lineterminator="\n")
     writer.writerow(columns)
     writer.writerows([_csv_value(item.get(column)) for column in columns] for item in records)
     return ToolResult(make_output(out.getvalue(), metadata={"rows": len(records), "columns": columns}))
 
+
+json_transform = run_in_thread(_json_transform)
+csv_to_json = run_in_thread(_csv_to_json)
+json_to_csv = run_in_thread(_json_to_csv)
 
 JSON_TRANSFORM = ToolSpec(
     name="json_transform",
