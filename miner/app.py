@@ -3,17 +3,22 @@
 From the outside in (each layer is a pure ASGI middleware, one concern each):
 
 1. request metrics — counts and times every response
-2. body cap — 413 over ``max_body_bytes``; reads the body once for everyone inside
-3. the guards, which public paths (``/health``, ``/metrics``) skip (:class:`~miner.asgi.Guarded`):
+2. signed-headers gate (guarded: public paths skip it) — 401/403/503 from the
+   headers alone, before any body byte is read
+3. body cap — 413 over ``max_body_bytes``, 503 ``busy`` past the bytes all bodies
+   in flight may hold together; reads the body once for everyone inside, and
+   cancels the request's work if its caller disconnects
+4. the guards, which public paths (``/health``, ``/metrics``) skip (:class:`~miner.asgi.Guarded`):
    a. btauth — 401 unless signed for this miner
    b. blacklist — 503 until the metagraph is synced; 403 unregistered / no permit / low stake
    c. rate limit — 429 with ``Retry-After`` per hotkey
    d. stake priority — at most ``max_concurrency`` in flight, highest stake admitted first
-4. the routes (:mod:`miner.handlers`)
+5. the routes (:mod:`miner.handlers`)
 
-With ``auth_enabled=False`` (benchmarks, trusted local runs) guards a–c are left
-out: there is no verified hotkey to blacklist or rate-limit, and every caller
-queues with equal priority.
+With ``auth_enabled=False`` (benchmarks, trusted local runs) the gate and guards
+a–c are left out: there is no verified hotkey to blacklist or rate-limit, and
+every caller queues with equal priority. Limits below the ASGI app (head size,
+read timeouts, the connection cap) are the server's: :mod:`miner.server`.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from starlette.middleware import Middleware
 from protocol.routes import HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
 
 from .asgi import Guarded
-from .auth import BtAuthMiddleware
-from .blacklist import BlacklistMiddleware
+from .auth import BtAuthMiddleware, SignedHeadersGate
+from .blacklist import Blacklist, BlacklistMiddleware
 from .config import MinerSettings
 from .handlers import MinerEndpoints, dagnet_version, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware
@@ -93,9 +98,16 @@ def create_app(
 
     guards = _auth_layers(settings, hotkey, metagraph, metrics, nonce_store) if auth_enabled else []
     guards.append(Middleware(StakePriorityMiddleware, max_concurrency=settings.max_concurrency))
-    layers = [
-        Middleware(RequestMetricsMiddleware, metrics=metrics),
-        Middleware(BodyCapMiddleware, max_bytes=settings.max_body_bytes),
+    layers = [Middleware(RequestMetricsMiddleware, metrics=metrics)]
+    if auth_enabled:
+        blacklist = Blacklist(
+            metagraph, min_stake=settings.min_stake, require_validator_permit=settings.require_validator_permit
+        )
+        gate = Middleware(SignedHeadersGate, hotkey=hotkey, window=settings.auth, refusal=blacklist.check,
+                          metrics=metrics)
+        layers.append(Middleware(Guarded, layers=[gate]))
+    layers += [
+        Middleware(BodyCapMiddleware, max_bytes=settings.max_body_bytes, max_buffered_bytes=settings.max_buffered_bytes),
         Middleware(Guarded, layers=guards),
     ]
     for layer in reversed(layers):  # add_middleware puts each new layer outermost

@@ -1,14 +1,22 @@
-"""The ``btauth/1`` layer: every non-public request must be signed for this miner.
+"""The ``btauth/1`` layers: every non-public request must be signed for this miner.
 
-Verification is ``bittensor.http_auth.verify`` over the exact body bytes the
-body cap layer read (``scope[BODY]``; that layer must sit outside this one).
-A failure is a 401 whose JSON names the reason; success puts the caller's
-hotkey in ``scope[HOTKEY]`` for the layers and handlers inside.
+:class:`SignedHeadersGate` sits outside the body cap and refuses, before a byte
+of the body is read, what the headers alone condemn: a missing or malformed
+signature header, a request bound to another receiver, a stale nonce, or a
+claimed hotkey the blacklist would refuse. So an unauthenticated caller never
+makes the miner buffer its body.
+
+:class:`BtAuthMiddleware` then verifies with ``bittensor.http_auth.verify`` over
+the exact body bytes the body cap layer read (``scope[BODY]``; that layer must
+sit outside this one). A failure is a 401 whose JSON names the reason; success
+puts the caller's hotkey in ``scope[HOTKEY]`` for the layers and handlers inside.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
+from collections.abc import Callable
 from typing import Any
 
 from bittensor import http_auth
@@ -109,3 +117,73 @@ def _request_target(scope: Scope) -> str:
     path = raw_path.decode("latin-1") if raw_path else scope["path"]
     query = scope.get("query_string")
     return f"{path}?{query.decode('latin-1')}" if query else path
+
+
+Refusal = Callable[[str], "tuple[int, str, str] | None"]
+"""``claimed hotkey -> (status, reason, message)`` when the blacklist would refuse it."""
+
+
+def _claimed_hotkey(headers: dict[str, str]) -> str:
+    return next(value for name, value in headers.items() if name.lower() == http_auth.HEADER_HOTKEY.lower())
+
+
+def header_failure(headers: dict[str, str], *, hotkey: str, window: AuthWindow, now_ns: int) -> AuthError | None:
+    """What ``verify`` would refuse in ``headers`` without looking at the body, or ``None``.
+
+    The same checks in the same order as ``bittensor.http_auth.verify`` up to the
+    signature: header shape, receiver binding, freshness.
+    """
+    lowered = {key.lower(): value for key, value in headers.items()}
+    if lowered.get(http_auth.HEADER_VERSION.lower()) != http_auth.VERSION:
+        return http_auth.MalformedAuth(f"missing or unsupported {http_auth.HEADER_VERSION}")
+    for name in (http_auth.HEADER_HOTKEY, http_auth.HEADER_SIGNATURE):
+        if not lowered.get(name.lower()):
+            return http_auth.MalformedAuth(f"missing {name}")
+    raw_nonce = lowered.get(http_auth.HEADER_NONCE.lower(), "")
+    if not raw_nonce.isdigit() or len(raw_nonce) > 20:
+        return http_auth.MalformedAuth(f"missing or malformed {http_auth.HEADER_NONCE}")
+    if lowered.get(http_auth.HEADER_RECEIVER.lower()) != hotkey:
+        return http_auth.WrongReceiver("request was not signed for this receiving hotkey")
+    nonce = int(raw_nonce)
+    if now_ns - nonce > window.max_age_s * 1e9 or nonce - now_ns > window.allowed_skew_s * 1e9:
+        return http_auth.StaleRequest("nonce is outside the freshness window")
+    return None
+
+
+class SignedHeadersGate:
+    """401/403/503 from the headers alone, before the body is read (see the module).
+
+    Public paths never reach it: :func:`~miner.app.create_app` wraps it in a
+    :class:`~miner.asgi.Guarded` of its own, outside the body cap.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hotkey: str,
+        window: AuthWindow,
+        refusal: Refusal,
+        metrics: MinerMetrics,
+    ) -> None:
+        self.app = app
+        self.hotkey = hotkey
+        self.window = window
+        self.refusal = refusal
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _auth_headers(scope)
+        error = header_failure(headers, hotkey=self.hotkey, window=self.window, now_ns=time.time_ns())
+        if error is not None:
+            reason = failure_reason(error)
+            self.metrics.auth_failure(reason)
+            await send_error(send, 401, reason, str(error))
+            return
+        refused = self.refusal(_claimed_hotkey(headers))
+        if refused is not None:
+            status, reason, message = refused
+            self.metrics.blacklisted(reason)
+            await send_error(send, status, reason, message)
+            return
+        await self.app(scope, receive, send)

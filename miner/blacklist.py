@@ -1,8 +1,11 @@
-"""The blacklist layer: only registered validators with enough stake get through.
+"""The blacklist: only registered validators with enough stake get through.
 
-It reads the verified hotkey the auth layer left in ``scope[HOTKEY]`` (so it
-sits inside that layer) and the current metagraph snapshot, and puts the
-caller's stake in ``scope[STAKE]`` for the priority layer.
+:class:`Blacklist` is the policy: given a hotkey and the current metagraph
+snapshot, whether (and why) to refuse it. :class:`BlacklistMiddleware` applies it
+to the verified hotkey the auth layer left in ``scope[HOTKEY]`` (so it sits
+inside that layer) and puts the caller's stake in ``scope[STAKE]`` for the
+priority layer; :class:`~miner.auth.SignedHeadersGate` applies the same policy to
+the hotkey a request merely claims, before its body is read.
 """
 
 from __future__ import annotations
@@ -12,6 +15,39 @@ from protocol.metagraph import MetagraphSnapshot, Neuron
 from .asgi import HOTKEY, STAKE, ASGIApp, Receive, Scope, Send, send_error
 from .metagraph import MetagraphSource
 from .metrics import MinerMetrics
+
+
+class Blacklist:
+    """Who may call this miner: registered, with a validator permit when required,
+    and at least ``min_stake``."""
+
+    def __init__(self, metagraph: MetagraphSource, *, min_stake: float, require_validator_permit: bool) -> None:
+        self.metagraph = metagraph
+        self.min_stake = min_stake
+        self.require_validator_permit = require_validator_permit
+
+    def check(self, hotkey: str) -> tuple[int, str, str] | None:
+        """``(status, reason, message)`` when ``hotkey`` is refused now, else ``None``."""
+        snapshot = self.metagraph.snapshot()
+        if snapshot is None:
+            return 503, "not_synced", "metagraph not yet synced"
+        refusal = self.refusal(snapshot, hotkey, snapshot.by_hotkey(hotkey))
+        return None if refusal is None else (403, *refusal)
+
+    def refusal(
+        self, snapshot: MetagraphSnapshot, hotkey: str, neuron: Neuron | None
+    ) -> tuple[str, str] | None:
+        """``(reason, message)`` when ``neuron`` may not call this miner, else ``None``."""
+        if neuron is None:
+            return "unregistered", f"hotkey {hotkey} is not registered on netuid {snapshot.netuid}"
+        if self.require_validator_permit and not neuron.validator_permit:
+            return "no_validator_permit", f"uid {neuron.uid} has no validator permit"
+        if neuron.stake < self.min_stake:
+            return (
+                "stake_below_minimum",
+                f"uid {neuron.uid} has stake {neuron.stake:g}, below the minimum {self.min_stake:g}",
+            )
+        return None
 
 
 class BlacklistMiddleware:
@@ -28,39 +64,17 @@ class BlacklistMiddleware:
         metrics: MinerMetrics,
     ) -> None:
         self.app = app
+        self.blacklist = Blacklist(metagraph, min_stake=min_stake, require_validator_permit=require_validator_permit)
         self.metagraph = metagraph
-        self.min_stake = min_stake
-        self.require_validator_permit = require_validator_permit
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        snapshot = self.metagraph.snapshot()
-        if snapshot is None:
-            self.metrics.blacklisted("not_synced")
-            await send_error(send, 503, "not_synced", "metagraph not yet synced")
-            return
         hotkey = scope[HOTKEY]
-        neuron = snapshot.by_hotkey(hotkey)
-        refusal = self.refusal(snapshot, hotkey, neuron)
-        if refusal is not None:
-            reason, message = refusal
+        refused = self.blacklist.check(hotkey)
+        if refused is not None:
+            status, reason, message = refused
             self.metrics.blacklisted(reason)
-            await send_error(send, 403, reason, message)
+            await send_error(send, status, reason, message)
             return
-        scope[STAKE] = neuron.stake
+        scope[STAKE] = self.metagraph.snapshot().by_hotkey(hotkey).stake
         await self.app(scope, receive, send)
-
-    def refusal(
-        self, snapshot: MetagraphSnapshot, hotkey: str, neuron: Neuron | None
-    ) -> tuple[str, str] | None:
-        """``(reason, message)`` when ``neuron`` may not call this miner, else ``None``."""
-        if neuron is None:
-            return "unregistered", f"hotkey {hotkey} is not registered on netuid {snapshot.netuid}"
-        if self.require_validator_permit and not neuron.validator_permit:
-            return "no_validator_permit", f"uid {neuron.uid} has no validator permit"
-        if neuron.stake < self.min_stake:
-            return (
-                "stake_below_minimum",
-                f"uid {neuron.uid} has stake {neuron.stake:g}, below the minimum {self.min_stake:g}",
-            )
-        return None

@@ -7,10 +7,29 @@ hotkey a token bucket.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from .asgi import BODY, ASGIApp, Message, Receive, Scope, Send, caller_hotkey, send_error
+
+MAX_BUFFERED_BYTES = 32 * 1024 * 1024
+"""Default ceiling on the request bodies being read at once, all connections together."""
+
+_BUSY = "too many request bodies in flight; retry shortly"
+
+
+class _Read:
+    """One body being read: the task reading it and the bytes of the budget it holds."""
+
+    __slots__ = ("task", "held", "evicted")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+        self.held = 0
+        self.evicted = False
 
 
 class BodyCapMiddleware:
@@ -20,11 +39,19 @@ class BodyCapMiddleware:
     read; a chunked (or lying) body is counted while it arrives and refused the
     moment it passes the cap. Inner layers and the handler receive the same
     bytes again through ``receive``, so nothing downstream reads the socket.
+
+    All bodies being read at once hold at most ``max_buffered_bytes`` together.
+    A chunk that would pass that budget evicts the bodies that have been arriving
+    longest (503 with ``Retry-After: 1``), so senders that trickle or stall cannot
+    pile up memory, nor keep out a caller that sends its body at once.
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, max_buffered_bytes: int = MAX_BUFFERED_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.buffered = 0
+        self._reads: dict[_Read, None] = {}  # bodies being read, oldest first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -34,23 +61,59 @@ class BodyCapMiddleware:
         if declared is not None and declared > self.max_bytes:
             await self._refuse(send, declared)
             return
+        read = _Read(asyncio.current_task())
+        self._reads[read] = None
+        try:
+            body = await self._read(receive, send, read)
+        except asyncio.CancelledError:
+            if not read.evicted:
+                raise
+            read.task.uncancel()  # type: ignore[union-attr]
+            body = None
+            await send_error(send, 503, "busy", _BUSY, [(b"retry-after", b"1"), (b"connection", b"close")])
+        finally:
+            self._release(read)
+        if body is None:
+            return
+        scope[BODY] = body
+        finished = [False]
+        await _until_disconnect(self.app(scope, _replay_once(body), _tracked(send, finished)), receive, finished)
+
+    async def _read(self, receive: Receive, send: Send, read: _Read) -> bytes | None:
+        """The whole body, or ``None`` once a refusal was sent (or the client left)."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return  # the client left; there is no one to answer
+                return None  # the client left; there is no one to answer
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
                 await self._refuse(send, size)
-                return
+                return None
+            self._hold(read, len(chunk))
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        scope[BODY] = body
-        await self.app(scope, _replay(body, receive), send)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _hold(self, read: _Read, size: int) -> None:
+        """Count ``size`` more bytes against the budget, evicting the oldest other reads to fit."""
+        for victim in list(self._reads):
+            if self.buffered + size <= self.max_buffered_bytes:
+                break
+            if victim is not read and victim.task is not None:
+                victim.evicted = True
+                victim.task.cancel()
+                self._release(victim)
+        self.buffered += size
+        read.held += size
+
+    def _release(self, read: _Read) -> None:
+        self.buffered -= read.held
+        read.held = 0
+        self._reads.pop(read, None)
 
     async def _refuse(self, send: Send, size: int) -> None:
         await send_error(
@@ -70,9 +133,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that yields ``body`` once, then defers to the real one
-    (which reports the disconnect when the client goes)."""
+def _replay_once(body: bytes) -> Receive:
+    """A ``receive`` that yields ``body`` once, then waits until the request is over
+    (:func:`_until_disconnect` owns the real one)."""
     pending: Message | None = {"type": "http.request", "body": body, "more_body": False}
 
     async def replayed() -> Message:
@@ -80,9 +143,48 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         if pending is not None:
             message, pending = pending, None
             return message
-        return await receive()
+        await asyncio.Future()  # cancelled with the request
+        raise AssertionError("unreachable")
 
     return replayed
+
+
+def _tracked(send: Send, finished: list[bool]) -> Send:
+    """``send``, noting in ``finished[0]`` when the last body chunk went out."""
+
+    async def tracked(message: Message) -> None:
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            finished[0] = True
+
+    return tracked
+
+
+async def _until_disconnect(work: Coroutine[Any, Any, None], receive: Receive, finished: list[bool]) -> None:
+    """Run ``work``; if the client goes away before the response is sent, cancel it.
+
+    So an abandoned request stops its tool and frees its concurrency slot at once,
+    instead of running to its own timeout for no one.
+    """
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and not finished[0]:
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not watch.done():
+                raise  # we were cancelled ourselves, not by the client leaving
+    finally:
+        watch.cancel()
+        task.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class TokenBuckets:

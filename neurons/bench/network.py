@@ -53,6 +53,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neurons.bench import DEFAULT_TASKSET
+from neurons.flood import quantile
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task, TaskSet
@@ -98,7 +99,7 @@ def _throughput_bench(*, requests: int, duration_s: float, concurrency: int, rep
     for _ in range(repeats):
         for mode, auth in (("signed", True), ("unsigned", False)):
             apps = [{"uri": MINER_URI.format(0), "auth": auth, "strategy": "good"}]
-            with _miner_processes([apps], snapshot, provider_subnets={}, max_concurrency=concurrency) as fleets:
+            with serve_miners([apps], snapshot, provider_subnets={}, max_concurrency=concurrency) as fleets:
                 spec = {
                     "url": fleets[0].urls[0], "server_pid": fleets[0].pid, "receiver": miner.ss58_address,
                     "signer_uri": VALIDATOR_URI, "body": body.model_dump_json(), "requests": requests,
@@ -145,7 +146,7 @@ async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) 
     snapshot = _snapshot(validator.ss58_address, hotkeys)
     groups = [[{"uri": uri, "auth": True, "strategy": "good"} for uri in uris[p::processes]] for p in range(processes)]
     subnets = {name: info.model_dump() for name, info in task.available_tools.items()}
-    with _miner_processes(groups, snapshot, provider_subnets=subnets, max_concurrency=256) as fleets:
+    with serve_miners(groups, snapshot, provider_subnets=subnets, max_concurrency=256) as fleets:
         peers = [Peer(uid=i + 1, hotkey=hotkeys[i], url=fleets[i % processes].urls[i // processes]) for i in range(miners)]
         async with MinerClient(validator, config=ClientConfig(max_concurrency=512)) as client:
 
@@ -231,11 +232,17 @@ class _Fleet:
 
 
 @contextmanager
-def _miner_processes(
+def serve_miners(
     groups: Sequence[Sequence[dict[str, Any]]], snapshot: MetagraphSnapshot, *,
     provider_subnets: dict[str, Any], max_concurrency: int,
+    server_limits: dict[str, Any] | None = None, open_files: int | None = None,
 ) -> Iterator[list[_Fleet]]:
-    """One child per group of apps, all started before any is waited on; stopped on exit."""
+    """One child per group of apps, all started before any is waited on; stopped on exit.
+
+    Every app is served behind :mod:`miner.server`'s guard with ``server_limits``
+    (``ServerLimits`` fields; its defaults when ``None``); ``open_files`` lowers the
+    children's soft open-file limit.
+    """
     from miner.metagraph import snapshot_to_dict
 
     with ExitStack() as stack:
@@ -243,6 +250,7 @@ def _miner_processes(
             stack.enter_context(_child("serve", {
                 "apps": list(apps), "snapshot": snapshot_to_dict(snapshot),
                 "provider_subnets": provider_subnets, "max_concurrency": max_concurrency,
+                "server_limits": server_limits or {}, "open_files": open_files,
             }))
             for apps in groups
         ]
@@ -301,9 +309,13 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.config import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
     from miner.planner import get_planner
+    from miner.server import ServerLimits, server_options
     from miner.tools.registry import default_registry
     from bittensor.sp_core import Keypair
 
+    if spec.get("open_files"):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (spec["open_files"], resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    guard = server_options(ServerLimits(**spec.get("server_limits", {})))
     metagraph = StaticMetagraph(snapshot_from_json(json.dumps(spec["snapshot"])))
     sockets, servers = [], []
     for app_spec in spec["apps"]:
@@ -316,7 +328,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
             settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,
             registry=default_registry(), planner=get_planner(app_spec["strategy"]), auth_enabled=app_spec["auth"],
         )
-        config = uvicorn.Config(app, log_level="warning", access_log=False, backlog=2048)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, backlog=2048, **guard)
         sockets.append(sock)
         servers.append(uvicorn.Server(config))
     _answer({"ports": [sock.getsockname()[1] for sock in sockets]})
@@ -366,7 +378,7 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
     loader_cpu, server_cpu = (a - b if a is not None and b is not None else None for a, b in zip(after, before))
     return {
         "rps": ok / elapsed, "ok": ok, "failed": sum(outcomes.values()) - ok, "elapsed_s": elapsed,
-        "p50_ms": 1e3 * _quantile(latencies, 0.50), "p99_ms": 1e3 * _quantile(latencies, 0.99),
+        "p50_ms": 1e3 * quantile(latencies, 0.50), "p99_ms": 1e3 * quantile(latencies, 0.99),
         "outcomes": {str(key): value for key, value in outcomes.items()},
         "loader_cpu_share": loader_cpu / elapsed,
         "server_cpu_share": None if server_cpu is None else server_cpu / elapsed,
@@ -437,12 +449,6 @@ def _cpu_seconds(pid: int | None) -> tuple[float, float | None]:
     except OSError:
         return own, None
     return own, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def _run_loop(coro: Any) -> Any:

@@ -1,0 +1,153 @@
+"""The miner's connection guard: limits enforced on each connection, below the ASGI app.
+
+uvicorn's httptools protocol, with what a server facing anyone on the internet
+needs and uvicorn does not give it:
+
+- *head size*: a request line plus headers over ``max_head_bytes`` gets 431 and
+  the connection closes, before the parser has buffered more than one read past it;
+- *head timeout*: a connection must finish a request head within ``head_timeout_s``
+  of opening (or of its previous response);
+- *body timeout*: once the head is in, the whole body must arrive within
+  ``body_timeout_s``;
+- *idle keep-alive*: an idle connection closes after ``keep_alive_s`` (uvicorn's own);
+- *connection cap*: at most ``max_connections`` are open, below the process's
+  open-file limit so ``accept`` never fails for lack of descriptors. A connection
+  arriving over the cap evicts the one that has waited longest without a request
+  being served (a head or body still arriving, or idle); only when every
+  connection is being served is the newcomer closed instead.
+
+A caller that is slow or silent therefore costs at most one slot for a bounded
+time, and a flood of them displaces itself before it displaces a caller that
+sends a whole request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+KIB = 1024
+FD_RESERVE = 128
+"""Descriptors kept free for everything but client connections (logs, SQLite, sandboxes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Per-connection limits; ``max_connections=None`` derives it from the open-file limit."""
+
+    max_head_bytes: int = 16 * KIB
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_s: int = 5
+    max_connections: int | None = None
+
+    def connection_cap(self) -> int:
+        """``max_connections``, never above the soft open-file limit minus :data:`FD_RESERVE`."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        ceiling = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else 65_536
+        return ceiling if self.max_connections is None else min(self.max_connections, ceiling)
+
+
+_HEAD, _BODY, _SERVING = "head", "body", "serving"
+_TOO_LARGE_BODY = b'{"error":"request head too large","reason":"head_too_large"}'
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_TOO_LARGE_BODY), _TOO_LARGE_BODY)
+)
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol` with the limits of :class:`ServerLimits` (see the module)."""
+
+    limits: ClassVar[ServerLimits] = ServerLimits()
+    cap: ClassVar[int] = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._phase = _HEAD
+        self._since = 0.0
+        self._head_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.cap and not self._evict_one():
+            transport.abort()
+            return
+        super().connection_made(transport)
+        self._enter(_HEAD, self.limits.head_timeout_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        if self.transport is not None:
+            super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase != _HEAD:
+            super().data_received(data)
+            return
+        self._head_bytes += len(data)
+        super().data_received(data)
+        if self._phase == _HEAD and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self._enter(_BODY, self.limits.body_timeout_s)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._enter(_SERVING, None)
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._enter(_HEAD, self.limits.head_timeout_s)
+
+    # -- phases and timers ------------------------------------------------------------
+
+    def _enter(self, phase: str, timeout_s: float | None) -> None:
+        self._cancel_timer()
+        self._phase = phase
+        self._since = self.loop.time()
+        self._head_bytes = 0
+        if timeout_s is not None:
+            self._timer = self.loop.call_later(timeout_s, self._expired)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        self.transport.abort()
+
+    def _evict_one(self) -> bool:
+        """Abort the connection that has waited longest without being served; False if none."""
+        waiting = [c for c in self.connections if isinstance(c, GuardedProtocol) and c._phase != _SERVING]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: c._since)
+        victim._cancel_timer()
+        victim.transport.abort()
+        self.connections.discard(victim)
+        return True
+
+
+def guarded_protocol(limits: ServerLimits) -> type[GuardedProtocol]:
+    """A :class:`GuardedProtocol` class bound to ``limits`` (uvicorn instantiates the class)."""
+    return type("GuardedProtocol", (GuardedProtocol,), {"limits": limits, "cap": limits.connection_cap()})
+
+
+def server_options(limits: ServerLimits = ServerLimits()) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.Config`` that serve through the guard."""
+    return {
+        "http": guarded_protocol(limits),
+        "timeout_keep_alive": limits.keep_alive_s,
+        "h11_max_incomplete_event_size": limits.max_head_bytes,
+    }
