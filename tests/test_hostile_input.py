@@ -86,7 +86,7 @@ def test_check_response_turns_an_unforeseen_exception_into_a_reason(monkeypatch)
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
 
-    monkeypatch.setattr(response, "check_plan", broken)
+    monkeypatch.setattr(response, "check_plan_for", broken)
     checked = check_response(answer(plan_doc({"text": "x"})), REQUEST)
     assert not checked.ok and checked.reason.startswith("response check failed: ValueError")
 
