@@ -266,16 +266,22 @@ def _compile_checked(value: Any, max_depth: int) -> tuple[list[DataRef], Any, bo
     return refs, compiled, dynamic
 
 
+_Use = tuple[DataRef, tuple[tuple[str, int | None], ...], bool]
+"""One occurrence of a ref in the params: the ref, its lookup steps, whether it is a whole value."""
+
+
 class CompiledParams:
     """A node's params compiled once; :meth:`resolve` fills in the refs per run."""
 
-    __slots__ = ("refs", "sources", "_value", "_dynamic")
+    __slots__ = ("refs", "sources", "_value", "_dynamic", "_params", "_sizing")
 
-    def __init__(self, refs: tuple[DataRef, ...], value: Any, dynamic: bool) -> None:
+    def __init__(self, refs: tuple[DataRef, ...], value: Any, dynamic: bool, params: Any = None) -> None:
         self.refs = refs
         self.sources = frozenset(ref.node_id for ref in refs if not ref.is_input)
         self._value = value
         self._dynamic = dynamic
+        self._params = params
+        self._sizing: tuple[int, tuple[_Use, ...]] | None = None
 
     def resolve(self, outputs: Mapping[str, Any]) -> dict:
         """Params with every ref replaced by its value in ``outputs``.
@@ -288,6 +294,54 @@ class CompiledParams:
             return self._value(outputs)
         return self._value
 
+    def resolved_size(self, outputs: Mapping[str, Any], cache: dict[tuple[str, bool], int] | None = None) -> int:
+        """Characters of the compact JSON :meth:`resolve` would give, computed without building it.
+
+        The size is the params' own text plus, per ref occurrence, the JSON size of
+        the referenced value (measured once per distinct ref, in ``cache`` when
+        given: share one cache across the nodes of a run). Raises :class:`MissingField`
+        like :meth:`resolve`.
+        """
+        if self._sizing is None:
+            self._sizing = _sizing(self._params)
+        base, uses = self._sizing
+        cache = {} if cache is None else cache
+        total = base
+        for ref, steps, whole in uses:
+            key = (ref.text, whole)
+            size = cache.get(key)
+            if size is None:
+                value = _lookup(outputs, ref, steps)
+                size = _json_len(value) if whole else _json_len(_to_text(value)) - 2
+                cache[key] = size
+            total += size
+        return total
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
+
+
+def _sizing(params: Any) -> tuple[int, tuple[_Use, ...]]:
+    """The JSON size of ``params`` without its refs, and every ref occurrence in it."""
+    uses: list[_Use] = []
+    stack = [params]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and "${" in value:
+            whole = _WHOLE_REF.fullmatch(value)
+            if whole is not None:
+                ref = _ref(whole)
+                uses.append((ref, _steps(ref), True))
+            else:
+                uses += [(part, _steps(part), False) for part in _parse_string(value) if isinstance(part, DataRef)]
+    removed = sum(len(ref.text) + (2 if whole else 0) for ref, _, whole in uses)
+    return _json_len(params) - removed, tuple(uses)
+
 
 def compile_params(params: dict, *, max_depth: int = 16) -> CompiledParams:
     """Parse every DataRef in ``params`` once.
@@ -297,7 +351,7 @@ def compile_params(params: dict, *, max_depth: int = 16) -> CompiledParams:
     params dict itself as level 1.
     """
     refs, compiled, dynamic = _compile_checked(params, max_depth)
-    return CompiledParams(tuple(refs), compiled, dynamic)
+    return CompiledParams(tuple(refs), compiled, dynamic, params)
 
 
 def find_refs(value: Any, *, max_depth: int = 256) -> list[DataRef]:

@@ -20,6 +20,11 @@ class Limits:
     max_nodes: int = 256
     max_edges: int = 4096
     max_param_depth: int = 16
+    max_params_bytes: int = 256 * KIB
+    """One node's resolved params as compact JSON, decided from the referenced outputs'
+    sizes before the params are built; a node over it is blocked."""
+    max_request_bytes: int = 1 * MIB
+    """Any request body the validator sends; a larger one is refused unsent."""
 
 
 DEFAULT_LIMITS = Limits()

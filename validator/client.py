@@ -154,10 +154,14 @@ class MinerClient:
         return await self.post(axon_url, hotkey, NODE_PATH, self._encode(synapse), timeout_s=timeout_s)
 
     async def post(self, axon_url: str, hotkey: str, path: str, body: bytes, *, timeout_s: float | None = None) -> Reply:
-        """Sign and send ``body``; collect at most ``limits.max_response_bytes`` back."""
+        """Sign and send ``body`` (at most ``limits.max_request_bytes``); collect at most
+        ``limits.max_response_bytes`` back."""
         if self._http is None:
             raise RuntimeError("MinerClient is not open: use 'async with MinerClient(...)'")
         timeout = self._config.timeout_s if timeout_s is None else timeout_s
+        if len(body) > self._limits.max_request_bytes:
+            return _failure(f"request body of {len(body)} bytes over the {self._limits.max_request_bytes}-byte limit; not sent",
+                            time.perf_counter())
         async with self._slots:
             self.requests += 1
             started = time.perf_counter()
