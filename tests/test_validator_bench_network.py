@@ -16,6 +16,8 @@ def test_network_bench_measures_both_modes_and_a_step() -> None:
         assert throughput[mode]["ok"] > 0 and throughput[mode]["failed"] == 0
         assert throughput[mode]["p50_ms"] <= throughput[mode]["p99_ms"]
     assert throughput["signed_over_unsigned"] > 0
+    flooded = throughput["flooded"]  # the same signed load beside an unauthenticated flood
+    assert flooded["ok"] > 0 and flooded["failed"] == 0 and flooded["p50_ms"] <= flooded["p99_ms"]
     assert step["miners"] == 4 and len(step["repeats"]) == 1
     assert step["median"]["record_s"] > 0
     assert step["median"]["invalid"] == 0  # every miner answered with a valid plan
@@ -24,4 +26,4 @@ def test_network_bench_measures_both_modes_and_a_step() -> None:
     console = Console(file=io.StringIO(), width=160)
     render_network_bench(result, console)
     text = console.file.getvalue()
-    assert "signed ÷ unsigned" in text and "validation step" in text
+    assert "signed ÷ unsigned" in text and "validation step" in text and "under flood" in text

@@ -8,6 +8,9 @@ Two measurements, each repeated and reported as medians:
    just before sending them (fresh nonces, well inside the 10 s window) and keeps
    ``concurrency`` requests in flight. The same app with auth switched off is
    measured in the same run, so the ratio shows what signing costs the miner.
+   The signed run then measures the same load again while an unauthenticated
+   flood (``FLOOD``: never-finished heads, stalled bodies, a 96 MiB header sent
+   over and over) hits the same miner: legitimate p50/p99 flooded beside quiet.
 2. **One validation step** against ``miners`` local miners (256 by default, the
    largest subnet) using the ``good`` strategy on a benchmark task. The miners are real apps on their own loopback
    ports, hosted by ``miner_processes`` child processes (each runs many uvicorn
@@ -32,6 +35,7 @@ request gives the rate one dedicated core would sustain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -65,6 +69,8 @@ BLOCK_S = 12.0
 _CHILD_START_S = 60.0
 _SIGN_BATCH = 64
 _SATURATED = 0.9
+FLOOD = {"stalled_heads": 256, "stalled_bodies": 64, "huge_header_mib": 96}
+"""The unauthenticated flood held during the signed run's second measured phase."""
 
 
 def run_network_bench(
@@ -104,11 +110,13 @@ def _throughput_bench(*, requests: int, duration_s: float, concurrency: int, rep
                     "url": fleets[0].urls[0], "server_pid": fleets[0].pid, "receiver": miner.ss58_address,
                     "signer_uri": VALIDATOR_URI, "body": body.model_dump_json(), "requests": requests,
                     "duration_s": duration_s, "concurrency": concurrency, "warmup": min(1_000, requests // 10),
+                    "flood": FLOOD if auth else None,
                 }
                 runs[mode].append(_run_child("load", spec, timeout_s=2 * duration_s + _CHILD_START_S))
     signed, unsigned = (_median_run(runs[m]) for m in ("signed", "unsigned"))
+    flooded = _median_run([run["flooded"] for run in runs["signed"]])
     return {
-        "signed": signed, "unsigned": unsigned,
+        "signed": signed, "unsigned": unsigned, "flooded": flooded, "flood": FLOOD,
         "signed_over_unsigned": signed["rps"] / unsigned["rps"] if unsigned["rps"] else None,
         "target_rps": TARGET_RPS, "meets_target": signed["rps"] >= TARGET_RPS,
         "concurrency": concurrency, "repeats": runs,
@@ -374,6 +382,46 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
         before = _cpu_seconds(spec.get("server_pid"))
         latencies, outcomes, elapsed = await _load_phase(send, signer, spec["requests"], spec)
         after = _cpu_seconds(spec.get("server_pid"))
+        flooded = await _flooded_phase(send, signer, spec) if spec.get("flood") else None
+    result = _phase_figures(latencies, outcomes, elapsed, before, after)
+    if flooded is not None:
+        result["flooded"] = flooded
+    return result
+
+
+async def _flooded_phase(send: Any, signer: _PresignedQueue, spec: dict[str, Any]) -> dict[str, Any]:
+    """The same measured phase again, while an unauthenticated flood holds connections
+    open and a 96 MiB header is sent over and over."""
+    from neurons import flood
+
+    plan = spec["flood"]
+    url = spec["url"]
+    heads = await flood.stalled_heads(url, plan["stalled_heads"])
+    bodies = await flood.stalled_bodies(url, plan["stalled_bodies"], declared=1024 * 1024, sent=512 * 1024)
+    stop = asyncio.Event()
+
+    async def huge_headers() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                await flood.huge_header(url, plan["huge_header_mib"] * 1024 * 1024)
+
+    hammer = asyncio.create_task(huge_headers())
+    try:
+        before = _cpu_seconds(spec.get("server_pid"))
+        latencies, outcomes, elapsed = await _load_phase(send, signer, spec["requests"], spec)
+        after = _cpu_seconds(spec.get("server_pid"))
+    finally:
+        stop.set()
+        await hammer
+        heads.close()
+        bodies.close()
+    return _phase_figures(latencies, outcomes, elapsed, before, after)
+
+
+def _phase_figures(
+    latencies: list[float], outcomes: Counter, elapsed: float,
+    before: tuple[float, float | None], after: tuple[float, float | None],
+) -> dict[str, Any]:
     ok = outcomes.get(200, 0)
     loader_cpu, server_cpu = (a - b if a is not None and b is not None else None for a, b in zip(after, before))
     return {
@@ -474,10 +522,10 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"One miner process, signed POST /NodeSynapse (concurrency {tp['concurrency']}, medians)")
     for column in ("auth", "req/s", "p50 ms", "p99 ms", "failed", "miner CPU", "µs CPU/req", "req/s per core", "loader CPU"):
         table.add_column(column, justify="right")
-    for mode in ("signed", "unsigned"):
+    for mode in ("signed", "flooded", "unsigned"):
         run = tp[mode]
         table.add_row(
-            mode, f"{run['rps']:,.0f}", f"{run['p50_ms']:.1f}", f"{run['p99_ms']:.1f}", f"{run['failed']:.0f}",
+            "signed, under flood" if mode == "flooded" else mode, f"{run['rps']:,.0f}", f"{run['p50_ms']:.1f}", f"{run['p99_ms']:.1f}", f"{run['failed']:.0f}",
             _fmt(run["server_cpu_share"], "{:.0%}"), _fmt(run["server_cpu_us_per_req"], "{:.0f}"),
             _fmt(run["server_capacity_rps"], "{:,.0f}"), _fmt(run["loader_cpu_share"], "{:.0%}"),
         )
@@ -485,6 +533,12 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
     signed, unsigned = tp["signed"], tp["unsigned"]
     verdict = "[green]meets[/green]" if tp["meets_target"] else "[red]misses[/red]"
     console.print(f"signed ÷ unsigned = {tp['signed_over_unsigned']:.2f}; {verdict} the {tp['target_rps']:,} req/s target")
+    f = tp["flood"]
+    console.print(
+        f"under flood ({f['stalled_heads']} never-finished heads, {f['stalled_bodies']} stalled unsigned bodies, "
+        f"a {f['huge_header_mib']} MiB header sent over and over): p50 {tp['flooded']['p50_ms']:.1f} ms, "
+        f"p99 {tp['flooded']['p99_ms']:.1f} ms, beside {signed['p50_ms']:.1f} / {signed['p99_ms']:.1f} ms quiet"
+    )
     if signed["server_cpu_us_per_req"] and unsigned["server_cpu_us_per_req"]:
         extra = signed["server_cpu_us_per_req"] - unsigned["server_cpu_us_per_req"]
         console.print(f"auth costs the miner {extra:.0f} µs of CPU per request")
