@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.limits import MIB
+from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
 
 
@@ -39,6 +39,21 @@ class AuthWindow(BaseModel):
         return self.max_age_s + self.allowed_skew_s
 
 
+class ServerLimits(BaseModel):
+    """Per-connection limits the server enforces below the app (:mod:`miner.server`).
+
+    ``max_connections=None`` means the soft open-file limit minus 128.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_head_bytes: int = Field(default=16 * KIB, ge=1 * KIB)
+    head_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    body_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    keep_alive_s: int = Field(default=5, ge=1)
+    max_connections: int | None = Field(default=None, ge=1)
+
+
 class MinerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +61,9 @@ class MinerSettings(BaseModel):
     port: int = Field(default=8091, ge=0, le=65535)
     netuid: int = Field(default=1, ge=0)
     max_body_bytes: int = Field(default=1 * MIB, ge=1)
+    max_buffered_bytes: int = Field(default=32 * MIB, ge=1)
+    """All request bodies being read at once, together (the oldest are evicted past it)."""
+    server: ServerLimits = Field(default_factory=ServerLimits)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
     min_stake: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     require_validator_permit: bool = True

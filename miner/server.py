@@ -25,34 +25,27 @@ from __future__ import annotations
 
 import asyncio
 import resource
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-KIB = 1024
+from .config import ServerLimits
+
 FD_RESERVE = 128
 """Descriptors kept free for everything but client connections (logs, SQLite, sandboxes)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ServerLimits:
-    """Per-connection limits; ``max_connections=None`` derives it from the open-file limit."""
-
-    max_head_bytes: int = 16 * KIB
-    head_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    keep_alive_s: int = 5
-    max_connections: int | None = None
-
-    def connection_cap(self) -> int:
-        """``max_connections``, never above the soft open-file limit minus :data:`FD_RESERVE`."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        ceiling = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else 65_536
-        return ceiling if self.max_connections is None else min(self.max_connections, ceiling)
+def connection_cap(limits: ServerLimits) -> int:
+    """``limits.max_connections``, never above the soft open-file limit minus :data:`FD_RESERVE`."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = max(1, soft - FD_RESERVE) if soft != resource.RLIM_INFINITY else 65_536
+    return ceiling if limits.max_connections is None else min(limits.max_connections, ceiling)
 
 
 _HEAD, _BODY, _SERVING = "head", "body", "serving"
+_LIMITS = "dagnet_server_limits"
+_DEFAULT = ServerLimits()
 _TOO_LARGE_BODY = b'{"error":"request head too large","reason":"head_too_large"}'
 _TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
@@ -61,13 +54,16 @@ _TOO_LARGE = (
 
 
 class GuardedProtocol(HttpToolsProtocol):
-    """:class:`HttpToolsProtocol` with the limits of :class:`ServerLimits` (see the module)."""
+    """:class:`HttpToolsProtocol` with the limits of :class:`ServerLimits` (see the module).
 
-    limits: ClassVar[ServerLimits] = ServerLimits()
-    cap: ClassVar[int] = 0
+    The limits travel on the uvicorn config (:func:`guarded_config`), so worker
+    processes, which receive a pickled copy of it, apply them too.
+    """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.limits: ServerLimits = getattr(config, _LIMITS, _DEFAULT)
+        self.cap = connection_cap(self.limits)
         self._phase = _HEAD
         self._since = 0.0
         self._head_bytes = 0
@@ -139,15 +135,8 @@ class GuardedProtocol(HttpToolsProtocol):
         return True
 
 
-def guarded_protocol(limits: ServerLimits) -> type[GuardedProtocol]:
-    """A :class:`GuardedProtocol` class bound to ``limits`` (uvicorn instantiates the class)."""
-    return type("GuardedProtocol", (GuardedProtocol,), {"limits": limits, "cap": limits.connection_cap()})
-
-
-def server_options(limits: ServerLimits = ServerLimits()) -> dict[str, Any]:
-    """Keyword arguments for ``uvicorn.Config`` that serve through the guard."""
-    return {
-        "http": guarded_protocol(limits),
-        "timeout_keep_alive": limits.keep_alive_s,
-        "h11_max_incomplete_event_size": limits.max_head_bytes,
-    }
+def guarded_config(app: Any, limits: ServerLimits, **options: Any) -> uvicorn.Config:
+    """A ``uvicorn.Config`` for ``app`` (``options`` as uvicorn takes them) served through the guard."""
+    config = uvicorn.Config(app, http=GuardedProtocol, timeout_keep_alive=limits.keep_alive_s, **options)
+    setattr(config, _LIMITS, limits)
+    return config

@@ -26,6 +26,7 @@ from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import get_planner
+from miner.server import guarded_config
 from miner.tools.registry import default_registry
 from protocol.metagraph import Axon
 
@@ -166,8 +167,9 @@ def serve_miner(config: MinerProcessConfig) -> None:
     """
     settings = config.settings
     hotkey = config.check()  # fail on a bad key or strategy before binding
-    uv_config = uvicorn.Config(
+    uv_config = guarded_config(
         functools.partial(build_miner_app, config),
+        settings.server,
         factory=True,
         host=settings.host,
         port=settings.port,
@@ -175,7 +177,6 @@ def serve_miner(config: MinerProcessConfig) -> None:
         log_level=config.log_level,
         access_log=False,
         lifespan="off",
-        timeout_keep_alive=30,
         backlog=4096,
         # uvicorn kills and restarts a worker that does not answer its ping in time. A
         # worker answers only once its imports (bittensor, numpy, the app) are done, which

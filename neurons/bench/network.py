@@ -57,7 +57,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neurons.bench import DEFAULT_TASKSET
-from neurons.flood import quantile
+from neurons.bench.flood import quantile
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task, TaskSet
@@ -317,13 +317,14 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.config import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
     from miner.planner import get_planner
-    from miner.server import ServerLimits, server_options
+    from miner.config import ServerLimits
+    from miner.server import guarded_config
     from miner.tools.registry import default_registry
     from bittensor.sp_core import Keypair
 
     if spec.get("open_files"):
         resource.setrlimit(resource.RLIMIT_NOFILE, (spec["open_files"], resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    guard = server_options(ServerLimits(**spec.get("server_limits", {})))
+    limits = ServerLimits.model_validate(spec.get("server_limits", {}))
     metagraph = StaticMetagraph(snapshot_from_json(json.dumps(spec["snapshot"])))
     sockets, servers = [], []
     for app_spec in spec["apps"]:
@@ -336,7 +337,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
             settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,
             registry=default_registry(), planner=get_planner(app_spec["strategy"]), auth_enabled=app_spec["auth"],
         )
-        config = uvicorn.Config(app, log_level="warning", access_log=False, backlog=2048, **guard)
+        config = guarded_config(app, limits, log_level="warning", access_log=False, backlog=2048)
         sockets.append(sock)
         servers.append(uvicorn.Server(config))
     _answer({"ports": [sock.getsockname()[1] for sock in sockets]})
@@ -392,7 +393,7 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
 async def _flooded_phase(send: Any, signer: _PresignedQueue, spec: dict[str, Any]) -> dict[str, Any]:
     """The same measured phase again, while an unauthenticated flood holds connections
     open and a 96 MiB header is sent over and over."""
-    from neurons import flood
+    from neurons.bench import flood
 
     plan = spec["flood"]
     url = spec["url"]
