@@ -160,7 +160,7 @@ async def execute(
         return _invalid(plan, check, budget_ceiling)
     nodes = _nodes(plan, check, config)
     budget = _Budget(budget_ceiling) if budget_ceiling is not None else None
-    run = _Run(plan, check, nodes, runner, task_id, budget, config, on_event)
+    run = _Run(plan, check, nodes, runner, task_id, budget, config, on_event, limits.max_params_bytes)
     await run.run(deadline_s)
     return _execution(plan, check, nodes, run, budget_ceiling)
 
@@ -174,6 +174,8 @@ class _Node:
     __slots__ = (
         # Fixed for the run.
         "index", "id", "subnet", "action", "estimate", "max_attempts", "timeout", "sources",
+        # What the node holds of the budget while in flight (see _Budget.reserve).
+        "held",
         # Resolved at dispatch when the node holds refs (None until then).
         "params",
         # What happened; times are seconds from the start of execution.
@@ -189,6 +191,7 @@ class _Node:
         self.max_attempts = 1
         self.timeout = timeout
         self.sources: tuple[_Node, ...] = ()  # referenced nodes, in order of first reference
+        self.held = 0.0
         self.params: dict | None = None
         self.status = PENDING
         self.reason: str | None = None
@@ -235,53 +238,77 @@ def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig) -> list
 
 
 class _Budget:
-    """Spending against a ceiling; a dispatched node reserves its estimate until it settles.
+    """Spending against a ceiling; a dispatched node holds part of it until it settles.
 
-    A run without a ceiling has no budget at all (None), so it pays nothing for one.
+    A node holds its estimate, or the dearest single attempt seen so far in the run
+    when that is more (so an estimate of 0 hides nothing). A retry faces the ceiling
+    exactly as a first attempt does. A run without a ceiling has no budget at all
+    (None), so it pays nothing for one.
     """
 
-    __slots__ = ("ceiling", "spent", "_reserved", "_open")
+    __slots__ = ("ceiling", "spent", "_reserved", "_open", "_dearest")
 
     def __init__(self, ceiling: float) -> None:
         self.ceiling = ceiling
         self.spent = 0.0
         self._reserved = 0.0
         self._open = 0  # reservations not yet released
+        self._dearest = 0.0  # the largest cost of one attempt so far
 
     def exhausted(self) -> bool:
         """Whether dispatching anything more could pass the ceiling."""
         return self.spent + self._reserved >= self.ceiling
 
-    def reserve(self, estimate: float) -> None:
-        self._open += 1
-        self._reserved += estimate
+    def retry_refused(self, held: float) -> bool:
+        """Whether another attempt of a node holding ``held`` could pass the ceiling."""
+        return self.spent + self._reserved - held >= self.ceiling
 
-    def release(self, estimate: float) -> None:
+    def charge(self, cost: float) -> None:
+        self.spent += cost
+        if cost > self._dearest:
+            self._dearest = cost
+
+    def reserve(self, estimate: float) -> float:
+        """Hold ``max(estimate, dearest attempt so far)``; returns what is held."""
+        held = estimate if estimate > self._dearest else self._dearest
+        self._open += 1
+        self._reserved += held
+        return held
+
+    def release(self, held: float) -> None:
         self._open -= 1
         # Back to exactly zero when nothing is open, so float drift never accumulates.
-        self._reserved = self._reserved - estimate if self._open else 0.0
+        self._reserved = self._reserved - held if self._open else 0.0
 
 
 class _DataFlow:
     """The outputs of nodes that succeeded, and what they mean for the nodes that refer to them."""
 
-    __slots__ = ("outputs", "_compiled")
+    __slots__ = ("outputs", "_compiled", "_max_params", "_sizes")
 
-    def __init__(self, compiled: dict[str, CompiledParams]) -> None:
+    def __init__(self, compiled: dict[str, CompiledParams], max_params_bytes: int) -> None:
         self.outputs: dict[str, dict] = {}  # node id -> NodeOutput.as_dict()
         self._compiled = compiled
+        self._max_params = max_params_bytes
+        self._sizes: dict[tuple[str, bool], int] = {}  # JSON size per referenced value, measured once
 
     def block_reason(self, node: _Node) -> str | None:
-        """Why ``node`` cannot run (a referenced node did not succeed, a field is missing).
+        """Why ``node`` cannot run (a referenced node did not succeed, a field is missing,
+        its params would pass ``max_params_bytes``).
 
         Called only when every ancestor has settled (the scheduler's invariant), so
-        the answer never depends on timing. Fills in ``node``'s resolved params.
+        the answer never depends on timing. Fills in ``node``'s resolved params; their
+        size is decided from the sizes of the referenced values, before building them.
         """
         for source in node.sources:
             if source.status != SUCCESS:
                 return f"ancestor_failed:{source.id}"
+        compiled = self._compiled[node.id]
         try:
-            node.params = self._compiled[node.id].resolve(self.outputs)
+            size = compiled.resolved_size(self.outputs, self._sizes)
+            if size > self._max_params:
+                return f"params_too_large:{size}>{self._max_params}"
+            node.params = compiled.resolve(self.outputs)
         except MissingField as exc:
             return f"missing_field:{exc}"
         return None
@@ -435,6 +462,9 @@ class _Pool:
             node = queue.popleft()
             attempt, error = 0, None
             while attempt < node.max_attempts:
+                if attempt and run.retry_refused(node):
+                    error = f"{error}; retry refused: {BUDGET_REASON}"
+                    break
                 attempt += 1
                 start = clock()
                 deadline = deadlines[slot] = start + node.timeout
@@ -479,6 +509,7 @@ class _Run:
         budget: _Budget | None,
         config: ExecutorConfig,
         on_event: Callable[[Event], None] | None,
+        max_params_bytes: int,
     ) -> None:
         graph = check.graph
         assert graph is not None
@@ -487,7 +518,7 @@ class _Run:
         self._on_event = on_event
         self._static_errors = {nodes[graph.index[k]]: v for k, v in check.node_errors.items()}
         self._budget = budget
-        self.flow = _DataFlow(check.compiled)
+        self.flow = _DataFlow(check.compiled, max_params_bytes)
         parallel = min(plan.max_parallel or config.max_parallel, config.max_parallel)
         self._sched = Scheduler(
             graph.preds, graph.succs, graph.topo_order(), max_parallel=parallel,
@@ -580,7 +611,7 @@ class _Run:
             self.t_first = self._now()
         self._inflight += 1
         if self._budget is not None:
-            self._budget.reserve(node.estimate)
+            node.held = self._budget.reserve(node.estimate)
         if self._on_event is None:  # the hot path: no Event to build
             node.status = RUNNING
         else:
@@ -598,6 +629,14 @@ class _Run:
             self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
         )
 
+    def retry_refused(self, node: _Node) -> bool:
+        """Whether the ceiling refuses another attempt of ``node``; the run then halts on
+        its budget, as it would for a first attempt."""
+        if self._budget is None or not self._budget.retry_refused(node.held):
+            return False
+        self._abort_budget()
+        return True
+
     def timed_out(self, node: _Node) -> str:
         node.timeouts += 1
         return f"timeout after {node.timeout}s"
@@ -611,7 +650,7 @@ class _Run:
             return f"runner reported an invalid cost: {cost!r}"
         node.cost += cost
         if self._budget is not None:
-            self._budget.spent += cost
+            self._budget.charge(cost)
         extra = result.unplanned_retries
         if type(extra) is int and extra > 0:
             node.unplanned += extra
@@ -628,7 +667,7 @@ class _Run:
         self.t_last = node.finished = self._clock() - self._t0
         self._inflight -= 1
         if self._budget is not None:
-            self._budget.release(node.estimate)
+            self._budget.release(node.held)
         if error is None and self._on_event is None:  # the hot path: no Event to build
             node.status = SUCCESS
         else:
