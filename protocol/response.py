@@ -54,7 +54,7 @@ def check_response(raw: bytes, request: TaskPackage, *, limits: Limits = DEFAULT
     try:
         return _check(raw, request, limits)
     except Exception as exc:  # the boundary: a peer's bytes never become our exception
-        return ResponseCheck(ok=False, reason=f"response check failed: {type(exc).__name__}: {_short(exc)}")
+        return ResponseCheck(reason=f"response check failed: {type(exc).__name__}: {_short(exc)}")
 
 
 def _check(raw: bytes, request: TaskPackage, limits: Limits) -> ResponseCheck:
