@@ -6,7 +6,7 @@ Wiring only: the executor, the tools and the scorers do the work.
 
 from __future__ import annotations
 
-import asyncio
+import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from benchmarks import family
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from neurons.files import InputError, read_json
@@ -24,14 +25,23 @@ from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
-from validator.executor import Event, ExecutorConfig, budget_ceiling, execute
+from validator.evaluate import DEADLINE_FACTOR, evaluate
+from validator.executor import Event, ExecutorConfig, execute
 from validator.report import run_report
 
 DEFAULT_MAX_LATENCY_S = 60.0
 
 
-def load_task(path: Path, task_id: str | None = None) -> Task:
-    """A single task file, or one task of a task set chosen by ``task_id``."""
+def fresh_seed() -> int:
+    """A seed nobody chose: each ``dagnet run --task`` without ``--seed`` draws a new instance."""
+    return secrets.randbits(63)
+
+
+def load_task(path: Path, task_id: str | None = None, seed: int | None = None) -> Task:
+    """A v2 task family by id (its instance drawn from ``seed``, a fresh one when
+    ``None``); else a single task file, or one task of a task set chosen by ``task_id``."""
+    if not path.exists() and path.name == str(path):
+        return family_task(str(path), fresh_seed() if seed is None else seed)
     doc = read_json(path)
     if _is_taskset(doc):
         return _select_task(_taskset(doc, path), task_id, path)
@@ -41,6 +51,15 @@ def load_task(path: Path, task_id: str | None = None) -> Task:
         return Task.model_validate(doc)
     except ValidationError as exc:
         raise InputError(f"{path}: not a task: {format_validation_error(exc)}") from None
+
+
+def family_task(task_id: str, seed: int) -> Task:
+    """The instance of v2 family ``task_id`` drawn from ``seed``."""
+    try:
+        found = family(task_id)
+    except KeyError as exc:
+        raise InputError(str(exc).strip("'\"")) from None
+    return found.task(found.instance(seed))
 
 
 def load_taskset(path: Path) -> list[Task]:
@@ -112,42 +131,30 @@ async def run_document(
     config: ExecutorConfig = ExecutorConfig(),
     on_event: Callable[[Event], None] | None = None,
 ) -> dict[str, Any]:
-    """Execute ``document`` locally and return the run report (with ``score`` when a task is given).
+    """Execute ``document`` locally and return the run report.
 
+    With a task, the plan runs on the task's drawn instance exactly as a validator
+    runs it (:func:`validator.evaluate.evaluate`) and the report gains ``score``,
+    ``task_id`` and ``seed``. Without one, it runs with no budget ceiling.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
     """
     check = check_document(document, task=task, limits=limits)
-    estimate = document.total_estimated_cost
-    if estimate is None:
-        estimate = document.plan.estimated_cost()
-    max_budget = task.constraints.max_budget_tao if task else None
-    max_latency = task.constraints.max_latency_seconds if task else DEFAULT_MAX_LATENCY_S
-    subnets = task.available_tools if task and task.available_tools else None
-    execution = await execute(
-        document.plan,
-        LocalRunner(default_registry(), subnets=subnets),
-        task_id=task.task_id if task else "local",
-        budget_ceiling=budget_ceiling(max_budget, estimate),
-        deadline_s=2 * max_latency,
-        config=config,
-        check=check,
-        limits=limits,
-        on_event=on_event,
-    )
-    score = None
-    if task is not None:
-        # Code quality runs the sandbox: keep it off the event loop so concurrent
-        # executions (dagnet bench tasks) are not stalled and mis-timed.
-        score = await asyncio.to_thread(
-            _score, task, execution.metrics, execution.final_output, check.runnable, check.errors
+    if task is None:
+        execution = await execute(
+            document.plan, LocalRunner(default_registry()), task_id="local", budget_ceiling=None,
+            deadline_s=DEADLINE_FACTOR * DEFAULT_MAX_LATENCY_S, config=config, check=check, limits=limits,
+            on_event=on_event,
         )
-    return run_report(execution, score=score)
-
-
-def _score(task: Task, metrics: RunMetrics, final_output: Any, runnable: bool, errors: list[str]) -> dict:
-    if not runnable:
-        return invalid_score("; ".join(errors) or "invalid plan").model_dump()
-    return score_run(task, metrics=metrics, final_output=final_output).model_dump()
+        return run_report(execution)
+    runner = LocalRunner(default_registry(), subnets=task.available_tools or None)
+    estimate = document.total_estimated_cost
+    evaluation = await evaluate(
+        document.plan, check, task, runner,
+        total_estimated_cost=document.plan.estimated_cost() if estimate is None else estimate,
+        config=config, limits=limits, on_event=on_event,
+    )
+    report = run_report(evaluation.execution, score=evaluation.score.model_dump())
+    return {**report, "task_id": task.task_id, "seed": task.seed}
 
 
 _METRIC_FIELDS = {

@@ -188,3 +188,19 @@ def test_expected_null_is_a_real_expectation() -> None:
 def test_unknown_task_type_scores_zero_with_reason() -> None:
     quality = output_quality(task("poetry"), out("roses are red"))
     assert quality.value == 0.0 and quality.details["reason"] == "unknown task type 'poetry'"
+
+
+@pytest.mark.parametrize(
+    ("text", "share"),
+    [
+        ("Velo has 127 residents and Tor has 90 residents.", 1.0),
+        ("Velo has 1270 residents and Tor has 90 residents.", 0.5),
+        ("Velo has 12.7 residents and Tor has 9 residents.", 0.0),
+    ],
+)
+def test_rag_pays_only_for_the_key_facts_the_answer_carries(text: str, share: float) -> None:
+    answer = "Velo has 127 residents and Tor has 90 residents."
+    rouge = RougeScorer(["rougeL"]).score(answer, text)["rougeL"].fmeasure
+    quality = output_quality(task("rag", reference_answer=answer, key_facts=["127", "90"]), out(text))
+    assert quality.value == pytest.approx(rouge * share)
+    assert quality.details["key_facts_found"] == round(2 * share)

@@ -4,9 +4,8 @@ The step is a pipeline of three phases, each concurrent across miners:
 
 1. *query* — every miner gets the task package at once through the shared client;
 2. *execute* — each valid plan runs on its own node runner (at most
-   ``exec_concurrency`` at a time), under the budget ceiling
-   ``min(max_budget_tao, 1.5 × total_estimated_cost)`` and a deadline of
-   ``2 × max_latency_seconds``;
+   ``exec_concurrency`` at a time) on the task's drawn instance, under the budget
+   and deadline of :func:`validator.evaluate.run_task`;
 3. *score* — each execution is scored against the task's reference (each
    distinct final output judged once, see :func:`_score_all`).
 
@@ -35,17 +34,15 @@ from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import PlanCheck
 from scoring.composite import Score, composite, invalid_score
-from scoring.evaluate import score_run
 
 from .client import MinerClient, Reply
-from .executor import Execution, ExecutorConfig, budget_ceiling, execute
+from .evaluate import run_task, score_execution
+from .executor import Execution, ExecutorConfig
 
 log = logging.getLogger(__name__)
 
 RunnerFactory = Callable[[TaskPackage, Peer], NodeRunner]
 """Builds the node runner that executes one miner's plan for one task package."""
-
-DEADLINE_FACTOR = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +136,7 @@ async def validation_step(
     candidates = [entry for entry in admitted if isinstance(entry, _Candidate)]
 
     slots = asyncio.Semaphore(max(1, exec_concurrency))
-    await asyncio.gather(*(_execute(c, package, runner_factory, executor_config, limits, slots) for c in candidates))
+    await asyncio.gather(*(_execute(c, task, package, runner_factory, executor_config, limits, slots) for c in candidates))
     executed = time.perf_counter()
 
     await _score_all(task, [c for c in candidates if c.failure is None])
@@ -187,6 +184,7 @@ def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply) -> MinerOutcome
 
 async def _execute(
     candidate: _Candidate,
+    task: Task,
     package: TaskPackage,
     runner_factory: RunnerFactory,
     config: ExecutorConfig,
@@ -194,14 +192,11 @@ async def _execute(
     slots: asyncio.Semaphore,
 ) -> None:
     synapse = candidate.synapse
-    ceiling = budget_ceiling(package.constraints.max_budget_tao, synapse.total_estimated_cost or 0.0)
     async with slots:
         try:
-            candidate.execution = await execute(
-                synapse.workflow_plan, runner_factory(package, candidate.miner),
-                task_id=package.task_id, budget_ceiling=ceiling,
-                deadline_s=DEADLINE_FACTOR * package.constraints.max_latency_seconds,
-                config=config, check=candidate.check, limits=limits,
+            candidate.execution = await run_task(
+                synapse.workflow_plan, candidate.check, task, runner_factory(package, candidate.miner),
+                total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits,
             )
         except Exception as exc:  # an engine bug must cost this miner its score, not the step
             log.exception("execution of uid %s failed", candidate.miner.uid)
@@ -232,7 +227,7 @@ def _score_group(task: Task, group: Sequence[_Candidate]) -> None:
     first, rest = group[0], group[1:]
     execution = first.execution
     try:
-        first.score = score_run(task, metrics=execution.metrics, final_output=execution.final_output)
+        first.score = score_execution(task, first.check, execution)
     except Exception as exc:  # a scorer bug must cost these miners their score, not the step
         log.exception("scoring uid %s failed", first.miner.uid)
         for candidate in group:

@@ -1,5 +1,8 @@
 """``search``: BM25 retrieval over the sentences of a small text corpus.
 
+The corpus is the shipped one, or the ``documents`` given in the params (a task
+instance's own collection: ``[{"id", "title", "text"}, ...]``), indexed per call.
+
 A corpus is a directory of ``*.txt`` documents: the first line is the title,
 the rest is the body. The document id is the file name without ``.txt``. Each
 sentence of a body is one retrievable unit, indexed together with its
@@ -31,6 +34,7 @@ from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec
 K1 = 1.5
 B = 0.75
 MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_DOCUMENTS = 256
 
 _STOP_WORDS = frozenset(
     "a an and are as at be by for from had has have he her his in is it its of on or she that the their "
@@ -109,11 +113,23 @@ def load_corpus(directory: Path) -> Corpus:
         if path.stat().st_size > MAX_DOCUMENT_BYTES:
             continue  # not a corpus document; never worth indexing
         title, _, body = path.read_text(encoding="utf-8", errors="replace").partition("\n")
-        text = " ".join(body.split())
-        sentences += [Sentence(path.stem, title.strip(), s) for s in _SENTENCE_END.split(text) if s]
+        sentences += _sentences(path.stem, title.strip(), body)
     if not sentences:
         raise ToolError(f"corpus directory {str(directory)!r} holds no documents")
     return Corpus(sentences)
+
+
+def _sentences(doc: str, title: str, body: str) -> list[Sentence]:
+    text = " ".join(body.split())
+    return [Sentence(doc, title, s) for s in _SENTENCE_END.split(text) if s]
+
+
+class Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=128)
+    title: str = Field(default="", max_length=1024)
+    text: str = Field(max_length=MAX_DOCUMENT_BYTES)
 
 
 class SearchParams(BaseModel):
@@ -121,6 +137,7 @@ class SearchParams(BaseModel):
 
     query: str = Field(min_length=1, max_length=1024)
     k: int = Field(default=3, ge=1, le=20)
+    documents: list[Document] | None = Field(default=None, min_length=1, max_length=MAX_DOCUMENTS)
 
 
 def make_search(corpus_dir: Path) -> Tool:
@@ -131,7 +148,8 @@ def make_search(corpus_dir: Path) -> Tool:
         p = parse_params(SearchParams, params)
         if not tokenize(p.query):
             raise ToolError("bad params: query: has no searchable words")
-        hits = load_corpus(directory).search(p.query, p.k)
+        corpus = load_corpus(directory) if p.documents is None else _given_corpus(p.documents)
+        hits = corpus.search(p.query, p.k)
         if not hits:
             raise ToolError(f"search: nothing in the corpus matches {p.query[:80]!r}")
         return ToolResult(make_output(hits[0].sentence.text, metadata={"hits": [h.as_dict() for h in hits]}))
@@ -139,11 +157,18 @@ def make_search(corpus_dir: Path) -> Tool:
     return search
 
 
+def _given_corpus(documents: list[Document]) -> Corpus:
+    sentences = [s for doc in documents for s in _sentences(doc.id, doc.title, doc.text)]
+    if not sentences:
+        raise ToolError("search: the given documents hold no text")
+    return Corpus(sentences)
+
+
 def search_spec(corpus_dir: Path) -> ToolSpec:
     return ToolSpec(
         name="search",
         fn=make_search(corpus_dir),
-        description="BM25 search over the sentences of the shipped corpus (history, cities, science, "
-        "programming); text is the best sentence, metadata.hits the top k.",
+        description="BM25 search over the sentences of the given documents, or of the shipped corpus "
+        "(history, cities, science, programming); text is the best sentence, metadata.hits the top k.",
         latency_s=0.005,
     )

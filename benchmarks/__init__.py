@@ -1,0 +1,40 @@
+"""The v2 benchmark: task families, their generators, seeds, and the shipped corpus.
+
+A family (:class:`~benchmarks.family.Family`) is the package a miner sees plus the
+generator a validator runs to make a hidden instance from a seed. The v2 set holds ten
+families of each type: ``data_transform`` on hidden records, ``rag`` over a document
+collection that comes with the instance, ``agent`` over hidden entities and numbers,
+``code`` with hidden spec parameters and per-instance test cases.
+
+This package is validator-side: miners may read it (it is public) but the validator's
+sandbox never can, and the miner's tools never import it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import agent_families, code_families, data_families, rag_families
+from .family import Family, Instance
+from .seed import Draw, instance_seed
+
+__all__ = ["VERSION", "Draw", "Family", "Instance", "family", "instance_seed", "load_families"]
+
+VERSION = "v2"
+
+
+@functools.cache
+def load_families() -> tuple[Family, ...]:
+    """Every v2 family, in a fixed order (by type, then as listed in its module)."""
+    out: list[Family] = []
+    for module in (data_families, rag_families, agent_families, code_families):
+        out += module.families(len(out))
+    return tuple(out)
+
+
+def family(task_id: str) -> Family:
+    """The v2 family with ``task_id``; ``KeyError`` names the known ids."""
+    for found in load_families():
+        if found.task_id == task_id:
+            return found
+    raise KeyError(f"no task family {task_id!r}; known: {', '.join(f.task_id for f in load_families())}")

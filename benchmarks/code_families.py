@@ -1,0 +1,148 @@
+"""``code`` families: a function whose spec has hidden parameters, tested on cases drawn
+per instance.
+
+The function's body is public (in the step hints); the constants it depends on (a
+factor, a shift, a width...) are inputs drawn per instance. The plan writes the
+constants block from ``${input.*}``, joins it with the body, checks that the module runs
+in ``python_exec`` and returns it as ``artifacts.code``. The reference is
+``{"entry_point", "cases": [{"args", "kwargs", "expected"}]}``: the validator calls the
+entry point on each case's arguments in the sandbox and compares the values it gets
+back with ``expected`` outside it. Expected values come from the plain-Python model
+below, never from the tools.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.dataref import INPUT, ref
+
+from .family import Family
+from .profiles import make_family, step
+from .seed import Draw
+
+Params = dict[str, Any]
+
+_CASES = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    entry: str
+    wording: str
+    constants: dict[str, Callable[[Draw], Any]]  # input name -> how it is drawn
+    body: str  # Python using the constants in upper case
+    model: Callable[[Params, Any], Any]  # (constants, the one argument) -> expected value
+    argument: Callable[[Draw, Params], Any]
+
+
+def _ints(draw: Draw, low: int, high: int, n_low: int = 1, n_high: int = 8) -> list[int]:
+    return [draw.int(low, high) for _ in range(draw.int(n_low, n_high))]
+
+
+def _word(draw: Draw) -> str:
+    return "".join(draw.choice(string.ascii_lowercase) for _ in range(draw.int(3, 9)))
+
+
+def _fizz(p: Params, n: int) -> list[Any]:
+    out: list[Any] = []
+    for i in range(1, n + 1):
+        word = ("Fizz" if i % p["a"] == 0 else "") + ("Buzz" if i % p["b"] == 0 else "")
+        out.append(word or i)
+    return out
+
+
+def _caesar(p: Params, text: str) -> str:
+    return "".join(chr((ord(c) - 97 + p["shift"]) % 26 + 97) for c in text)
+
+
+SPECS = (
+    Spec("scale_clip", "multiply each number by `k`, then clip it to [`lo`, `hi`]",
+         {"k": lambda d: d.int(2, 9), "lo": lambda d: d.int(-50, -1), "hi": lambda d: d.int(10, 90)},
+         "def scale_clip(xs):\n    return [min(max(x * K, LO), HI) for x in xs]\n",
+         lambda p, xs: [min(max(x * p["k"], p["lo"]), p["hi"]) for x in xs], lambda d, p: _ints(d, -20, 20)),
+    Spec("caesar", "shift every lower-case letter `shift` places forward in the alphabet",
+         {"shift": lambda d: d.int(1, 25)},
+         "def caesar(text):\n    return ''.join(chr((ord(c) - 97 + SHIFT) % 26 + 97) for c in text)\n",
+         _caesar, lambda d, p: _word(d)),
+    Spec("bucket", "round a whole number down to a multiple of `width`",
+         {"width": lambda d: d.int(3, 50)},
+         "def bucket(x):\n    return x // WIDTH * WIDTH\n",
+         lambda p, x: x // p["width"] * p["width"], lambda d, p: d.int(-500, 500)),
+    Spec("fizzbuzz", "list 1..n, with multiples of `a` as Fizz, of `b` as Buzz, of both as FizzBuzz",
+         {"a": lambda d: d.int(2, 4), "b": lambda d: d.int(5, 7)},
+         "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
+         "        word = ('Fizz' if i % A == 0 else '') + ('Buzz' if i % B == 0 else '')\n"
+         "        out.append(word or i)\n    return out\n",
+         _fizz, lambda d, p: d.int(5, 30)),
+    Spec("weighted_sum", "the sum of three numbers weighted by `w1`, `w2`, `w3`",
+         {"w1": lambda d: d.int(-5, 9), "w2": lambda d: d.int(-5, 9), "w3": lambda d: d.int(-5, 9)},
+         "def weighted_sum(xs):\n    return sum(w * x for w, x in zip((W1, W2, W3), xs))\n",
+         lambda p, xs: p["w1"] * xs[0] + p["w2"] * xs[1] + p["w3"] * xs[2], lambda d, p: _ints(d, -30, 30, 3, 3)),
+    Spec("rotate", "rotate a non-empty list left by `r` places",
+         {"r": lambda d: d.int(1, 9)},
+         "def rotate(xs):\n    k = R % len(xs)\n    return xs[k:] + xs[:k]\n",
+         lambda p, xs: xs[p["r"] % len(xs):] + xs[: p["r"] % len(xs)], lambda d, p: _ints(d, 0, 99)),
+    Spec("tax", "tax in cents: `rate` percent of the amount (rounded down) when it exceeds `free`, else 0",
+         {"rate": lambda d: d.int(5, 30), "free": lambda d: d.int(100, 1000)},
+         "def tax(amount):\n    return amount * RATE // 100 if amount > FREE else 0\n",
+         lambda p, a: a * p["rate"] // 100 if a > p["free"] else 0, lambda d, p: d.int(0, 3000)),
+    Spec("pad_id", "`prefix` followed by the number zero-padded to `width` digits",
+         {"prefix": lambda d: "".join(d.choice(string.ascii_uppercase) for _ in range(3)), "width": lambda d: d.int(4, 8)},
+         "def pad_id(n):\n    return PREFIX + str(n).zfill(WIDTH)\n",
+         lambda p, n: p["prefix"] + str(n).zfill(p["width"]), lambda d, p: d.int(0, 99_999)),
+    Spec("window_max", "the maximum of every window of `w` consecutive numbers",
+         {"w": lambda d: d.int(2, 4)},
+         "def window_max(xs):\n    return [max(xs[i:i + W]) for i in range(len(xs) - W + 1)]\n",
+         lambda p, xs: [max(xs[i:i + p["w"]]) for i in range(len(xs) - p["w"] + 1)],
+         lambda d, p: _ints(d, -50, 50, p["w"], 9)),
+    Spec("count_above", "how many numbers are greater than `limit`",
+         {"limit": lambda d: d.int(0, 100)},
+         "def count_above(xs):\n    return sum(1 for x in xs if x > LIMIT)\n",
+         lambda p, xs: sum(1 for x in xs if x > p["limit"]), lambda d, p: _ints(d, 0, 120, 0, 10)),
+)
+
+
+def _constants_template(spec: Spec) -> str:
+    lines = []
+    for name, drawn in spec.constants.items():
+        quoted = isinstance(drawn(Draw(0)), str)
+        lines.append(f'{name.upper()} = "{{{name}}}"' if quoted else f"{name.upper()} = {{{name}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _family(index: int, spec: Spec) -> Family:
+    def generate(draw: Draw) -> tuple[dict[str, Any], dict[str, Any]]:
+        params = {name: drawn(draw) for name, drawn in spec.constants.items()}
+        cases = []
+        for _ in range(_CASES):
+            argument = spec.argument(draw, params)
+            cases.append({"args": [argument], "kwargs": {}, "expected": spec.model(params, argument)})
+        return params, {"entry_point": spec.entry, "cases": cases}
+
+    steps = [
+        step("constants", "text_transform", op="template", text=_constants_template(spec),
+             values={name: ref(INPUT, name) for name in spec.constants}),
+        step("body", "text_transform", op="dedent", text=spec.body),
+        step("module", "text_transform", op="template", text="```python\n{constants}\n{body}```\n",
+             values={"constants": ref("constants", "text"), "body": ref("body", "text")}),
+        step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"),
+        step("smoke", "python_exec", code=f"{ref('code', 'artifacts', 'code')}\nprint({spec.entry}.__name__)\n"),
+        step("final", "text_transform", op="extract_code_block",
+             text=f"```python\n{ref('code', 'artifacts', 'code')}```\n# checked: {ref('smoke', 'text')}"),
+    ]
+    schema = {"type": "object", "required": list(spec.constants),
+              "properties": {name: {"type": "string" if isinstance(d(Draw(0)), str) else "integer"}
+                             for name, d in spec.constants.items()}}
+    description = (
+        f"Write a Python function `{spec.entry}` that does this: {spec.wording}. The parameters are the "
+        f"task inputs; the function's body is given in the steps. Return the module as artifacts.code."
+    )
+    return make_family(index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0)
+
+
+def families(start: int) -> list[Family]:
+    return [_family(start + i, spec) for i, spec in enumerate(SPECS)]

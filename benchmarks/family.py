@@ -1,0 +1,86 @@
+"""A task family: the package a miner sees, and the generator only validators run.
+
+The package carries a description, the inputs' JSON Schema, a public ``example``
+instance, step hints that read the inputs through ``${input.*}``, constraints and the
+subnets on offer. The generator turns a seed into an :class:`Instance`: input values
+and the reference those values call for. A plan is scored on an instance it never saw,
+so it has to run the inputs through the tools; an answer worked out from the example
+is wrong on nearly every other instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.synapse import Constraints, TaskPackage
+from protocol.task import Task
+
+from .seed import EXAMPLE_SECRET, Draw, instance_seed
+
+__all__ = ["SYNTHETIC_TIGHTEN", "Family", "Generator", "Instance"]
+
+Generator = Callable[[Draw], tuple[dict[str, Any], dict[str, Any]]]
+"""``draw -> (input values, reference)``; plain Python, independent of the tools."""
+
+SYNTHETIC_TIGHTEN = 0.8
+"""A synthetic variant keeps this fraction of the family's budget and latency."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One drawn instance: what ``${input.*}`` binds to and what scoring compares with."""
+
+    seed: int
+    inputs: dict[str, Any]
+    reference: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """``package`` is what miners see (its ``example`` included); ``generate`` stays here."""
+
+    package: TaskPackage
+    generate: Generator
+
+    @property
+    def task_id(self) -> str:
+        return self.package.task_id
+
+    @property
+    def task_type(self) -> str:
+        return self.package.task_type
+
+    def instance(self, seed: int) -> Instance:
+        inputs, reference = self.generate(Draw(seed))
+        return Instance(seed, inputs, reference)
+
+    def draw(self, secret: bytes, block: int) -> Instance:
+        """The instance a validator with ``secret`` executes at ``block``."""
+        return self.instance(instance_seed(secret, block, self.task_id))
+
+    def example(self) -> Instance:
+        """The public instance shown in the package."""
+        return self.draw(EXAMPLE_SECRET, 0)
+
+    def task(self, instance: Instance) -> Task:
+        """The package with ``instance``: what the validator executes and scores."""
+        return Task.model_validate({
+            **self.package.model_dump(), "reference": instance.reference,
+            "instance_inputs": instance.inputs, "seed": instance.seed,
+        })
+
+    def synthetic(self, seed: int) -> Family:
+        """A variant a miner cannot look up by id: ``syn_<8 hex>``, budget and latency
+        tightened by :data:`SYNTHETIC_TIGHTEN`. Its instances are drawn fresh like any other."""
+        tag = hashlib.sha256(f"{self.task_id}:{seed}".encode()).hexdigest()[:8]
+        limits = self.package.constraints
+        constraints = Constraints(
+            max_budget_tao=None if limits.max_budget_tao is None else limits.max_budget_tao * SYNTHETIC_TIGHTEN,
+            max_latency_seconds=limits.max_latency_seconds * SYNTHETIC_TIGHTEN,
+            allowed_subnets=limits.allowed_subnets,
+        )
+        package = self.package.model_copy(update={"task_id": f"syn_{tag}", "constraints": constraints}, deep=True)
+        return Family(package, self.generate)

@@ -1,0 +1,77 @@
+"""Seeds and the deterministic choices a family's generator makes from one.
+
+A validator draws each execution's instance from ``instance_seed(secret, block,
+task_id)``: it can replay and audit its own scores, and two validators given the same
+seed make the same instance. :class:`Draw` is sha256 in counter mode rather than
+:mod:`random`, whose ``shuffle`` and ``sample`` algorithms are not promised to stay
+the same across Python versions; an instance must be bit-identical everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TypeVar
+
+__all__ = ["EXAMPLE_SECRET", "Draw", "instance_seed"]
+
+T = TypeVar("T")
+
+EXAMPLE_SECRET = b"dagnet public example"
+"""The secret of the public example instance every package shows (block 0)."""
+
+_SEED_BYTES = 8
+
+
+def instance_seed(secret: bytes, block: int, task_id: str) -> int:
+    """A 64-bit seed from the validator's secret, the block and the task id."""
+    digest = hashlib.sha256(b"dagnet/instance\0" + secret + b"\0" + str(block).encode() + b"\0" + task_id.encode())
+    return int.from_bytes(digest.digest()[:_SEED_BYTES], "big")
+
+
+class Draw:
+    """Choices drawn from a seed: the same seed gives the same sequence on every machine."""
+
+    __slots__ = ("_key", "_counter")
+
+    def __init__(self, seed: int) -> None:
+        self._key = (seed % 2 ** (8 * _SEED_BYTES)).to_bytes(_SEED_BYTES, "big")
+        self._counter = 0
+
+    def _next(self) -> int:
+        block = hashlib.sha256(self._key + self._counter.to_bytes(8, "big")).digest()
+        self._counter += 1
+        return int.from_bytes(block[:_SEED_BYTES], "big")
+
+    def below(self, n: int) -> int:
+        """A whole number in ``[0, n)``, without modulo bias (rejection sampling)."""
+        if n <= 0:
+            raise ValueError("below() needs n > 0")
+        limit = 2 ** (8 * _SEED_BYTES) // n * n
+        while True:
+            value = self._next()
+            if value < limit:
+                return value % n
+
+    def int(self, low: int, high: int) -> int:
+        """A whole number in ``[low, high]``."""
+        return low + self.below(high - low + 1)
+
+    def money(self, low: float, high: float) -> float:
+        """A price in ``[low, high]`` with two decimals."""
+        return self.int(round(low * 100), round(high * 100)) / 100
+
+    def choice(self, items: Sequence[T]) -> T:
+        return items[self.below(len(items))]
+
+    def sample(self, items: Sequence[T], k: int) -> list[T]:
+        """``k`` distinct items, in drawn order."""
+        return self.shuffled(items)[:k]
+
+    def shuffled(self, items: Sequence[T]) -> list[T]:
+        """A new list: ``items`` in a drawn order (Fisher–Yates)."""
+        out = list(items)
+        for i in range(len(out) - 1, 0, -1):
+            j = self.below(i + 1)
+            out[i], out[j] = out[j], out[i]
+        return out

@@ -1,0 +1,107 @@
+"""One path from a plan to its score: bind the instance's inputs, execute under the
+budget ceiling and the deadline, score.
+
+``dagnet run --task``, the validation step and ``dagnet bench tasks`` all go through
+here, so a plan scores the same wherever it runs.
+
+Budget: every node is priced at the larger of its declared ``estimated_cost`` and what
+the validator expects its subnet to charge (``avg_cost × top_k``). Those prices are the
+in-flight reservations, and ``1.5 ×`` their sum (or the declared total, if larger) caps
+the ceiling below ``max_budget_tao``. A plan that declares estimates of 0 is priced at
+the validator's prices, so it can never spend more than ``max_budget_tao`` plus what its
+nodes already in flight at the crossing cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.plan import WorkflowPlan
+from protocol.runner import NodeRunner
+from protocol.synapse import TaskPackage
+from protocol.task import Task
+from protocol.validation import PlanCheck
+from scoring.composite import Score, invalid_score
+from scoring.evaluate import score_run
+
+from .executor import Event, Execution, ExecutorConfig, budget_ceiling, execute
+
+__all__ = ["DEADLINE_FACTOR", "Evaluation", "evaluate", "expected_prices", "run_task", "score_execution"]
+
+DEADLINE_FACTOR = 2.0
+"""The global deadline is this many times the task's ``max_latency_seconds``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    execution: Execution
+    score: Score
+
+
+def expected_prices(package: TaskPackage) -> dict[str, float]:
+    """What the validator expects one node on each subnet to cost: ``avg_cost × top_k``."""
+    return {subnet: info.avg_cost * package.route(subnet).top_k for subnet, info in package.available_tools.items()}
+
+
+def ceiling(package: TaskPackage, plan: WorkflowPlan, total_estimated_cost: float | None) -> float | None:
+    """``min(max_budget_tao, 1.5 × estimate)``, the estimate priced node by node at no
+    less than the validator's own prices."""
+    prices = expected_prices(package)
+    priced = sum(max(node.estimated_cost, prices.get(node.subnet, 0.0)) for node in plan.nodes)
+    return budget_ceiling(package.constraints.max_budget_tao, max(total_estimated_cost or 0.0, priced))
+
+
+async def run_task(
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    task: Task,
+    runner: NodeRunner,
+    *,
+    total_estimated_cost: float | None,
+    config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[Event], None] | None = None,
+) -> Execution:
+    """Execute ``plan`` on ``task``'s instance under the validator's budget and deadline."""
+    return await execute(
+        plan, runner,
+        task_id=task.task_id,
+        budget_ceiling=ceiling(task, plan, total_estimated_cost),
+        deadline_s=DEADLINE_FACTOR * task.constraints.max_latency_seconds,
+        config=config, check=check, limits=limits, on_event=on_event,
+        inputs=task.instance_inputs, prices=expected_prices(task),
+    )
+
+
+def score_execution(task: Task, check: PlanCheck, execution: Execution) -> Score:
+    """The execution's score; an invalid plan scores 0 with its errors as the reason.
+
+    Blocking: judging ``code`` waits on sandboxed processes. Async callers run it in a
+    worker thread (:func:`evaluate` does).
+    """
+    if not check.runnable:
+        return invalid_score("; ".join(check.errors) or "invalid plan")
+    return score_run(task, metrics=execution.metrics, final_output=execution.final_output)
+
+
+async def evaluate(
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    task: Task,
+    runner: NodeRunner,
+    *,
+    total_estimated_cost: float | None,
+    config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[Event], None] | None = None,
+) -> Evaluation:
+    """Execute and score ``plan`` on ``task``'s drawn instance."""
+    execution = await run_task(
+        plan, check, task, runner, total_estimated_cost=total_estimated_cost, config=config, limits=limits,
+        on_event=on_event,
+    )
+    score = await asyncio.to_thread(score_execution, task, check, execution)
+    return Evaluation(execution, score)
