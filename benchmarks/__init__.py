@@ -15,10 +15,12 @@ from __future__ import annotations
 import functools
 
 from . import agent_families, code_families, data_families, rag_families
-from .family import Family, Instance
-from .seed import Draw, instance_seed
+from protocol.task import Task
 
-__all__ = ["VERSION", "Draw", "Family", "Instance", "family", "instance_seed", "load_families"]
+from .family import Family, Instance
+from .seed import Draw
+
+__all__ = ["VERSION", "Draw", "Family", "FamilyTasks", "Instance", "family", "load_families"]
 
 VERSION = "v2"
 
@@ -38,3 +40,15 @@ def family(task_id: str) -> Family:
         if found.task_id == task_id:
             return found
     raise KeyError(f"no task family {task_id!r}; known: {', '.join(f.task_id for f in load_families())}")
+
+
+class FamilyTasks:
+    """The v2 families as a validator's task source: ``tasks()`` shows each family with
+    its public example, ``instance(task, seed)`` draws the hidden instance."""
+
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(f.task(f.example()) for f in load_families())
+
+    def instance(self, task: Task, seed: int) -> Task:
+        found = family(task.task_id)
+        return found.task(found.instance(seed))

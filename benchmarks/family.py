@@ -18,7 +18,7 @@ from typing import Any
 from protocol.synapse import Constraints, TaskPackage
 from protocol.task import Task
 
-from .seed import EXAMPLE_SECRET, Draw, instance_seed
+from .seed import EXAMPLE_SEED, Draw
 
 __all__ = ["SYNTHETIC_TIGHTEN", "Family", "Generator", "Instance"]
 
@@ -57,13 +57,9 @@ class Family:
         inputs, reference = self.generate(Draw(seed))
         return Instance(seed, inputs, reference)
 
-    def draw(self, secret: bytes, block: int) -> Instance:
-        """The instance a validator with ``secret`` executes at ``block``."""
-        return self.instance(instance_seed(secret, block, self.task_id))
-
     def example(self) -> Instance:
         """The public instance shown in the package."""
-        return self.draw(EXAMPLE_SECRET, 0)
+        return self.instance(EXAMPLE_SEED)
 
     def task(self, instance: Instance) -> Task:
         """The package with ``instance``: what the validator executes and scores."""

@@ -18,7 +18,7 @@ from protocol.actions import TOOL_TYPES
 from protocol.synapse import StepHint, TaskPackage
 
 from .family import Family, Generator
-from .seed import Draw, instance_seed
+from .seed import Draw, text_seed
 
 __all__ = ["make_family", "step"]
 
@@ -33,7 +33,6 @@ _NAMES = {
     "exec": ("sn2", "sn6", "sn17", "sn45"),
 }
 _SCENARIOS = ("pricey_first", "flaky_first", "cheap_first", "slow_first")
-_PROFILE_SECRET = b"dagnet family profile"
 
 
 def step(step_id: str, action: str, **params: Any) -> StepHint:
@@ -54,14 +53,14 @@ def make_family(
     quality_criteria: dict[str, Any] | None = None,
 ) -> Family:
     """A family whose profile follows scenario ``index mod 4``; the example is its public instance."""
-    draw = Draw(instance_seed(_PROFILE_SECRET, index, task_id))
+    draw = Draw(text_seed(f"dagnet family profile:{index}:{task_id}"))
     kinds = list(dict.fromkeys(s.kind for s in steps))
     tools = _subnets(kinds, _SCENARIOS[index % len(_SCENARIOS)], draw, flaky_kind=kinds[index % len(kinds)])
     barred = {_cheapest_later(tools, kinds[0])} if index % 5 == 2 else set()
     allowed = [name for name in tools if name not in barred]
     routing = _routing(index, kinds)
     budget = _r(_naive_cost(tools, allowed, steps, routing) * (1.3 + draw.below(500) / 1000))
-    latency = round(_naive_latency(tools, allowed, steps) * (1.2 + draw.below(300) / 1000) + extra_latency, 2)
+    latency = round(_naive_latency(tools, allowed, steps) * (1.6 + draw.below(400) / 1000) + extra_latency, 2)
     package = TaskPackage(
         task_id=task_id,
         task_type=task_type,

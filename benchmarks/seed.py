@@ -1,10 +1,11 @@
-"""Seeds and the deterministic choices a family's generator makes from one.
+"""The deterministic choices a family's generator makes from a seed.
 
-A validator draws each execution's instance from ``instance_seed(secret, block,
-task_id)``: it can replay and audit its own scores, and two validators given the same
-seed make the same instance. :class:`Draw` is sha256 in counter mode rather than
-:mod:`random`, whose ``shuffle`` and ``sample`` algorithms are not promised to stay
-the same across Python versions; an instance must be bit-identical everywhere.
+A validator draws each execution's instance from a seed made of its secret, the block
+and the task (``validator.loop.instance_seed``): it can replay and audit its own
+scores, and two validators given the same seed make the same instance. :class:`Draw`
+is sha256 in counter mode rather than :mod:`random`, whose ``shuffle`` and ``sample``
+algorithms are not promised to stay the same across Python versions; an instance must
+be bit-identical everywhere.
 """
 
 from __future__ import annotations
@@ -13,20 +14,19 @@ import hashlib
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["EXAMPLE_SECRET", "Draw", "instance_seed"]
+__all__ = ["EXAMPLE_SEED", "Draw", "text_seed"]
 
 T = TypeVar("T")
 
-EXAMPLE_SECRET = b"dagnet public example"
-"""The secret of the public example instance every package shows (block 0)."""
+EXAMPLE_SEED = 0
+"""The seed of the public example instance every package shows."""
 
 _SEED_BYTES = 8
 
 
-def instance_seed(secret: bytes, block: int, task_id: str) -> int:
-    """A 64-bit seed from the validator's secret, the block and the task id."""
-    digest = hashlib.sha256(b"dagnet/instance\0" + secret + b"\0" + str(block).encode() + b"\0" + task_id.encode())
-    return int.from_bytes(digest.digest()[:_SEED_BYTES], "big")
+def text_seed(text: str) -> int:
+    """A seed named by a text (a family's fixed profile is drawn from its id)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:_SEED_BYTES], "big")
 
 
 class Draw:

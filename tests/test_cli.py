@@ -151,3 +151,34 @@ def test_task_set_without_task_id_is_a_clear_error(cli):
     result = cli("run", EXAMPLES / "seed004_ages.json", "--task", TASKSET)
     assert result.exit_code == 2
     assert "--task-id" in result.stderr
+
+
+def test_a_task_family_runs_on_a_drawn_instance_and_rescores_from_the_reports_seed(cli, tmp_path):
+    made = cli("plan", "make", "dt_weather", "--strategy", "good")
+    assert made.exit_code == 0, made.output
+    plan_path = tmp_path / "response.json"
+    plan_path.write_text(made.stdout)
+    run = cli("run", plan_path, "--task", "dt_weather", "--seed", "17", "--json")
+    assert run.exit_code == 0, run.output
+    report = _json(run)
+    assert report["score"]["output_quality"] == 1.0
+    assert (report["task_id"], report["seed"]) == ("dt_weather", 17)
+    report_path = tmp_path / "report.json"
+    report_path.write_text(run.stdout)
+    assert _json(cli("score", report_path, "--task", "dt_weather", "--json")) == report["score"]
+    other = _json(cli("score", report_path, "--task", "dt_weather", "--seed", "18", "--json"))
+    assert other["output_quality"] < 1.0  # another instance wants another answer
+
+
+def test_each_family_run_draws_a_fresh_instance_and_prints_its_seed(cli, tmp_path):
+    plan_path = tmp_path / "response.json"
+    plan_path.write_text(cli("plan", "make", "dt_weather", "--strategy", "naive").stdout)
+    seeds = {_json(cli("run", plan_path, "--task", "dt_weather", "--json"))["seed"] for _ in range(2)}
+    assert len(seeds) == 2
+    assert "task dt_weather, instance seed 5" in cli("run", plan_path, "--task", "dt_weather", "--seed", "5").stdout
+
+
+def test_an_unknown_task_family_is_a_clear_error(cli):
+    result = cli("run", EXAMPLES / "seed004_ages.json", "--task", "no_such_family")
+    assert result.exit_code == 2
+    assert "no task family 'no_such_family'" in result.stderr

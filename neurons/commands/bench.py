@@ -46,19 +46,14 @@ def bench_network(
 
 @bench_app.command("tasks")
 def bench_tasks(
-    taskset: Optional[Path] = typer.Option(
-        None, "--set", metavar="TASKSET", help="Task set to run.  [default: benchmarks/v1.json]"
-    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Draw every family's instance from this seed."),
     as_json: bool = JsonOpt,
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Tasks run at once."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Families run at once."),
 ) -> None:
-    """Score the good and the naive reference strategy on every benchmark task."""
-    from neurons.bench.tasks import DEFAULT_TASKSET, render_tasks_bench, run_tasks_bench
+    """Good vs naive vs naive-with-retries on every v2 task family, and the weights each gets."""
+    from neurons.bench.tasks import render_tasks_bench, run_tasks_bench
 
-    try:
-        result = asyncio.run(run_tasks_bench(taskset or DEFAULT_TASKSET, concurrency=concurrency))
-    except InputError as exc:
-        fail(str(exc))
+    result = asyncio.run(run_tasks_bench(seed=seed, concurrency=concurrency))
     print_json(result) if as_json else render_tasks_bench(result, Console())
 
 

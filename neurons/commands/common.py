@@ -41,7 +41,10 @@ def plan_argument() -> Any:
 
 
 def task_option(help: str) -> Any:
-    return typer.Option(None, "--task", metavar="TASK", help=f"{help}  [default: none]")
+    return typer.Option(
+        None, "--task", metavar="TASK",
+        help=f"{help} TASK is a v2 task family id (dagnet bench tasks lists them) or a task file.  [default: none]",
+    )
 
 
 def error(message: str) -> None:
@@ -78,10 +81,17 @@ def finite(value: Any) -> Any:
     return value
 
 
-def load_inputs(plan: Path, task: Path | None, task_id: str | None) -> tuple[PlanDocument, Task | None]:
+SeedOpt = typer.Option(
+    None, "--seed", min=0, help="Draw the task family's instance from this seed.  [default: a fresh one, printed]"
+)
+
+
+def load_inputs(
+    plan: Path, task: Path | None, task_id: str | None, seed: int | None = None
+) -> tuple[PlanDocument, Task | None]:
     """The plan document and the optional task, or :func:`fail` saying why not."""
     try:
-        return load_plan(plan), load_task(task, task_id) if task else None
+        return load_plan(plan), load_task(task, task_id, seed) if task else None
     except InputError as exc:
         fail(str(exc))
 

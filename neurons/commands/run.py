@@ -12,7 +12,8 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    EXIT_INVALID, JsonOpt, MaxNodesOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
+    EXIT_INVALID, JsonOpt, MaxNodesOpt, SeedOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json,
+    task_option,
 )
 from neurons.localrun import limits_for, run_document
 
@@ -29,6 +30,7 @@ def run(
         "Run against this task (or task set, with --task-id): its prices, delays and limits, and add a score."
     ),
     task_id: Optional[str] = TaskIdOpt,
+    seed: Optional[int] = SeedOpt,
     as_json: bool = JsonOpt,
     max_nodes: Optional[int] = MaxNodesOpt,
     events: bool = typer.Option(
@@ -43,14 +45,15 @@ def run(
 ) -> None:
     """Execute a plan on the local tool registry and print the run report.
 
-    Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
+    With a task family, the plan runs on a hidden instance drawn afresh each run (its
+    seed is printed; --seed replays it) and is scored as a validator scores it. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from validator.report import render_report
     from validator.runpage import render_run_page
     from validator.trace import RunTrace
 
-    document, loaded_task = load_inputs(plan, task, task_id)
+    document, loaded_task = load_inputs(plan, task, task_id, seed)
     page = _open_for_writing(html_out) if html_out is not None else None
     trace = RunTrace(_print_json_line if events else None)
     report = asyncio.run(run_document(document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace))
@@ -62,7 +65,10 @@ def run(
     elif as_json:
         print_json(report)
     else:
-        render_report(report, Console())
+        console = Console()
+        if loaded_task is not None and loaded_task.seed is not None:
+            console.print(f"task {loaded_task.task_id}, instance seed {loaded_task.seed}")
+        render_report(report, console)
     for finding in report.get("errors", []):
         error(finding)
     raise typer.Exit(code=exit_code(report["status"]))

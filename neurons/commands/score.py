@@ -21,13 +21,22 @@ def score(
     report: Path = typer.Argument(..., metavar="REPORT", help="A run report saved from `dagnet run --json`."),
     task: Path = typer.Option(..., "--task", metavar="TASK", help="The task (or task set, with --task-id) to score against."),
     task_id: Optional[str] = TaskIdOpt,
+    seed: Optional[int] = typer.Option(
+        None, "--seed", min=0, help="A task family's instance seed.  [default: the report's seed]"
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Score a saved run report against a task offline, as a validator would."""
+    """Score a saved run report against a task offline, as a validator would.
+
+    For a task family the instance is the one the report ran on (its ``seed``)
+    unless --seed names another."""
     from validator.report import render_score
 
     try:
-        result = score_report(load_report(report), load_task(task, task_id))
+        saved = load_report(report)
+        if seed is None and isinstance(saved.get("seed"), int):
+            seed = saved["seed"]
+        result = score_report(saved, load_task(task, task_id, seed))
     except InputError as exc:
         fail(str(exc))
     if as_json:

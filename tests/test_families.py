@@ -1,0 +1,100 @@
+"""The v2 task families: well formed, reproducible from a seed, plannable, and hidden."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import jsonschema
+import pytest
+
+from benchmarks import FamilyTasks, family, load_families
+from benchmarks.seed import Draw
+from miner.planner import get_planner
+from miner.tools.registry import default_registry
+from miner.tools.base import ToolContext
+from protocol.dataref import find_refs
+from protocol.validation import check_plan_for
+
+FAMILIES = load_families()
+IDS = [f.task_id for f in FAMILIES]
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def test_forty_families_ten_of_each_type_with_unique_ids() -> None:
+    assert len(set(IDS)) == len(IDS) >= 40
+    assert Counter(f.task_type for f in FAMILIES) == {"data_transform": 10, "rag": 10, "agent": 10, "code": 10}
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=IDS)
+def test_instances_match_the_schema_and_the_example_is_the_public_instance(fam) -> None:
+    package = fam.package
+    jsonschema.Draft202012Validator.check_schema(package.inputs)
+    assert package.example == fam.example().inputs
+    for seed in (0, 1, 2**63 - 1):
+        jsonschema.validate(fam.instance(seed).inputs, package.inputs)
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=IDS)
+def test_one_seed_one_instance_bit_for_bit_and_other_seeds_differ(fam) -> None:
+    first, again = fam.instance(12345), fam.instance(12345)
+    assert _canonical([first.inputs, first.reference]) == _canonical([again.inputs, again.reference])
+    others = {_canonical([i.inputs, i.reference]) for i in map(fam.instance, range(1, 6))}
+    assert len(others) == 5 and _canonical([first.inputs, first.reference]) not in others
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=IDS)
+def test_steps_read_the_inputs_and_both_planners_plan_valid_plans(fam) -> None:
+    assert any(ref.is_input for step in fam.package.steps for ref in find_refs(step.params))
+    for strategy in ("good", "naive"):
+        proposal = get_planner(strategy).plan(fam.package)
+        check = check_plan_for(proposal.plan, fam.package)
+        assert check.valid, (strategy, check.errors, check.node_errors)
+
+
+def test_the_package_a_miner_sees_holds_no_instance_and_no_reference() -> None:
+    fam = family("rag_towns")
+    task = fam.task(fam.instance(99))
+    sent = task.package().model_dump()
+    assert {"reference", "instance_inputs", "seed"}.isdisjoint(sent)
+    assert _canonical(sent["example"]) != _canonical(task.instance_inputs)
+
+
+def test_the_validators_task_source_draws_instances_by_seed() -> None:
+    source = FamilyTasks()
+    tasks = source.tasks()
+    assert [t.task_id for t in tasks] == IDS
+    drawn = source.instance(tasks[0], 7)
+    assert drawn.seed == 7 and drawn.instance_inputs == FAMILIES[0].instance(7).inputs
+    assert drawn.reference == FAMILIES[0].instance(7).reference
+
+
+def test_synthetic_variant_is_opaque_tighter_and_draws_fresh_instances() -> None:
+    fam = family("dt_sales")
+    variant = fam.synthetic(42)
+    assert variant.task_id.startswith("syn_") and len(variant.task_id) == 12
+    assert variant.package.constraints.max_budget_tao < fam.package.constraints.max_budget_tao
+    assert variant.package.constraints.max_latency_seconds < fam.package.constraints.max_latency_seconds
+    assert variant.instance(3).inputs == fam.instance(3).inputs
+
+
+def test_draws_are_pinned_so_every_validator_makes_the_same_instances() -> None:
+    # sha256 in counter mode: a change here changes every validator's instances.
+    draw = Draw(2026)
+    assert [draw.below(1000) for _ in range(3)] == [530, 189, 313]
+    assert Draw(2026).shuffled(range(6)) == [3, 0, 2, 1, 5, 4]
+    assert family("dt_sales").instance(1).inputs["csv"].startswith("order,region,units\nS986,east,15\nS537,north,38\n")
+
+
+async def test_search_runs_over_the_documents_of_the_instance() -> None:
+    fam = family("rag_towns")
+    instance = fam.instance(5)
+    subject = instance.inputs["subjects"][0]
+    ctx = ToolContext("t", "n", 1, 5.0)
+    result = await default_registry().call(
+        "search", {"query": f"{subject} population residents", "documents": instance.inputs["documents"], "k": 1}, ctx
+    )
+    assert result.output.text in instance.reference["reference_answer"]
