@@ -36,11 +36,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from protocol.dataref import CompiledParams, MissingField
+from protocol.dataref import INPUT, CompiledParams, MissingField
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metrics import RunMetrics
 from protocol.output import NodeOutput
@@ -146,11 +146,16 @@ async def execute(
     check: PlanCheck | None = None,
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[Event], None] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> Execution:
     """Execute ``plan`` with ``runner``; never raises for anything the plan or runner does.
 
     ``check`` is ``check_plan(plan, limits=limits)`` when not given (pass your own to
     apply ``allowed_subnets``). ``deadline_s`` counts from the first dispatch.
+    ``inputs`` are the task instance's values that ``${input.*}`` refs read.
+    ``prices`` (subnet -> expected cost of one node) set a floor under each node's
+    declared estimate, which is what a dispatched node reserves against the ceiling.
     ``on_event`` is called synchronously for every transition and must not raise.
     Cancelling the caller cancels every attempt in flight and leaves no task behind.
     """
@@ -158,9 +163,10 @@ async def execute(
         check = check_plan(plan, limits=limits)
     if check.errors:
         return _invalid(plan, check, budget_ceiling)
-    nodes = _nodes(plan, check, config)
+    nodes = _nodes(plan, check, config, prices or {})
     budget = _Budget(budget_ceiling) if budget_ceiling is not None else None
     run = _Run(plan, check, nodes, runner, task_id, budget, config, on_event, limits.max_params_bytes)
+    run.flow.outputs[INPUT] = dict(inputs or {})
     await run.run(deadline_s)
     return _execution(plan, check, nodes, run, budget_ceiling)
 
@@ -209,13 +215,13 @@ class _Node:
         )
 
 
-def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig) -> list[_Node]:
+def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices: Mapping[str, float]) -> list[_Node]:
     """One :class:`_Node` per plan node, in plan order, with its retry policy and refs."""
     graph = check.graph
     assert graph is not None  # a check without errors always has its graph
     timeout = config.default_timeout_s
     nodes = [
-        _Node(i, spec.id, spec.subnet, spec.action, spec.estimated_cost, timeout)
+        _Node(i, spec.id, spec.subnet, spec.action, max(spec.estimated_cost, prices.get(spec.subnet, 0.0)), timeout)
         for i, spec in enumerate(plan.nodes)
     ]
     for node_id, policy in plan.error_handling.items():
@@ -226,8 +232,8 @@ def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig) -> list
         compiled = check.compiled.get(node.id)
         if compiled is None:
             continue  # statically blocked
-        if compiled.refs:
-            sources = dict.fromkeys(graph.index[ref.node_id] for ref in compiled.refs)
+        if compiled.refs:  # resolved at dispatch, inputs included
+            sources = dict.fromkeys(graph.index[ref.node_id] for ref in compiled.refs if not ref.is_input)
             node.sources = tuple(nodes[i] for i in sources)
         else:
             node.params = compiled.resolve(_NO_OUTPUTS)
@@ -287,7 +293,7 @@ class _DataFlow:
     __slots__ = ("outputs", "_compiled", "_max_params", "_sizes")
 
     def __init__(self, compiled: dict[str, CompiledParams], max_params_bytes: int) -> None:
-        self.outputs: dict[str, dict] = {}  # node id -> NodeOutput.as_dict()
+        self.outputs: dict[str, dict] = {}  # node id -> NodeOutput.as_dict(); INPUT -> the inputs
         self._compiled = compiled
         self._max_params = max_params_bytes
         self._sizes: dict[tuple[str, bool], int] = {}  # JSON size per referenced value, measured once
@@ -592,7 +598,7 @@ class _Run:
                     self._abort_budget()
                     return
                 node = nodes[i]
-                reason = flow.block_reason(node) if node.sources else None
+                reason = flow.block_reason(node) if node.params is None else None
                 if reason is None:
                     self._dispatch(node)
                 else:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
-from neurons.commands.common import JsonOpt, fail, print_json
-from neurons.files import InputError
+from neurons.commands.common import JsonOpt, print_json
 
 bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
 
