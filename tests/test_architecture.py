@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "validator", "miner", "neurons"}
+OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "validator", "miner", "neurons", "benchmarks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": set(),
     "storage": set(),
+    "benchmarks": {"protocol"},
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
     "validator": {"protocol", "scoring", "sandbox", "storage", "chain"},

@@ -181,7 +181,7 @@ async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path
 async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch, sabotage: str) -> None:
     async with _loop(tmp_path) as (loop, chain):
         if sabotage == "scorer":
-            monkeypatch.setattr("validator.step.score_run", _boom)
+            monkeypatch.setattr("validator.step.score_execution", _boom)
         else:
             monkeypatch.setattr(loop.state, "settle_step", _boom)
         summary = await loop.step(chain.head)
