@@ -26,7 +26,7 @@ from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
 from validator.evaluate import DEADLINE_FACTOR, evaluate
-from validator.executor import Event, ExecutorConfig, execute
+from validator.executor import Event, ExecutorConfig, budget_ceiling, execute
 from validator.report import run_report
 
 DEFAULT_MAX_LATENCY_S = 60.0
@@ -135,22 +135,25 @@ async def run_document(
 
     With a task, the plan runs on the task's drawn instance exactly as a validator
     runs it (:func:`validator.evaluate.evaluate`) and the report gains ``score``,
-    ``task_id`` and ``seed``. Without one, it runs with no budget ceiling.
+    ``task_id`` and ``seed``. Without one, its ceiling is 1.5 × its declared estimate.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
     """
     check = check_document(document, task=task, limits=limits)
+    estimate = document.total_estimated_cost
+    if estimate is None:
+        estimate = document.plan.estimated_cost()
     if task is None:
         execution = await execute(
-            document.plan, LocalRunner(default_registry()), task_id="local", budget_ceiling=None,
+            document.plan, LocalRunner(default_registry()), task_id="local",
+            budget_ceiling=budget_ceiling(None, estimate),
             deadline_s=DEADLINE_FACTOR * DEFAULT_MAX_LATENCY_S, config=config, check=check, limits=limits,
             on_event=on_event,
         )
         return run_report(execution)
     runner = LocalRunner(default_registry(), subnets=task.available_tools or None)
-    estimate = document.total_estimated_cost
     evaluation = await evaluate(
         document.plan, check, task, runner,
-        total_estimated_cost=document.plan.estimated_cost() if estimate is None else estimate,
+        total_estimated_cost=estimate,
         config=config, limits=limits, on_event=on_event,
     )
     report = run_report(evaluation.execution, score=evaluation.score.model_dump())
