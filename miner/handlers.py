@@ -18,7 +18,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from protocol.errors import format_validation_error
-from protocol.metagraph import MetagraphSnapshot
 from protocol.routes import error_body
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse
@@ -27,6 +26,7 @@ from .asgi import BODY
 from .metagraph import MetagraphSource
 from .metrics import MinerMetrics
 from .planner.base import Planner, PlanningError
+from .readiness import readiness
 from .tools.runner import LocalRunner
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -63,11 +63,6 @@ class MinerEndpoints:
         self.metrics = metrics
         self.version = dagnet_version()
 
-    def own_uid(self, snapshot: MetagraphSnapshot | None) -> int | None:
-        """This miner's uid in ``snapshot``; ``None`` when unsynced or unregistered."""
-        neuron = snapshot.by_hotkey(self.hotkey) if snapshot is not None else None
-        return None if neuron is None else neuron.uid
-
     async def workflow(self, request: Request) -> Response:
         """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
 
@@ -77,14 +72,14 @@ class MinerEndpoints:
         synapse = await _parse(request, WorkflowSynapse)
         if isinstance(synapse, Response):
             return synapse
-        uid = self.own_uid(self.metagraph.snapshot())
-        if uid is None:
-            return _error(503, "miner_not_registered", f"this miner ({self.hotkey}) is not in the metagraph")
+        state = readiness(self.metagraph.snapshot(), self.hotkey, self.metagraph.problem())
+        if not state.ready:
+            return _error(503, "miner_not_registered", f"this miner is not ready: {state.reason}")
         try:
             proposal = self.planner.plan(synapse)
         except PlanningError as exc:
             return _error(422, "unplannable", f"cannot plan this task: {exc}")
-        answer = proposal.answer(synapse, uid)
+        answer = proposal.answer(synapse, state.uid)
         return _json(answer.model_dump_json(by_alias=True, exclude_none=True))
 
     async def node(self, request: Request) -> Response:
@@ -121,19 +116,21 @@ class MinerEndpoints:
         return result, ("success" if result.output is not None else "error")
 
     async def health(self, request: Request) -> Response:
-        """``GET /health``: liveness, who this miner is, and whether it is synced."""
+        """``GET /health``: who this miner is and whether it is ready; 503 with the reason when not."""
         snapshot = self.metagraph.snapshot()
+        state = readiness(snapshot, self.hotkey, self.metagraph.problem())
         payload = {
-            "status": "ok",
+            "status": "ok" if state.ready else "not_ready",
+            "reason": state.reason,
             "version": self.version,
             "hotkey": self.hotkey,
             "scoring_version": SCORING_VERSION,
-            "uid": self.own_uid(snapshot),
-            "registered": self.own_uid(snapshot) is not None,
+            "uid": state.uid,
+            "registered": state.uid is not None,
             "synced": snapshot is not None,
             "metagraph_block": snapshot.block if snapshot is not None else None,
         }
-        return _json(_dumps(payload))
+        return Response(content=_dumps(payload), status_code=200 if state.ready else 503, media_type=_JSON)
 
     async def prometheus(self, request: Request) -> Response:
         """``GET /metrics``: Prometheus text exposition."""

@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 class MetagraphSource(Protocol):
     def snapshot(self) -> MetagraphSnapshot | None: ...
 
+    def problem(self) -> str | None:
+        """Why the source has no usable snapshot right now, in one line; ``None`` when fine."""
+        ...
+
 
 class StaticMetagraph:
     """A snapshot held in memory; ``update`` swaps it atomically."""
@@ -33,6 +37,9 @@ class StaticMetagraph:
     def snapshot(self) -> MetagraphSnapshot | None:
         return self._snapshot
 
+    def problem(self) -> str | None:
+        return "no metagraph yet" if self._snapshot is None else None
+
     def update(self, snapshot: MetagraphSnapshot | None) -> None:
         self._snapshot = snapshot
 
@@ -42,24 +49,32 @@ class FileMetagraph:
 
     The file's mtime is checked at most once per ``check_interval_s``, so the
     per-request cost is a clock read. A file that is missing or invalid keeps
-    the previous snapshot (``None`` before the first good read) and is logged;
-    writers should replace the file atomically (write, then rename).
+    the previous snapshot (``None`` before the first good read); :meth:`problem`
+    says what is wrong, and each new problem is logged once after the first read.
+    Writers should replace the file atomically (write, then rename).
     """
 
     def __init__(self, path: Path, *, check_interval_s: float = 1.0) -> None:
         self._path = Path(path)
         self._interval = check_interval_s
         self._snapshot: MetagraphSnapshot | None = None
+        self._problem: str | None = None
         self._mtime_ns: int | None = None
         self._next_check = 0.0
-        self._reload()
+        self._reload()  # the first result is the caller's to report
 
     def snapshot(self) -> MetagraphSnapshot | None:
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + self._interval
+            problem = self._problem
             self._reload()
+            if self._problem is not None and self._problem != problem:
+                log.warning("%s", self._problem)
         return self._snapshot
+
+    def problem(self) -> str | None:
+        return self._problem
 
     def _reload(self) -> None:
         try:
@@ -68,8 +83,13 @@ class FileMetagraph:
                 return
             self._snapshot = snapshot_from_json(self._path.read_bytes())
             self._mtime_ns = mtime_ns
-        except (OSError, ValueError) as exc:
-            log.warning("metagraph file %s not loaded: %s", self._path, exc)
+            self._problem = None
+        except FileNotFoundError:
+            self._problem = f"metagraph file {self._path}: no such file"
+        except OSError as exc:
+            self._problem = f"metagraph file {self._path}: cannot read: {exc.strerror or exc}"
+        except ValueError as exc:
+            self._problem = f"metagraph file {self._path}: not valid: {exc}"
 
 
 def snapshot_to_dict(snapshot: MetagraphSnapshot) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import get_planner
+from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.tools.registry import default_registry
 from protocol.metagraph import Axon
@@ -192,14 +193,24 @@ def serve_miner(config: MinerProcessConfig) -> None:
         uv_config.app = functools.partial(build_miner_app, config)
     source = f"network={config.network or config.chain_endpoint}" if config.on_chain else f"metagraph={config.metagraph_file}"
     _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source}")
-    if config.metagraph_file is None and not config.on_chain:
-        log.warning("no --network or --metagraph-file: every signed request gets 503 until a metagraph is configured")
+    if not config.on_chain:  # a chain-fed metagraph syncs in the workers; /health reports it there
+        _report_readiness(config.metagraph(), hotkey)
     if not config.auth_enabled:
         log.warning("auth is OFF: anyone can call this miner (benchmarks only)")
     if settings.workers > 1:
         uvicorn.supervisors.Multiprocess(uv_config, sockets=[sock]).run()
     else:
         uvicorn.Server(uv_config).run(sockets=[sock])
+
+
+def _report_readiness(metagraph: MetagraphSource, hotkey: str) -> None:
+    """One line at start: registered as which uid, or why the miner is not ready."""
+    snapshot = metagraph.snapshot()
+    state = readiness(snapshot, hotkey, metagraph.problem())
+    if state.ready:
+        log.info("ready: uid %d on netuid %d", state.uid, snapshot.netuid)
+    else:
+        log.warning("not ready: %s; /health answers 503 until this is fixed", state.reason)
 
 
 def _announce(line: str) -> None:
