@@ -58,8 +58,6 @@ BAD_INPUTS = [
     (["score", "{list_json}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: expected a JSON object"),
     (["score", "{not_a_report}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: missing 'completion_ratio'"),
     (["score", "{not_a_report}"], "Missing option '--task'"),
-    (["bench", "tasks", "--set", "{missing}"], "missing.json: no such file"),
-    (["bench", "tasks", "--set", str(PLAN)], "not a task set"),
     (["plan", "check"], "Missing argument 'PLAN'"),
     (["run", str(PLAN), "--max-nodes", "0"], "Invalid value for '--max-nodes'"),
     (["run", "--bogus"], "No such option: --bogus"),
