@@ -70,6 +70,7 @@ def create_app(
     """
     hotkey = keypair.ss58_address
     metrics = MinerMetrics(actions=registry.names())
+    metrics.follow(metagraph.snapshot, hotkey)
     endpoints = MinerEndpoints(
         hotkey=hotkey,
         metagraph=metagraph,

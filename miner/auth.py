@@ -76,6 +76,7 @@ class BtAuthMiddleware:
     ) -> None:
         self.app = app
         self.metrics = metrics
+        metrics.declare_auth_failures(reason for _, reason in _REASONS)
         self._verify_kwargs = {
             "self_hotkey_ss58": hotkey,
             "max_age": window.max_age_s,

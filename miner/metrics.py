@@ -8,9 +8,11 @@ paths are counted as ``other`` and unknown actions as ``unknown``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from protocol.metagraph import MetagraphSnapshot
 
 from protocol.routes import PATHS
 
@@ -58,10 +60,32 @@ class MinerMetrics:
             ["action", "outcome"],
             registry=self.registry,
         )
+        self._chain_block = Gauge(
+            "dagnet_miner_chain_block", "The block of the metagraph this miner serves on (NaN before the first sync).",
+            registry=self.registry,
+        )
+        self._registered = Gauge(
+            "dagnet_miner_registered", "1 when this miner's hotkey is in its metagraph, 0 when not or not yet synced.",
+            registry=self.registry,
+        )
         # labels() takes a lock and hashes; the hot path reuses the children.
         self._request_children: dict[tuple[str, int], Counter] = {}
         self._latency_children: dict[str, Histogram] = {}
         self._node_children: dict[tuple[str, str], Counter] = {}
+
+    def follow(self, snapshot: Callable[[], MetagraphSnapshot | None], hotkey: str) -> None:
+        """Read the chain block and registration from ``snapshot()`` at each scrape."""
+
+        def block() -> float:
+            current = snapshot()
+            return float("nan") if current is None else float(current.block)
+
+        def registered() -> float:
+            current = snapshot()
+            return float(current is not None and current.by_hotkey(hotkey) is not None)
+
+        self._chain_block.set_function(block)
+        self._registered.set_function(registered)
 
     def observe_request(self, path: str, status: int, seconds: float) -> None:
         endpoint = path if path in PATHS else "other"
@@ -74,6 +98,11 @@ class MinerMetrics:
             histogram = self._latency_children[endpoint] = self._latency.labels(endpoint)
         counter.inc()
         histogram.observe(seconds)
+
+    def declare_auth_failures(self, reasons: Iterable[str]) -> None:
+        """Every reason the auth layer can give, at 0 from the start, so rates have data."""
+        for reason in reasons:
+            self._auth_failures.labels(reason)
 
     def auth_failure(self, reason: str) -> None:
         self._auth_failures.labels(reason).inc()

@@ -235,7 +235,9 @@ async def _run(
         "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
         "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
     ])
-    await processes.url_of("validator")
+    validator_url = await processes.url_of("validator")
+    _write_prometheus_targets(run_dir, {"validator": [validator_url], "provider": [provider_url],
+                                        "miner": [m.url for m in miners]})
 
     reached.start_block = reached.block = await watcher.block()
     if options.tempos is not None:
@@ -358,6 +360,16 @@ def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> 
     if live:
         console.print(render(reached))
     return reached
+
+
+def _write_prometheus_targets(run_dir: Path, urls: dict[str, list[str]]) -> None:
+    """``prometheus-targets.json``: every process's /metrics address for Prometheus's
+    ``file_sd_configs``, labelled by role (docs/observability.md)."""
+    groups = [{"targets": [url.removeprefix("http://") for url in role_urls], "labels": {"role": role}}
+              for role, role_urls in urls.items()]
+    staged = run_dir / "prometheus-targets.json.tmp"
+    staged.write_text(json.dumps(groups, indent=2))
+    staged.replace(run_dir / "prometheus-targets.json")  # Prometheus never reads half a file
 
 
 # -- the chain node child -----------------------------------------------------------

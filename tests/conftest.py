@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from support.miner import MinerUnderTest, running_miner
+from support.prometheus import prometheus  # noqa: F401  (a fixture, offered to every test)
 
 
 @pytest.fixture

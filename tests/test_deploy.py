@@ -6,27 +6,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
+import sys
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from support.prometheus import require
+
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 
 
-def _require(binary: str) -> str:
-    path = shutil.which(binary)
-    if path is None:
-        message = f"{binary!r} is not on PATH: install the Debian package (scripts/bootstrap does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 def _promtool(*args: str) -> None:
-    done = subprocess.run([_require("promtool"), *args], capture_output=True, text=True)
+    done = subprocess.run([require("promtool"), *args], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -66,3 +58,91 @@ def test_dashboard_panels_have_unique_ids_and_a_query_each() -> None:
         if panel["type"] != "row":
             assert panel["targets"] and all(t["expr"] for t in panel["targets"]), panel["title"]
             assert panel["datasource"]["uid"] == "prometheus"
+
+
+# -- docker-compose.yml: no Docker engine here, so the file is checked by docker-compose
+# itself and its commands are run without containers.
+
+ROOT = DEPLOY.parent
+_NETWORK_FLAG = "${DAGNET_NETWORK:-ws://subtensor:9944}"
+
+
+def _compose() -> dict:
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.mark.parametrize("profile", ["subtensor", "embedded"])
+def test_compose_file_is_valid_for_docker_compose(profile: str) -> None:
+    env = {**os.environ, "COMPOSE_PROFILES": profile}
+    if profile == "embedded":
+        env["DAGNET_NETWORK"] = "embedded:/data/chain.sqlite"
+    done = subprocess.run([require("docker-compose"), "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _dagnet_services() -> dict[str, list[str]]:
+    services = _compose()["services"]
+    return {name: [arg.replace(_NETWORK_FLAG, "embedded:/data/chain.sqlite") for arg in spec["command"]]
+            for name, spec in services.items() if isinstance(spec.get("command"), list)}
+
+
+def test_every_compose_command_is_one_the_cli_accepts() -> None:
+    import click
+    import typer
+
+    from neurons.cli import app
+
+    root = typer.main.get_command(app)
+    for name, args in _dagnet_services().items():
+        command, rest = root, list(args)
+        while isinstance(command, click.Group):
+            command = command.get_command(click.Context(command), rest.pop(0))
+            assert command is not None, f"{name}: unknown command in {args}"
+        command.make_context(name, rest)  # raises on any option the command does not take
+
+
+def test_every_health_check_asks_the_port_its_process_serves() -> None:
+    services = _compose()["services"]
+    for name, args in _dagnet_services().items():
+        port = args[args.index("--port") + 1]
+        assert services[name]["environment"]["DAGNET_HEALTH_PORT"] == port, name
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert "/health" in dockerfile and "DAGNET_HEALTH_PORT" in dockerfile
+
+
+def test_prometheus_scrapes_every_port_compose_serves_metrics_on() -> None:
+    scraped = (DEPLOY / "prometheus" / "prometheus.yml").read_text()
+    for name, args in _dagnet_services().items():
+        if args[0] in ("validator", "miner"):
+            assert f"net:{args[args.index('--port') + 1]}" in scraped, name
+
+
+def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
+    """The chain service's command and the bootstrap script, as the containers run them,
+    with /data in a temporary folder."""
+    data = tmp_path / "data"
+    data.mkdir()
+    chain_args = [arg.replace("/data", str(data)) for arg in _dagnet_services()["chain"]]
+    port = chain_args.index("--port") + 1
+    chain_args[port] = "0"  # a free port: tests never take fixed ones
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": f"embedded:{data}/chain.sqlite",
+           "DATA": str(data)}
+    chain = subprocess.Popen([sys.executable, "-m", "neurons", *chain_args], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in chain.stderr.readline()
+        done = subprocess.run(["sh", str(DEPLOY / "bootstrap.sh")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        status = subprocess.run([sys.executable, "-m", "neurons", "chain", "status", "--network", env["DAGNET_NETWORK"],
+                                 "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0, status.stderr
+        neurons = json.loads(status.stdout)["neurons"]
+        assert len(neurons) == 5 and max(n["stake"] for n in neurons) >= 1000
+        providers = json.loads((data / "providers.json").read_text())
+        assert providers[0]["url"] == "http://127.0.0.1:8094"
+    finally:
+        chain.terminate()
+        chain.wait(timeout=30)

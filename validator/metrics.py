@@ -18,6 +18,8 @@ from protocol.metagraph import MetagraphSnapshot
 PHASES = ("sync", "query", "execute", "score", "record", "weights", "step")
 EXECUTION_STATUSES = ("completed", "partial", "budget_abort", "invalid", "not_run")
 WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
+STEP_OUTCOMES = ("settled", "error")
+SANDBOX_OUTCOMES = ("ran", "unavailable", "not_run")
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 60.0)
 _TAO = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
@@ -81,12 +83,14 @@ class ValidatorMetrics:
         self.version_key = Gauge("dagnet_validator_version_key", "The scoring version published with weights.", registry=r)
         self._synced_at: float | None = None
         self.sync_age.set_function(self._sync_age)
-        for status in EXECUTION_STATUSES:
-            self.executions.labels(status)
-        for result in WEIGHTS_RESULTS:
-            self.weights_set.labels(result)
-        for kind in ("query", "node"):
-            self.timeouts.labels(kind)
+        # Every label value of a fixed vocabulary exists from the start, at 0, so a rate
+        # or an alert over it has data before the first event of that kind.
+        for counter, values in (
+            (self.steps, STEP_OUTCOMES), (self.executions, EXECUTION_STATUSES), (self.weights_set, WEIGHTS_RESULTS),
+            (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES),
+        ):
+            for value in values:
+                counter.labels(value)
 
     def synced(self, snapshot: MetagraphSnapshot) -> None:
         """A fresh metagraph: its block, and each serving miner's incentive and emission."""

@@ -39,6 +39,12 @@ WalletPathOpt = Annotated[
 ]
 
 
+DevKeyOpt = Annotated[
+    Optional[str],
+    typer.Option("--dev-key", help="A development key URI (//Alice) instead of a wallet: a local subtensor pre-funds these.  [default: none]"),
+]
+
+
 def network_of(network: str | None, endpoint: str | None) -> Network:
     try:
         return parse_network(network, endpoint)
@@ -46,9 +52,20 @@ def network_of(network: str | None, endpoint: str | None) -> Network:
         fail(str(exc))
 
 
-def load_wallet(name: str, hotkey: str, path: str | None) -> Any:
-    """A ``bt.Wallet`` whose hotkey is readable now: a missing key file is an input error."""
+def load_wallet(name: str, hotkey: str, path: str | None, dev_key: str | None = None) -> Any:
+    """A ``bt.Wallet`` whose hotkey is readable now: a missing key file is an input error.
+    With ``dev_key``, that key signs as both coldkey and hotkey instead."""
     import bittensor as bt
+
+    if dev_key is not None:
+        from bittensor.sp_core import Keypair
+
+        from neurons.keys import DevWallet
+
+        try:
+            return DevWallet(Keypair.create_from_uri(dev_key))
+        except Exception as exc:  # the SDK's own message says what is wrong with the URI
+            fail(f"--dev-key {dev_key}: {exc}")
 
     wallet = bt.Wallet(name, hotkey, **({"path": path} if path else {}))
     try:
