@@ -39,7 +39,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from neurons.bench import DEFAULT_TASKSET
+from neurons.localrun import SHIPPED_TASKS
 
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
 COLDKEY_URI = "//Alice"
@@ -60,7 +60,7 @@ class LocalnetOptions:
     block_time_s: float = 1.0
     tempo: int = 20
     weights_rate_limit: int = 5
-    tasks: Path = DEFAULT_TASKSET
+    tasks: Path = SHIPPED_TASKS
     run_dir: Path | None = None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from benchmarks import family
+from benchmarks import VERSION, FamilyTasks, family
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from neurons.files import InputError, read_json
@@ -62,8 +62,14 @@ def family_task(task_id: str, seed: int) -> Task:
     return found.task(found.instance(seed))
 
 
+SHIPPED_TASKS = Path(VERSION)
+"""``--tasks v2``: the shipped task families (each shown with its public example)."""
+
+
 def load_taskset(path: Path) -> list[Task]:
-    """Every task of a task-set file."""
+    """Every task of a task-set file, or of the shipped families for ``v2``."""
+    if path == SHIPPED_TASKS:
+        return list(FamilyTasks().tasks())
     doc = read_json(path)
     if not _is_taskset(doc):
         raise InputError(f"{path}: not a task set (no \"tasks\" list)")

@@ -24,9 +24,10 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from benchmarks import FamilyTasks
 from chain.base import Chain
 from neurons.keys import DevWallet
-from neurons.bench import DEFAULT_TASKSET
+from neurons.localrun import SHIPPED_TASKS
 from protocol.metagraph import Peer
 from protocol.task import TaskSet
 from validator.audit import replay
@@ -38,7 +39,7 @@ from validator.state import ValidatorState
 
 log = logging.getLogger("dagnet.validator")
 
-DEFAULT_TASKS = DEFAULT_TASKSET
+DEFAULT_TASKS = SHIPPED_TASKS
 
 
 class ValidatorProcessConfig(BaseModel):
@@ -97,6 +98,9 @@ class ValidatorProcessConfig(BaseModel):
 
 
 def load_tasks(path: Path) -> TaskSource:
+    """The shipped families (hidden instances drawn per step) for ``v2``, else a fixed task-set file."""
+    if path == SHIPPED_TASKS:
+        return FamilyTasks()
     return FixedTasks(TaskSet.model_validate_json(path.read_bytes()).tasks)
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from neurons.bench import DEFAULT_TASKSET
+from neurons.localrun import SHIPPED_TASKS
 from neurons.commands.common import describe, error, fail
 
 
@@ -44,7 +44,9 @@ def validator(
     ] = None,
     netuid: Annotated[int, typer.Option(help="Subnet uid.")] = 1,
     state: Annotated[Path, typer.Option(help="The validator's SQLite state file.")] = Path("validator.sqlite"),
-    tasks: Annotated[Path, typer.Option(help="Benchmark task set.")] = DEFAULT_TASKSET,
+    tasks: Annotated[
+        Path, typer.Option(help="v2 (the shipped task families, a hidden instance drawn each step) or a task-set file.")
+    ] = SHIPPED_TASKS,
     host: Annotated[str, typer.Option(help="Address of /health and /metrics.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of /health and /metrics; 0 picks a free one.")] = 9100,
     sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
