@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from protocol import strictjson
 
 __all__ = ["InputError", "read_json", "read_text"]
 
@@ -31,15 +32,9 @@ def read_json(path: Path) -> Any:
     """The JSON value in ``path``: strict JSON (``NaN`` and ``Infinity`` are not numbers)."""
     text = read_text(path)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:  # JSONDecodeError, and integers past the digit limit
+        return strictjson.loads(text)
+    except ValueError as exc:
         raise InputError(f"{path}: not valid JSON: {_one_line(str(exc))}") from None
-    except RecursionError:
-        raise InputError(f"{path}: not valid JSON: nested too deeply") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _one_line(text: str) -> str:

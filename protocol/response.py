@@ -7,12 +7,12 @@ when the plan executes and cost the miner completion instead.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from . import strictjson
 from .errors import format_validation_error
 from .limits import DEFAULT_LIMITS, Limits
 from .plan import WorkflowPlan
@@ -73,8 +73,8 @@ def _parse(raw: bytes, limits: Limits) -> tuple[dict[str, Any], WorkflowSynapse]
     if len(raw) > limits.max_response_bytes:
         raise _Rejected(f"response too large: {len(raw)} bytes > {limits.max_response_bytes}")
     try:
-        doc = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        doc = strictjson.loads(raw)
+    except ValueError as exc:
         raise _Rejected(f"response is not JSON: {_short(exc)}") from None
     if not isinstance(doc, dict):
         raise _Rejected(f"response is not a JSON object: got {type(doc).__name__}")
@@ -102,9 +102,6 @@ def _check_fields(doc: dict[str, Any], synapse: WorkflowSynapse, request: TaskPa
     assert synapse.workflow_plan is not None  # checked as a required field above
     return synapse.workflow_plan
 
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard constant {name}")
 
 
 def _short(exc: BaseException) -> str:

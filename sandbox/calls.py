@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from protocol import strictjson
+
 from .models import SandboxLimits, SandboxResult
 from .run import run_python_async, run_sync
 
@@ -111,8 +113,8 @@ def _record(line: str, index: int, token: str) -> dict[str, Any]:
     if not secrets.compare_digest(framed, token):
         raise _Malformed(f"result line {index} is not framed by the run's token")
     try:
-        record = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        record = strictjson.loads(text)
+    except ValueError as exc:
         raise _Malformed(f"result line {index} is not JSON: {exc}") from None
     if not isinstance(record, dict):
         raise _Malformed(f"result line {index} is not an object")
@@ -128,9 +130,6 @@ def _outcome(record: dict[str, Any], index: int) -> Outcome:
         return Outcome(False, error=record["error"][:100])
     raise _Malformed(f"result line {index} has keys {sorted(record)}")
 
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 @cache

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "validator", "miner", "neurons", "benchmarks"}
 ALLOWED = {
     "protocol": set(),
-    "sandbox": set(),
+    "sandbox": {"protocol"},
     "storage": set(),
     "benchmarks": {"protocol"},
     "chain": {"protocol", "storage"},

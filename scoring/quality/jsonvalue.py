@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from protocol import strictjson
+
 MAX_DEPTH = 64
 """Deeper values are refused: canonicalisation recurses."""
 
@@ -16,8 +18,8 @@ class NotJSON(ValueError):
 def parse(text: str) -> Any:
     """Parse strict JSON (no NaN/Infinity, at most MAX_DEPTH deep) or raise NotJSON."""
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # ValueError covers JSONDecodeError and huge ints
+        value = strictjson.loads(text)
+    except ValueError as exc:
         raise NotJSON(str(exc) or type(exc).__name__) from None
     _normal(value, 0)  # raises NotJSON when too deep
     return value
@@ -53,6 +55,3 @@ def _normal(value: Any, depth: int) -> Any:
         return [_normal(item, depth + 1) for item in value]
     return value
 
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
