@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
-
-from rouge_score.rouge_scorer import RougeScorer
+from typing import TYPE_CHECKING, Any
 
 from .base import Quality, output_text
+
+if TYPE_CHECKING:
+    from rouge_score.rouge_scorer import RougeScorer
 
 
 def score(reference: Mapping[str, Any], final_output: object) -> Quality:
@@ -41,4 +42,7 @@ def _carries(text: str, fact: str) -> bool:
 
 @cache
 def _scorer() -> RougeScorer:
+    # rouge-score imports nltk (~1.5 s): paid by the first rag score, not by every import.
+    from rouge_score.rouge_scorer import RougeScorer
+
     return RougeScorer(["rougeL"])
