@@ -1,50 +1,51 @@
 """A plan scores the same on the network as in `dagnet run --task`, on every task type.
 
-The network side is a real step: a signed miner answers over HTTP and its plan
-runs on a stand-in tool provider that plays each task's published subnet profile
+Both sides run the same plan on the same hidden instance of a v2 family. The network
+side is a real step: a signed miner answers over HTTP and its plan runs on a stand-in
+tool provider that plays each family's published subnet profile
 (``MinerSettings.provider_tasks``, what ``dagnet miner --provider-tasks`` sets).
-The dry run is ``dagnet run --task`` as a function. Only wall-clock latency may
-differ (HTTP on loopback), so the scores may differ by at most 0.02.
+The dry run is ``dagnet run --task FAMILY --seed N`` as a function. Only wall-clock
+latency may differ (HTTP on loopback), so the scores may differ by at most 0.02.
 """
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
+import json
 
 import pytest
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
+from support.tasks import provider_profiles
 
+from benchmarks import FamilyTasks
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from neurons.localrun import run_document
+from neurons.localrun import family_task, run_document
 from protocol.documents import load_plan_document
 from protocol.metagraph import Peer
-from protocol.task import Task, TaskSet
+from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import validation_step
 
-TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
 VALIDATOR = dev_keypair("Alice")
 MINER = dev_keypair("dagnet-fidelity-miner")
 PROVIDER = dev_keypair("dagnet-fidelity-provider")
 TOLERANCE = 0.02
-
-
-def _taskset() -> list[Task]:
-    return TaskSet.model_validate_json(TASKS.read_bytes()).tasks
+HIDDEN = 31337
+"""The seed of the instance both sides run: not the public example (seed 0)."""
 
 
 def _roomiest(task_type: str) -> Task:
-    """The task of this type with the widest latency limit per step: each node's trip over
-    loopback HTTP (signing, verifying) costs the smallest share of it."""
-    candidates = [t for t in _taskset() if t.task_type == task_type and not t.requires_model]
-    return max(candidates, key=lambda t: t.constraints.max_latency_seconds / max(1, len(t.steps)))
+    """The hidden instance of the family of this type with the widest latency limit per step:
+    each node's trip over loopback HTTP (signing, verifying) costs the smallest share of it."""
+    candidates = [t for t in FamilyTasks().tasks() if t.task_type == task_type and not t.requires_model]
+    roomiest = max(candidates, key=lambda t: t.constraints.max_latency_seconds / max(1, len(t.steps)))
+    return family_task(roomiest.task_id, HIDDEN)
 
 
 @pytest.mark.parametrize("task_type", ["agent", "code", "data_transform", "rag"])
@@ -55,7 +56,7 @@ async def test_network_score_matches_the_dry_run(task_type: str) -> None:
     dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
 
     snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).miner(PROVIDER).build()
-    profiles = {t.task_id: t.available_tools for t in _taskset()}
+    profiles = provider_profiles(FamilyTasks().tasks())
     miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
                            registry=default_registry(), planner=planner)
     provider_app = create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
@@ -70,9 +71,11 @@ async def test_network_score_matches_the_dry_run(task_type: str) -> None:
         )
     (outcome,) = result.outcomes
     assert outcome.reason is None, outcome.reason
+    assert (result.task_id, task.seed, dry["seed"]) == (task.task_id, HIDDEN, HIDDEN)
     network, dry_score = outcome.score, dry["score"]
     assert dry_score["S"] > 0.5, dry_score  # a real plan, not two zeros agreeing
     for part in ("S_success", "S_cost", "S_reliability", "output_quality", "completion_ratio"):
         assert getattr(network, part) == pytest.approx(dry_score[part], abs=1e-9), part
     assert outcome.execution.metrics.cost_tao == pytest.approx(dry["cost_tao"], abs=1e-12)
+    assert json.loads(json.dumps(outcome.execution.final_output)) == dry["final_output"]  # the same instance ran
     assert abs(network.S - dry_score["S"]) <= TOLERANCE, (network.S, dry_score["S"])

@@ -258,7 +258,7 @@ def _validator_paths(tmp_path: Path) -> dict[str, Path]:
     return {
         "repo": REPO / "scoring" / "weights.py",
         "installed package": Path(scoring.__file__),
-        "task generators": REPO / "benchmarks" / "v1_source" / "gen.py",
+        "task generators": REPO / "benchmarks" / "code_families.py",
         "work tree root": REPO.parent,
         "home": Path.home(),
         "virtualenv": Path(sys.prefix),
@@ -271,6 +271,7 @@ def test_the_validator_is_invisible_inside(tmp_path: Path, monkeypatch: pytest.M
         pytest.skip("only bubblewrap hides the host's files (docs/sandbox.md)")
     monkeypatch.setenv("DAGNET_VALIDATOR_SECRET", "hunter2")
     paths = _validator_paths(tmp_path)
+    assert [name for name, path in paths.items() if not path.exists()] == []  # a missing file proves nothing
     code = (
         "import json, os, sys\n"
         "seen = {}\n"

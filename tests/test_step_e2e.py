@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from support.keys import Keypair, MetagraphBuilder, dev_keypair
@@ -21,20 +20,22 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.planner.base import PlanProposal
 from miner.tools.registry import default_registry
+from neurons.localrun import family_task
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.plan import Edge, PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
-from protocol.task import Task, TaskSet
+from protocol.task import Task
 from scoring.evaluate import score_run
 from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step
 
-TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
-TASK_ID = "code_temperature"
-"""A benchmark task with a roomy latency budget (loopback HTTP on a busy machine) whose
+TASK_ID = "code_fizzbuzz"
+"""A v2 family with a roomy latency budget (loopback HTTP on a busy machine) whose
 flaky subnet separates a plan with declared retries from one without."""
+HIDDEN = 2718
+"""The seed of the instance the step sends and scores (not the public example)."""
 
 VALIDATOR = dev_keypair("Alice")
 PROVIDER = dev_keypair("dagnet-step-provider")
@@ -72,11 +73,6 @@ class _ShapedPlanner:
 
 
 SHAPED = {shape: dev_keypair(f"dagnet-step-{shape}") for shape in ("cyclic", "too_many_nodes", "oversize")}
-
-
-def _task() -> Task:
-    tasks = TaskSet.model_validate_json(TASKS.read_bytes()).tasks
-    return next(task for task in tasks if task.task_id == TASK_ID)
 
 
 def _snapshot() -> MetagraphSnapshot:
@@ -122,7 +118,7 @@ async def _network(task: Task) -> AsyncIterator[tuple[Peer, dict[str, Peer], dic
 
 @pytest.fixture
 def task() -> Task:
-    return _task()
+    return family_task(TASK_ID, HIDDEN)
 
 
 async def test_good_strategy_outscores_naive_over_http(task: Task) -> None:

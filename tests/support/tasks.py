@@ -1,0 +1,27 @@
+"""The shipped v2 families as the network tests use them: a validator's task source over
+a few of them, and the subnet profiles a stand-in tool provider plays."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from benchmarks import FamilyTasks
+from protocol.task import Task
+
+
+class SomeFamilies(FamilyTasks):
+    """The validator's task source (hidden instances drawn per step) over the named families only."""
+
+    def __init__(self, *task_ids: str) -> None:
+        self.task_ids = task_ids
+
+    def tasks(self) -> tuple[Task, ...]:
+        found = tuple(task for task in super().tasks() if task.task_id in self.task_ids)
+        assert {task.task_id for task in found} == set(self.task_ids), "not a shipped family"
+        return found
+
+
+def provider_profiles(tasks: Iterable[Task]) -> dict[str, dict[str, Any]]:
+    """``MinerSettings.provider_tasks`` (``dagnet miner --provider-tasks``): each task's subnets by task id."""
+    return {task.task_id: task.available_tools for task in tasks}
