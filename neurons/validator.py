@@ -152,10 +152,11 @@ async def run_validator(
     *,
     chain: Chain | None = None,
     providers: ProviderDirectory | None = None,
+    source: TaskSource | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers`` replace
-    what the config would open (tests)."""
+    """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers``/``source``
+    replace what the config would open (tests)."""
     wallet = config.wallet()
     if chain is None:
         chain, providers = open_chain(config, wallet)
@@ -168,7 +169,7 @@ async def run_validator(
     try:
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
-                chain, state, client, load_tasks(config.tasks), providers, config=config.loop_config(), metrics=metrics
+                chain, state, client, source or load_tasks(config.tasks), providers, config=config.loop_config(), metrics=metrics
             )
             async with _serving(health_app(loop, metrics), config) as url:
                 _announce(

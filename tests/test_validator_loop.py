@@ -12,6 +12,7 @@ import pytest
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
+from support.tasks import SomeFamilies
 
 from miner.app import create_app
 from miner.config import MinerSettings
@@ -19,26 +20,25 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
-from protocol.task import Task, TaskSet
+from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
+from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 
-TASKS = Path(__file__).resolve().parent.parent / "benchmarks" / "v1.json"
-TASK_IDS = ("dt_sales_summary", "rag_everest", "code_temperature")
+TASK_IDS = ("dt_inventory", "rag_comets", "code_fizzbuzz")
+"""v2 families with roomy latency limits (loopback HTTP), one per type but agent."""
 VALIDATOR = dev_keypair("Alice")
 KEYS = {"good": dev_keypair("dagnet-loop-good"), "naive": dev_keypair("dagnet-loop-naive")}
 PROVIDER = dev_keypair("dagnet-loop-provider")
 
 
-def _tasks() -> list[Task]:
-    tasks = TaskSet.model_validate_json(TASKS.read_bytes()).tasks
-    return [t for t in tasks if t.task_id in TASK_IDS]
+def _tasks() -> tuple[Task, ...]:
+    return SomeFamilies(*TASK_IDS).tasks()
 
 
-def _profiles(tasks: list[Task]) -> dict:
+def _profiles(tasks: tuple[Task, ...]) -> dict:
     merged = {}
     for task in tasks:
         merged.update(task.available_tools)
@@ -46,7 +46,7 @@ def _profiles(tasks: list[Task]) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def _network(tasks: list[Task]) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
+async def _network(tasks: tuple[Task, ...]) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
     """Two miners (good, naive) and one provider of every subnet, all on loopback."""
     builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
     for key in KEYS.values():
@@ -81,7 +81,7 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
         chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
         state = ValidatorState(tmp_path / "validator.sqlite")
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
-            loop = ValidatorLoop(chain, state, client, FixedTasks(tasks), FixedProviders([provider]),
+            loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
                                  config=LoopConfig(synthetic_rate=0.0, **config))
             try:
                 yield loop, chain
@@ -205,7 +205,7 @@ async def test_dagnet_validator_replay_rescores_a_stored_record(tmp_path: Path) 
         await loop.step(chain.head)
         record = loop.state.executions()[0]
     state = str(tmp_path / "validator.sqlite")
-    result = CliRunner().invoke(app, ["validator", "--state", state, "--tasks", str(TASKS), "--replay", str(record.id)])
+    result = CliRunner().invoke(app, ["validator", "--state", state, "--replay", str(record.id)])
     assert result.exit_code == 0, result.output
     assert '"identical": true' in result.stdout
     missing = CliRunner().invoke(app, ["validator", "--state", state, "--replay", "999"])

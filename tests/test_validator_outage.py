@@ -10,6 +10,7 @@ from pathlib import Path
 from support.chain import chain_for, node_process, wait_for_block, wait_listening
 from support.keys import dev_keypair
 from support.peers import serve_asgi
+from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
 from miner.config import MinerSettings
@@ -17,13 +18,11 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
-from protocol.task import TaskSet
 from validator.client import ClientConfig, MinerClient
-from validator.loop import FixedTasks, LoopConfig, ValidatorLoop
+from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 
-ROOT = Path(__file__).resolve().parent.parent
 VALIDATOR_URI, MINER_URI, PROVIDER_URI = "//dagnet-outage-validator", "//dagnet-outage-miner", "//dagnet-outage-provider"
 GENESIS = {"tempo": 6, "weights_rate_limit": 2, "immunity_period": 1000}
 BLOCK_S = 0.5
@@ -49,12 +48,11 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
     await validator_chain.register()
     await validator_chain.stake(1_000.0)
     await miner_chain.register()
-    tasks = [t for t in TaskSet.model_validate_json((ROOT / "benchmarks" / "v1.json").read_bytes()).tasks
-             if t.task_id in ("rag_water_facts", "dt_inventory_restock")]
+    source = SomeFamilies("rag_comets", "dt_inventory")
     validator_key = dev_keypair("dagnet-outage-validator")
     snapshot = MetagraphSnapshot(1, 0, (Neuron(0, validator_key.ss58_address, 1_000.0, True),
                                         Neuron(1, dev_keypair("dagnet-outage-miner").ss58_address)))
-    profiles = {t.task_id: t.available_tools for t in tasks}
+    profiles = provider_profiles(source.tasks())
 
     def app(uri: str, **settings):
         return create_app(MinerSettings(port=0, **settings), keypair=dev_keypair(uri.removeprefix("//")),
@@ -70,7 +68,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             await miner_chain.serve_axon(host, int(port))
             client = await stack.enter_async_context(MinerClient(validator_key, config=ClientConfig(timeout_s=5.0)))
             provider = Peer(99, dev_keypair("dagnet-outage-provider").ss58_address, provider_url)
-            loop = ValidatorLoop(validator_chain, state, client, FixedTasks(tasks), FixedProviders([provider]),
+            loop = ValidatorLoop(validator_chain, state, client, source, FixedProviders([provider]),
                                  config=LoopConfig(poll_s=0.1))
             runner = asyncio.create_task(loop.run(stop))
 

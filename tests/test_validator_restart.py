@@ -23,13 +23,14 @@ from pathlib import Path
 import httpx
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
+from support.tasks import provider_profiles
+from support.validator_process import SOURCE
 
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from protocol.task import TaskSet
 from validator.state import ValidatorState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,6 @@ HELPER = ROOT / "tests" / "support" / "validator_process.py"
 VALIDATOR = dev_keypair("Alice")
 MINERS = {"good": dev_keypair("dagnet-restart-good"), "naive": dev_keypair("dagnet-restart-naive")}
 PROVIDER = dev_keypair("dagnet-restart-provider")
-TASK_IDS = {"dt_sales_summary", "rag_everest"}
 
 
 class _Tap:
@@ -63,11 +63,7 @@ class _Tap:
 
 @contextlib.asynccontextmanager
 async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
-    tasks = [t for t in TaskSet.model_validate_json((ROOT / "benchmarks" / "v1.json").read_bytes()).tasks
-             if t.task_id in TASK_IDS]
-    taskset = tmp_path / "tasks.json"
-    taskset.write_text(TaskSet(version="test", tasks=tasks).model_dump_json())
-    profiles = {k: v for t in tasks for k, v in t.available_tools.items()}
+    profiles = provider_profiles(SOURCE.tasks())
     builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
     for key in MINERS.values():
         builder.miner(key)
@@ -82,12 +78,12 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
             url = await stack.enter_async_context(serve_asgi(app))
             host, port = url.removeprefix("http://").rsplit(":", 1)
             axons[key.ss58_address] = [host, int(port)]
-        node_tap = _Tap(create_app(MinerSettings(port=0, provider_subnets=profiles), keypair=PROVIDER,
+        node_tap = _Tap(create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
                                    metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                                    planner=get_planner("good")), "/NodeSynapse")
         provider_url = await stack.enter_async_context(serve_asgi(node_tap))
         spec = {
-            "state": str(tmp_path / "validator.sqlite"), "tasks": str(taskset), "hotkey": VALIDATOR.ss58_address,
+            "state": str(tmp_path / "validator.sqlite"), "hotkey": VALIDATOR.ss58_address,
             "start": time.time(), "block_time": 0.5,
             "provider": {"uid": 99, "hotkey": PROVIDER.ss58_address, "url": provider_url},
             "neurons": [

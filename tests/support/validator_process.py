@@ -1,7 +1,7 @@
 """A real validator process on a clock-driven fake chain: ``python validator_process.py SPEC.json``.
 
 SPEC holds the state path, the miners' metagraph, the tool provider and the
-chain's start time; the chain's head is ``100 + (now - start) / block_time``,
+chain's start time; the tasks are two cheap v2 families (``SOURCE``); the chain's head is ``100 + (now - start) / block_time``,
 so a restarted process sees the same chain moving on. Everything else is
 ``neurons.validator.run_validator``, exactly as ``dagnet validator`` runs it.
 """
@@ -18,11 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for s
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
 from support.fakechain import FakeChain  # noqa: E402
+from support.tasks import SomeFamilies  # noqa: E402
 
 from neurons.validator import ValidatorProcessConfig, run_validator  # noqa: E402
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron  # noqa: E402
 from protocol.metagraph import Peer  # noqa: E402
 from validator.providers import FixedProviders  # noqa: E402
+
+
+SOURCE = SomeFamilies("dt_inventory", "rag_comets")
+"""What the validator runs: hidden instances of two families that need no sandbox."""
 
 
 class ClockChain(FakeChain):
@@ -45,13 +50,13 @@ def main(spec_path: str) -> None:
         for n in spec["neurons"]
     )
     config = ValidatorProcessConfig(
-        dev_key="//Alice", state=Path(spec["state"]), tasks=Path(spec["tasks"]), port=0, poll_s=0.05,
+        dev_key="//Alice", state=Path(spec["state"]), port=0, poll_s=0.05,
         query_timeout_s=5.0, log_level="info",
     )
     chain = ClockChain(hotkey=spec["hotkey"], snapshot=MetagraphSnapshot(7, 0, neurons))
     chain.start, chain.block_time = spec["start"], spec["block_time"]
     provider = Peer(**spec["provider"])
-    asyncio.run(run_validator(config, chain=chain, providers=FixedProviders([provider])))
+    asyncio.run(run_validator(config, chain=chain, providers=FixedProviders([provider]), source=SOURCE))
 
 
 if __name__ == "__main__":
