@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.tasks import write_taskset
 from typer.testing import CliRunner
 
 from neurons.cli import app
@@ -115,23 +116,29 @@ def test_max_nodes_admits_large_local_plans(cli, tmp_path):
     assert report["final_output"]["text"] == "299"
 
 
-TASKSET = ROOT / "benchmarks" / "v1.json"
 SCORE_KEYS = {"S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio"}
 
 
-def test_a_planned_task_runs_scores_and_rescores_offline_identically(cli, tmp_path):
-    made = cli("plan", "make", TASKSET, "--task-id", "dt_weather_digest", "--strategy", "good")
+@pytest.fixture
+def taskset(tmp_path):
+    """A task-set file of fixed instances (seed 17) of two v2 families."""
+    return write_taskset(tmp_path / "tasks.json", ["dt_weather", "rag_towns"], seed=17)
+
+
+def test_a_task_from_a_task_set_file_runs_scores_and_rescores_offline_identically(cli, tmp_path, taskset):
+    made = cli("plan", "make", taskset, "--task-id", "dt_weather", "--strategy", "good")
     assert made.exit_code == 0, made.output
     plan_path = tmp_path / "response.json"
     plan_path.write_text(made.stdout)
-    run = cli("run", plan_path, "--task", TASKSET, "--task-id", "dt_weather_digest", "--json")
+    run = cli("run", plan_path, "--task", taskset, "--task-id", "dt_weather", "--json")
     assert run.exit_code == 0, run.output
     report = _json(run)
     assert SCORE_KEYS <= report["score"].keys()
     assert report["score"]["output_quality"] == 1.0
+    assert (report["task_id"], report["seed"]) == ("dt_weather", 17)  # the file's instance, not a fresh one
     report_path = tmp_path / "report.json"
     report_path.write_text(run.stdout)
-    rescored = cli("score", report_path, "--task", TASKSET, "--task-id", "dt_weather_digest", "--json")
+    rescored = cli("score", report_path, "--task", taskset, "--task-id", "dt_weather", "--json")
     assert rescored.exit_code == 0, rescored.output
     assert _json(rescored) == report["score"]
 
@@ -140,15 +147,15 @@ def test_a_plan_using_a_subnet_the_task_forbids_is_invalid_and_scores_zero(cli, 
     plan = {"nodes": [{"id": "a", "subnet": "not_allowed", "action": "echo", "params": {"text": "x"}}]}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
-    result = cli("run", path, "--task", TASKSET, "--task-id", "dt_weather_digest", "--json")
+    result = cli("run", path, "--task", "dt_weather", "--seed", "1", "--json")
     assert result.exit_code == 2
     report = _json(result)
     assert report["status"] == "invalid"
     assert report["score"]["S"] == 0
 
 
-def test_task_set_without_task_id_is_a_clear_error(cli):
-    result = cli("run", EXAMPLES / "seed004_ages.json", "--task", TASKSET)
+def test_task_set_without_task_id_is_a_clear_error(cli, taskset):
+    result = cli("run", EXAMPLES / "seed004_ages.json", "--task", taskset)
     assert result.exit_code == 2
     assert "--task-id" in result.stderr
 

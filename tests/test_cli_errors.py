@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support.tasks import write_taskset
 from typer.testing import CliRunner
 
 from neurons.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-TASKSET = ROOT / "benchmarks" / "v1.json"
 PLAN = EXAMPLES / "seed000_partial.json"
 
 
@@ -34,6 +34,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     paths["latin1"] = tmp_path / "latin1.json"
     paths["latin1"].write_bytes(b'{"nodes": "\xff"}')
     paths["dir"] = tmp_path
+    paths["taskset"] = write_taskset(tmp_path / "taskset.json", ["rag_towns"], seed=3)
     paths["missing"] = tmp_path / "missing.json"
     return paths
 
@@ -47,16 +48,16 @@ BAD_INPUTS = [
     (["run", "{latin1}"], "not UTF-8 text"),
     (["run", "{list_json}"], "expected a JSON object, got list"),
     (["run", "{bad_node_id}"], "nodes.0.id: String should match pattern"),
-    (["run", str(TASKSET)], "is a task set, not a plan"),
+    (["run", "{taskset}"], "is a task set, not a plan"),
     (["run", str(PLAN), "--task", str(PLAN)], "is a workflow plan, not a task"),
     (["plan", "make", str(PLAN)], "is a workflow plan, not a task"),
-    (["run", str(PLAN), "--task", str(TASKSET)], "is a task set: choose a task with --task-id"),
-    (["run", str(PLAN), "--task", str(TASKSET), "--task-id", "nope"], "no task with id 'nope'"),
+    (["run", str(PLAN), "--task", "{taskset}"], "is a task set: choose a task with --task-id"),
+    (["run", str(PLAN), "--task", "{taskset}", "--task-id", "nope"], "no task with id 'nope'"),
     (["run", str(EXAMPLES / "cycle.json")], "cycle: a -> b -> a"),
     (["plan", "check", "{unknown_action}"], "unknown action 'teleport'"),
-    (["plan", "make", str(TASKSET), "--task-id", "rag_everest", "--strategy", "psychic"], "unknown planner strategy 'psychic'"),
-    (["score", "{list_json}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: expected a JSON object"),
-    (["score", "{not_a_report}", "--task", str(TASKSET), "--task-id", "rag_everest"], "not a run report: missing 'completion_ratio'"),
+    (["plan", "make", "rag_towns", "--strategy", "psychic"], "unknown planner strategy 'psychic'"),
+    (["score", "{list_json}", "--task", "rag_towns"], "not a run report: expected a JSON object"),
+    (["score", "{not_a_report}", "--task", "rag_towns"], "not a run report: missing 'completion_ratio'"),
     (["score", "{not_a_report}"], "Missing option '--task'"),
     (["plan", "check"], "Missing argument 'PLAN'"),
     (["run", str(PLAN), "--max-nodes", "0"], "Invalid value for '--max-nodes'"),
