@@ -19,6 +19,7 @@ def test_network_bench_measures_both_modes_and_a_step() -> None:
     flooded = throughput["flooded"]  # the same signed load beside an unauthenticated flood
     assert flooded["ok"] > 0 and flooded["failed"] == 0 and flooded["p50_ms"] <= flooded["p99_ms"]
     assert step["miners"] == 4 and len(step["repeats"]) == 1
+    assert (step["task_id"], step["seeds"]) == ("rag_towns", [1, 2])  # a v2 family, a fresh instance each step
     assert step["median"]["record_s"] > 0
     assert step["median"]["invalid"] == 0  # every miner answered with a valid plan
     assert 0 < step["median"]["query_s"] < step["median"]["wall_s"]

@@ -12,7 +12,8 @@ Two measurements, each repeated and reported as medians:
    flood (``FLOOD``: never-finished heads, stalled bodies, a 96 MiB header sent
    over and over) hits the same miner: legitimate p50/p99 flooded beside quiet.
 2. **One validation step** against ``miners`` local miners (256 by default, the
-   largest subnet) using the ``good`` strategy on a benchmark task. The miners are real apps on their own loopback
+   largest subnet) using the ``good`` strategy on a v2 task family, a fresh hidden
+   instance each step as a validator draws it. The miners are real apps on their own loopback
    ports, hosted by ``miner_processes`` child processes (each runs many uvicorn
    servers on one event loop); the validator runs in this process with the real
    client, remote runner, executor and scorer. Every miner also serves every
@@ -51,16 +52,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from neurons.bench import DEFAULT_TASKSET
 from neurons.bench.flood import quantile
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
-from protocol.task import Task, TaskSet
+from protocol.task import Task
+
+if TYPE_CHECKING:
+    from benchmarks import Family
 
 VALIDATOR_URI = "//dagnet-bench-validator"
 MINER_URI = "//dagnet-bench-miner-{}"
@@ -82,12 +85,14 @@ def run_network_bench(
     miner_processes: int = 2,
     repeats: int = 3,
     task_id: str | None = None,
-    tasks_path: Path = DEFAULT_TASKSET,
+    seed: int = 1,
 ) -> dict[str, Any]:
-    """Run both measurements; returns plain JSON (medians and every repeat)."""
+    """Run both measurements; returns plain JSON (medians and every repeat). The step runs
+    family ``task_id`` (the first ``rag`` family by default) on the instances of seeds
+    ``seed``, ``seed + 1``, ... (one per step)."""
     throughput = _throughput_bench(requests=requests, duration_s=duration_s, concurrency=concurrency, repeats=repeats)
-    task = _bench_task(tasks_path, task_id)
-    step = asyncio.run(_step_bench(task, miners=miners, processes=miner_processes, repeats=repeats))
+    found = _bench_family(task_id)
+    step = asyncio.run(_step_bench(found, seed, miners=miners, processes=miner_processes, repeats=repeats))
     return {"throughput": throughput, "step": step, "cpus": os.cpu_count()}
 
 
@@ -139,7 +144,7 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
 # ---------------------------------------------------------------- validation step
 
 
-async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) -> dict[str, Any]:
+async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, repeats: int) -> dict[str, Any]:
     from bittensor.sp_core import Keypair
 
     from protocol.metagraph import Peer
@@ -153,7 +158,7 @@ async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) 
     hotkeys = [Keypair.create_from_uri(uri).ss58_address for uri in uris]
     snapshot = _snapshot(validator.ss58_address, hotkeys)
     groups = [[{"uri": uri, "auth": True, "strategy": "good"} for uri in uris[p::processes]] for p in range(processes)]
-    subnets = {name: info.model_dump() for name, info in task.available_tools.items()}
+    subnets = {name: info.model_dump() for name, info in found.package.available_tools.items()}
     with serve_miners(groups, snapshot, provider_subnets=subnets, max_concurrency=256) as fleets:
         peers = [Peer(uid=i + 1, hotkey=hotkeys[i], url=fleets[i % processes].urls[i // processes]) for i in range(miners)]
         async with MinerClient(validator, config=ClientConfig(max_concurrency=512)) as client:
@@ -165,6 +170,7 @@ async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) 
             steps = []
             with tempfile.TemporaryDirectory() as scratch:
                 for block in range(repeats + 1):  # the first step also opens the connection pool
+                    task = found.task(found.instance(seed + block))
                     cpu_before = _cpu_seconds(None)[0]
                     result = await validation_step(
                         task=task, miners=peers, client=client, runner_factory=runner_factory,
@@ -175,7 +181,8 @@ async def _step_bench(task: Task, *, miners: int, processes: int, repeats: int) 
     warm = steps[1:]
     median = {key: statistics.median(s[key] for s in warm) for key in warm[0] if isinstance(warm[0][key], (int, float))}
     return {
-        "task_id": task.task_id, "task_type": task.task_type, "miners": miners, "miner_processes": processes,
+        "task_id": found.task_id, "task_type": found.task_type, "seeds": [seed, seed + repeats],
+        "miners": miners, "miner_processes": processes,
         "median": median, "cold": steps[0], "repeats": warm, "block_s": BLOCK_S,
         "meets_target": median["wall_s"] < BLOCK_S,
     }
@@ -189,7 +196,7 @@ def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     started = time.perf_counter()
     state = ValidatorState(path)
     try:
-        state.settle_step(block, [execution_record(block, task, task, 0, o) for o in result.outcomes])
+        state.settle_step(block, [execution_record(block, task, task, task.seed, o) for o in result.outcomes])
     finally:
         state.close()
     return time.perf_counter() - started
@@ -213,13 +220,13 @@ def _step_summary(result: Any, record_s: float, validator_cpu_s: float) -> dict[
     }
 
 
-def _bench_task(path: Path, task_id: str | None) -> Task:
-    """``task_id`` from the set, else its first ``rag`` task that needs no model."""
-    tasks = TaskSet.model_validate_json(path.read_bytes()).tasks
-    for task in tasks:
-        if task.task_id == task_id or (task_id is None and task.task_type == "rag" and not task.requires_model):
-            return task
-    raise ValueError(f"no task {task_id!r} in {path}" if task_id else f"no rag task in {path}")
+def _bench_family(task_id: str | None) -> Family:
+    """The v2 family ``task_id``, else the first ``rag`` family."""
+    from benchmarks import family, load_families
+
+    if task_id is not None:
+        return family(task_id)
+    return next(found for found in load_families() if found.task_type == "rag")
 
 
 def _snapshot(validator: str, miners: Sequence[str]) -> MetagraphSnapshot:
@@ -550,7 +557,8 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
     step = result["step"]
     m = step["median"]
     table = Table(title=f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
-                        f"task {step['task_id']} ({step['task_type']}), good strategy, medians")
+                        f"task {step['task_id']} ({step['task_type']}, instances of seeds "
+                        f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, medians")
     columns = ("wall s", "query s", "execute s", "score s", "record s", "query share", "client own", "validator CPU",
                "mean S", "invalid")
     for column in columns:
