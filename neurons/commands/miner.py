@@ -62,7 +62,8 @@ def miner(
         Optional[Path],
         typer.Option(
             metavar="TASKSET",
-            help="A task set: play each task's subnet profile for its nodes (local networks).  [default: none]",
+            help="v2 (the shipped task families) or a task-set file: play each task's subnet profile "
+            "for its nodes (local networks).  [default: none]",
         ),
     ] = None,
     config: Annotated[
