@@ -29,6 +29,7 @@ from miner.planner import get_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.tools.registry import default_registry
+from neurons.keys import open_wallet
 from protocol.metagraph import Axon
 
 log = logging.getLogger("dagnet.miner")
@@ -76,34 +77,15 @@ class MinerProcessConfig(BaseModel):
         return self.network is not None or self.chain_endpoint is not None
 
     def wallet(self) -> Any:
-        """What the SDK signs with: the wallet, or a dev key standing in for both its keys."""
-        if self.dev_key is not None:
-            from neurons.keys import DevWallet
-
-            return DevWallet(self.hotkey())
-        import bittensor as bt
-
-        return bt.Wallet(self.wallet_name, self.wallet_hotkey, **({"path": self.wallet_path} if self.wallet_path else {}))
-
-    def hotkey(self) -> HasHotkey:
-        """The miner's hotkey keypair, from the dev URI or the wallet's hotkey file.
+        """What the SDK signs with: the wallet, or a dev key standing in for both its keys.
 
         Raises ``ValueError`` saying which key could not be loaded and why.
         """
-        if self.dev_key is not None:
-            from bittensor.sp_core import Keypair
+        return open_wallet(self.dev_key, self.wallet_name, self.wallet_hotkey, self.wallet_path)
 
-            try:
-                return Keypair.create_from_uri(self.dev_key)
-            except Exception as exc:  # the SDK raises its own types for a bad URI
-                raise ValueError(f"--dev-key {self.dev_key!r}: not a usable key URI: {exc}") from None
-        import bittensor as bt
-
-        kwargs = {"path": self.wallet_path} if self.wallet_path else {}
-        try:
-            return bt.Wallet(self.wallet_name, self.wallet_hotkey, **kwargs).hotkey
-        except Exception as exc:  # missing, unreadable or encrypted key files: the SDK's own types
-            raise ValueError(f"wallet {self.wallet_name}/{self.wallet_hotkey}: cannot load the hotkey: {exc}") from None
+    def hotkey(self) -> HasHotkey:
+        """The miner's hotkey keypair (``ValueError`` as :meth:`wallet`)."""
+        return self.wallet().hotkey
 
     def check(self) -> str:
         """Load the hotkey and the planner once, before serving; the hotkey's address.

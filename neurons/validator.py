@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmarks import FamilyTasks
 from chain.base import Chain
-from neurons.keys import DevWallet
+from neurons.keys import open_wallet
 from neurons.localrun import SHIPPED_TASKS
 from protocol.metagraph import Peer
 from protocol.task import TaskSet
@@ -83,15 +83,11 @@ class ValidatorProcessConfig(BaseModel):
         return self
 
     def wallet(self) -> Any:
-        """A ``bt.Wallet`` whose hotkey signs; a dev key gets an in-memory hotkey."""
-        import bittensor as bt
+        """A ``bt.Wallet`` whose hotkey signs, or a dev key standing in for one.
 
-        if self.dev_key is not None:
-            from bittensor.sp_core import Keypair
-
-            return DevWallet(Keypair.create_from_uri(self.dev_key))
-        kwargs = {"path": self.wallet_path} if self.wallet_path else {}
-        return bt.Wallet(self.wallet_name, self.wallet_hotkey, **kwargs)
+        Raises ``ValueError`` saying which key could not be loaded and why.
+        """
+        return open_wallet(self.dev_key, self.wallet_name, self.wallet_hotkey, self.wallet_path)
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)

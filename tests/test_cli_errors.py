@@ -5,6 +5,8 @@ every new way a user can get a command wrong.
 """
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,14 @@ BAD_INPUTS = [
     (["miner", "--dev-key", "//Bob", "--strategy", "psychic"], "unknown planner strategy 'psychic'"),
     (["miner", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["miner", "--wallet-name", "nobody", "--wallet-path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
+    (["miner", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
+    (["miner", "--wallet.name", "w", "--dev-key", "//Bob"], "give exactly one of a wallet (--wallet-name) or a dev key"),
+    (["validator"], "give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)"),
+    (["validator", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["validator", "--wallet.name", "nobody", "--wallet.hotkey", "hk", "--wallet.path", "{dir}"], "wallet nobody/hk: cannot load the hotkey"),
+    (["validator", "--bogus"], "No such option: --bogus"),
+    (["subnet", "register", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["subnet", "stake", "1", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
 ]
 
 
@@ -90,6 +100,16 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str
 )
 def test_run_exit_code_says_completed_not_completed_or_invalid(plan: str, code: int) -> None:
     assert CliRunner().invoke(app, ["run", str(EXAMPLES / plan), "--json"]).exit_code == code
+
+
+@pytest.mark.parametrize("module", ["neurons.miner", "neurons.validator"])
+def test_neuron_module_refuses_an_unknown_flag_in_one_line(tmp_path: Path, module: str) -> None:
+    """``python -m neurons.miner`` is ``dagnet miner``: run from outside the checkout, so
+    every module it imports must come from the installed package."""
+    done = subprocess.run([sys.executable, "-m", module, "--bogus"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: dagnet {module.split('.')[1]}: No such option: --bogus"), done.stderr
 
 
 def test_version() -> None:

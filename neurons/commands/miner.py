@@ -17,7 +17,7 @@ import typer
 
 from miner.config import MinerSettings
 from neurons.commands.common import describe, error, fail
-from neurons.commands.network import EndpointOpt, NetworkOpt
+from neurons.commands.network import DevKeyOpt, EndpointOpt, HotkeyOpt, NetworkOpt, NeuronWalletOpt, WalletPathOpt
 from neurons.files import InputError
 from neurons.localrun import load_taskset
 from neurons.settings import build_settings
@@ -32,12 +32,10 @@ def _default(field: str) -> str:
 
 
 def miner(
-    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Bob (instead of a wallet).  [default: none]")] = None,
-    wallet_name: Annotated[Optional[str], typer.Option(help="Wallet (coldkey) name (instead of --dev-key).  [default: none]")] = None,
-    wallet_hotkey: Annotated[str, typer.Option(help="Hotkey name in the wallet.")] = "default",
-    wallet_path: Annotated[
-        Optional[str], typer.Option(help="Wallets directory.  [default: bittensor's, ~/.bittensor/wallets]")
-    ] = None,
+    dev_key: DevKeyOpt = None,
+    wallet_name: NeuronWalletOpt = None,
+    wallet_hotkey: HotkeyOpt = "default",
+    wallet_path: WalletPathOpt = None,
     host: Annotated[Optional[str], typer.Option(help=f"Address to listen on.  {_default('host')}")] = None,
     port: Annotated[Optional[int], typer.Option(help=f"Port to listen on; 0 picks a free one.  {_default('port')}")] = None,
     netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,

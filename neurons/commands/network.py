@@ -39,6 +39,12 @@ WalletPathOpt = Annotated[
 ]
 
 
+NeuronWalletOpt = Annotated[
+    Optional[str],
+    typer.Option("--wallet.name", "--wallet-name", help="Wallet (coldkey) name (instead of --dev-key).  [default: none]"),
+]
+"""A neuron's wallet: no default and no environment variable, because a neuron takes a wallet *or* ``--dev-key``."""
+
 DevKeyOpt = Annotated[
     Optional[str],
     typer.Option("--dev-key", help="A development key URI (//Alice) instead of a wallet: a local subtensor pre-funds these.  [default: none]"),
@@ -53,26 +59,17 @@ def network_of(network: str | None, endpoint: str | None) -> Network:
 
 
 def load_wallet(name: str, hotkey: str, path: str | None, dev_key: str | None = None) -> Any:
-    """A ``bt.Wallet`` whose hotkey is readable now: a missing key file is an input error.
-    With ``dev_key``, that key signs as both coldkey and hotkey instead."""
-    import bittensor as bt
+    """A wallet whose hotkey and coldkey address are readable now (:func:`neurons.keys.open_wallet`);
+    a key that cannot be loaded is an input error."""
+    from neurons.keys import open_wallet
 
-    if dev_key is not None:
-        from bittensor.sp_core import Keypair
-
-        from neurons.keys import DevWallet
-
-        try:
-            return DevWallet(Keypair.create_from_uri(dev_key))
-        except Exception as exc:  # the SDK's own message says what is wrong with the URI
-            fail(f"--dev-key {dev_key}: {exc}")
-
-    wallet = bt.Wallet(name, hotkey, **({"path": path} if path else {}))
     try:
-        wallet.hotkey  # noqa: B018
+        wallet = open_wallet(dev_key, name, hotkey, path)
         wallet.coldkeypub  # noqa: B018
-    except Exception as exc:  # the SDK raises several kinds for missing or unreadable key files
-        fail(f"wallet {name}/{hotkey}: {exc}")
+    except ValueError as exc:
+        fail(str(exc))
+    except Exception as exc:  # the SDK raises several kinds for a missing or unreadable coldkey file
+        fail(f"wallet {name}: cannot load the coldkey: {exc}")
     return wallet
 
 

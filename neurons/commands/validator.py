@@ -17,6 +17,7 @@ import typer
 
 from neurons.localrun import SHIPPED_TASKS
 from neurons.commands.common import describe, error, fail
+from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -24,15 +25,10 @@ def register(app: typer.Typer) -> None:
 
 
 def validator(
-    dev_key: Annotated[Optional[str], typer.Option(help="Development key URI, e.g. //Alice (instead of a wallet).  [default: none]")] = None,
-    wallet_name: Annotated[
-        Optional[str], typer.Option("--wallet-name", "--wallet.name", help="Wallet (coldkey) name (instead of --dev-key).  [default: none]")
-    ] = None,
-    wallet_hotkey: Annotated[str, typer.Option("--wallet-hotkey", "--wallet.hotkey", help="Hotkey name in the wallet.")] = "default",
-    wallet_path: Annotated[
-        Optional[str],
-        typer.Option("--wallet-path", "--wallet.path", help="Wallets directory.  [default: bittensor's, ~/.bittensor/wallets]"),
-    ] = None,
+    dev_key: DevKeyOpt = None,
+    wallet_name: NeuronWalletOpt = None,
+    wallet_hotkey: HotkeyOpt = "default",
+    wallet_path: WalletPathOpt = None,
     network: Annotated[
         Optional[str],
         typer.Option(
@@ -76,6 +72,7 @@ def validator(
             port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
             providers=providers, poll_s=poll, log_level=log_level,
         )
+        config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
         fail(describe(exc))
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
