@@ -155,6 +155,60 @@ class SdkChain:
             raise ChainError(f"register: {self.hotkey} is not in the metagraph after registering")
         return neuron.uid
 
+    async def subnet_owners(self) -> dict[int, str]:
+        """Every subnet on the chain and its owner's coldkey, by netuid."""
+        rows = await self._attempt(
+            "read the subnet owners", lambda: self.client.query_map(bt.storage.SubtensorModule.SubnetOwner)
+        )
+        return {int(netuid): str(owner) for netuid, owner in sorted(rows)}
+
+    async def owned_subnets(self) -> list[int]:
+        """The netuids whose owner is this wallet's coldkey, lowest first."""
+        coldkey = self.wallet.coldkeypub.ss58_address
+        return [netuid for netuid, owner in (await self.subnet_owners()).items() if owner == coldkey]
+
+    async def create_subnet(self) -> int:
+        """``register_network`` (the SDK's ``RegisterSubnet``) with this wallet as owner; the new netuid.
+
+        Submitted once, never retried: a second submission would pay for a second subnet."""
+        intent = bt.RegisterSubnet(hotkey_ss58=self.hotkey)
+        try:
+            result = await self.client.execute(intent, self.wallet)
+        except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+            raise ChainError(f"create a subnet: {exc}", transient=True) from exc
+        except BittensorError as exc:
+            raise ChainError(f"create a subnet: {exc}") from exc
+        if not result.success:
+            raise ChainError(f"create a subnet: {result.message}")
+        if "netuid" not in result.data:
+            raise ChainError(f"create a subnet: the chain accepted the call but named no new subnet ({result.message})")
+        return int(result.data["netuid"])
+
+    async def started(self) -> bool:
+        """Whether this subnet's ``start_call`` has run (its first emission block is set)."""
+        first = await self._attempt(
+            "read the first emission block",
+            lambda: self.client.query(bt.storage.SubtensorModule.FirstEmissionBlockNumber, [self.netuid]),
+        )
+        return first is not None
+
+    async def start(self, *, timeout_s: float) -> None:
+        """``start_call`` for this subnet (its owner only), once the chain's delay since the subnet's
+        registration has passed: waits for that block, at most ``timeout_s`` seconds."""
+        st = bt.storage.SubtensorModule
+        registered_at, delay = await self._attempt("read the start schedule", lambda: asyncio.gather(
+            self.client.query(st.NetworkRegisteredAt, [self.netuid]), self.client.query(st.StartCallDelay),
+        ))
+        earliest = int(registered_at or 0) + int(delay or 0)
+        try:
+            if await self.block() < earliest:
+                await self.client.wait_for_block(earliest, timeout=timeout_s)
+        except asyncio.TimeoutError:
+            raise ChainError(f"start subnet {self.netuid}: it can start at block {earliest}, not reached in {timeout_s:g} s") from None
+        result = await self._attempt("start the subnet", lambda: self.client.execute(bt.StartCall(netuid=self.netuid), self.wallet))
+        if not result.success:
+            raise ChainError(f"start subnet {self.netuid}: {result.message}")
+
     async def stake(self, amount_tao: float) -> None:
         intent = bt.AddStake(hotkey_ss58=self.hotkey, netuid=self.netuid, amount_tao=amount_tao, slippage_protection=False)
         result = await self._attempt("stake", lambda: self.client.execute(intent, self.wallet))

@@ -1,10 +1,13 @@
 #!/bin/sh
 # One-shot set-up of a local dagnet subnet, run by docker-compose's `bootstrap` service
-# (and runnable by hand against any development chain): registrations on subnet 1 for
-# every role and the validator's stake. Every role signs with a development key; a
-# local subtensor pre-funds these accounts and the embedded chain endows every coldkey.
+# (and runnable by hand against any development chain): the subnet itself (created and
+# started by //Alice, who then owns it; a re-run finds it), registrations for every
+# role and the validator's stake. Every role signs with a development key; a local
+# subtensor pre-funds these accounts and the embedded chain endows every coldkey.
 #
 #   DAGNET_NETWORK  embedded:/data/chain.sqlite | ws://subtensor:9944 | local
+#   DAGNET_NETUID   the netuid the services run on (default 1); bootstrap stops if the
+#                   subnet it finds or creates has another one
 #   DATA            where the provider list for the validator goes (default /data)
 set -eu
 NETWORK=${DAGNET_NETWORK:?set DAGNET_NETWORK}
@@ -15,16 +18,24 @@ ROLES="validator=//Alice miner-good=//Bob miner-naive=//Charlie miner-invalid=//
 
 # The chain may still be starting: wait for it, at most two minutes.
 tries=0
-until dagnet chain status --network "$NETWORK" --netuid "$NETUID" --json >/dev/null 2>&1; do
+until dagnet subnet list --network "$NETWORK" >/dev/null 2>&1; do
   tries=$((tries + 1))
   [ "$tries" -le 120 ] || { echo "bootstrap: no chain at $NETWORK after 120 s" >&2; exit 1; }
   sleep 1
 done
 
+# The subnet: //Alice's if it owns one already, else a new one; started once the chain allows.
+created=$(dagnet subnet create --network "$NETWORK" --dev-key //Alice)
+netuid=$(printf '%s' "$created" | python -c 'import json, sys; print(json.load(sys.stdin)["netuid"])')
+if [ "$netuid" != "$NETUID" ]; then
+  echo "bootstrap: //Alice's subnet on $NETWORK is netuid $netuid, the services run on $NETUID: set DAGNET_NETUID=$netuid" >&2
+  exit 1
+fi
+
 for entry in $ROLES; do
   role=${entry%%=*}; key=${entry#*=}
   dagnet subnet register --network "$NETWORK" --netuid "$NETUID" --dev-key "$key" >/dev/null \
-    || echo "bootstrap: $role: not registered now (already registered on a re-run?)" >&2
+    || echo "bootstrap: $role: not registered now (the subnet owner, or a re-run?)" >&2
 done
 dagnet subnet stake 1000 --network "$NETWORK" --netuid "$NETUID" --dev-key //Alice >/dev/null
 

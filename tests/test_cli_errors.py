@@ -81,6 +81,8 @@ BAD_INPUTS = [
     (["validator", "--wallet.name", "nobody", "--wallet.hotkey", "hk", "--wallet.path", "{dir}"], "wallet nobody/hk: cannot load the hotkey"),
     (["validator", "--bogus"], "No such option: --bogus"),
     (["subnet", "register", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["subnet", "create", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["subnet", "create", "--dev-key", "//Alice", "--network", "nowhere"], "unknown network 'nowhere'"),
     (["subnet", "stake", "1", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
 ]
 

@@ -1,4 +1,4 @@
-"""The embedded chain's genesis: one subnet and the parameters it starts with."""
+"""The embedded chain's genesis: its one subnet's parameters, and whether that subnet exists from block 0."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class Genesis:
     than a tempo, commit-reveal off, no serving rate limit, no stake threshold,
     and every coldkey endowed with ``endowment_tao`` the first time it is seen
     (as a local subtensor pre-funds its dev accounts).
+
+    With ``subnet_at_genesis`` the subnet exists and is started from block 0 (no
+    owner); without it the chain starts with no subnet, and ``register_network``
+    creates it with these parameters (its owner then calls ``start_call`` after
+    ``start_call_delay`` blocks), as on a fresh subtensor.
     """
 
     netuid: int = 1
@@ -34,11 +39,17 @@ class Genesis:
     endowment_tao: int = 1_000_000
     min_stake_rao: int = 2_000_000
     block_time: float = 12.0
+    subnet_at_genesis: bool = True
+    network_lock_rao: int = 1_000 * RAO_PER_TAO
+    """What ``register_network`` takes from the owner's coldkey."""
+    start_call_delay: int = 10
+    """Blocks between a subnet's registration and its ``start_call`` (a fast-blocks localnet's)."""
 
     def to_meta(self) -> dict[str, str]:
         return {key: repr(value) for key, value in asdict(self).items()}
 
     @classmethod
     def from_meta(cls, meta: dict[str, str]) -> Genesis:
+        parse = {"float": float, "bool": lambda v: v == "True"}
         types = {f.name: f.type for f in fields(cls)}
-        return cls(**{k: (float if types[k] == "float" else int)(v) for k, v in meta.items() if k in types})
+        return cls(**{k: parse.get(types[k], int)(v) for k, v in meta.items() if k in types})

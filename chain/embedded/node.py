@@ -101,10 +101,10 @@ class Node:
         if module != "SubtensorModule":
             return {"success": False, "name": "CallNotServed", "message": f"the embedded chain does not implement {module}.{function}"}
         try:
-            block = self.state.apply(signer, nonce, function, params)
+            block, events = self.state.apply(signer, nonce, function, params)
         except Refusal as refusal:
             return {"success": False, "name": refusal.name, "message": refusal.message}
-        return {"success": True, "block": block}
+        return {"success": True, "block": block, "events": events}
 
     async def produce_blocks(self) -> None:
         """One block every ``block_time`` seconds, on a fixed schedule (no drift)."""
@@ -115,7 +115,7 @@ class Node:
             produced += 1
             await asyncio.sleep(max(0.0, start + produced * period - time.monotonic()))
             block = self.state.produce_block()
-            if self.state.blocks_until_epoch(block) == 0:
+            if self.state.blocks_until_epoch(block) == 0 and self.state.subnet_started_at() is not None:
                 log.info("block %d: epoch ran", block)
 
 

@@ -32,8 +32,10 @@ def _column(state: ChainState, field: str) -> list[Any]:
 
 
 def _subnet_scalar(value: Callable[[ChainState], Any]) -> Callable[[ChainState, list], Any]:
+    """An item keyed by netuid: ``None`` (absent) for any netuid but the subnet's, and while it does not exist."""
+
     def read(state: ChainState, params: list) -> Any:
-        if params and params[0] != state.genesis.netuid:
+        if (params and params[0] != state.genesis.netuid) or not state.subnet_exists():
             return None
         return value(state)
 
@@ -78,6 +80,13 @@ STORAGE: dict[tuple[str, str], Callable[[ChainState, list], Any]] = {
     ("SubtensorModule", "Uids"): _uid_of,
     ("SubtensorModule", "Keys"): _key_of,
     ("SubtensorModule", "NetworksAdded"): _subnet_scalar(lambda s: True),
+    ("SubtensorModule", "NetworkRegisteredAt"): _subnet_scalar(lambda s: s.subnet_registered_at()),
+    ("SubtensorModule", "FirstEmissionBlockNumber"): _subnet_scalar(lambda s: s.subnet_started_at()),
+    ("SubtensorModule", "SubtokenEnabled"): _subnet_scalar(lambda s: s.subnet_started_at() is not None),
+    ("SubtensorModule", "SubnetOwner"): _subnet_scalar(lambda s: s.subnet_owner()[0] or None),
+    ("SubtensorModule", "SubnetOwnerHotkey"): _subnet_scalar(lambda s: s.subnet_owner()[1] or None),
+    ("SubtensorModule", "SubnetLocked"): _subnet_scalar(lambda s: int(s.meta().get("subnet_locked", 0))),
+    ("SubtensorModule", "StartCallDelay"): lambda s, p: s.genesis.start_call_delay,
     ("SubtensorModule", "SubnetworkN"): _subnet_scalar(lambda s: len(s.neuron_rows())),
     ("SubtensorModule", "Tempo"): _g("tempo"),
     ("SubtensorModule", "WeightsSetRateLimit"): _g("weights_rate_limit"),
@@ -116,6 +125,7 @@ MAPS: dict[tuple[str, str], Callable[[ChainState, list], list[tuple[Any, Any]]]]
     ("Commitments", "CommitmentOf"): lambda s, p: [],
     ("Commitments", "RevealedCommitments"): lambda s, p: [],
     ("SubtensorModule", "Uids"): lambda s, p: [(r["hotkey"], int(r["uid"])) for r in s.neuron_rows()],
+    ("SubtensorModule", "SubnetOwner"): lambda s, p: [(s.genesis.netuid, s.subnet_owner()[0])] if s.subnet_exists() else [],
 }
 
 
@@ -136,7 +146,7 @@ def query_map(state: ChainState, module: str, name: str, params: list) -> list[t
 def runtime_call(state: ChainState, api: str, method: str, params: Any, block: int) -> Any:
     if (api, method) == ("SubnetInfoRuntimeApi", "get_metagraph"):
         (netuid,) = params
-        return metagraph_record(state, block) if netuid == state.genesis.netuid else None
+        return metagraph_record(state, block) if netuid == state.genesis.netuid and state.subnet_exists() else None
     if (api, method) == ("SwapRuntimeApi", "sim_swap_tao_for_alpha"):
         return {"alpha_amount": int(params["tao"]), "tao_fee": 0, "alpha_fee": 0}
     raise NotServed(f"the embedded chain does not serve runtime API {api}.{method}")
@@ -168,7 +178,7 @@ def metagraph_record(state: ChainState, block: int) -> dict:
         "blocks_since_last_step": block - last_step,
         "owner_hotkey": meta.get("owner_hotkey", ""),
         "owner_coldkey": meta.get("owner_coldkey", ""),
-        "network_registered_at": 0,
+        "network_registered_at": state.subnet_registered_at() or 0,
         "num_uids": n,
         "max_uids": g.max_uids,
         "hotkeys": list(c["hotkey"]),

@@ -1,4 +1,4 @@
-"""The embedded chain's state: one subnet in a SQLite file, and the calls that change it.
+"""The embedded chain's state: (at most) one subnet in a SQLite file, and the calls that change it.
 
 Only the chain process (:mod:`chain.embedded.node`) writes; every write is one
 transaction, so a crash leaves the chain at the last whole block or call. The
@@ -27,6 +27,8 @@ from ..epoch import EpochInputs, run_epoch, split_emission
 from .genesis import RAO_PER_TAO, Genesis
 
 U16_MAX = 65_535
+Event = tuple[str, dict]
+"""A ``SubtensorModule`` event a call raised: its name and attributes."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -69,7 +71,9 @@ class ChainState:
         with self._write():
             if self._meta_get("head") is None:
                 self._init_genesis(genesis or Genesis())
-        self.genesis = Genesis.from_meta(self.meta())
+            self.genesis = Genesis.from_meta(self.meta())
+            if self.genesis.subnet_at_genesis and self._meta_get("subnet_registered_at") is None:
+                self._meta_set(subnet_registered_at=0, subnet_started_at=0)  # a file from before subnets were created
 
     def close(self) -> None:
         self.conn.close()
@@ -95,6 +99,29 @@ class ChainState:
     def _init_genesis(self, genesis: Genesis) -> None:
         self._meta_set(**genesis.to_meta())
         self._meta_set(head=0, last_epoch_block=0, pending_emission=0, changed_at=0, genesis_time=time.time())
+        if genesis.subnet_at_genesis:
+            self._meta_set(subnet_registered_at=0, subnet_started_at=0)
+
+    # -- the subnet ------------------------------------------------------------------------
+
+    def _meta_block(self, key: str) -> int | None:
+        value = self._meta_get(key)
+        return None if value is None else int(value)
+
+    def subnet_registered_at(self) -> int | None:
+        """The block ``register_network`` created the subnet at (0: genesis); ``None`` while there is none."""
+        return self._meta_block("subnet_registered_at")
+
+    def subnet_started_at(self) -> int | None:
+        """The subnet's first emission block (set by ``start_call``); ``None`` until then."""
+        return self._meta_block("subnet_started_at")
+
+    def subnet_exists(self) -> bool:
+        return self.subnet_registered_at() is not None
+
+    def subnet_owner(self) -> tuple[str, str]:
+        """The owner's coldkey and hotkey; empty for a subnet made at genesis."""
+        return self._meta_get("owner_coldkey") or "", self._meta_get("owner_hotkey") or ""
 
     def publish_url(self, url: str) -> None:
         """Where the node answers RPC; empty while no node runs."""
@@ -127,9 +154,12 @@ class ChainState:
         return tempo - (block + self.genesis.netuid + 1) % (tempo + 1)
 
     def produce_block(self) -> int:
-        """Advance the head by one block; accrue emission; run the epoch when due."""
+        """Advance the head by one block; once the subnet is started, accrue emission and run the epoch when due."""
         with self._write():
             block = self.head() + 1
+            if self.subnet_started_at() is None:
+                self._meta_set(head=block)
+                return block
             pending = self._meta_int("pending_emission") + self.genesis.emission_per_block_rao
             self._meta_set(head=block, pending_emission=pending)
             if self.blocks_until_epoch(block) == 0:
@@ -178,8 +208,8 @@ class ChainState:
 
     # -- extrinsics ------------------------------------------------------------------------
 
-    def apply(self, signer: str, nonce: int, function: str, params: dict) -> int:
-        """Apply one signed call at the head block; returns the block it landed in."""
+    def apply(self, signer: str, nonce: int, function: str, params: dict) -> tuple[int, list[Event]]:
+        """Apply one signed call at the head block; returns the block it landed in and the events it raised."""
         handler = _CALLS.get(function)
         if handler is None:
             raise Refusal("CallNotServed", f"the embedded chain does not implement SubtensorModule.{function}")
@@ -187,15 +217,42 @@ class ChainState:
             _, expected = self._account(signer)
             if nonce != expected:
                 raise Refusal("BadProof", f"Transaction has a bad nonce: {nonce}, expected {expected}")
-            self._check_netuid(params.get("netuid"))
-            handler(self, signer, params)
+            if function != "register_network":
+                self._check_netuid(params.get("netuid"))
+            events = handler(self, signer, params) or []
             self.conn.execute("UPDATE accounts SET nonce = nonce + 1 WHERE address = ?", (signer,))
             self._changed()
-            return self.head()
+            return self.head(), events
 
     def _check_netuid(self, netuid: object) -> None:
-        if netuid != self.genesis.netuid:
+        if netuid != self.genesis.netuid or not self.subnet_exists():
             raise Refusal("SubNetworkDoesNotExist", f"The subnet {netuid} does not exist.")
+
+    def _register_network(self, coldkey: str, params: dict) -> list[Event]:
+        """Create the subnet owned by ``coldkey``; its hotkey becomes uid 0, as subtensor appends the owner."""
+        if self.subnet_exists():
+            raise Refusal(
+                "SubnetLimitReached",
+                f"The embedded chain holds one subnet (netuid {self.genesis.netuid}), and it exists already.",
+            )
+        hotkey = str(params["hotkey"])
+        self._debit(coldkey, self.genesis.network_lock_rao, "NotEnoughBalanceToStake")
+        self._meta_set(
+            subnet_registered_at=self.head(), owner_coldkey=coldkey, owner_hotkey=hotkey,
+            subnet_locked=self.genesis.network_lock_rao, last_epoch_block=self.head(),
+        )
+        self._append_neuron(hotkey, coldkey)
+        return [("NetworkAdded", {"netuid": self.genesis.netuid, "mechid": 1})]
+
+    def _start_call(self, coldkey: str, params: dict) -> None:
+        if coldkey != self.subnet_owner()[0]:
+            raise Refusal("NotSubnetOwner", f"{coldkey} does not own subnet {self.genesis.netuid}.")
+        if self.subnet_started_at() is not None:
+            raise Refusal("FirstEmissionBlockNumberAlreadySet", f"Subnet {self.genesis.netuid} is started already.")
+        earliest = (self.subnet_registered_at() or 0) + self.genesis.start_call_delay
+        if self.head() < earliest:
+            raise Refusal("StartCallNotReady", f"Subnet {self.genesis.netuid} can start at block {earliest}; the head is {self.head()}.")
+        self._meta_set(subnet_started_at=self.head() + 1, last_epoch_block=self.head())
 
     def _uid(self, hotkey: str) -> int | None:
         row = self.conn.execute("SELECT uid FROM neurons WHERE hotkey = ?", (hotkey,)).fetchone()
@@ -211,8 +268,11 @@ class ChainState:
         hotkey = str(params["hotkey"])
         if self._uid(hotkey) is not None:
             raise Refusal("HotKeyAlreadyRegisteredInSubNet", "The hotkey is already registered in this subnet.")
-        uid = self._free_uid()
         self._debit(coldkey, self.genesis.burn_rao, "NotEnoughBalanceToPayRegistration")
+        self._append_neuron(hotkey, coldkey)
+
+    def _append_neuron(self, hotkey: str, coldkey: str) -> None:
+        uid = self._free_uid()
         self._clear_uid(uid)
         self.conn.execute(
             "INSERT INTO neurons (uid, hotkey, coldkey, registered_at) VALUES (?, ?, ?, ?)",
@@ -242,6 +302,8 @@ class ChainState:
         uid = self._uid(hotkey)
         if uid is None:
             raise Refusal("HotKeyAccountNotExists", f"The hotkey {hotkey} is not registered on this subnet.")
+        if self.subnet_started_at() is None:
+            raise Refusal("SubtokenDisabled", "SubToken disabled now: the subnet's owner has not called start_call yet.")
         if amount < self.genesis.min_stake_rao:
             raise Refusal("AmountTooLow", f"Stake amount {amount} rao is below the minimum {self.genesis.min_stake_rao}.")
         self._debit(coldkey, amount, "NotEnoughBalanceToStake")
@@ -380,6 +442,8 @@ class ChainState:
 
 
 _CALLS = {
+    "register_network": ChainState._register_network,
+    "start_call": ChainState._start_call,
     "burned_register": ChainState._burned_register,
     "add_stake": ChainState._add_stake,
     "serve_axon": ChainState._serve_axon,

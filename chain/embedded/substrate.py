@@ -210,7 +210,13 @@ class EmbeddedSubstrate:
         )
         if outcome["success"]:
             block = int(outcome["block"])
-            return ExtrinsicResult(success=True, message="Success", block_hash=hash_of(block), extrinsic_id=f"{block}-0000")
+            events = [
+                {"event": {"module_id": "SubtensorModule", "event_id": name, "attributes": attributes}, "extrinsic_idx": 0}
+                for name, attributes in outcome.get("events", [])
+            ]
+            return ExtrinsicResult(
+                success=True, message="Success", block_hash=hash_of(block), extrinsic_id=f"{block}-0000", events=events
+            )
         return ExtrinsicResult(
             success=False, message=outcome["message"], error=ChainError(outcome["message"], outcome["name"])
         )

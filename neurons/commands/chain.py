@@ -29,6 +29,10 @@ def chain_start(
     weights_rate_limit: Annotated[int, typer.Option(min=0, help="Blocks between two weights of one validator.")] = 20,
     immunity_period: Annotated[int, typer.Option(min=0, help="Blocks during which a new uid cannot be replaced.")] = 1000,
     netuid: NetuidOpt = 1,
+    subnet: Annotated[
+        bool, typer.Option("--subnet/--no-subnet", help="Genesis with the subnet made and started, or with none (`dagnet subnet create` makes it).")
+    ] = True,
+    start_call_delay: Annotated[int, typer.Option(min=0, help="Blocks between a subnet's creation and its start_call.")] = 10,
     host: Annotated[str, typer.Option(help="Address of the node's RPC.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="RPC port; 0 picks a free one.")] = 0,
 ) -> None:
@@ -38,7 +42,7 @@ def chain_start(
 
     genesis = Genesis(
         netuid=netuid, tempo=tempo, weights_rate_limit=weights_rate_limit, immunity_period=immunity_period,
-        block_time=12.0 if block_time is None else block_time,
+        block_time=12.0 if block_time is None else block_time, subnet_at_genesis=subnet, start_call_delay=start_call_delay,
     )
     try:
         serve(

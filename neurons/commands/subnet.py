@@ -1,4 +1,4 @@
-"""``dagnet subnet register | stake``: put a wallet's hotkey on a subnet (development networks)."""
+"""``dagnet subnet create | register | stake``: make a subnet and put a wallet's hotkey on it (development networks)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from neurons.commands.network import (
     run_on_chain,
 )
 
-subnet_app = typer.Typer(help="Registration and stake (development networks).", no_args_is_help=True)
+subnet_app = typer.Typer(help="Subnet creation, registration and stake (development networks).", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +25,52 @@ def _chain(
     from chain.sdk import SdkChain
 
     return SdkChain.open(network_of(network, endpoint), load_wallet(name, hotkey, path, dev_key), netuid)
+
+
+@subnet_app.command("list")
+def subnet_list(network: NetworkOpt = None, endpoint: EndpointOpt = None) -> None:
+    """Every subnet on the chain and its owner's coldkey, as JSON."""
+    from chain.sdk import SdkChain
+
+    chain = SdkChain.open(network_of(network, endpoint), None, 0, retries=0)
+    owners = run_on_chain(chain, chain.subnet_owners())
+    print_json([{"netuid": netuid, "owner_coldkey": owner} for netuid, owner in owners.items()])
+
+
+@subnet_app.command("create")
+def subnet_create(
+    network: NetworkOpt = None, endpoint: EndpointOpt = None,
+    wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
+    dev_key: DevKeyOpt = None,
+    new: Annotated[bool, typer.Option("--new", help="Create another subnet even if the coldkey owns one.")] = False,
+    start: Annotated[bool, typer.Option("--start/--no-start", help="Call start_call once the chain allows it.")] = True,
+    start_timeout: Annotated[
+        float, typer.Option("--start-timeout", min=0, help="Seconds to wait for the chain's start-call delay.")
+    ] = 300.0,
+) -> None:
+    """Create a subnet owned by the wallet's coldkey (its hotkey becomes uid 0) and start it; prints its netuid.
+
+    A coldkey that owns a subnet already gets that one back ("created": false), started if it
+    was not yet, unless --new. The chain takes the network registration cost from the coldkey.
+    """
+    chain = _chain(network, endpoint, 0, wallet_name, wallet_hotkey, wallet_path, dev_key)
+    print_json(run_on_chain(chain, _create(chain, new=new, start=start, start_timeout=start_timeout)))
+
+
+async def _create(chain: Any, *, new: bool, start: bool, start_timeout: float) -> dict[str, Any]:
+    from chain.sdk import SdkChain
+
+    owned = [] if new else await chain.owned_subnets()
+    netuid = owned[0] if owned else await chain.create_subnet()
+    subnet = SdkChain(chain.client, chain.wallet, netuid)
+    started = await subnet.started()
+    if start and not started:
+        await subnet.start(timeout_s=start_timeout)
+        started = True
+    return {
+        "netuid": netuid, "created": not owned, "started": started,
+        "owner_coldkey": chain.wallet.coldkeypub.ss58_address, "owner_hotkey": chain.hotkey,
+    }
 
 
 @subnet_app.command("register")

@@ -63,8 +63,8 @@ def dev_wallet(hotkey_uri: str, coldkey_uri: str = "//Alice") -> SimpleNamespace
     return SimpleNamespace(coldkey=cold, coldkeypub=cold, hotkey=Keypair.create_from_uri(hotkey_uri))
 
 
-def chain_for(state: Path, hotkey_uri: str, netuid: int = 1, **kwargs) -> SdkChain:
-    return SdkChain.open(Network("embedded", state), dev_wallet(hotkey_uri), netuid, **kwargs)
+def chain_for(state: Path, hotkey_uri: str, netuid: int = 1, *, coldkey_uri: str = "//Alice", **kwargs) -> SdkChain:
+    return SdkChain.open(Network("embedded", state), dev_wallet(hotkey_uri, coldkey_uri), netuid, **kwargs)
 
 
 async def wait_for_block(chain: SdkChain, block: int, timeout_s: float = 30.0) -> int:
