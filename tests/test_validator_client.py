@@ -44,9 +44,13 @@ def _node(**params: object) -> NodeSynapse:
     return NodeSynapse(task_id="t1", node_id="n1", subnet="sn1", action="echo", params=params)
 
 
+def _package() -> TaskPackage:
+    return TaskPackage(task_id="t1", task_type="rag", description="find a fact")
+
+
 async def test_signature_verifies_at_a_real_receiver_and_every_request_has_a_fresh_nonce() -> None:
     store = bt.http_auth.InMemoryNonceStore()
-    package = TaskPackage(task_id="t1", task_type="rag", description="find a fact")
+    package = _package()
     async with serve_asgi(_verifying_app(store)) as url, MinerClient(VALIDATOR) as client:
         first = await client.query_workflow(url, MINER.ss58_address, package)
         second = await client.call_node(url, MINER.ss58_address, _node(text="hi"))
@@ -109,6 +113,25 @@ async def test_connection_closed_without_response_is_a_retryable_error() -> None
     assert reply.status is None
     assert reply.error is not None and reply.error.startswith("connection closed")
     assert reply.retryable
+
+
+async def test_a_query_is_tried_again_once_when_the_miner_closes_the_connection_unanswered() -> None:
+    """The keep-alive race: the miner drops the connection as the query goes out."""
+    closes = 1
+
+    async def close_then_answer(reader, writer, stop) -> None:
+        nonlocal closes
+        if closes:
+            closes -= 1
+            await CLOSE(reader, writer, stop)
+        else:
+            await reply_with(200, b'{"ok": true}')(reader, writer, stop)
+
+    async with raw_peer(close_then_answer) as flaky, raw_peer(CLOSE) as gone, MinerClient(VALIDATOR) as client:
+        recovered = await client.query_workflow(flaky.url, MINER.ss58_address, _package())
+        lost = await client.query_workflow(gone.url, MINER.ss58_address, _package())
+    assert recovered.ok and recovered.body == b'{"ok": true}' and flaky.connections == 2
+    assert lost.error.startswith("connection closed") and gone.connections == 2  # once more, not forever
 
 
 async def test_nobody_listening_is_a_retryable_connect_error() -> None:

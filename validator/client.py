@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import bittensor as bt
@@ -22,6 +22,7 @@ from protocol.routes import NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
 _ERROR_EXCERPT = 200
+_CLOSED = "connection closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +145,22 @@ class MinerClient:
     async def query_workflow(
         self, axon_url: str, hotkey: str, package: TaskPackage, *, timeout_s: float | None = None
     ) -> Reply:
-        """Ask a miner for a workflow plan for ``package``."""
-        return await self.post(axon_url, hotkey, WORKFLOW_PATH, self._encode(package), timeout_s=timeout_s)
+        """Ask a miner for a workflow plan for ``package``.
+
+        A connection closed before any answer is tried once more (a new request, a new
+        nonce) within what is left of the timeout: a miner drops an idle keep-alive
+        connection at the moment the validator reuses it, and that race is nobody's fault.
+        The query asks for a plan and changes nothing, so a repeat is harmless.
+        """
+        timeout = self._config.timeout_s if timeout_s is None else timeout_s
+        body = self._encode(package)
+        started = time.perf_counter()
+        reply = await self.post(axon_url, hotkey, WORKFLOW_PATH, body, timeout_s=timeout)
+        left = timeout - (time.perf_counter() - started)
+        if reply.ok or not reply.error.startswith(_CLOSED) or left <= 0:
+            return reply
+        again = await self.post(axon_url, hotkey, WORKFLOW_PATH, body, timeout_s=left)
+        return replace(again, elapsed_s=time.perf_counter() - started)
 
     async def call_node(
         self, axon_url: str, hotkey: str, synapse: NodeSynapse, *, timeout_s: float | None = None
@@ -175,7 +190,7 @@ class MinerClient:
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 return _failure(f"connect error: {_describe(exc)}", started, retryable=True)
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                return _failure(f"connection closed: {_describe(exc)}", started, retryable=True)
+                return _failure(f"{_CLOSED}: {_describe(exc)}", started, retryable=True)
             except httpx.TimeoutException as exc:
                 return _failure(f"timeout: {_describe(exc)}", started)
             except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:

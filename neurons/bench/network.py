@@ -184,7 +184,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
         "task_id": found.task_id, "task_type": found.task_type, "seeds": [seed, seed + repeats],
         "miners": miners, "miner_processes": processes,
         "median": median, "cold": steps[0], "repeats": warm, "block_s": BLOCK_S,
-        "meets_target": median["wall_s"] < BLOCK_S,
+        "meets_target": median["wall_s"] < BLOCK_S, "load_avg_1m": os.getloadavg()[0],
     }
 
 
@@ -569,7 +569,9 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
                   f"{m['mean_score']:.3f}", f"{m['invalid']:g}")
     console.print(table)
     verdict = "[green]inside[/green]" if step["meets_target"] else "[red]not inside[/red]"
-    console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s)")
+    console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s); "
+                  f"validator CPU {m['validator_cpu_s']:.2f} s per step; load average {step['load_avg_1m']:.1f} on "
+                  f"{result['cpus']} CPUs")
 
 
 def _fmt(value: float | None, spec: str) -> str:
