@@ -18,6 +18,9 @@ ALLOWED = {
     "miner": {"protocol", "sandbox", "storage"},
     "neurons": OURS,
 }
+BESIDES = {"miner/planner/attackers.py": {"benchmarks"}}
+"""Files that may import more than their layer: the precompute attacker reads the public
+task families, as any cheater can."""
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -35,9 +38,10 @@ def _imported_packages(path: Path) -> set[str]:
 def test_package_imports_only_the_layers_below_it(package):
     offenders = {}
     for path in sorted((ROOT / package).rglob("*.py")):
-        bad = _imported_packages(path) - ALLOWED[package] - {package}
+        relative = str(path.relative_to(ROOT))
+        bad = _imported_packages(path) - ALLOWED[package] - BESIDES.get(relative, set()) - {package}
         if bad:
-            offenders[str(path.relative_to(ROOT))] = sorted(bad)
+            offenders[relative] = sorted(bad)
     assert offenders == {}
 
 

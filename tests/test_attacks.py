@@ -10,13 +10,13 @@ nothing at all, or a flood of the dearest subnet with estimates of 0.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
 
 from benchmarks import Family, load_families
 from miner.planner import get_planner
+from miner.planner.attackers import answer_plan, example_answer
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from neurons.localrun import run_document
@@ -73,51 +73,20 @@ def on_example() -> dict[str, dict]:
     return dict(zip(IDS, asyncio.run(_gather([output(f) for f in FAMILIES]))))
 
 
-def _subnet(family: Family, kind: str) -> str | None:
-    allowed = family.package.constraints.allowed_subnets
-    return next((s for s, info in family.package.available_tools.items()
-                 if info.type == kind and (allowed is None or s in allowed)), None)
-
-
 def _one_node(family: Family, answer: str, *, code: bool, action: str | None = None) -> WorkflowPlan:
-    """One node that emits ``answer`` (as artifacts.code for code), on a text subnet, or
-    as JSON on a data subnet when the family offers no text subnet."""
-    text_subnet = _subnet(family, "text")
-    subnet = text_subnet or _subnet(family, "data")
-    if action == "echo":
-        params: dict[str, Any] = {"text": answer, "code": answer if code else ""}
-    elif action is not None:
-        params = {"expression": "1 + 1"}
-    elif code:
-        action, params = "text_transform", {"op": "extract_code_block", "text": f"```python\n{answer}```\n"}
-    elif text_subnet is not None:
-        action, params = "text_transform", {"op": "strip", "text": answer}
-    else:
-        action, params = "json_transform", {"data": _json_or_text(answer), "ops": []}
-    node = {"id": "answer", "subnet": subnet, "action": action, "params": params}
-    return WorkflowPlan.model_validate({"nodes": [node], "output_node": "answer"})
-
-
-def _json_or_text(answer: str) -> Any:
-    try:
-        return json.loads(answer)
-    except ValueError:
-        return answer
+    """One node that emits ``answer``; with ``action``, the same node calling ``echo`` or
+    an action its subnet does not offer."""
+    plan = answer_plan(family.package, answer, code=code)
+    if action is None:
+        return plan
+    params: dict[str, Any] = {"text": answer, "code": answer if code else ""} if action == "echo" else {"expression": "1 + 1"}
+    node = plan.nodes[0].model_copy(update={"action": action, "params": params})
+    return plan.model_copy(update={"nodes": [node]})
 
 
 def _memorised(family: Family) -> str:
     """The public example's reference, in the shape an answer takes."""
-    reference = family.example().reference
-    if "reference_answer" in reference:
-        return reference["reference_answer"]
-    if "expected_output" in reference:
-        return json.dumps(reference["expected_output"])
-    if "goal_checklist" in reference:
-        keys = {item["key"]: item["equals"] for item in reference["goal_checklist"] if item["type"] == "json_key"}
-        return json.dumps(keys)
-    table = {json.dumps(case["args"]): case["expected"] for case in reference["cases"]}
-    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(table))})\n"
-            f"def {reference['entry_point']}(*args):\n    return TABLE.get(json.dumps(list(args)))\n")
+    return example_answer(family.example().reference)
 
 
 def _attack(plans: dict[str, WorkflowPlan]) -> dict[str, dict]:
@@ -144,7 +113,8 @@ def test_an_answer_worked_out_on_the_public_example_earns_nothing(naive, on_exam
 
 
 def test_the_memorised_example_reference_earns_nothing(naive) -> None:
-    plans = {f.task_id: _one_node(f, _memorised(f), code=f.task_type == "code") for f in FAMILIES}
+    precompute = get_planner("precompute")
+    plans = {f.task_id: precompute.plan(f.package).plan for f in FAMILIES}
     _assert_no_better_than_naive(_attack(plans), naive)
 
 

@@ -2,26 +2,26 @@
 
 - ``invalid``: answers every task with a plan whose two nodes wait on each
   other (a cycle). The validator rejects it before running anything.
-- ``precompute``: reads the published benchmark task set (references
-  included: a validator needs them, so they ship with the code), recognises a
-  task by its public description and answers with a one-node plan that just
-  emits the stored reference — no work, nearly no cost, and right if the task
-  never changed. Against hidden instances the stored reference belongs to inputs
-  the validator is no longer using.
+- ``precompute``: reads the public task families (they ship with the code),
+  recognises a family by its description and answers with a one-node plan that
+  just emits the reference of the family's public example instance — all a
+  cheater can work out in advance. The validator executes a hidden instance
+  drawn from its own seed, so the stored answer belongs to inputs it is not using.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
 
+from benchmarks import Family, load_families
 from protocol.plan import Edge, PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
-from protocol.task import Task, TaskSet
 
 from .base import PlanningError, PlanProposal
 
-PUBLISHED_TASKS = Path(__file__).resolve().parents[2] / "benchmarks" / "v1.json"
+__all__ = ["InvalidPlanner", "PrecomputePlanner", "answer_plan", "example_answer"]
 
 
 class InvalidPlanner:
@@ -37,33 +37,60 @@ class InvalidPlanner:
 class PrecomputePlanner:
     name = "precompute"
 
-    def __init__(self, published: Path = PUBLISHED_TASKS) -> None:
-        tasks = TaskSet.model_validate_json(published.read_bytes()).tasks
-        self._answers = {task.description: _stored_answer(task) for task in tasks}
+    def __init__(self, families: Iterable[Family] | None = None) -> None:
+        known = load_families() if families is None else families
+        self._answers = {f.package.description: example_answer(f.example().reference) for f in known}
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         answer = self._answers.get(package.description)
         if answer is None:
-            raise PlanningError("no stored answer for this task")
-        params = {"op": "strip", "text": answer}
-        node = PlanNode(id="answer", subnet=_text_subnet(package), action="text_transform", params=params)
-        return PlanProposal(WorkflowPlan(nodes=[node], output_node="answer"), 0.0, 0.0, 1.0, "a stored answer")
+            raise PlanningError("no precomputed answer for this task: its description matches no public family")
+        return PlanProposal(answer_plan(package, answer), 0.0, 0.0, 1.0, "the public example's reference")
 
 
-def _stored_answer(task: Task) -> str:
-    reference = task.reference
+def example_answer(reference: dict[str, Any]) -> str:
+    """The answer a reference stands for, in the shape a plan's final output takes: the
+    text of a rag answer, the JSON of a data object or of an agent's checked keys, or for
+    code a function that looks its cases up in a table."""
     if "reference_answer" in reference:
         return str(reference["reference_answer"])
     if "expected_output" in reference:
-        return json.dumps(reference["expected_output"], sort_keys=True)
+        return json.dumps(reference["expected_output"])
     if "goal_checklist" in reference:
-        return " ".join(str(item.get("text", "")) for item in reference["goal_checklist"])
-    return ""
+        keys = {item["key"]: item["equals"] for item in reference["goal_checklist"] if item["type"] == "json_key"}
+        return json.dumps(keys)
+    table = {json.dumps(case["args"]): case["expected"] for case in reference["cases"]}
+    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(table))})\n"
+            f"def {reference['entry_point']}(*args):\n    return TABLE.get(json.dumps(list(args)))\n")
 
 
-def _text_subnet(package: TaskPackage) -> str:
+def answer_plan(package: TaskPackage, answer: str, *, code: bool | None = None) -> WorkflowPlan:
+    """One node that emits ``answer``: as ``artifacts.code`` for a code task (``code``
+    defaults to the task type), as text on a text subnet, or as JSON on a data subnet
+    when the package allows no text subnet."""
+    code = package.task_type == "code" if code is None else code
+    text_subnet = _allowed_subnet(package, "text")
+    if code:
+        action, params = "text_transform", {"op": "extract_code_block", "text": f"```python\n{answer}```\n"}
+    elif text_subnet is not None:
+        action, params = "text_transform", {"op": "strip", "text": answer}
+    else:
+        action, params = "json_transform", {"data": _json_or_text(answer), "ops": []}
+    subnet = text_subnet or _allowed_subnet(package, "data")
+    if subnet is None:
+        raise PlanningError("no allowed text or data subnet to emit an answer on")
+    node = PlanNode(id="answer", subnet=subnet, action=action, params=params)
+    return WorkflowPlan(nodes=[node], output_node="answer")
+
+
+def _allowed_subnet(package: TaskPackage, kind: str) -> str | None:
     allowed = package.constraints.allowed_subnets
-    for subnet, info in package.available_tools.items():
-        if info.type == "text" and (allowed is None or subnet in allowed):
-            return subnet
-    raise PlanningError("no allowed text subnet to emit a stored answer on")
+    return next((subnet for subnet, info in package.available_tools.items()
+                 if info.type == kind and (allowed is None or subnet in allowed)), None)
+
+
+def _json_or_text(answer: str) -> Any:
+    try:
+        return json.loads(answer)
+    except ValueError:
+        return answer
