@@ -22,13 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.metrics import RunMetrics
+from protocol.score_weights import GATE, W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
-W_SUCCESS = 0.50
-W_COST = 0.25
-W_LATENCY = 0.15
-W_RELIABILITY = 0.10
-GATE = 0.7
-"""S_cost and S_latency count only when S_success is strictly above this."""
 
 PENALTY_UNPLANNED_RETRY = 0.10
 PENALTY_TIMEOUT = 0.20

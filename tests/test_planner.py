@@ -102,7 +102,9 @@ def test_naive_is_a_chain_in_listed_order_on_first_listed_subnets_without_retrie
 # --- subnet choice on hand-made packages --------------------------------------------
 
 
-def test_good_picks_the_cheapest_allowed_subnet_that_fits_the_latency_budget():
+def test_good_weighs_cost_against_latency_at_the_rates_the_score_pays():
+    # S pays 0.25 per budget left and 0.15 per latency limit left: the best subnet
+    # depends on how much of each limit it takes.
     tools = {
         "pricey_fast": {"type": "math", "avg_cost": 0.05, "avg_latency": 0.01},
         "cheap_slow": {"type": "math", "avg_cost": 0.001, "avg_latency": 3.0},
@@ -111,23 +113,37 @@ def test_good_picks_the_cheapest_allowed_subnet_that_fits_the_latency_budget():
         "text": {"type": "text", "avg_cost": 0.0, "avg_latency": 0.0},
     }
     allowed = ["pricey_fast", "cheap_slow", "mid", "text"]
-    package = _package(tools, [_step("a")], allowed=allowed, latency=2.0)
-    # target = half of 2 s: cheap_slow (3 s) does not fit; mid is the cheapest that does
-    assert _subnets(get_planner("good").plan(package)) == {"a": "mid"}
-    roomy = _package(tools, [_step("a")], allowed=allowed, latency=10.0)
-    assert _subnets(get_planner("good").plan(roomy)) == {"a": "cheap_slow"}
+
+    def pick(budget: float, latency: float) -> str:
+        package = _package(tools, [_step("a")], allowed=allowed, budget=budget, latency=latency)
+        return _subnets(get_planner("good").plan(package))["a"]
+
+    assert pick(budget=1.0, latency=2.0) == "pricey_fast"  # 5 % of the budget buys 9 % of the limit
+    assert pick(budget=0.1, latency=2.0) == "mid"
+    assert pick(budget=0.02, latency=100.0) == "cheap_slow"
+    # cheapest by far, but 3 s is over the latency cap (0.8 of the limit)
+    assert pick(budget=0.02, latency=3.5) == "mid"
 
 
-def test_good_upgrades_only_the_critical_path():
+def test_good_speeds_up_only_the_critical_path():
     tools = {
-        "slow": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.6},
+        "slow": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.25},
         "fast": {"type": "math", "avg_cost": 0.01, "avg_latency": 0.1},
     }
-    steps = [_step("a"), _step("b", expression="${a.output.text} + 1"), _step("side")]
-    package = _package(tools, steps, latency=2.0)  # target 1.0 s; a->b on slow is 1.2 s
-    chosen = _subnets(get_planner("good").plan(package))
-    assert chosen["side"] == "slow"
-    assert sorted([chosen["a"], chosen["b"]]) == ["fast", "slow"]
+    chain = [_step("a"), _step("b", expression="${a.output.text} + 1"), _step("c", expression="${b.output.text} + 1")]
+    chosen = _subnets(get_planner("good").plan(_package(tools, [*chain, _step("side")], latency=2.0)))
+    assert chosen == {"a": "fast", "b": "fast", "c": "fast", "side": "slow"}
+
+
+def test_good_moves_parallel_branches_together():
+    # Either branch alone on the fast subnet leaves the critical path as long.
+    tools = {
+        "slow": {"type": "math", "avg_cost": 0.001, "avg_latency": 1.0},
+        "fast": {"type": "math", "avg_cost": 0.002, "avg_latency": 0.1},
+    }
+    steps = [_step("left"), _step("right"), _step("join", expression="${left.output.text} + ${right.output.text}")]
+    chosen = _subnets(get_planner("good").plan(_package(tools, steps, latency=10.0)))
+    assert chosen == {"left": "fast", "right": "fast", "join": "fast"}
 
 
 def test_good_falls_back_to_the_fastest_when_nothing_fits():
@@ -155,15 +171,15 @@ def test_good_prices_flaky_subnets_with_their_retries_and_declares_them():
         "steady": {"type": "math", "avg_cost": 0.005, "avg_latency": 0.1},
         "flaky_cheaper": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.1, "fail_first": 1},
     }
-    proposal = get_planner("good").plan(_package(tools, [_step("a")]))
-    # 3 attempts x 0.002 = 0.006 > 0.005 > 2 attempts x 0.001 = 0.002
+    proposal = get_planner("good").plan(_package(tools, [_step("a")], latency=100.0))
+    # 3 attempts x 0.002 = 0.006 > 0.005 > 2 attempts x 0.001 = 0.002; latency is no object
     assert _subnets(proposal) == {"a": "flaky_cheaper"}
     policy = proposal.plan.error_handling["a"]
     assert policy.retry_count >= 1
     assert policy.timeout_seconds is not None and policy.timeout_seconds > 0.1
     assert proposal.total_estimated_cost == pytest.approx(0.002)
     expensive = {k: v for k, v in tools.items() if k != "flaky_cheaper"}
-    assert _subnets(get_planner("good").plan(_package(expensive, [_step("a")]))) == {"a": "steady"}
+    assert _subnets(get_planner("good").plan(_package(expensive, [_step("a")], latency=100.0))) == {"a": "steady"}
 
 
 def test_routing_top_k_multiplies_the_cost_estimate():

@@ -1,29 +1,32 @@
-"""The good reference strategy: parallel where independent, cheap where it fits.
+"""The good reference strategy: parallel where independent, and each step on the
+subnet that costs the score least.
 
 - Edges exactly where a step's params reference another step, so independent
   steps run concurrently under a dependency-driven executor.
-- Each step starts on its cheapest allowed subnet of the right kind, priced for
-  the attempts it will need (a subnet known to fail its first ``fail_first``
-  attempts costs and takes ``1 + fail_first`` attempts). While the critical path
-  misses the latency target, the step on it with the best latency saved per TAO
-  moves to a faster subnet, as long as the total stays within the budget. When no
-  move is left the critical path already runs on the fastest options it can afford.
+- Subnets are chosen for the score the validator pays (docs/scoring.md): ``W_COST``
+  per share of the budget spent and ``W_LATENCY`` per share of the latency limit
+  taken. A step on a subnet known to fail its first ``fail_first`` attempts costs and
+  takes ``1 + fail_first`` attempts; ``top_k`` providers cost ``top_k`` times as much.
+  A local search starts from the cheapest subnets and from the fastest, and moves a
+  step, the steps of a kind in one tier, or all the steps of a kind to another subnet
+  while that lowers the expected loss. The plan must stay within the budget and under
+  a latency cap (``latency_headroom`` of ``max_latency_seconds``): estimates are
+  averages, and the validator's scheduling and the network add to them.
 - Every node declares ``retry_count = fail_first + 1`` (one spare for transient
   faults) and a per-attempt timeout of a few times its subnet's latency plus a
   margin for the action's own work, so a hung provider is cut off long before the
   validator's default.
-
-The latency target is a fraction (``latency_headroom``) of ``max_latency_seconds``:
-estimates are averages, and the validator's scheduling and the network add to them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from protocol.graph import CycleError, Graph
 from protocol.plan import Edge, ErrorPolicy, WorkflowPlan
+from protocol.score_weights import W_COST, W_LATENCY
 from protocol.synapse import TaskPackage
 
 from .base import PlanningError, PlanProposal
@@ -42,7 +45,7 @@ _REASONING_NODES = 32  # keeps the reasoning far below the 16 KiB wire limit
 class GoodPlanner:
     name = "good"
 
-    def __init__(self, *, latency_headroom: float = 0.5) -> None:
+    def __init__(self, *, latency_headroom: float = 0.8) -> None:
         if not 0 < latency_headroom <= 1:
             raise ValueError("latency_headroom must be in (0, 1]")
         self.latency_headroom = latency_headroom
@@ -56,9 +59,9 @@ class GoodPlanner:
         except CycleError as exc:
             raise PlanningError(f"step DataRefs form a {exc}") from None
         ranked = [sorted(options(package, step), key=_price) for step in steps]
-        target = package.constraints.max_latency_seconds * self.latency_headroom
-        budget = package.constraints.max_budget_tao or math.inf
-        chosen = _cheapest_fitting(graph, ranked, target, budget)
+        limit = package.constraints.max_latency_seconds
+        cap = limit * self.latency_headroom
+        chosen = _choose(graph, ranked, _Limits(package.constraints.max_budget_tao or math.inf, limit, cap))
         nodes = [plan_node(step, opt, _attempts(opt)) for step, opt in zip(steps, chosen)]
         latencies = [node.estimated_latency for node in nodes]
         plan = WorkflowPlan(
@@ -73,8 +76,8 @@ class GoodPlanner:
             plan=plan,
             total_estimated_cost=cost,
             total_estimated_latency=latency,
-            confidence=_confidence(cost, latency, package, target),
-            reasoning=_reasoning(plan, graph, cost, latency, target),
+            confidence=_confidence(cost, latency, package, cap),
+            reasoning=_reasoning(plan, graph, cost, latency, cap),
         )
 
 
@@ -96,45 +99,102 @@ def _policy(action: str, option: Option) -> ErrorPolicy:
     )
 
 
-def _cheapest_fitting(
-    graph: Graph, ranked: list[list[Option]], target: float, budget: float
-) -> list[Option]:
-    """Cheapest options, upgraded along the critical path until it meets ``target``.
-
-    Every upgrade strictly lowers one step's latency, so the loop ends after at
-    most as many upgrades as there are options.
-    """
-    chosen = [opts[0] for opts in ranked]
-    while True:
-        length, path = graph.longest_path([opt.latency(_attempts(opt)) for opt in chosen])
-        if length <= target:
-            return chosen
-        spare = budget - sum(opt.cost(_attempts(opt)) for opt in chosen)
-        upgrade = _best_upgrade(path, chosen, ranked, spare)
-        if upgrade is None:
-            return chosen
-        step, option = upgrade
-        chosen[step] = option
+def _choose(graph: Graph, ranked: list[list[Option]], limits: _Limits) -> list[Option]:
+    """The options with the least expected loss of score (:meth:`_Limits.key`): a local
+    search from the cheapest options and one from the fastest, the better of the two."""
+    search = _Search(graph, ranked, limits)
+    cheapest = tuple(0 for _ in ranked)
+    fastest = tuple(min(range(len(opts)), key=lambda k, opts=opts: _speed(opts[k])) for opts in ranked)
+    best = min((search.descend(start) for start in (cheapest, fastest)), key=search.key)
+    return [opts[k] for opts, k in zip(ranked, best)]
 
 
-def _best_upgrade(
-    path: Sequence[int], chosen: list[Option], ranked: list[list[Option]], spare: float
-) -> tuple[int, Option] | None:
-    """The (step, faster option) on ``path`` saving the most latency per extra TAO."""
-    best: tuple[int, Option] | None = None
-    best_key = (-1.0, -1.0)
-    for step in path:
-        current = chosen[step]
-        now_latency, now_cost = current.latency(_attempts(current)), current.cost(_attempts(current))
-        for option in ranked[step]:
-            saved = now_latency - option.latency(_attempts(option))
-            extra = option.cost(_attempts(option)) - now_cost
-            if not (saved > 0 and extra <= spare):  # also false for NaN from overflowing estimates
-                continue
-            key = (saved / extra if extra > 0 else math.inf, saved)
-            if key > best_key:
-                best, best_key = (step, option), key
-    return best
+class _Search:
+    """One option per step, written as its index in the step's ranked options (steps of
+    a kind share one ranking, so an index means the same subnet for all of them)."""
+
+    def __init__(self, graph: Graph, ranked: list[list[Option]], limits: _Limits) -> None:
+        self.graph, self.limits = graph, limits
+        self.costs = [[opt.cost(_attempts(opt)) for opt in opts] for opts in ranked]
+        self.latencies = [[opt.latency(_attempts(opt)) for opt in opts] for opts in ranked]
+        self.groups = _groups(graph, ranked)
+
+    def key(self, choice: tuple[int, ...]) -> tuple[float, float, float]:
+        cost = math.fsum(costs[k] for costs, k in zip(self.costs, choice))
+        return self.limits.key(cost, self.graph.critical_path(self._latencies(choice)))
+
+    def _latencies(self, choice: tuple[int, ...]) -> list[float]:
+        return [latencies[k] for latencies, k in zip(self.latencies, choice)]
+
+    def _may_help(self, choice: tuple[int, ...], group: list[int], k: int, on_path: set[int]) -> bool:
+        """Whether moving ``group`` to option ``k`` can lower the key: it saves cost
+        somewhere, or it speeds up a step on the critical path (nothing else shortens it)."""
+        return any(
+            self.costs[step][k] < self.costs[step][choice[step]]
+            or (step in on_path and self.latencies[step][k] < self.latencies[step][choice[step]])
+            for step in group
+        )
+
+    def descend(self, choice: tuple[int, ...]) -> tuple[int, ...]:
+        """While putting some group of steps on one option lowers the key, make the move
+        that lowers it most. Every move strictly lowers the key and there are finitely
+        many choices, so the search ends."""
+        best = self.key(choice)
+        while True:
+            found = None
+            on_path = set(self.graph.longest_path(self._latencies(choice))[1])
+            for group in self.groups:
+                for k in range(len(self.costs[group[0]])):
+                    if all(choice[step] == k for step in group) or not self._may_help(choice, group, k, on_path):
+                        continue
+                    candidate = list(choice)
+                    for step in group:
+                        candidate[step] = k
+                    key = self.key(tuple(candidate))
+                    if key < best:
+                        found, best = tuple(candidate), key
+            if found is None:
+                return choice
+            choice = found
+
+
+def _groups(graph: Graph, ranked: list[list[Option]]) -> list[list[int]]:
+    """Steps that a move puts on one option together: each step alone, the steps of a
+    kind in one tier (parallel branches only shorten the critical path together), and
+    all the steps of a kind."""
+    level = {graph.index[node_id]: depth for depth, tier in enumerate(graph.tiers()) for node_id in tier}
+    by_tier: dict[tuple[str, int], list[int]] = {}
+    by_kind: dict[str, list[int]] = {}
+    for step, opts in enumerate(ranked):
+        by_tier.setdefault((opts[0].info.type, level[step]), []).append(step)
+        by_kind.setdefault(opts[0].info.type, []).append(step)
+    shared = [tuple(group) for group in [*by_tier.values(), *by_kind.values()] if len(group) > 1]
+    return [[step] for step in range(len(ranked))] + [list(group) for group in dict.fromkeys(shared)]
+
+
+def _speed(option: Option) -> tuple[float, float, int]:
+    attempts = _attempts(option)
+    return (option.latency(attempts), option.cost(attempts), option.position)
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """What the validator pays for: ``W_COST`` per budget spent, ``W_LATENCY`` per
+    latency limit taken (docs/scoring.md); ``cap`` is the latency the plan must stay
+    under and ``budget`` the spend (``inf`` when the task gives none)."""
+
+    budget: float
+    latency_limit: float
+    cap: float
+
+    def key(self, cost: float, latency: float) -> tuple[float, float, float]:
+        """``(excess over the cap and the budget, expected loss of S, cost)``, smaller is better."""
+        excess = max(0.0, latency - self.cap) / self.latency_limit
+        loss = W_LATENCY * latency / self.latency_limit
+        if math.isfinite(self.budget):
+            excess += max(0.0, cost - self.budget) / self.budget
+            loss += W_COST * cost / self.budget
+        return (excess, loss, cost)
 
 
 def _parallel_width(graph: Graph, durations: Sequence[float]) -> int:
@@ -154,23 +214,23 @@ def _parallel_width(graph: Graph, durations: Sequence[float]) -> int:
     return max(peak, max(len(tier) for tier in graph.tiers()))
 
 
-def _confidence(cost: float, latency: float, package: TaskPackage, target: float) -> float:
+def _confidence(cost: float, latency: float, package: TaskPackage, cap: float) -> float:
     budget = package.constraints.max_budget_tao
     if budget is not None and cost > budget:
         return 0.3
     if latency > package.constraints.max_latency_seconds:
         return 0.4
-    return 0.9 if latency <= target else 0.7
+    return 0.9 if latency <= cap else 0.7
 
 
-def _reasoning(plan: WorkflowPlan, graph: Graph, cost: float, latency: float, target: float) -> str:
+def _reasoning(plan: WorkflowPlan, graph: Graph, cost: float, latency: float, cap: float) -> str:
     choices = ", ".join(f"{node.id}->{node.subnet}" for node in plan.nodes[:_REASONING_NODES])
     if len(plan.nodes) > _REASONING_NODES:
         choices += f", ... ({len(plan.nodes) - _REASONING_NODES} more)"
     return (
         f"{len(plan.nodes)} nodes, {len(plan.edges)} edges from DataRefs, "
         f"{len(graph.tiers())} tiers, up to {plan.max_parallel} in parallel; "
-        f"critical path {latency:.3f}s (target {target:.3f}s); "
+        f"critical path {latency:.3f}s (cap {cap:.3f}s); "
         f"estimated cost {cost:.6g} TAO with retries for known "
-        f"flaky subnets; cheapest subnet that fits: {choices}"
+        f"flaky subnets; subnets weighed by cost and latency: {choices}"
     )
