@@ -1,31 +1,42 @@
-"""`dagnet bench tasks`: every v2 family planned by each reference strategy, run on a
-hidden instance exactly as a validator runs it, scored, and turned into weights.
+"""`dagnet bench tasks`: every v2 family planned by each reference strategy, run on
+hidden instances exactly as a validator runs them, scored, and turned into weights.
 
 Strategies: ``good``; ``naive`` (a chain on the first listed subnets); ``naive+retries``
 (the naive chain with one declared retry per node: the strongest plan that does no
-planning). Per type it prints the mean S of each, and the weights
-``scoring.weights.normalize_weights`` gives the windowed means in a 2-miner network
-(good against the other) and a 10-miner one (5 good, 5 of the other).
+planning). Each family runs on the instances of ``seeds`` consecutive seeds and keeps
+each strategy's median S, so one slow run on a busy machine does not decide a family.
+Per type it prints the mean of those medians, and the weights
+``scoring.weights.normalize_weights`` gives them in a 2-miner network (good against
+the other) and a 10-miner one (5 good, 5 of the other).
+
+It also runs two copies of ``good`` side by side over a window of tasks (family ``i``
+mod 40 on seed ``seed + i``): their scores differ only by timing noise, and their
+weights should stay within 10 % of each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
 
 from benchmarks import Family, load_families
 from miner.planner import PlanProposal, get_planner
+from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.plan import ErrorPolicy
-from neurons.localrun import run_document
 from scoring.weights import normalize_weights
 
 STRATEGIES = ("good", "naive", "naive+retries")
 CHAINS = ("naive", "naive+retries")
+COPIES_WITHIN = 1.10
+"""Two copies of one planner must get weights within this ratio of each other."""
+
+T = TypeVar("T")
 
 
 def propose(family: Family, strategy: str) -> PlanProposal:
@@ -39,33 +50,48 @@ def propose(family: Family, strategy: str) -> PlanProposal:
     return get_planner(strategy).plan(family.package)
 
 
-async def _score_family(family: Family, seed: int) -> dict[str, Any]:
-    task = family.task(family.instance(seed))
+async def run_strategy(family: Family, strategy: str, seed: int) -> dict[str, Any]:
+    """The run report of ``strategy``'s plan on ``family``'s instance of ``seed``."""
+    proposal = propose(family, strategy)
+    document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
+    return await run_document(document, task=family.task(family.instance(seed)))
+
+
+async def _score_family(family: Family, seeds: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type}
     for strategy in STRATEGIES:
-        proposal = propose(family, strategy)
-        document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
-        report = await run_document(document, task=task)
-        score = report["score"]
-        row[strategy] = {key: score[key] for key in ("S", "output_quality", "S_cost", "S_latency", "S_reliability")}
-        row[strategy] |= {"status": report["status"], "latency_s": report["latency_s"], "cost_tao": report["cost_tao"]}
+        reports = [await run_strategy(family, strategy, seed) for seed in seeds]
+        runs = [{key: report["score"][key] for key in ("S", "output_quality", "S_cost", "S_latency", "S_reliability")}
+                | {"status": report["status"], "latency_s": report["latency_s"], "cost_tao": report["cost_tao"]}
+                for report in reports]
+        row[strategy] = {"S": statistics.median(run["S"] for run in runs), "runs": runs}
     return row
 
 
-async def run_tasks_bench(*, seed: int = 0, concurrency: int = 4) -> dict[str, Any]:
-    """Score every family's instance drawn from ``seed`` with every strategy."""
-    gate = asyncio.Semaphore(concurrency)
+async def _bounded(coroutines: list[Awaitable[T]], width: int) -> list[T]:
+    gate = asyncio.Semaphore(width)
 
-    async def one(family: Family) -> dict[str, Any]:
+    async def one(coroutine: Awaitable[T]) -> T:
         async with gate:
-            return await _score_family(family, seed)
+            return await coroutine
 
-    rows = await asyncio.gather(*(one(family) for family in load_families()))
-    return {"seed": seed, "strategies": list(STRATEGIES), "rows": rows, "summary": summarize(rows)}
+    return await asyncio.gather(*(one(c) for c in coroutines))
+
+
+async def run_tasks_bench(*, seed: int = 0, seeds: int = 3, window: int = 100, concurrency: int = 4) -> dict[str, Any]:
+    """Score every family on the instances of seeds ``seed .. seed + seeds - 1`` with every
+    strategy, then two copies of ``good`` over ``window`` tasks (0 skips them)."""
+    drawn = list(range(seed, seed + seeds))
+    rows = await _bounded([_score_family(family, drawn) for family in load_families()], concurrency)
+    result = {"seed": seed, "seeds": seeds, "strategies": list(STRATEGIES), "rows": rows, "summary": summarize(rows)}
+    if window > 0:
+        result["copies"] = await run_copies(window=window, seed=seed, concurrency=concurrency)
+    return result
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean S per type and overall, good's wins over each chain, and the weights."""
+    """Mean of the per-family medians per type and overall, good's wins over each chain,
+    and the weights."""
     groups = {t: [r for r in rows if r["task_type"] == t] for t in sorted({r["task_type"] for r in rows})}
     groups["all"] = rows
     summary: dict[str, Any] = {}
@@ -88,24 +114,56 @@ def network_weights(good: float, other: float) -> dict[str, dict[str, float]]:
     return {"2_miners": {"good": two[0], "other": two[1]}, "10_miners": {"good": ten[0], "other": ten[9]}}
 
 
+async def run_copies(
+    *, window: int, seed: int = 0, concurrency: int = 4, strategy: str = "good", families: Sequence[Family] = (),
+) -> dict[str, Any]:
+    """Two copies of ``strategy`` answer the same ``window`` tasks (family ``i`` mod the
+    family count, instance of seed ``seed + i``; every v2 family unless ``families``),
+    each task's two runs side by side as a validator runs the miners of one step. Their
+    windowed means and the weights ``normalize_weights`` gives them; ``ratio`` is the
+    larger weight over the smaller."""
+    families = families or load_families()
+
+    async def both(i: int) -> tuple[float, float]:
+        family = families[i % len(families)]
+        first, second = await asyncio.gather(*(run_strategy(family, strategy, seed + i) for _ in range(2)))
+        pair = first["score"]["S"], second["score"]["S"]
+        return pair if i % 2 == 0 else pair[::-1]  # each copy starts first on every other task
+
+    pairs = await _bounded([both(i) for i in range(window)], concurrency)
+    means = [statistics.fmean(pair[copy] for pair in pairs) for copy in (0, 1)]
+    weights = normalize_weights(dict(enumerate(means)))
+    shares = [weights.get(copy, 0.0) for copy in (0, 1)]
+    ratio = max(shares) / min(shares) if min(shares) > 0 else float("inf")
+    return {"strategy": strategy, "window": window, "mean_S": means, "weights": shares, "ratio": ratio,
+            "within_10_percent": ratio <= COPIES_WITHIN}
+
+
 def render_tasks_bench(result: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"v2 task families, instances of seed {result['seed']}")
+    seeds = f"seed {result['seed']}" if result["seeds"] == 1 else f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
+    table = Table(title=f"v2 task families, median S over the instances of {seeds}")
     table.add_column("family")
     for strategy in STRATEGIES:
-        table.add_column(f"S {strategy}", justify="right")
+        table.add_column(strategy, justify="right")
     for row in result["rows"]:
         table.add_row(row["task_id"], *(f"{row[s]['S']:.3f}" for s in STRATEGIES))
     console.print(table)
-    summary = Table(title="per type: mean S, and each miner's weight (good / other)")
-    for column in ("type", *(f"S {s}" for s in STRATEGIES), "good wins", "2 miners vs naive", "10 miners vs naive",
-                   "2 miners vs naive+retries", "10 miners vs naive+retries"):
+    summary = Table(title="per type: mean S; each miner's weight, good / other, with 2 miners and 5 + 5")
+    for column in ("type", *STRATEGIES, "good wins (vs naive, vs +retries)", "vs naive", "vs naive+retries"):
         summary.add_column(column, justify="right")
     for name, entry in result["summary"].items():
         wins = " / ".join(f"{entry['good_beats'][c]}" for c in CHAINS) + f" of {entry['families']}"
         cells = [name, *(f"{entry['mean_S'][s]:.3f}" for s in STRATEGIES), wins]
         for chain in CHAINS:
-            for size in ("2_miners", "10_miners"):
-                w = entry["weights"][chain][size]
-                cells.append(f"{w['good']:.3f} / {w['other']:.3f}")
+            weights = entry["weights"][chain]
+            cells.append("  ".join(f"{weights[n]['good']:.3f}/{weights[n]['other']:.3f}" for n in ("2_miners", "10_miners")))
         summary.add_row(*cells)
     console.print(summary)
+    copies = result.get("copies")
+    if copies:
+        verdict = "within" if copies["within_10_percent"] else "NOT within"
+        console.print(
+            f"two copies of {copies['strategy']} over {copies['window']} tasks: mean S "
+            f"{copies['mean_S'][0]:.4f} and {copies['mean_S'][1]:.4f}, weights {copies['weights'][0]:.4f} and "
+            f"{copies['weights'][1]:.4f} (ratio {copies['ratio']:.4f}, {verdict} 10 %)"
+        )

@@ -43,14 +43,17 @@ def bench_network(
 
 @bench_app.command("tasks")
 def bench_tasks(
-    seed: int = typer.Option(0, "--seed", min=0, help="Draw every family's instance from this seed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="The first seed instances are drawn from."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Instances per family (consecutive seeds); medians are kept."),
+    window: int = typer.Option(100, "--window", min=0, help="Tasks two copies of good answer side by side; 0 skips."),
     as_json: bool = JsonOpt,
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Families run at once."),
 ) -> None:
-    """Good vs naive vs naive-with-retries on every v2 task family, and the weights each gets."""
+    """Good vs naive vs naive-with-retries on every v2 task family, the weights each gets,
+    and how close two copies of good come over a window of tasks."""
     from neurons.bench.tasks import render_tasks_bench, run_tasks_bench
 
-    result = asyncio.run(run_tasks_bench(seed=seed, concurrency=concurrency))
+    result = asyncio.run(run_tasks_bench(seed=seed, seeds=seeds, window=window, concurrency=concurrency))
     print_json(result) if as_json else render_tasks_bench(result, Console())
 
 
