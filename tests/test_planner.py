@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -90,7 +91,8 @@ def test_naive_is_a_chain_in_listed_order_on_first_listed_subnets_without_retrie
         proposal = planner.plan(package)
         ids = [step.id for step in package.steps]
         assert [node.id for node in proposal.plan.nodes] == ids
-        assert _edges(proposal) == set(zip(ids, ids[1:]))
+        # the chain, and the references (the builder adds them; the chain implies them)
+        assert _edges(proposal) == set(zip(ids, ids[1:])) | _ref_edges(package)
         assert proposal.plan.error_handling == {}
         listing = list(package.available_tools)
         for node, step in zip(proposal.plan.nodes, package.steps):
@@ -220,6 +222,11 @@ _TOOLS = {"m": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.1}}
         ([_step("a", kind="vision")], None, "no allowed subnet offers kind 'vision'"),
         ([_step("a")], ["elsewhere"], "no allowed subnet offers kind 'math'"),
         ([_step("a", expression="${a.out")], None, "invalid DataRef syntax"),
+        # the builder checks every reference: an input the schema does not declare, an
+        # output the action does not have, a step that does not run before
+        ([_step("a", expression="${input.missing}")], None, re.escape('PARENT["missing"] is not a value')),
+        ([_step("a"), _step("b", expression="${a.output.artifacts.metadata.nope}")], None, "no output 'nope'"),
+        ([_step("a", expression="2 * ${a.output.text}")], None, "not the output of a step that runs before it"),
     ],
 )
 def test_unplannable_packages_raise_a_clear_planning_error(strategy, steps, allowed, message):

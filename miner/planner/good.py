@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from protocol.graph import CycleError, Graph
-from protocol.plan import Edge, ErrorPolicy, WorkflowPlan
+from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY
 from protocol.synapse import TaskPackage
 
 from .base import PlanningError, PlanProposal
-from .steps import Option, estimate, options, plan_node, read_steps, step_graph
+from .steps import Option, Placement, compile_plan, estimate, options, read_steps, step_graph
 
 _SPARE_RETRIES = 1
 _MAX_RETRIES = 10  # ErrorPolicy's ceiling
@@ -62,16 +62,10 @@ class GoodPlanner:
         limit = package.constraints.max_latency_seconds
         cap = limit * self.latency_headroom
         chosen = _choose(graph, ranked, _Limits(package.constraints.max_budget_tao or math.inf, limit, cap))
-        nodes = [plan_node(step, opt, _attempts(opt)) for step, opt in zip(steps, chosen)]
-        latencies = [node.estimated_latency for node in nodes]
-        plan = WorkflowPlan(
-            nodes=nodes,
-            edges=[Edge(source=a, to=b) for a, b in edges],
-            error_handling={step.id: _policy(step.action, opt) for step, opt in zip(steps, chosen)},
-            output_node=steps[-1].id,
-            max_parallel=_parallel_width(graph, latencies),
-        )
-        cost, latency = estimate(plan, graph)
+        placements = [Placement(step, opt, _attempts(opt), _policy(step.action, opt)) for step, opt in zip(steps, chosen)]
+        width = _parallel_width(graph, [opt.latency(_attempts(opt)) for opt in chosen])
+        plan = compile_plan(package, placements, chain=False, max_parallel=width)
+        cost, latency = estimate(plan)
         return PlanProposal(
             plan=plan,
             total_estimated_cost=cost,
