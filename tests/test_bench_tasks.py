@@ -36,7 +36,7 @@ def test_two_copies_of_the_good_planner_get_weights_within_ten_percent() -> None
     # smallest share of S there, so a short window is enough.
     roomy = sorted((f for f in load_families() if f.task_type != "code"),
                    key=lambda f: f.package.constraints.max_latency_seconds)[-4:]
-    copies = asyncio.run(run_copies(window=8, seed=11, concurrency=1, families=roomy))
+    copies = asyncio.run(run_copies(window=8, seed=11, families=roomy))
     assert min(copies["mean_S"]) > 0.7  # real runs that completed, not two zeros agreeing
     assert sum(copies["weights"]) == pytest.approx(1.0)
     assert copies["ratio"] <= COPIES_WITHIN and copies["within_10_percent"]

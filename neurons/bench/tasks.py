@@ -10,8 +10,9 @@ Per type it prints the mean of those medians, and the weights
 the other) and a 10-miner one (5 good, 5 of the other).
 
 It also runs two copies of ``good`` side by side over a window of tasks (family ``i``
-mod 40 on seed ``seed + i``): their scores differ only by timing noise, and their
-weights should stay within 10 % of each other.
+mod 40 on seed ``seed + i``), one task at a time as a validator's step runs its miners'
+plans together: their scores differ only by timing noise, and their weights should stay
+within 10 % of each other.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ async def run_tasks_bench(*, seed: int = 0, seeds: int = 3, window: int = 100, c
     rows = await _bounded([_score_family(family, drawn) for family in load_families()], concurrency)
     result = {"seed": seed, "seeds": seeds, "strategies": list(STRATEGIES), "rows": rows, "summary": summarize(rows)}
     if window > 0:
-        result["copies"] = await run_copies(window=window, seed=seed, concurrency=concurrency)
+        result["copies"] = await run_copies(window=window, seed=seed)
     return result
 
 
@@ -115,13 +116,13 @@ def network_weights(good: float, other: float) -> dict[str, dict[str, float]]:
 
 
 async def run_copies(
-    *, window: int, seed: int = 0, concurrency: int = 4, strategy: str = "good", families: Sequence[Family] = (),
+    *, window: int, seed: int = 0, concurrency: int = 1, strategy: str = "good", families: Sequence[Family] = (),
 ) -> dict[str, Any]:
     """Two copies of ``strategy`` answer the same ``window`` tasks (family ``i`` mod the
     family count, instance of seed ``seed + i``; every v2 family unless ``families``),
-    each task's two runs side by side as a validator runs the miners of one step. Their
-    windowed means and the weights ``normalize_weights`` gives them; ``ratio`` is the
-    larger weight over the smaller."""
+    each task's two runs side by side as a validator runs the miners of one step, and
+    ``concurrency`` tasks at a time. Their windowed means and the weights
+    ``normalize_weights`` gives them; ``ratio`` is the larger weight over the smaller."""
     families = families or load_families()
 
     async def both(i: int) -> tuple[float, float]:
