@@ -149,17 +149,23 @@ def render_tasks_bench(result: dict[str, Any], console: Console) -> None:
     for row in result["rows"]:
         table.add_row(row["task_id"], *(f"{row[s]['S']:.3f}" for s in STRATEGIES))
     console.print(table)
-    summary = Table(title="per type: mean S; each miner's weight, good / other, with 2 miners and 5 + 5")
-    for column in ("type", *STRATEGIES, "good wins (vs naive, vs +retries)", "vs naive", "vs naive+retries"):
-        summary.add_column(column, justify="right")
+    means = Table(title="per type: mean S, and the families good beats each chain on")
+    means.add_column("type", justify="right", no_wrap=True)
+    for column in (*STRATEGIES, *(f"good > {c}" for c in CHAINS)):
+        means.add_column(column, justify="right")
+    weights = Table(title="per type: weight of one good / one other miner (2 miners; 5 + 5), ratio")
+    for column in ("type", "other", "2 miners", "5 + 5", "ratio"):
+        weights.add_column(column, justify="right", no_wrap=True)
     for name, entry in result["summary"].items():
-        wins = " / ".join(f"{entry['good_beats'][c]}" for c in CHAINS) + f" of {entry['families']}"
-        cells = [name, *(f"{entry['mean_S'][s]:.3f}" for s in STRATEGIES), wins]
+        wins = [f"{entry['good_beats'][c]} of {entry['families']}" for c in CHAINS]
+        means.add_row(name, *(f"{entry['mean_S'][s]:.3f}" for s in STRATEGIES), *wins)
         for chain in CHAINS:
-            weights = entry["weights"][chain]
-            cells.append("  ".join(f"{weights[n]['good']:.3f}/{weights[n]['other']:.3f}" for n in ("2_miners", "10_miners")))
-        summary.add_row(*cells)
-    console.print(summary)
+            two, ten = (entry["weights"][chain][n] for n in ("2_miners", "10_miners"))
+            ratio = ten["good"] / ten["other"] if ten["other"] > 0 else float("inf")
+            cells = (f"{w['good']:.3f} / {w['other']:.3f}" for w in (two, ten))
+            weights.add_row(name if chain == CHAINS[0] else "", chain, *cells, f"{ratio:.2f}")
+    console.print(means)
+    console.print(weights)
     copies = result.get("copies")
     if copies:
         verdict = "within" if copies["within_10_percent"] else "NOT within"
