@@ -289,6 +289,12 @@ async def test_retries_until_success_and_charge_every_attempt() -> None:
     assert rec.cost_tao == pytest.approx(0.3)
     assert ex.metrics.retries == 2
     assert ex.metrics.cost_tao == pytest.approx(0.3)
+    log = rec.attempt_log
+    assert [a.error for a in log] == ["planned failure 1", "planned failure 2", None]
+    assert rec.started_s == log[0].started_s
+    assert all(a.started_s <= a.finished_s for a in log)
+    assert log[0].finished_s <= log[1].started_s and log[1].finished_s <= log[2].started_s
+    assert log[2].finished_s <= rec.finished_s
 
 
 async def test_with_the_real_echo_tool_fail_first_retries_and_delay_times_out() -> None:
@@ -396,6 +402,9 @@ async def test_deadline_fails_running_and_blocks_the_rest_without_leaks() -> Non
     assert ex.nodes["C"].status == "success"
     assert ex.metrics.timeouts == 0
     assert ex.metrics.hard_failures == 2
+    [attempt] = ex.nodes["A"].attempt_log  # cut by the deadline, logged as such
+    assert (attempt.error, attempt.finished_s) == ("deadline", ex.nodes["A"].finished_s)
+    assert ex.nodes["B"].attempt_log == ()
     assert runner.cancelled == ["A"]
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
@@ -567,3 +576,28 @@ def test_every_random_plan_settles_every_node_and_counts_add_up(case: tuple[Work
         assert (r.output is not None) == (r.status == "success")
         assert (r.attempts > 0) == (r.started_s is not None)
     assert_lifecycles(ex, events)
+
+
+# -- ${input.*} refs -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("edges", ["", "a>b"])
+async def test_input_refs_resolve_without_a_node_named_input(edges: str) -> None:
+    """``${input.*}`` names no plan node: building the run must not look it up in the graph."""
+    p = plan(node("a", text="${input.name}"), node("b", text="${a.output.text}/${input.rows.1}"), edges=edges)
+    if not edges:  # b's ref to a needs an edge; without one only the input refs are tested
+        p = plan(node("a", text="${input.name}"), node("b", text="${input.rows.1}"))
+    ex = await execute(
+        p, ScriptedRunner(), task_id="t1", budget_ceiling=None, deadline_s=None,
+        inputs={"name": "ada", "rows": ["x", "y"]},
+    )
+    assert statuses(ex) == {"a": "success", "b": "success"}
+    assert ex.nodes["a"].output["text"] == "ada"
+    assert ex.nodes["b"].output["text"] == ("ada/y" if edges else "y")
+
+
+async def test_an_input_ref_without_inputs_blocks_its_node_with_missing_field() -> None:
+    ex = await run(plan(node("a", text="${input.name}"), node("b")))
+    assert ex.nodes["a"].status == "blocked"
+    assert ex.nodes["a"].reason == "missing_field:${input.name}"
+    assert ex.nodes["b"].status == "success"

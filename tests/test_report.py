@@ -18,7 +18,7 @@ REQUIRED = {
     "budget_ceiling", "retries", "unplanned_retries", "timeouts", "hard_failures", "tiers",
     "critical_path_s", "nodes", "final_output",
 }
-NODE_KEYS = {"status", "reason", "attempts", "cost_tao", "started_s", "finished_s", "output"}
+NODE_KEYS = {"status", "reason", "attempts", "cost_tao", "started_s", "finished_s", "attempt_log", "output"}
 
 
 class _Runner:

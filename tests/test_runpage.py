@@ -72,8 +72,27 @@ def test_html_page_holds_the_dag_the_timeline_and_the_critical_path(tmp_path):
         assert f'data-node="{node}"' in page
     assert "blocked: ancestor_failed:side" in page
     assert "fetch → parse → summarise" in page  # the measured critical path
-    assert page.count('class="crit"') == 3 + 3 + 2  # 3 boxes, 3 bars, 2 edges
+    assert page.count('class="crit"') == 3 + 4 + 2  # 3 boxes, 4 attempt bars (parse ran twice), 2 edges
     assert "×2" in page  # parse and side each took two attempts
+
+
+def test_report_and_page_carry_every_attempt_with_its_times(tmp_path):
+    out = tmp_path / "run.html"
+    report = json.loads(_run(OBSERVE, "--html", out, "--json").stdout)
+    parse = report["nodes"]["parse"]
+    log = parse["attempt_log"]
+    assert [(a["attempt"], a["error"] is None) for a in log] == [(1, False), (2, True)]
+    assert "planned failure" in log[0]["error"]
+    assert parse["started_s"] == log[0]["started_s"] <= log[0]["finished_s"] <= log[1]["started_s"]
+    assert log[1]["finished_s"] <= parse["finished_s"]
+    assert all(a["finished_s"] - a["started_s"] >= 0.1 for a in log)  # echo's delay_s, per attempt
+    assert [a["error"] is None for a in report["nodes"]["side"]["attempt_log"]] == [False, False]
+    assert report["nodes"]["use_side"]["attempt_log"] == []  # blocked: never attempted
+    page = out.read_text(encoding="utf-8")
+    bars = re.findall(r'<rect data-kind="attempt" x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="\d+" fill="(#\w+)"', page)
+    fills = [fill for _, _, fill in bars]
+    assert fills.count("#2e7d32") == 3 and fills.count("#c62828") == 3  # 3 successful, 3 failed attempts
+    assert len(bars) == sum(len(node["attempt_log"]) for node in report["nodes"].values())
 
 
 def test_html_page_fetches_nothing_and_runs_only_its_own_script(tmp_path):

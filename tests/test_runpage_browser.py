@@ -71,7 +71,8 @@ def test_screenshot_shows_the_timeline_bars(page, tmp_path):
     assert shot.exists(), result.stderr[-2000:]
     image = Image.open(shot)
     assert image.size == (WIDTH, HEIGHT)
-    # fetch, parse and summarise succeed on three timeline rows; side fails on one.
+    # Each attempt is its own segment: fetch, parse (its 2nd attempt) and summarise
+    # succeed on three timeline rows; parse's 1st attempt and both of side's fail on two.
     # Bars are ≥ 40 px wide here; the legend's colour squares are 12 px and do not count.
     assert len(_bands(image, SUCCESS, 40)) == 3
-    assert len(_bands(image, FAILED, 40)) == 1
+    assert len(_bands(image, FAILED, 40)) == 2

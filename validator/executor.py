@@ -52,7 +52,7 @@ from .scheduler import Scheduler
 
 __all__ = [
     "BLOCKED", "BUDGET_ABORT", "FAILED", "PENDING", "READY", "RUNNING", "SUCCESS",
-    "Event", "Execution", "ExecutorConfig", "NodeRecord", "budget_ceiling", "execute",
+    "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord", "budget_ceiling", "execute",
 ]
 
 PENDING, READY, RUNNING = "pending", "ready", "running"
@@ -93,6 +93,16 @@ def budget_ceiling(max_budget_tao: float | None, total_estimated_cost: float) ->
     return min(bounds) if bounds else None
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at a node: when it started and ended (seconds from the start of
+    execution) and why it failed (``None`` when it succeeded)."""
+
+    started_s: float
+    finished_s: float
+    error: str | None
+
+
 @dataclass(slots=True)
 class NodeRecord:
     """What happened to one node. Times are seconds from the start of execution."""
@@ -106,6 +116,7 @@ class NodeRecord:
     output: dict | None
     timeouts: int
     unplanned_retries: int
+    attempt_log: tuple[Attempt, ...] = ()
 
 
 @dataclass
@@ -186,6 +197,8 @@ class _Node:
         "params",
         # What happened; times are seconds from the start of execution.
         "status", "reason", "attempts", "cost", "started", "finished", "timeouts", "unplanned",
+        # Every attempt that ended, and when the one in flight began.
+        "log", "attempt_started",
     )
 
     def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
@@ -207,11 +220,13 @@ class _Node:
         self.finished: float | None = None
         self.timeouts = 0
         self.unplanned = 0
+        self.log: list[Attempt] = []
+        self.attempt_started = 0.0
 
     def record(self, output: dict | None) -> NodeRecord:
         return NodeRecord(
             self.status, self.reason, self.attempts, self.cost, self.started, self.finished,
-            output, self.timeouts, self.unplanned,
+            output, self.timeouts, self.unplanned, tuple(self.log),
         )
 
 
@@ -494,6 +509,7 @@ class _Pool:
                     error = run.timed_out(node)
                 else:
                     error = run.record(node, result)
+                run.end(node, error)
                 if error is None:
                     break
             run.settle(node, error)
@@ -576,6 +592,7 @@ class _Run:
         for node in self._nodes:
             if node.status == RUNNING:
                 node.finished = now
+                node.log.append(Attempt(node.attempt_started, now, DEADLINE_REASON))
                 self._set(node, FAILED, DEADLINE_REASON)
             elif node.status == PENDING or node.status == READY:
                 self._set(node, BLOCKED, DEADLINE_REASON)
@@ -628,12 +645,17 @@ class _Run:
 
     def begin(self, node: _Node, attempt: int, start: float) -> NodeCall:
         """Count an attempt that starts at loop time ``start`` and build its call."""
+        node.attempt_started = start - self._t0
         if attempt == 1:
-            node.started = start - self._t0
+            node.started = node.attempt_started
         node.attempts = attempt
         return NodeCall(
             self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
         )
+
+    def end(self, node: _Node, error: str | None) -> None:
+        """Log the attempt of ``node`` that just ended (``error`` None on success)."""
+        node.log.append(Attempt(node.attempt_started, self._now(), error))
 
     def retry_refused(self, node: _Node) -> bool:
         """Whether the ceiling refuses another attempt of ``node``; the run then halts on

@@ -67,6 +67,10 @@ def _node(record: NodeRecord) -> dict[str, Any]:
         "cost_tao": record.cost_tao,
         "started_s": record.started_s,
         "finished_s": record.finished_s,
+        "attempt_log": [
+            {"attempt": n, "started_s": a.started_s, "finished_s": a.finished_s, "error": a.error}
+            for n, a in enumerate(record.attempt_log, 1)
+        ],
         "output": record.output,
     }
 

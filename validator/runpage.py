@@ -10,8 +10,8 @@ What it shows:
 
 - the DAG, laid out by Kahn levels, each node coloured by its final status;
 - a Gantt chart, one row per node: the wait between ``ready`` and ``running``,
-  the run as a bar split by attempt when attempt times are known (else labelled
-  with the attempt count), and a marker with the reason for a node that was
+  one segment per attempt (green when it succeeded, red when it failed; a
+  single bar when the report has no attempt times), and a marker with the reason for a node that was
   blocked or aborted without running;
 - the critical path *of this run* — the longest chain, through edges, of the
   measured run times — outlined in both drawings;
@@ -362,10 +362,10 @@ def _gantt_row(row: _Row, y: float, scale: float, critical: bool) -> str:
     colour = _COLOURS.get(row.status, _NOT_RUN)
     if row.started is not None:
         end = row.finished if row.finished is not None else row.settled or row.started
-        parts.append(_bar(x0 + row.started * scale, y, max(2.0, (end - row.started) * scale), colour, critical))
-        for start, stop, ok in row.spans[:-1]:
-            parts.append(f"<line class=\"retry\" x1=\"{x0 + stop * scale:.1f}\" y1=\"{y}\" "
-                         f"x2=\"{x0 + stop * scale:.1f}\" y2=\"{y + _BAR_H}\" stroke=\"#fff\" stroke-width=\"2\"/>")
+        if row.spans:
+            parts += [_attempt_bar(x0, y, scale, span, critical) for span in row.spans]
+        else:
+            parts.append(_bar(x0 + row.started * scale, y, max(2.0, (end - row.started) * scale), colour, critical))
         if row.attempts > 1:
             parts.append(f"<text x=\"{x0 + end * scale + 4:.1f}\" y=\"{y + _BAR_H - 2}\">×{row.attempts}</text>")
     else:
@@ -379,9 +379,17 @@ def _gantt_row(row: _Row, y: float, scale: float, critical: bool) -> str:
     return "".join(parts)
 
 
-def _bar(x: float, y: float, w: float, colour: str, critical: bool) -> str:
+def _attempt_bar(x0: float, y: float, scale: float, span: tuple[float, float, bool], critical: bool) -> str:
+    """One attempt's segment: green when it succeeded, red when it failed."""
+    start, stop, ok = span
+    colour = _COLOURS["success" if ok else "failed"]
+    return _bar(x0 + start * scale, y, max(2.0, (stop - start) * scale), colour, critical, kind="attempt")
+
+
+def _bar(x: float, y: float, w: float, colour: str, critical: bool, *, kind: str = "bar") -> str:
     outline = " class=\"crit\"" if critical else ""
-    return f"<rect class=\"bar\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{_BAR_H}\" fill=\"{colour}\"{outline}/>"
+    return (f"<rect data-kind=\"{kind}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{_BAR_H}\" "
+            f"fill=\"{colour}\"{outline}/>")
 
 
 def _row_tip(row: _Row) -> str:
