@@ -17,7 +17,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from protocol.actions import is_generator
 from protocol.errors import format_validation_error
+from protocol.output import NodeOutput
 from protocol.routes import error_body
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse
@@ -34,6 +36,8 @@ _M = TypeVar("_M", bound=BaseModel)
 _JSON = "application/json"
 _MAX_ERRORS_LISTED = 20
 _ERROR_MAX_CHARS = 4096  # NodeResponse.error's limit
+MAX_FRAMES = 10_000
+"""The most frames one generator call answers with; the tool stops at the next one."""
 
 
 def dagnet_version() -> str:
@@ -87,7 +91,9 @@ class MinerEndpoints:
 
         The miner acts as the partner subnet's tool provider: params are used
         as sent (DataRefs are the validator's business, never resolved here)
-        and the tool is bounded by the request's ``timeout_seconds``.
+        and the tool is bounded by the request's ``timeout_seconds``. A generator
+        action answers with all its frames in this one response (``frames``), also
+        those made before a failure.
         """
         synapse = await _parse(request, NodeSynapse)
         if isinstance(synapse, Response):
@@ -101,16 +107,21 @@ class MinerEndpoints:
             timeout_seconds=synapse.timeout_seconds,
             attempt=synapse.attempt,
         )
-        result, outcome = await self._run(call)
+        frames: list[NodeOutput] | None = [] if is_generator(call.action) else None
+        result, outcome = await self._run(call, frames)
         self.metrics.node_call(call.action, outcome)
         error = result.error[:_ERROR_MAX_CHARS] if result.error is not None else None
-        response = NodeResponse(output=result.output, cost_tao=result.cost_tao, error=error)
-        return _json(response.model_dump_json())
+        response = NodeResponse(output=result.output, frames=frames, cost_tao=result.cost_tao, error=error)
+        return _json(response.model_dump_json(exclude={"frames"} if frames is None else None))
 
-    async def _run(self, call: NodeCall) -> tuple[NodeResult, str]:
+    async def _run(self, call: NodeCall, frames: list[NodeOutput] | None) -> tuple[NodeResult, str]:
+        """Run the call within its timeout; a generator's frames are kept in ``frames``."""
         try:
             async with asyncio.timeout(call.timeout_seconds):
-                result = await self.runner.run(call)
+                if frames is None:
+                    result = await self.runner.run(call)
+                else:
+                    result = await self.runner.run_frames(call, lambda frame: _keep(frames, frame))
         except TimeoutError:
             return NodeResult(None, error=f"timed out after {call.timeout_seconds:g}s"), "timeout"
         return result, ("success" if result.output is not None else "error")
@@ -136,6 +147,14 @@ class MinerEndpoints:
         """``GET /metrics``: Prometheus text exposition."""
         body, content_type = self.metrics.render()
         return Response(content=body, media_type=content_type)
+
+
+def _keep(frames: list[NodeOutput], frame: NodeOutput) -> bool:
+    """Keep one more frame for the response, up to :data:`MAX_FRAMES`."""
+    if len(frames) >= MAX_FRAMES:
+        return False
+    frames.append(frame)
+    return True
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:

@@ -9,6 +9,11 @@ Every action declares its outputs: ``text`` always, ``artifacts.code`` for some,
 and the ``artifacts.metadata`` keys it may fill (``None``: any key, for ``echo``).
 A DataRef into a node's output must name a declared output (seed 002: a reference
 names an output the source op actually produces).
+
+Two actions shape the flow instead of computing (docs/execution.md, frames):
+``split`` is a *generator*: it yields one output (a frame) per item, and the
+nodes that reference it run once per frame; ``collect`` *gathers*: it runs once,
+after every frame, on its params resolved frame by frame, in frame order.
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ACTIONS", "TOOL_TYPES", "ActionSpec", "admission_error", "undeclared_output"]
+__all__ = ["ACTIONS", "TOOL_TYPES", "ActionSpec", "admission_error", "is_generator", "undeclared_output"]
 
 
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
-    """One action: whether it fills ``artifacts.code`` and which metadata keys it may set."""
+    """One action: whether it fills ``artifacts.code``, which metadata keys it may set,
+    and whether it yields frames (``generator``) or joins them (``gathers``)."""
 
     name: str
     code: bool = False
     metadata: frozenset[str] | None = frozenset()
+    generator: bool = False
+    gathers: bool = False
 
     def declares(self, path: tuple[str, ...]) -> bool:
         """Whether ``path`` (after ``output``) names something this action may produce."""
@@ -43,8 +51,10 @@ class ActionSpec:
         return len(rest) == 1 or self.metadata is None or rest[1] in self.metadata
 
 
-def _spec(name: str, *, code: bool = False, metadata: str | None = "") -> ActionSpec:
-    return ActionSpec(name, code, None if metadata is None else frozenset(metadata.split()))
+def _spec(
+    name: str, *, code: bool = False, metadata: str | None = "", generator: bool = False, gathers: bool = False
+) -> ActionSpec:
+    return ActionSpec(name, code, None if metadata is None else frozenset(metadata.split()), generator, gathers)
 
 
 ACTIONS: Mapping[str, ActionSpec] = {
@@ -55,6 +65,8 @@ ACTIONS: Mapping[str, ActionSpec] = {
         _spec("json_transform", metadata="result"),
         _spec("csv_to_json", metadata="columns result"),
         _spec("json_to_csv", metadata="rows columns"),
+        _spec("split", metadata="item index frames", generator=True),
+        _spec("collect", metadata="items count", gathers=True),
         _spec("text_transform", code=True, metadata="replacements matches lines count language"),
         _spec("search", metadata="hits"),
         _spec("python_exec", code=True, metadata="returncode wall_s"),
@@ -64,7 +76,7 @@ ACTIONS: Mapping[str, ActionSpec] = {
 """Every action a dagnet tool provider may run, by name."""
 
 TOOL_TYPES: Mapping[str, frozenset[str]] = {
-    "data": frozenset({"csv_to_json", "json_transform", "json_to_csv"}),
+    "data": frozenset({"csv_to_json", "json_transform", "json_to_csv", "split", "collect"}),
     "text": frozenset({"text_transform"}),
     "retrieval": frozenset({"search"}),
     "math": frozenset({"calculator"}),
@@ -94,3 +106,9 @@ def undeclared_output(action: str, path: tuple[str, ...]) -> bool:
     """Whether ``path`` (after ``output``) is outside what ``action`` declares it produces."""
     spec = ACTIONS.get(action)
     return spec is not None and not spec.declares(path)
+
+
+def is_generator(action: str) -> bool:
+    """Whether ``action`` yields frames rather than one output."""
+    spec = ACTIONS.get(action)
+    return spec is not None and spec.generator

@@ -127,8 +127,12 @@ class NodeSynapse(BaseModel):
 
 
 class NodeResponse(BaseModel):
+    """A provider's answer to one node call. For a generator action, ``frames`` holds
+    every frame it yielded, in order, and ``output`` their summary."""
+
     model_config = ConfigDict(extra="forbid")
 
     output: NodeOutput | None = None
+    frames: list[NodeOutput] | None = None
     cost_tao: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     error: str | None = Field(default=None, max_length=4096)

@@ -8,8 +8,8 @@ Two kinds of finding:
   does not offer, error_handling/output_node naming unknown nodes);
 - *node errors* block one node statically: a DataRef with bad syntax, naming a
   node that is not an ancestor through edges, an output its action does not
-  declare, or an input the task's input schema does not declare. The rest of the
-  plan still runs.
+  declare, or an input the task's input schema does not declare, and frame
+  scopes :mod:`protocol.frames` refuses. The rest of the plan still runs.
 
 :func:`check_plan` collects every finding it can instead of stopping at the first,
 and never raises on a :class:`~protocol.plan.WorkflowPlan`. It only stops early
@@ -25,6 +25,7 @@ from typing import Any
 
 from .actions import admission_error, undeclared_output
 from .dataref import INPUT, CompiledParams, DataRef, DataRefError, ParamsTooDeep, compile_params
+from .frames import FrameScopes, frame_scopes
 from .graph import CycleError, Graph
 from .limits import DEFAULT_LIMITS, Limits
 from .plan import NODE_ID_PATTERN, WorkflowPlan
@@ -40,12 +41,13 @@ _NAME_MAX = 64
 
 @dataclass
 class PlanCheck:
-    """What :func:`check_plan` found; ``graph`` and ``tiers`` exist only for sound graphs."""
+    """What :func:`check_plan` found; ``graph``, ``tiers`` and ``frames`` exist only for sound graphs."""
 
     errors: list[str] = field(default_factory=list)
     node_errors: dict[str, str] = field(default_factory=dict)
     graph: Graph | None = None
     compiled: dict[str, CompiledParams] = field(default_factory=dict)
+    frames: FrameScopes = field(default_factory=FrameScopes)
     tiers: list[list[str]] = field(default_factory=list)
     critical_path_s: float = 0.0
 
@@ -248,6 +250,10 @@ def _check_graph(plan: WorkflowPlan, check: PlanCheck) -> None:
         if source is not None:
             check.node_errors[node_id] = f"dataref_not_upstream:{source}"
             del check.compiled[node_id]
+    check.frames, refused = frame_scopes(graph, [node.action for node in plan.nodes], check.compiled)
+    for node_id, reason in refused.items():
+        check.node_errors[node_id] = reason
+        del check.compiled[node_id]
 
 
 def _first_non_ancestor(graph: Graph, v: int, compiled: CompiledParams) -> str | None:

@@ -15,6 +15,7 @@ from validator.runpage import render_run_page
 
 ROOT = Path(__file__).resolve().parent.parent
 OBSERVE = ROOT / "examples" / "observe.json"
+FRAMES = ROOT / "examples" / "frames_delays.json"
 
 
 def _run(*args: object):
@@ -156,3 +157,38 @@ def test_html_page_of_a_large_plan_keeps_the_timeline(nodes):
     page = render_run_page(plan, {"status": "completed", "nodes": {}})
     assert "too many to draw" in page
     assert page.count('data-node="') == nodes
+
+
+def test_html_timeline_draws_each_frame_instance_under_its_node_with_its_attempts(tmp_path):
+    out = tmp_path / "run.html"
+    report = json.loads(_run(FRAMES, "--html", out, "--json").stdout)
+    assert [i["status"] for i in report["nodes"]["work"]["instances"]] == ["success", "failed", "success"]
+    page = out.read_text(encoding="utf-8")
+    titles = re.findall(r'<g data-node="work"><title>([^<]*)</title>', page)
+    assert [t.split(" (")[0] for t in titles] == ["work", "work", "work[0]", "work[1]", "work[2]"]  # box, row, instances
+    gantt = page[page.index('<svg id="gantt"'):]
+    rows = gantt.split("<g data-node=")[1:]
+    by_label = {re.search(r"<title>([^ ]+) ", row).group(1): row for row in rows}
+    fills = {label: re.findall(r'data-kind="attempt"[^>]* fill="(#\w+)"', row) for label, row in by_label.items()}
+    assert fills["work[0]"] == fills["work[2]"] == ["#2e7d32"]
+    assert fills["work[1]"] == ["#c62828", "#c62828"]  # both attempts of frame 1 failed
+    assert "ancestor_failed:work[1]" in page
+
+
+def test_html_timeline_draws_at_most_max_instance_rows_per_node():
+    from validator.runpage import MAX_INSTANCE_ROWS
+
+    plan = WorkflowPlan.model_validate({
+        "nodes": [{"id": "g", "subnet": "s", "action": "split"}, {"id": "n", "subnet": "s", "action": "echo"}],
+        "edges": [{"from": "g", "to": "n"}],
+    })
+    instance = {"status": "success", "reason": None, "attempts": 1, "started_s": 0.0, "finished_s": 1.0}
+    report = {"status": "completed", "nodes": {
+        "g": {"status": "success", "attempts": 1, "frames": MAX_INSTANCE_ROWS + 5},
+        "n": {"status": "success", "attempts": 1, "instances": [
+            {**instance, "frame": i} for i in range(MAX_INSTANCE_ROWS + 5)
+        ]},
+    }}
+    page = render_run_page(plan, report)
+    assert page.count("<title>n[") == MAX_INSTANCE_ROWS
+    assert "… and 5 more instances of n" in page

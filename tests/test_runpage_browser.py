@@ -49,12 +49,16 @@ def _bands(image: Image.Image, colour: tuple[int, int, int], min_run: int) -> li
     return bands
 
 
-@pytest.fixture(scope="module")
-def page(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("page") / "run.html"
-    result = CliRunner().invoke(app, ["run", str(ROOT / "examples" / "observe.json"), "--html", str(out)])
+def _page(folder: Path, example: str) -> Path:
+    out = folder / "run.html"
+    result = CliRunner().invoke(app, ["run", str(ROOT / "examples" / example), "--html", str(out)])
     assert out.exists(), result.output
     return out
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    return _page(tmp_path_factory.mktemp("page"), "observe.json")
 
 
 def test_page_loads_in_chromium_without_console_messages_and_runs_its_script(page, tmp_path):
@@ -75,4 +79,22 @@ def test_screenshot_shows_the_timeline_bars(page, tmp_path):
     # succeed on three timeline rows; parse's 1st attempt and both of side's fail on two.
     # Bars are ≥ 40 px wide here; the legend's colour squares are 12 px and do not count.
     assert len(_bands(image, SUCCESS, 40)) == 3
+    assert len(_bands(image, FAILED, 40)) == 2
+
+
+@pytest.fixture(scope="module")
+def frames_page(tmp_path_factory) -> Path:
+    return _page(tmp_path_factory.mktemp("frames"), "frames_delays.json")
+
+
+def test_frames_page_loads_and_shows_a_bar_per_frame_instance(frames_page, tmp_path):
+    result = _chromium(tmp_path / "profile", "--dump-dom", frames_page.as_uri())
+    assert [line for line in result.stderr.splitlines() if ":CONSOLE" in line] == []
+    assert 'data-ready="1"' in result.stdout
+    shot = tmp_path / "frames.png"
+    _chromium(tmp_path / "profile2", f"--screenshot={shot}", frames_page.as_uri())
+    image = Image.open(shot)
+    # work[0] and work[2] succeed (≥ 0.1 s each); work[1] fails twice (0.2 s per attempt),
+    # and the work row itself, spanning its instances, is red because frame 1 failed.
+    assert len(_bands(image, SUCCESS, 40)) == 2
     assert len(_bands(image, FAILED, 40)) == 2

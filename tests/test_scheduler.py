@@ -235,3 +235,90 @@ def test_random_runs_respect_every_rule_and_settle_every_node(case: dict) -> Non
         sched.done(i)
         settled.add(i)
     assert sorted(handed) == sorted(set(range(n)) - case["removed"])
+
+
+# -- frames: nodes added while running, joins ------------------------------------------------
+
+
+def _frames(max_parallel: int = 64, touches: dict[str, list[str]] | None = None):
+    """gen -> n -> after, where n is a join its frame instances are added to."""
+    joined: list[int] = []
+    ready: list[int] = []
+    names_ = ["gen", "n", "after"]
+    graph = Graph(names_, [(0, 1), (1, 2)])
+    sched = Scheduler(
+        graph.preds, graph.succs, graph.topo_order(), max_parallel=max_parallel,
+        touches=[(touches or {}).get(n, []) for n in names_], on_ready=ready.append, on_join=joined.append,
+    )
+    sched.join(1)
+    sched.prepare()
+    return sched, joined, ready
+
+
+def test_an_added_node_runs_while_its_generator_runs_and_the_join_waits_for_it() -> None:
+    sched, joined, ready = _frames()
+    assert sched.get_ready() == [0]  # gen runs; the join n is never handed out
+    first = sched.add([], 1)
+    second = sched.add([first], 1)  # frame 0's next step, after first
+    assert ready == [0, first] and sched.get_ready() == [first]
+    sched.done(first)
+    assert sched.get_ready() == [second]
+    sched.done(second)
+    assert joined == []  # gen still runs: more frames may come
+    sched.done(0)
+    assert joined == [1]
+    assert sched.get_ready() == [2]
+    sched.done(2)
+    assert not sched.is_active()
+
+
+def test_a_join_with_no_instance_settles_with_its_predecessors() -> None:
+    sched, joined, _ = _frames()
+    sched.get_ready()
+    sched.done(0)
+    assert joined == [1] and sched.get_ready() == [2]
+
+
+def test_added_nodes_keep_max_parallel_and_touches() -> None:
+    sched, _, _ = _frames(max_parallel=2)
+    assert sched.get_ready() == [0]
+    a, b, c = (sched.add([], 1, touches=["db"]) for _ in range(3))
+    d = sched.add([], 1)
+    assert sched.get_ready() == [a]  # gen + a fill the two slots
+    sched.done(0)
+    assert sched.get_ready() == [d]  # b, c touch db, which a holds
+    sched.done(a)
+    assert sched.get_ready() == [b]
+    sched.done(d)
+    sched.done(b)
+    assert sched.get_ready() == [c]
+
+
+def test_an_added_node_waits_for_an_unsettled_fixed_predecessor_without_changing_the_callers_lists() -> None:
+    graph = Graph(["gen", "x", "n"], [(0, 1), (1, 2), (0, 2)])
+    succs_before = [list(s) for s in graph.succs]
+    sched = Scheduler(graph.preds, graph.succs, graph.topo_order(), max_parallel=8)
+    sched.join(2)
+    sched.prepare()
+    assert sched.get_ready() == [0]
+    inst = sched.add([1], 2)  # x has not run yet
+    assert sched.get_ready() == []
+    sched.done(0)
+    assert sched.get_ready() == [1]
+    sched.done(1)
+    assert sched.get_ready() == [inst]
+    assert graph.succs == succs_before
+
+
+def test_join_misuse_says_which() -> None:
+    sched, _, _ = _frames()
+    with pytest.raises(ValueError, match="not a pending join"):
+        sched.add([], 2)
+    with pytest.raises(ValueError, match="before prepare"):
+        sched.join(2)
+    sched.get_ready()
+    sched.done(0)
+    with pytest.raises(ValueError, match="not a pending join"):
+        sched.add([], 1)  # the join settled when gen did
+    with pytest.raises(ValueError, match="made a join"):
+        sched.done(1)

@@ -4,7 +4,7 @@ from miner.tools.llm import LLMConfig
 from miner.tools.registry import default_registry
 
 CORE = {"echo", "calculator", "json_transform", "csv_to_json", "json_to_csv", "text_transform", "search",
-        "python_exec"}
+        "python_exec", "split", "collect"}
 
 
 def test_registers_every_reference_tool_with_a_description():
@@ -13,6 +13,7 @@ def test_registers_every_reference_tool_with_a_description():
     for name in registry.names():
         spec = registry.get(name)
         assert spec.description and spec.cost_tao >= 0 and spec.latency_s >= 0
+    assert [name for name in registry.names() if registry.get(name).frames] == ["split"]  # the one generator
 
 
 def test_llm_is_registered_only_when_configured():

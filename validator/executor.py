@@ -14,6 +14,11 @@ The pieces, one idea each:
   outputs of nodes that succeeded and says why a node is blocked.
 - :class:`_Pool` is the worker tasks; :class:`_Watchdog` enforces the attempt
   timeouts and the global deadline.
+- Frames: a generator node's runner emits frames while it runs; each frame adds
+  one :class:`_Node` per frame-scoped node (its *instance* on that frame) to the
+  scheduler at once, so they start while the generator goes on. The scoped node
+  itself is a scheduler *join*: it settles after its generator and all its
+  instances, with their outcome.
 - :class:`_Run` ties them to the scheduler: dispatch, attempts, settling and
   lifecycle events. :func:`_execution` builds the result.
 
@@ -40,12 +45,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from protocol.actions import ACTIONS
 from protocol.dataref import INPUT, CompiledParams, MissingField
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metrics import RunMetrics
 from protocol.output import NodeOutput
-from protocol.plan import WorkflowPlan
-from protocol.runner import NodeCall, NodeResult, NodeRunner
+from protocol.plan import PlanNode, WorkflowPlan
+from protocol.runner import FrameRunner, NodeCall, NodeResult, NodeRunner
 from protocol.validation import PlanCheck, check_plan
 
 from .scheduler import Scheduler
@@ -75,10 +81,14 @@ class ExecutorConfig:
 
     max_parallel: int = 64  # validator cap; effective = min(plan.max_parallel, cap)
     default_timeout_s: float = 30.0  # per attempt when error_handling gives none
+    max_frames: int = 1000  # frames one generator node may emit
+    max_frame_instances: int = 10_000  # frame instances in one run, over every generator
 
     def __post_init__(self) -> None:
         if self.max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
+        if self.max_frames < 0 or self.max_frame_instances < 0:
+            raise ValueError("max_frames and max_frame_instances must not be negative")
         if not 0 < self.default_timeout_s < _INF:
             raise ValueError("default_timeout_s must be a positive number of seconds")
 
@@ -117,6 +127,9 @@ class NodeRecord:
     timeouts: int
     unplanned_retries: int
     attempt_log: tuple[Attempt, ...] = ()
+    frame: int | None = None  # a frame instance's frame
+    frames: int | None = None  # a generator's count of frames emitted
+    instances: tuple[NodeRecord, ...] = ()  # a frame-scoped node's instances, in frame order
 
 
 @dataclass
@@ -137,13 +150,15 @@ class Execution:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One lifecycle transition of one node, ``t`` seconds from the start of execution."""
+    """One lifecycle transition of one node (of its instance on ``frame``, when given),
+    ``t`` seconds from the start of execution."""
 
     t: float
     node_id: str
     old: str
     new: str
     reason: str | None
+    frame: int | None = None
 
 
 async def execute(
@@ -199,6 +214,11 @@ class _Node:
         "status", "reason", "attempts", "cost", "started", "finished", "timeouts", "unplanned",
         # Every attempt that ended, and when the one in flight began.
         "log", "attempt_started",
+        # Frames (protocol.frames). A generator ``emits`` and keeps its ``frames``;
+        # a frame-scoped node keeps its ``instances``; an instance has its ``frame``
+        # and keeps its ``output``. ``generator`` is the generator whose frames a
+        # scoped node, an instance or a gather (``gathers``) reads.
+        "emits", "frames", "frame_error", "generator", "gathers", "instances", "frame", "output",
     )
 
     def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
@@ -222,12 +242,61 @@ class _Node:
         self.unplanned = 0
         self.log: list[Attempt] = []
         self.attempt_started = 0.0
+        self.emits = False
+        self.frames: list[dict] | None = None
+        self.frame_error: str | None = None  # why a generator fails although its runner did not
+        self.generator: _Node | None = None
+        self.gathers = False
+        self.instances: list[_Node] | None = None
+        self.frame: int | None = None
+        self.output: dict | None = None
+
+    @property
+    def label(self) -> str:
+        """The node's id, with ``[frame]`` for an instance: how reasons name it."""
+        return self.id if self.frame is None else f"{self.id}[{self.frame}]"
+
+    def instance(self, frame: int, index: int) -> _Node:
+        """This frame-scoped node's instance on ``frame``: same action, policy and refs."""
+        inst = _Node(index, self.id, self.subnet, self.action, self.estimate, self.timeout)
+        inst.max_attempts = self.max_attempts
+        inst.sources = self.sources
+        inst.generator = self.generator
+        inst.frame = frame
+        return inst
 
     def record(self, output: dict | None) -> NodeRecord:
+        if self.instances is not None:
+            return _scoped_record(self)
         return NodeRecord(
             self.status, self.reason, self.attempts, self.cost, self.started, self.finished,
-            output, self.timeouts, self.unplanned, tuple(self.log),
+            output, self.timeouts, self.unplanned, tuple(self.log), self.frame,
+            None if self.frames is None else len(self.frames),
         )
+
+
+def _scoped_record(node: _Node) -> NodeRecord:
+    """A frame-scoped node's record: its instances', summed, under its own status."""
+    instances = tuple(inst.record(inst.output) for inst in node.instances or ())
+    starts = [r.started_s for r in instances if r.started_s is not None]
+    ends = [r.finished_s for r in instances if r.finished_s is not None]
+    return NodeRecord(
+        node.status, node.reason, sum(r.attempts for r in instances), sum(r.cost_tao for r in instances),
+        min(starts, default=None), max(ends, default=None), None,
+        sum(r.timeouts for r in instances), sum(r.unplanned_retries for r in instances), instances=instances,
+    )
+
+
+def _scoped_outcome(node: _Node) -> tuple[str, str | None]:
+    """A frame-scoped node's status once everything it waits for settled: its first
+    instance (in frame order) that did not succeed, else its generator's failure."""
+    for inst in node.instances or ():
+        if inst.status != SUCCESS:
+            return inst.status, f"{inst.label}: {inst.reason}"
+    generator = node.generator
+    if generator is not None and generator.status != SUCCESS:
+        return BLOCKED, f"ancestor_failed:{generator.id}"
+    return SUCCESS, None
 
 
 def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices: Mapping[str, float]) -> list[_Node]:
@@ -252,7 +321,29 @@ def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices:
             node.sources = tuple(nodes[i] for i in sources)
         else:
             node.params = compiled.resolve(_NO_OUTPUTS)
+    _frame_roles(nodes, check)
     return nodes
+
+
+def _frame_roles(nodes: list[_Node], check: PlanCheck) -> None:
+    """Mark generators, frame-scoped nodes and gathers (see :mod:`protocol.frames`)."""
+    graph, scopes = check.graph, check.frames
+    assert graph is not None
+    for generator_id in scopes.members:
+        generator = nodes[graph.index[generator_id]]
+        generator.emits = True
+        generator.frames = []
+    for node_id, generator_id in scopes.generator_of.items():
+        node = nodes[graph.index[node_id]]
+        node.generator = nodes[graph.index[generator_id]]
+        node.instances = []
+    for node in nodes:
+        spec = ACTIONS.get(node.action)
+        if spec is not None and spec.gathers and node.id in check.compiled:
+            node.gathers = True
+            node.params = None  # always resolved at dispatch, as {"frames": [...]}
+            generator_id = scopes.gathered.get(node.id)
+            node.generator = nodes[graph.index[generator_id]] if generator_id is not None else None
 
 
 # -- budget and data flow ----------------------------------------------------------------
@@ -321,6 +412,8 @@ class _DataFlow:
         the answer never depends on timing. Fills in ``node``'s resolved params; their
         size is decided from the sizes of the referenced values, before building them.
         """
+        if node.frame is not None or node.gathers:
+            return self._framed_reason(node)
         for source in node.sources:
             if source.status != SUCCESS:
                 return f"ancestor_failed:{source.id}"
@@ -333,6 +426,66 @@ class _DataFlow:
         except MissingField as exc:
             return f"missing_field:{exc}"
         return None
+
+    def _framed_reason(self, node: _Node) -> str | None:
+        """:meth:`block_reason` of a frame instance, whose refs read its own frame, or of
+        a gather, whose params are resolved once per frame and given as ``{"frames": [...]}``.
+
+        A frame's slice is its instance of each scoped source and the generator's
+        frame itself; so a failure blocks only the instances of its own frame.
+        """
+        generator = node.generator
+        if node.gathers and generator is not None and generator.status != SUCCESS:
+            return f"ancestor_failed:{generator.id}"
+        frames = _frames_read(node)
+        for frame in frames:
+            for source in node.sources:
+                slot = _in_frame(source, frame)
+                if slot is not generator and slot.status != SUCCESS:
+                    return f"ancestor_failed:{slot.label}"
+        compiled = self._compiled[node.id]
+        try:
+            slices = [self._slice(node, frame) for frame in frames]
+            sizes = [compiled.resolved_size(values) for values in slices]
+            size = _FRAMES_JSON + sum(sizes) + max(0, len(sizes) - 1) if node.gathers else sizes[0]
+            if size > self._max_params:
+                return f"params_too_large:{size}>{self._max_params}"
+            resolved = [compiled.resolve(values) for values in slices]
+        except MissingField as exc:
+            return f"missing_field:{exc}"
+        node.params = {"frames": resolved} if node.gathers else resolved[0]
+        return None
+
+    def _slice(self, node: _Node, frame: int | None) -> dict[str, Any]:
+        """What ``node``'s refs read on ``frame``: each source's value there, and the inputs."""
+        values = {INPUT: self.outputs[INPUT]}
+        for source in node.sources:
+            if frame is not None and source.frames is not None:
+                values[source.id] = source.frames[frame]
+            elif frame is not None and source.instances is not None:
+                values[source.id] = source.instances[frame].output
+            else:
+                values[source.id] = self.outputs.get(source.id)
+        return values
+
+
+_FRAMES_JSON = len('{"frames":[]}')
+
+
+def _frames_read(node: _Node) -> list[int | None]:
+    """The frames whose slices ``node`` reads: its own, or every one a gather joins."""
+    if node.frame is not None:
+        return [node.frame]
+    if node.generator is not None and node.generator.frames is not None:
+        return list(range(len(node.generator.frames)))
+    return [None]
+
+
+def _in_frame(source: _Node, frame: int | None) -> _Node:
+    """``source`` as seen on ``frame``: its instance there when it is frame-scoped."""
+    if frame is not None and source.instances is not None:
+        return source.instances[frame]
+    return source
 
 
 # -- workers and timeouts ----------------------------------------------------------------
@@ -493,7 +646,7 @@ class _Pool:
                     watchdog.arm(deadline)
                 call = run.begin(node, attempt, start)
                 try:
-                    result = await runner.run(call)
+                    result = await (run.frames(node, call) if node.emits else runner.run(call))
                 except asyncio.CancelledError:
                     if self._stopping or not expired[slot]:
                         raise
@@ -510,9 +663,62 @@ class _Pool:
                 else:
                     error = run.record(node, result)
                 run.end(node, error)
-                if error is None:
+                if error is None or node.frames:  # a generator that emitted frames is never retried
                     break
             run.settle(node, error)
+
+
+# -- frames -----------------------------------------------------------------------------
+
+
+class _Frames:
+    """What the run knows about frames that does not change: each generator's scoped
+    nodes (in topological order), each node's edges and spec, and the frame limits."""
+
+    __slots__ = ("members", "specs", "_preds", "_nodes", "_max_frames", "_instances_left", "_max_instances")
+
+    def __init__(
+        self, specs: list[PlanNode], preds: list[list[int]], check: PlanCheck, nodes: list[_Node], config: ExecutorConfig
+    ) -> None:
+        graph = check.graph
+        assert graph is not None
+        self.members = {
+            graph.index[generator]: [nodes[graph.index[member]] for member in members]
+            for generator, members in check.frames.members.items()
+        }
+        self.specs = specs
+        self._preds = preds
+        self._nodes = nodes
+        self._max_frames = config.max_frames
+        self._max_instances = self._instances_left = config.max_frame_instances
+
+    def refuse(self, generator: _Node, output: object) -> str | None:
+        """Why this frame is refused, or None after counting its instances."""
+        if not isinstance(output, NodeOutput):
+            return f"malformed frame ({type(output).__name__})"
+        if len(generator.frames) >= self._max_frames:  # type: ignore[arg-type]
+            return f"frame_limit:{self._max_frames}"
+        needed = len(self.members[generator.index])
+        if needed > self._instances_left:
+            return f"frame_instance_limit:{self._max_instances}"
+        self._instances_left -= needed
+        return None
+
+    def preds(self, member: _Node, frame: int) -> list[int]:
+        """What ``member``'s instance on ``frame`` waits for: the instances on the same
+        frame of its scoped predecessors, and its other predecessors themselves (never
+        the generator: the frame is already there)."""
+        generator = member.generator
+        out = []
+        for p in self._preds[member.index]:
+            pred = self._nodes[p]
+            if pred is generator:
+                continue
+            if pred.instances is not None and pred.generator is generator:
+                out.append(pred.instances[frame].index)
+            else:
+                out.append(p)
+        return out
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -547,10 +753,14 @@ class _Run:
             touches=[node.touches for node in plan.nodes],
             parallel_safe=[node.parallel_safe for node in plan.nodes],
             on_ready=self._on_ready if on_event is not None else None,
+            on_join=self._on_join,
         )
+        self._frames = _Frames(plan.nodes, graph.preds, check, nodes, config)
+        self._frame_runner = runner.run_frames if isinstance(runner, FrameRunner) else None
         loop = asyncio.get_running_loop()
         self._watchdog = _Watchdog(loop)
-        self._pool = _Pool(self, runner, self._watchdog, min(parallel, len(nodes)))
+        units = parallel if check.frames.members else min(parallel, len(nodes))  # instances come and go
+        self._pool = _Pool(self, runner, self._watchdog, units)
         self._clock = loop.time
         self._t0 = self._clock()
         self.t_first: float | None = None  # first dispatch, from the start
@@ -563,6 +773,9 @@ class _Run:
         for node, reason in self._static_errors.items():
             self._set(node, BLOCKED, reason)
             self._sched.remove(node.index)
+        for node in self._nodes:
+            if node.instances is not None:
+                self._sched.join(node.index)
         self._sched.prepare()
         self._pump()
         self._check_finished()
@@ -687,7 +900,12 @@ class _Run:
             return result.error or "no output"
         if not isinstance(output, NodeOutput):
             return f"runner returned malformed output ({type(output).__name__})"
-        self.flow.outputs[node.id] = output.as_dict()
+        if node.frame_error is not None:
+            return node.frame_error
+        if node.frame is None:
+            self.flow.outputs[node.id] = output.as_dict()
+        else:
+            node.output = output.as_dict()
         return None
 
     def settle(self, node: _Node, error: str | None) -> None:
@@ -706,6 +924,50 @@ class _Run:
         if self._inflight == 0:
             self._check_finished()
 
+    # -- frames ---------------------------------------------------------------------------
+
+    async def frames(self, node: _Node, call: NodeCall) -> NodeResult:
+        """Run one attempt of generator ``node``, taking its frames as they come."""
+        if self._frame_runner is None:
+            return NodeResult(None, error="this runner cannot run generator nodes")
+        return await self._frame_runner(call, lambda output: self.emit(node, output))
+
+    def emit(self, generator: _Node, output: object) -> bool:
+        """A frame of ``generator`` appeared: add its instances and dispatch what may start.
+
+        Returns False, keeping nothing, when no more frames are wanted: the attempt is
+        over, or a frame limit is reached (the generator then fails with that reason).
+        """
+        if generator.status != RUNNING or generator.frame_error is not None:
+            return False
+        refusal = self._frames.refuse(generator, output)
+        if refusal is not None:
+            generator.frame_error = refusal
+            return False
+        frame = len(generator.frames)  # type: ignore[arg-type]
+        generator.frames.append(output.as_dict())  # type: ignore[union-attr]
+        for member in self._frames.members[generator.index]:
+            self._add_instance(member, frame)
+        if not self._halted:
+            self._pump()
+        return True
+
+    def _add_instance(self, member: _Node, frame: int) -> None:
+        inst = member.instance(frame, len(self._nodes))
+        self._nodes.append(inst)
+        member.instances.append(inst)  # type: ignore[union-attr]
+        if self._halted:  # the budget stopped dispatching: this instance never runs
+            self._set(inst, BUDGET_ABORT, BUDGET_REASON)
+            return
+        spec = self._frames.specs[member.index]
+        self._sched.add(
+            self._frames.preds(member, frame), member.index, touches=spec.touches, parallel_safe=spec.parallel_safe,
+        )
+
+    def _on_join(self, i: int) -> None:
+        node = self._nodes[i]
+        self._set(node, *_scoped_outcome(node))
+
     # -- lifecycle events -----------------------------------------------------------------
 
     def _now(self) -> float:
@@ -719,7 +981,7 @@ class _Run:
         node.status = new
         node.reason = reason
         if self._on_event is not None:
-            self._on_event(Event(self._now(), node.id, old, new, reason))
+            self._on_event(Event(self._now(), node.id, old, new, reason, node.frame))
 
 
 # -- the outcome ---------------------------------------------------------------------------
@@ -736,25 +998,32 @@ def _invalid(plan: WorkflowPlan, check: PlanCheck, ceiling: float | None) -> Exe
 def _execution(
     plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node], run: _Run, ceiling: float | None
 ) -> Execution:
+    """The outcome; ``nodes`` holds the plan's nodes, then the frame instances the run added."""
     outputs = run.flow.outputs
-    statuses = [node.status for node in nodes]
-    output_node = _output_node(plan, check, nodes)
+    planned = nodes[: len(plan.nodes)]
+    statuses = [node.status for node in planned]
+    output_node = _output_node(plan, check, planned)
     return Execution(
         status=_overall(statuses), errors=[],
-        nodes={node.id: node.record(outputs.get(node.id)) for node in nodes},
-        metrics=_metrics(nodes, statuses, run.t_first, run.t_last),
+        nodes={node.id: node.record(outputs.get(node.id)) for node in planned},
+        metrics=_metrics(nodes, planned, statuses, run.t_first, run.t_last),
         budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
         final_output=outputs.get(output_node) if output_node is not None else None,
-        output_node=output_node, total_steps=len(nodes),
+        output_node=output_node, total_steps=len(planned),
     )
 
 
-def _metrics(nodes: list[_Node], statuses: list[str], t_first: float | None, t_last: float | None) -> RunMetrics:
+def _metrics(
+    nodes: list[_Node], planned: list[_Node], statuses: list[str], t_first: float | None, t_last: float | None
+) -> RunMetrics:
+    """Costs, retries and timeouts over every attempt (instances included); completion
+    and hard failures over the plan's nodes, each counting once."""
     latency = 0.0
     if t_first is not None and t_last is not None:
         latency = max(0.0, t_last - t_first)
+    completed = statuses.count(SUCCESS) if len(nodes) == len(planned) else sum(map(_completion, planned))
     return RunMetrics(
-        completion_ratio=statuses.count(SUCCESS) / len(nodes),
+        completion_ratio=completed / len(planned),
         latency_s=latency,
         cost_tao=sum([node.cost for node in nodes]),
         retries=sum([node.attempts - 1 for node in nodes if node.attempts > 1]),
@@ -762,6 +1031,14 @@ def _metrics(nodes: list[_Node], statuses: list[str], t_first: float | None, t_l
         timeouts=sum([node.timeouts for node in nodes]),
         hard_failures=statuses.count(FAILED) + statuses.count(BLOCKED),
     )
+
+
+def _completion(node: _Node) -> float:
+    """A node's share of completion_ratio: 1 if it succeeded; for a frame-scoped node, the
+    fraction of its instances that succeeded (with none, whether its generator did)."""
+    if not node.instances:
+        return 1.0 if node.status == SUCCESS else 0.0
+    return sum(1 for inst in node.instances if inst.status == SUCCESS) / len(node.instances)
 
 
 def _output_node(plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node]) -> str | None:

@@ -9,6 +9,12 @@ they charged.
 Which peers provide a subnet is a function (:data:`ProviderSelector`): on a
 real network it comes from partner subnets; on a local network every miner
 serves every subnet (:func:`every_peer_serves`).
+
+A generator node (:meth:`RemoteRunner.run_frames`) goes to one provider, the
+first chosen: frames from several providers have nothing to be voted on frame by
+frame. Its frames come in that provider's one response, so they reach the
+executor together when the response arrives, not one by one as the provider
+makes them (docs/protocol.md, generator calls).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pydantic import ValidationError
 from protocol.errors import format_validation_error
 from protocol.metagraph import Peer
 from protocol.output import NodeOutput
-from protocol.runner import NodeCall, NodeResult
+from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 
 from .client import MinerClient
@@ -54,6 +60,7 @@ class _Answer:
     cost_tao: float
     error: str | None
     retries: int
+    frames: list[NodeOutput] | None = None
 
 
 class RemoteRunner:
@@ -83,18 +90,24 @@ class RemoteRunner:
     async def run(self, call: NodeCall) -> NodeResult:
         rule = self._package.route(call.subnet)
         chosen = list(self._providers(call.subnet))[: rule.top_k]
-        if not chosen:
-            return NodeResult(output=None, error=f"no provider for subnet {call.subnet}")
-        try:
-            synapse = NodeSynapse(
-                task_id=call.task_id, node_id=call.node_id, subnet=call.subnet, action=call.action,
-                params=call.params, timeout_seconds=call.timeout_seconds, attempt=call.attempt,
-            )
-        except ValidationError as exc:
-            return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
+        synapse = _request(call, chosen)
+        if isinstance(synapse, NodeResult):
+            return synapse
         timeout = call.timeout_seconds + TIMEOUT_MARGIN_S
         answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
         return _combine(chosen, answers, rule.aggregation)
+
+    async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
+        """Run a generator node on the first provider; emit its frames in order once its answer is in."""
+        chosen = list(self._providers(call.subnet))[:1]
+        synapse = _request(call, chosen)
+        if isinstance(synapse, NodeResult):
+            return synapse
+        answer = await self._ask(chosen[0], synapse, call.timeout_seconds + TIMEOUT_MARGIN_S)
+        for frame in answer.frames or ():
+            if not emit(frame):
+                break
+        return NodeResult(answer.output, cost_tao=answer.cost_tao, error=answer.error, unplanned_retries=answer.retries)
 
     async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> _Answer:
         retries = 0
@@ -108,14 +121,28 @@ class RemoteRunner:
             return _parse(reply.body or b"", retries)
 
 
+def _request(call: NodeCall, chosen: Sequence[Peer]) -> NodeSynapse | NodeResult:
+    """The request for ``call``, or the failed result when there is no provider or no valid request."""
+    if not chosen:
+        return NodeResult(output=None, error=f"no provider for subnet {call.subnet}")
+    try:
+        return NodeSynapse(
+            task_id=call.task_id, node_id=call.node_id, subnet=call.subnet, action=call.action,
+            params=call.params, timeout_seconds=call.timeout_seconds, attempt=call.attempt,
+        )
+    except ValidationError as exc:
+        return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
+
+
 def _parse(body: bytes, retries: int) -> _Answer:
     try:
         response = NodeResponse.model_validate_json(body)
     except ValidationError as exc:
         return _Answer(None, 0.0, f"malformed node response: {format_validation_error(exc)}", retries)
     if response.error is not None or response.output is None:
-        return _Answer(None, response.cost_tao, response.error or "provider returned no output", retries)
-    return _Answer(response.output, response.cost_tao, None, retries)
+        error = response.error or "provider returned no output"
+        return _Answer(None, response.cost_tao, error, retries, response.frames)
+    return _Answer(response.output, response.cost_tao, None, retries, response.frames)
 
 
 def _combine(providers: Sequence[Peer], answers: Sequence[_Answer], aggregation: str) -> NodeResult:

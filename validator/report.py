@@ -60,6 +60,19 @@ def run_report(execution: Execution, *, score: dict | None = None) -> dict[str, 
 
 
 def _node(record: NodeRecord) -> dict[str, Any]:
+    """One node's record; a frame instance adds its ``frame``, a generator its count of
+    ``frames``, a frame-scoped node its ``instances`` (each one such record)."""
+    node = _fields(record)
+    if record.frame is not None:
+        node["frame"] = record.frame
+    if record.frames is not None:
+        node["frames"] = record.frames
+    if record.instances:
+        node["instances"] = [_node(instance) for instance in record.instances]
+    return node
+
+
+def _fields(record: NodeRecord) -> dict[str, Any]:
     return {
         "status": record.status,
         "reason": record.reason,

@@ -9,7 +9,8 @@ script allowed is the page's own (pinned by its hash).
 What it shows:
 
 - the DAG, laid out by Kahn levels, each node coloured by its final status;
-- a Gantt chart, one row per node: the wait between ``ready`` and ``running``,
+- a Gantt chart, one row per node, and under a frame-scoped node one row per
+  frame instance (the first :data:`MAX_INSTANCE_ROWS`): the wait between ``ready`` and ``running``,
   one segment per attempt (green when it succeeded, red when it failed; a
   single bar when the report has no attempt times), and a marker with the reason for a node that was
   blocked or aborted without running;
@@ -36,10 +37,12 @@ from protocol.graph import CycleError, Graph
 from protocol.plan import WorkflowPlan
 from scoring.composite import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
-__all__ = ["MAX_DAG_NODES", "render_run_page"]
+__all__ = ["MAX_DAG_NODES", "MAX_INSTANCE_ROWS", "render_run_page"]
 
 MAX_DAG_NODES = 400
 """Larger plans get the timeline only: a DAG drawing of them is unreadable anyway."""
+MAX_INSTANCE_ROWS = 100
+"""Frame instances drawn under their node; the rest are counted in a note."""
 
 _OUTPUT_CHARS = 4000
 _LABEL_CHARS = 26
@@ -101,11 +104,18 @@ class _Row:
     status: str
     reason: str | None
     attempts: int
+    frame: int | None = None
     ready: float | None = None
     started: float | None = None
     finished: float | None = None
     settled: float | None = None
     spans: list[tuple[float, float, bool]] = field(default_factory=list)  # per attempt: start, end, ok
+    instances: list[_Row] = field(default_factory=list)  # a frame-scoped node's, drawn under it
+    hidden: int = 0  # instances beyond MAX_INSTANCE_ROWS
+
+    @property
+    def label(self) -> str:
+        return self.node_id if self.frame is None else f"{self.node_id}[{self.frame}]"
 
 
 def render_run_page(
@@ -135,18 +145,20 @@ def render_run_page(
 
 
 def _rows(plan: WorkflowPlan, report: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> dict[str, _Row]:
+    """One row per node (by id), its frame instances' rows under it."""
     nodes = report.get("nodes") or {}
     rows: dict[str, _Row] = {}
+    instances: dict[tuple[str, int], _Row] = {}
     for node in plan.nodes:
         record = nodes.get(node.id) or {}
-        rows[node.id] = _Row(
-            node.id, node.action, record.get("status", "pending"), record.get("reason"),
-            int(record.get("attempts") or 0), started=record.get("started_s"),
-            finished=record.get("finished_s"),
-            spans=[(a["started_s"], a["finished_s"], a.get("error") is None) for a in record.get("attempt_log", ())],
-        )
+        row = rows[node.id] = _row(node.id, node.action, record)
+        shown = (record.get("instances") or ())[:MAX_INSTANCE_ROWS]
+        row.instances = [_row(node.id, node.action, inst) for inst in shown]
+        row.hidden = len(record.get("instances") or ()) - len(shown)
+        instances.update(((node.id, inst.frame), inst) for inst in row.instances)  # type: ignore[misc]
     for event in events:
-        row = rows.get(event.get("node", ""))
+        frame = event.get("frame")
+        row = rows.get(event.get("node", "")) if frame is None else instances.get((event.get("node", ""), frame))
         if row is None:
             continue
         to, t = event.get("to"), event.get("t")
@@ -157,6 +169,15 @@ def _rows(plan: WorkflowPlan, report: Mapping[str, Any], events: Iterable[Mappin
         elif to in _COLOURS:
             row.settled = t
     return rows
+
+
+def _row(node_id: str, action: str, record: Mapping[str, Any]) -> _Row:
+    return _Row(
+        node_id, action, record.get("status", "pending"), record.get("reason"),
+        int(record.get("attempts") or 0), record.get("frame"), started=record.get("started_s"),
+        finished=record.get("finished_s"),
+        spans=[(a["started_s"], a["finished_s"], a.get("error") is None) for a in record.get("attempt_log", ())],
+    )
 
 
 def _graph(plan: WorkflowPlan) -> Graph | None:
@@ -186,7 +207,8 @@ def _critical(graph: Graph, rows: Mapping[str, _Row]) -> list[str]:
 
 
 def _horizon(rows: Iterable[_Row]) -> float:
-    times = [t for r in rows for t in (r.ready, r.started, r.finished, r.settled) if t is not None]
+    times = [t for row in rows for r in (row, *row.instances) for t in (r.ready, r.started, r.finished, r.settled)
+             if t is not None]
     return max(times, default=0.0) or 1e-3
 
 
@@ -320,17 +342,30 @@ _LABEL_W, _PLOT_W, _BAR_H, _LINE_H, _AXIS_H = 200, 880, 12, 18, 24
 
 def _gantt_section(graph: Graph | None, rows: Mapping[str, _Row], critical: set[str]) -> str:
     order = [graph.ids[i] for i in graph.topo_order()] if graph is not None else list(rows)
+    lines = [line for node_id in order for line in _lines(rows[node_id], node_id in critical)]
     horizon = _horizon(rows.values())
     scale = _PLOT_W / horizon
-    height = _AXIS_H + len(order) * _LINE_H + _PAD
+    height = _AXIS_H + len(lines) * _LINE_H + _PAD
     width = _LABEL_W + _PLOT_W + 60
     body = [_axis(horizon, scale, height)]
-    for n, node_id in enumerate(order):
-        body.append(_gantt_row(rows[node_id], _AXIS_H + n * _LINE_H, scale, node_id in critical))
+    for n, (line, on_path) in enumerate(lines):
+        y = _AXIS_H + n * _LINE_H
+        if isinstance(line, _Row):
+            body.append(_gantt_row(line, y, scale, on_path))
+        else:
+            body.append(f"<text x=\"14\" y=\"{y + _BAR_H - 2}\" fill=\"#616161\">{_esc(line)}</text>")
     return (
         f"<h2>Timeline</h2><svg id=\"gantt\" width=\"{width}\" height=\"{height}\" "
         f"viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\">" + "".join(body) + "</svg>"
     )
+
+
+def _lines(row: _Row, critical: bool) -> list[tuple[_Row | str, bool]]:
+    """A node's timeline lines: its own, its instances', and a note for those not drawn."""
+    lines: list[tuple[_Row | str, bool]] = [(row, critical), *((inst, False) for inst in row.instances)]
+    if row.hidden:
+        lines.append((f"… and {row.hidden} more instances of {row.node_id}", False))
+    return lines
 
 
 def _ticks(horizon: float) -> list[float]:
@@ -351,7 +386,7 @@ def _axis(horizon: float, scale: float, height: float) -> str:
 
 def _gantt_row(row: _Row, y: float, scale: float, critical: bool) -> str:
     x0 = _LABEL_W
-    label = ("★ " if critical else "") + _clip(row.node_id, _LABEL_CHARS)
+    label = ("★ " if critical else "") + ("  ↳ " if row.frame is not None else "") + _clip(row.label, _LABEL_CHARS)
     weight = " font-weight=\"700\"" if critical else ""
     parts = [f"<g data-node=\"{_esc(row.node_id)}\"><title>{_esc(_row_tip(row))}</title>"
              f"<text x=\"4\" y=\"{y + _BAR_H - 2}\"{weight}>{_esc(label)}</text>"]
@@ -393,7 +428,7 @@ def _bar(x: float, y: float, w: float, colour: str, critical: bool, *, kind: str
 
 
 def _row_tip(row: _Row) -> str:
-    parts = [f"{row.node_id} ({row.action}): {row.status}"]
+    parts = [f"{row.label} ({row.action}): {row.status}"]
     if row.reason:
         parts.append(f"reason {row.reason}")
     if row.attempts:

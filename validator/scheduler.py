@@ -23,6 +23,14 @@ as soon as it and all of its predecessors are settled, which keeps the
 invariant the executor relies on: when a node is handed out, every ancestor
 (not only every predecessor) has settled.
 
+Frames (docs/execution.md, generator nodes) add nodes while the run goes on:
+``add(preds, join)`` creates a node (a frame instance) whose predecessors are
+given, and which the pending node ``join`` waits for. A node marked with
+``join(i)`` is never handed out: like a removed node it settles as soon as all
+of its predecessors have, and ``on_join(i)`` is called then. A join gains
+predecessors only while one of its own predecessors is unsettled, so it cannot
+settle before its last instance is added.
+
 Cost is O(nodes + edges) plus heap operations; a node that waits for a
 resource is parked under that resource and only looked at again when the
 resource is released, never rescanned on every call.
@@ -37,19 +45,23 @@ __all__ = ["Scheduler"]
 
 # Node states.
 _PENDING, _READY, _RUNNING, _SETTLED = 0, 1, 2, 3
+# Marks of nodes that are never handed out.
+_REMOVED, _JOIN = 1, 2
 
 
 class Scheduler:
     """Dependency- and resource-driven ready sets over nodes ``0 .. n-1``.
 
-    ``order`` is a topological order of all nodes (the dispatch priority);
-    ``on_ready(i)`` is called once per node as it becomes ready, if given.
+    ``order`` is a topological order of all nodes (the dispatch priority; nodes
+    added later come after all of them, in the order they were added);
+    ``on_ready(i)`` is called once per node as it becomes ready, and
+    ``on_join(i)`` once per join as it settles, if given.
     """
 
     __slots__ = (
         "_succs", "_npred", "_pos", "_order", "_touches", "_solo", "_max_parallel",
-        "_on_ready", "_state", "_removed", "_heap", "_held", "_waiting", "_solo_waiting",
-        "_running", "_solo_running", "_nsettled", "_prepared",
+        "_on_ready", "_on_join", "_state", "_removed", "_heap", "_held", "_waiting", "_solo_waiting",
+        "_running", "_solo_running", "_nsettled", "_prepared", "_nfixed", "_copied",
     )
 
     def __init__(
@@ -62,13 +74,17 @@ class Scheduler:
         touches: Sequence[Sequence[str]] | None = None,
         parallel_safe: Sequence[bool] | None = None,
         on_ready: Callable[[int], None] | None = None,
+        on_join: Callable[[int], None] | None = None,
     ) -> None:
         n = len(preds)
         if len(order) != n or len(succs) != n:
             raise ValueError("preds, succs and order must cover the same nodes")
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
-        self._succs = succs
+        # The caller's successor lists are shared until add() must extend one (_copied).
+        self._succs = list(succs)
+        self._nfixed = n
+        self._copied: set[int] = set()
         # _npred[i] counts i's predecessors that have not settled; i is ready at zero.
         self._npred = [len(p) for p in preds]
         self._order = list(order)
@@ -84,8 +100,9 @@ class Scheduler:
             self._solo = [not safe for safe in parallel_safe]
         self._max_parallel = max_parallel
         self._on_ready = on_ready
+        self._on_join = on_join
         self._state = bytearray(n)  # _PENDING
-        self._removed = bytearray(n)
+        self._removed = bytearray(n)  # 0, _REMOVED or _JOIN
         self._heap: list[int] = []  # topological positions of queued ready nodes
         self._held: set[str] = set()  # resources touched by running nodes
         self._waiting: dict[str, list[int]] = {}  # resource -> parked positions
@@ -155,16 +172,50 @@ class Scheduler:
         A queued node settles at once; a pending one as soon as its predecessors
         have settled. Removing a running or settled node is an error.
         """
-        state = self._state[i]
-        if state == _RUNNING:
-            raise ValueError(f"node {i} is running: settle it with done(), not remove()")
-        if self._removed[i]:
-            raise ValueError(f"node {i} was already removed")
-        if state == _SETTLED:
-            raise ValueError(f"node {i} was already marked done")
-        self._removed[i] = 1
-        if state == _READY:
+        self._mark(i, _REMOVED, "remove")
+        if self._state[i] == _READY:
             self._settle(i)  # its heap entry goes stale and is skipped
+
+    def join(self, i: int) -> None:
+        """Make pending node ``i`` a join: never handed out, settled (and reported to
+        ``on_join``) as soon as all its predecessors have settled. Call before :meth:`prepare`."""
+        if self._prepared:
+            raise ValueError("join() must be called before prepare()")
+        self._mark(i, _JOIN, "join")
+
+    def add(
+        self, preds: Sequence[int], join: int, *, touches: Sequence[str] = (), parallel_safe: bool = True
+    ) -> int:
+        """Add a node after ``preds`` and before the join ``join``; returns its index.
+
+        Settled predecessors count as settled; the node is queued at once (and
+        ``on_ready`` called) when they all are. ``join`` must not have settled yet.
+        """
+        if self._removed[join] != _JOIN or self._state[join] != _PENDING:
+            raise ValueError(f"node {join} is not a pending join")
+        new = len(self._state)
+        self._succs.append([join])
+        self._npred[join] += 1
+        self._npred.append(0)
+        self._state.append(_PENDING)
+        self._removed.append(0)
+        self._pos.append(len(self._order))
+        self._order.append(new)
+        if self._touches is not None:
+            self._touches.append(tuple(dict.fromkeys(touches)))
+        elif touches:
+            self._touches = [()] * new + [tuple(dict.fromkeys(touches))]
+        if self._solo is not None:
+            self._solo.append(not parallel_safe)
+        elif not parallel_safe:
+            self._solo = [False] * new + [True]
+        for p in dict.fromkeys(preds):
+            if self._state[p] != _SETTLED:
+                self._npred[new] += 1
+                self._own_succs(p).append(new)
+        if self._npred[new] == 0:
+            self._release(new)
+        return new
 
     def is_active(self) -> bool:
         """Whether any node has not settled yet."""
@@ -172,10 +223,27 @@ class Scheduler:
 
     # -- internals ------------------------------------------------------------------
 
+    def _mark(self, i: int, mark: int, verb: str) -> None:
+        state = self._state[i]
+        if state == _RUNNING:
+            raise ValueError(f"node {i} is running: settle it with done(), not {verb}()")
+        if self._removed[i]:
+            raise ValueError(f"node {i} was already {'removed' if self._removed[i] == _REMOVED else 'made a join'}")
+        if state == _SETTLED:
+            raise ValueError(f"node {i} was already marked done")
+        self._removed[i] = mark
+
+    def _own_succs(self, i: int) -> list[int]:
+        """``i``'s successor list, copied first if it is still the caller's."""
+        if i < self._nfixed and i not in self._copied:
+            self._copied.add(i)
+            self._succs[i] = list(self._succs[i])
+        return self._succs[i]
+
     def _not_handed_out(self, i: int) -> str:
         """Which misuse ``done(i)`` is, for a node that is not running."""
         if self._removed[i]:
-            return f"node {i} was removed: it is never handed out, so never done()"
+            return f"node {i} was {'removed' if self._removed[i] == _REMOVED else 'made a join'}: it is never handed out, so never done()"
         state = self._state[i]
         if state == _SETTLED:
             return f"node {i} was already marked done"
@@ -196,6 +264,8 @@ class Scheduler:
                 npred[s] -= 1
                 if npred[s] == 0:
                     if removed[s]:
+                        if removed[s] == _JOIN and self._on_join is not None:
+                            self._on_join(s)
                         stack.append(s)
                         continue
                     state[s] = _READY
@@ -206,6 +276,8 @@ class Scheduler:
     def _release(self, i: int) -> None:
         """Queue a node whose predecessors have all settled (a root, at prepare)."""
         if self._removed[i]:
+            if self._removed[i] == _JOIN and self._on_join is not None:
+                self._on_join(i)
             self._settle(i)
             return
         self._state[i] = _READY

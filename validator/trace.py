@@ -4,8 +4,9 @@ A :class:`RunTrace` is the executor's ``on_event`` callback. It keeps every
 transition (the run page draws its timeline from them) and hands each one, as it
 happens, to an optional sink (``dagnet run --events`` writes them as JSON lines).
 
-A record is ``{"event": "transition", "t", "node", "from", "to", "reason"}``;
-``t`` is seconds from the start of execution.
+A record is ``{"event": "transition", "t", "node", "from", "to", "reason"}``, plus
+``"frame"`` for a frame instance's transition; ``t`` is seconds from the start of
+execution.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ Sink = Callable[[dict[str, Any]], None]
 
 def transition_record(event: Event) -> dict[str, Any]:
     """The JSON form of one lifecycle transition."""
-    return {
+    record = {
         "event": "transition",
         "t": round(event.t, 6),
         "node": event.node_id,
@@ -30,6 +31,9 @@ def transition_record(event: Event) -> dict[str, Any]:
         "to": event.new,
         "reason": event.reason,
     }
+    if event.frame is not None:
+        record["frame"] = event.frame
+    return record
 
 
 class RunTrace:

@@ -1,6 +1,8 @@
 """What a reference tool is, and the registry that names them.
 
-A tool is an async function ``(params, ctx) -> ToolResult``. It raises
+A tool is an async function ``(params, ctx) -> ToolResult``; a generator tool
+(``ToolSpec.frames``) is an async generator ``(params, ctx)`` yielding one
+``ToolResult`` per frame, each with the cost of that frame. A tool raises
 :class:`ToolError` for a clean failure (bad params, nothing found); anything
 else it raises is reported as an internal tool error by the caller. Tools are
 deterministic and touch no network unless explicitly configured.
@@ -9,7 +11,7 @@ deterministic and touch no network unless explicitly configured.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,7 @@ class ToolResult:
 
 
 Tool = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+FrameTool = Callable[[dict[str, Any], ToolContext], AsyncIterator[ToolResult]]
 BlockingTool = Callable[[dict[str, Any], ToolContext], ToolResult]
 
 
@@ -66,6 +69,7 @@ class ToolSpec:
     description: str = ""
     cost_tao: float = 0.0
     latency_s: float = 0.0
+    frames: bool = False  # ``fn`` is a FrameTool
 
 
 @dataclass
@@ -84,7 +88,19 @@ class ToolRegistry:
         return sorted(self._tools)
 
     async def call(self, action: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        spec = self._spec(action, frames=False)
+        return await spec.fn(params, ctx)
+
+    def frames(self, action: str, params: dict[str, Any], ctx: ToolContext) -> AsyncIterator[ToolResult]:
+        """The frames of generator ``action``, one ``ToolResult`` each, as they are made."""
+        spec = self._spec(action, frames=True)
+        return spec.fn(params, ctx)  # type: ignore[return-value]
+
+    def _spec(self, action: str, *, frames: bool) -> ToolSpec:
         spec = self._tools.get(action)
         if spec is None:
             raise ToolError(f"unknown action {action!r}; known: {', '.join(self.names())}")
-        return await spec.fn(params, ctx)
+        if spec.frames != frames:
+            kind = "a generator: it yields frames" if spec.frames else "not a generator: it has one output"
+            raise ToolError(f"action {action!r} is {kind}")
+        return spec

@@ -2,7 +2,8 @@
 
 Action names are a contract shared with planners and benchmark tasks: ``echo``,
 ``calculator``, ``json_transform``, ``csv_to_json``, ``json_to_csv``,
-``text_transform``, ``search``, ``python_exec`` and, when configured, ``llm``.
+``text_transform``, ``search``, ``python_exec``, ``split``, ``collect`` and, when
+configured, ``llm``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sandbox import SandboxLimits
 from .base import ToolRegistry
 from .calculator import CALCULATOR
 from .echo import ECHO
+from .frames import COLLECT, SPLIT
 from .llm import LLMConfig, llm_spec
 from .python_exec import python_exec_spec
 from .retrieval import search_spec
@@ -33,7 +35,7 @@ def default_registry(
     ``python_exec`` runs under ``sandbox_limits`` (default: the sandbox's own).
     """
     registry = ToolRegistry()
-    for spec in (ECHO, CALCULATOR, JSON_TRANSFORM, CSV_TO_JSON, JSON_TO_CSV, TEXT_TRANSFORM):
+    for spec in (ECHO, CALCULATOR, JSON_TRANSFORM, CSV_TO_JSON, JSON_TO_CSV, TEXT_TRANSFORM, SPLIT, COLLECT):
         registry.register(spec)
     registry.register(search_spec(corpus_dir or DEFAULT_CORPUS_DIR))
     registry.register(python_exec_spec(sandbox_limits))

@@ -7,6 +7,9 @@ those subnets' providers: it awaits each subnet's ``avg_latency``, charges its
 attempts of every node on a flaky subnet. So a plan's choice of subnets costs and
 takes time in a local run the way it would on the network.
 
+Generator actions (``split``) run through :meth:`LocalRunner.run_frames`, which
+hands each frame to the executor the moment the tool yields it.
+
 The zero-latency path makes no extra awaits: the executor's throughput
 benchmark pushes 100k+ nodes/s through it.
 """
@@ -14,17 +17,19 @@ benchmark pushes 100k+ nodes/s through it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from pydantic import ValidationError
 
 from protocol.errors import format_validation_error
 from protocol.output import NodeOutput
-from protocol.runner import NodeCall, NodeResult
+from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.synapse import ToolInfo
 
 from .base import ToolContext, ToolError, ToolRegistry
+from .frames import frames_summary
 
 ERROR_MAX_CHARS = 2000
 """Longer error messages are cut (with a marker) so a report stays readable."""
@@ -57,6 +62,23 @@ class LocalRunner:
         subnets = self._by_task.get(call.task_id, self._subnets)
         if subnets is None:
             return await self._run_tool(call, 0.0)
+        return await self._as_provider(call, subnets, self._run_tool)
+
+    async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
+        """Run a generator action, emitting each frame as the tool yields it."""
+
+        async def stream(call: NodeCall, surcharge: float) -> NodeResult:
+            return await self._stream_tool(call, surcharge, emit)
+
+        subnets = self._by_task.get(call.task_id, self._subnets)
+        if subnets is None:
+            return await stream(call, 0.0)
+        return await self._as_provider(call, subnets, stream)
+
+    async def _as_provider(
+        self, call: NodeCall, subnets: Mapping[str, ToolInfo], work: Callable[[NodeCall, float], Awaitable[NodeResult]]
+    ) -> NodeResult:
+        """Play the subnet's provider around ``work``: its delay, its failing first attempts, its price."""
         info = subnets.get(call.subnet)
         if info is None:
             known = ", ".join(sorted(subnets)) or "none"
@@ -67,18 +89,38 @@ class LocalRunner:
             return NodeResult(
                 None, cost_tao=info.avg_cost, error=f"subnet {call.subnet} unavailable (attempt {call.attempt})"
             )
-        return await self._run_tool(call, info.avg_cost)
+        return await work(call, info.avg_cost)
 
     async def _run_tool(self, call: NodeCall, surcharge: float) -> NodeResult:
         ctx = ToolContext(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
         try:
             result = await self._registry.call(call.action, call.params, ctx)
             output, cost = _checked(result.output, result.cost_tao)
-        except ToolError as err:
-            return NodeResult(None, cost_tao=_cost(err.cost_tao) + surcharge, error=_clip(str(err)))
         except Exception as exc:  # a tool bug must fail the node, never the executor
-            return NodeResult(None, cost_tao=surcharge, error=_clip(f"internal tool error: {type(exc).__name__}: {exc}"))
+            return _failure(exc, surcharge)
         return NodeResult(output, cost_tao=cost + surcharge)
+
+    async def _stream_tool(self, call: NodeCall, surcharge: float, emit: Emit) -> NodeResult:
+        ctx = ToolContext(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
+        count, spent = 0, surcharge
+        try:
+            async with contextlib.aclosing(self._registry.frames(call.action, call.params, ctx)) as frames:
+                async for frame in frames:
+                    output, cost = _checked(frame.output, frame.cost_tao)
+                    spent += cost
+                    count += 1
+                    if not emit(output):
+                        break
+        except Exception as exc:  # as in _run_tool
+            return _failure(exc, spent)
+        return NodeResult(frames_summary(count), cost_tao=spent)
+
+
+def _failure(exc: Exception, spent: float) -> NodeResult:
+    """A failed attempt: a ToolError's message and cost, or any other exception as a tool bug."""
+    if isinstance(exc, ToolError):
+        return NodeResult(None, cost_tao=_cost(exc.cost_tao) + spent, error=_clip(str(exc)))
+    return NodeResult(None, cost_tao=spent, error=_clip(f"internal tool error: {type(exc).__name__}: {exc}"))
 
 
 def _checked(output: object, cost: object) -> tuple[NodeOutput, float]:
