@@ -32,6 +32,7 @@ from protocol.metagraph import Peer
 from protocol.task import TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
+from validator.executor import ExecutorConfig
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.metrics import ValidatorMetrics
 from validator.providers import FixedProviders, MetagraphProviders, ProviderDirectory
@@ -69,6 +70,10 @@ class ValidatorProcessConfig(BaseModel):
     query_timeout_s: float = Field(default=8.0, gt=0, lt=12.0)
     """Bounds each miner's answer; below one 12 s block."""
     exec_concurrency: int = Field(default=16, ge=1)
+    max_frames: int = Field(default=1000, ge=0)
+    """Frames one generator node may emit (docs/execution.md, generator nodes and frames)."""
+    max_frame_instances: int = Field(default=10_000, ge=0)
+    """Frame instances one plan's run may hold, over all its generators."""
     poll_s: float = Field(default=1.0, gt=0)
     providers: Path | None = None
     """A JSON list of ``{"uid", "hotkey", "url"}`` tool providers serving every
@@ -88,6 +93,9 @@ class ValidatorProcessConfig(BaseModel):
         Raises ``ValueError`` saying which key could not be loaded and why.
         """
         return open_wallet(self.dev_key, self.wallet_name, self.wallet_hotkey, self.wallet_path)
+
+    def executor_config(self) -> ExecutorConfig:
+        return ExecutorConfig(max_frames=self.max_frames, max_frame_instances=self.max_frame_instances)
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)
@@ -165,7 +173,8 @@ async def run_validator(
     try:
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
-                chain, state, client, source or load_tasks(config.tasks), providers, config=config.loop_config(), metrics=metrics
+                chain, state, client, source or load_tasks(config.tasks), providers, config=config.loop_config(),
+                executor_config=config.executor_config(), metrics=metrics,
             )
             async with _serving(health_app(loop, metrics), config) as url:
                 _announce(

@@ -5,7 +5,7 @@ from protocol.graph import Graph
 
 
 def test_bench_reports_ratios_for_each_size_and_a_throughput_beside_its_baseline():
-    result = run_executor_bench(sizes=(10, 30), throughput_nodes=300, repeats=1)
+    result = run_executor_bench(sizes=(10, 30), throughput_nodes=300, repeats=1, frames=40)
     assert [case["nodes"] for case in result["makespan"]] == [10, 30]
     for case in result["makespan"]:
         # no executor can beat the critical path; the barrier schedule never beats it either
@@ -14,6 +14,9 @@ def test_bench_reports_ratios_for_each_size_and_a_throughput_beside_its_baseline
     tp = result["throughput"]
     assert tp["nodes"] == 300 and tp["nodes_per_s"] > 0 and tp["graphlib_task_per_node_nodes_per_s"] > 0
     assert tp["over_graphlib_baseline"] == tp["nodes_per_s"] / tp["graphlib_task_per_node_nodes_per_s"]
+    frames = result["frames"]
+    assert (frames["frames"], frames["instances"]) == (40, 80)
+    assert frames["makespan_over_cp"] > 0.99 and frames["generator_barrier_over_cp"] >= 1.0
 
 
 def test_tier_barrier_schedule_sums_the_slowest_node_of_each_kahn_level():

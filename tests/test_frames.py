@@ -344,9 +344,23 @@ def test_plan_check_refuses_mixed_frames_and_nested_generators() -> None:
     assert "edge_only" not in check.frames.generator_of  # an edge alone scopes nothing
 
 
-def test_dagnet_plan_check_accepts_the_frames_example() -> None:
-    result = CliRunner().invoke(app, ["plan", "check", str(ROOT / "examples" / "frames_words.json")])
+def test_dagnet_plan_check_accepts_the_frames_example_and_says_what_runs_per_frame() -> None:
+    example = str(ROOT / "examples" / "frames_words.json")
+    result = CliRunner().invoke(app, ["plan", "check", example])
     assert result.exit_code == 0, result.output
+    assert "generator words: per frame shout, mark; gathered by all" in result.output
+    found = json.loads(CliRunner().invoke(app, ["plan", "check", example, "--json"]).stdout)
+    assert found["frames"] == {"per_frame": {"words": ["shout", "mark"]}, "gathers": {"all": "words"}}
+
+
+def test_dagnet_plan_check_reports_a_refused_frame_scope(tmp_path) -> None:
+    p = plan(node("g1", "split"), node("g2", "split"), node("pair", text="${g1.output.text}${g2.output.text}"),
+             edges="g1>pair g2>pair")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(p.to_wire()))
+    result = CliRunner().invoke(app, ["plan", "check", str(path)])
+    assert result.exit_code == 2
+    assert "pair: mixed_frames:g1,g2" in result.output
 
 
 def test_dagnet_run_streams_the_frames_example() -> None:
@@ -387,3 +401,15 @@ async def test_a_generator_runs_on_a_remote_provider_and_its_frames_fan_out() ->
     body = raw.json()
     assert [f["text"] for f in body["frames"]] == ["1", "b"]  # every frame in the one response
     assert body["frames"][1]["artifacts"]["metadata"] == {"item": "b", "index": 1}
+
+
+def test_a_validator_process_sets_its_frame_limits() -> None:
+    from neurons.validator import ValidatorProcessConfig
+
+    config = ValidatorProcessConfig(dev_key="//Alice", max_frames=7, max_frame_instances=70).executor_config()
+    assert (config.max_frames, config.max_frame_instances) == (7, 70)
+    assert ExecutorConfig().max_frames == 1000 and ExecutorConfig().max_frame_instances == 10_000
+    with pytest.raises(ValueError):
+        ValidatorProcessConfig(dev_key="//Alice", max_frames=-1)
+    help_text = CliRunner().invoke(app, ["validator", "--help"], terminal_width=200).output
+    assert "--max-frames" in help_text and "--max-frame-instances" in help_text

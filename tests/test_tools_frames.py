@@ -65,7 +65,9 @@ async def test_local_runner_emits_each_frame_and_stops_when_told() -> None:
     registry = ToolRegistry()
     registry.register(ToolSpec("numbers", numbers, "count", frames=True))  # type: ignore[arg-type]
     seen: list[str] = []
-    result = await LocalRunner(registry).run_frames(_call("numbers", {}), lambda f: seen.append(f.text) or len(seen) < 3)
+    result = await LocalRunner(registry).run_frames(
+        _call("numbers", {}), lambda f: seen.append(f.text) or len(seen) < 3,
+    )
     assert seen == ["0", "1", "2"] and closed == [True]  # the tool was closed, not left suspended
     assert result.cost_tao == 1.5 and result.output.artifacts.metadata == {"frames": 3}
 

@@ -115,7 +115,12 @@ class Attempt:
 
 @dataclass(slots=True)
 class NodeRecord:
-    """What happened to one node. Times are seconds from the start of execution."""
+    """What happened to one node. Times are seconds from the start of execution.
+
+    The node's last attempt ends when the node does and fails with the node's reason;
+    only the attempts before it are stored (``retried``, with ``last_started_s``), so
+    a run without retries builds no attempt objects. :attr:`attempt_log` puts them together.
+    """
 
     status: str
     reason: str | None
@@ -126,10 +131,20 @@ class NodeRecord:
     output: dict | None
     timeouts: int
     unplanned_retries: int
-    attempt_log: tuple[Attempt, ...] = ()
+    retried: tuple[Attempt, ...] = ()  # the attempts before the last
+    last_started_s: float | None = None  # when the last attempt began
     frame: int | None = None  # a frame instance's frame
     frames: int | None = None  # a generator's count of frames emitted
     instances: tuple[NodeRecord, ...] = ()  # a frame-scoped node's instances, in frame order
+
+    @property
+    def attempt_log(self) -> tuple[Attempt, ...]:
+        """Every attempt, in order; empty for a node that never ran."""
+        if self.last_started_s is None or self.attempts == len(self.retried):
+            return self.retried
+        error = None if self.status == SUCCESS else self.reason
+        finished = self.last_started_s if self.finished_s is None else self.finished_s
+        return (*self.retried, Attempt(self.last_started_s, finished, error))
 
 
 @dataclass
@@ -212,14 +227,19 @@ class _Node:
         "params",
         # What happened; times are seconds from the start of execution.
         "status", "reason", "attempts", "cost", "started", "finished", "timeouts", "unplanned",
-        # Every attempt that ended, and when the one in flight began.
+        # The attempts that were retried, and when the last one began (see NodeRecord).
         "log", "attempt_started",
-        # Frames (protocol.frames). A generator ``emits`` and keeps its ``frames``;
-        # a frame-scoped node keeps its ``instances``; an instance has its ``frame``
-        # and keeps its ``output``. ``generator`` is the generator whose frames a
-        # scoped node, an instance or a gather (``gathers``) reads.
-        "emits", "frames", "frame_error", "generator", "gathers", "instances", "frame", "output",
     )
+
+    # A plain node plays no part in frames; a _FramedNode has these as its own slots.
+    emits = False
+    frames: list[dict] | None = None
+    frame_error: str | None = None
+    generator: _Node | None = None
+    gathers = False
+    instances: list[_Node] | None = None
+    frame: int | None = None
+    output: dict | None = None
 
     def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
         self.index = index
@@ -240,25 +260,17 @@ class _Node:
         self.finished: float | None = None
         self.timeouts = 0
         self.unplanned = 0
-        self.log: list[Attempt] = []
-        self.attempt_started = 0.0
-        self.emits = False
-        self.frames: list[dict] | None = None
-        self.frame_error: str | None = None  # why a generator fails although its runner did not
-        self.generator: _Node | None = None
-        self.gathers = False
-        self.instances: list[_Node] | None = None
-        self.frame: int | None = None
-        self.output: dict | None = None
+        self.log: tuple[Attempt, ...] = ()
+        self.attempt_started: float | None = None
 
     @property
     def label(self) -> str:
         """The node's id, with ``[frame]`` for an instance: how reasons name it."""
         return self.id if self.frame is None else f"{self.id}[{self.frame}]"
 
-    def instance(self, frame: int, index: int) -> _Node:
+    def instance(self, frame: int, index: int) -> _FramedNode:
         """This frame-scoped node's instance on ``frame``: same action, policy and refs."""
-        inst = _Node(index, self.id, self.subnet, self.action, self.estimate, self.timeout)
+        inst = _FramedNode(index, self.id, self.subnet, self.action, self.estimate, self.timeout)
         inst.max_attempts = self.max_attempts
         inst.sources = self.sources
         inst.generator = self.generator
@@ -266,18 +278,43 @@ class _Node:
         return inst
 
     def record(self, output: dict | None) -> NodeRecord:
-        if self.instances is not None:
-            return _scoped_record(self)
         return NodeRecord(
             self.status, self.reason, self.attempts, self.cost, self.started, self.finished,
-            output, self.timeouts, self.unplanned, tuple(self.log), self.frame,
-            None if self.frames is None else len(self.frames),
+            output, self.timeouts, self.unplanned, self.log, self.attempt_started,
         )
+
+
+class _FramedNode(_Node):
+    """A node with a part in frames (protocol.frames): a generator ``emits`` and keeps
+    its ``frames`` (and ``frame_error``, why it fails although its runner did not); a
+    frame-scoped node keeps its ``instances``; an instance has its ``frame`` and keeps
+    its ``output``; a gather ``gathers``. ``generator`` is whose frames it reads."""
+
+    __slots__ = ("emits", "frames", "frame_error", "generator", "gathers", "instances", "frame", "output")
+
+    def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
+        super().__init__(index, node_id, subnet, action, estimate, timeout)
+        self.emits = False
+        self.frames = None
+        self.frame_error = None
+        self.generator = None
+        self.gathers = False
+        self.instances = None
+        self.frame = None
+        self.output = None
+
+    def record(self, output: dict | None) -> NodeRecord:
+        if self.instances is not None:
+            return _scoped_record(self)
+        record = super().record(output if self.frame is None else self.output)
+        record.frame = self.frame
+        record.frames = None if self.frames is None else len(self.frames)
+        return record
 
 
 def _scoped_record(node: _Node) -> NodeRecord:
     """A frame-scoped node's record: its instances', summed, under its own status."""
-    instances = tuple(inst.record(inst.output) for inst in node.instances or ())
+    instances = tuple(inst.record(None) for inst in node.instances or ())
     starts = [r.started_s for r in instances if r.started_s is not None]
     ends = [r.finished_s for r in instances if r.finished_s is not None]
     return NodeRecord(
@@ -304,8 +341,11 @@ def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices:
     graph = check.graph
     assert graph is not None  # a check without errors always has its graph
     timeout = config.default_timeout_s
+    framed = _framed(plan, check)
     nodes = [
-        _Node(i, spec.id, spec.subnet, spec.action, max(spec.estimated_cost, prices.get(spec.subnet, 0.0)), timeout)
+        (_FramedNode if spec.id in framed else _Node)(
+            i, spec.id, spec.subnet, spec.action, max(spec.estimated_cost, prices.get(spec.subnet, 0.0)), timeout,
+        )
         for i, spec in enumerate(plan.nodes)
     ]
     for node_id, policy in plan.error_handling.items():
@@ -321,8 +361,18 @@ def _nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices:
             node.sources = tuple(nodes[i] for i in sources)
         else:
             node.params = compiled.resolve(_NO_OUTPUTS)
-    _frame_roles(nodes, check)
+    if framed:
+        _frame_roles(nodes, check)
     return nodes
+
+
+_GATHERS = frozenset(name for name, spec in ACTIONS.items() if spec.gathers)
+
+
+def _framed(plan: WorkflowPlan, check: PlanCheck) -> set[str]:
+    """The nodes with a part in frames: generators, frame-scoped nodes, gathers."""
+    gathers = {node.id for node in plan.nodes if node.action in _GATHERS and node.id in check.compiled}
+    return {*check.frames.members, *check.frames.generator_of, *gathers}
 
 
 def _frame_roles(nodes: list[_Node], check: PlanCheck) -> None:
@@ -338,8 +388,7 @@ def _frame_roles(nodes: list[_Node], check: PlanCheck) -> None:
         node.generator = nodes[graph.index[generator_id]]
         node.instances = []
     for node in nodes:
-        spec = ACTIONS.get(node.action)
-        if spec is not None and spec.gathers and node.id in check.compiled:
+        if isinstance(node, _FramedNode) and node.action in _GATHERS and node.id in check.compiled:
             node.gathers = True
             node.params = None  # always resolved at dispatch, as {"frames": [...]}
             generator_id = scopes.gathered.get(node.id)
@@ -626,7 +675,7 @@ class _Pool:
         runner that answers without suspending costs no loop turn at all.
         """
         queue, runner, run, watchdog = self._queue, self._runner, self._run, self._watchdog
-        deadlines, expired, clock = watchdog.deadlines, watchdog.expired, self._loop.time
+        deadlines, expired, clock, t0 = watchdog.deadlines, watchdog.expired, self._loop.time, run.t0
         while True:
             if not queue:
                 future = self._loop.create_future()
@@ -662,9 +711,9 @@ class _Pool:
                     error = run.timed_out(node)
                 else:
                     error = run.record(node, result)
-                run.end(node, error)
-                if error is None or node.frames:  # a generator that emitted frames is never retried
+                if error is None or node.frames or attempt == node.max_attempts:  # no retry after a frame
                     break
+                node.log = (*node.log, Attempt(start - t0, clock() - t0, error))
             run.settle(node, error)
 
 
@@ -678,7 +727,12 @@ class _Frames:
     __slots__ = ("members", "specs", "_preds", "_nodes", "_max_frames", "_instances_left", "_max_instances")
 
     def __init__(
-        self, specs: list[PlanNode], preds: list[list[int]], check: PlanCheck, nodes: list[_Node], config: ExecutorConfig
+        self,
+        specs: list[PlanNode],
+        preds: list[list[int]],
+        check: PlanCheck,
+        nodes: list[_Node],
+        config: ExecutorConfig,
     ) -> None:
         graph = check.graph
         assert graph is not None
@@ -762,7 +816,7 @@ class _Run:
         units = parallel if check.frames.members else min(parallel, len(nodes))  # instances come and go
         self._pool = _Pool(self, runner, self._watchdog, units)
         self._clock = loop.time
-        self._t0 = self._clock()
+        self.t0 = self._clock()
         self.t_first: float | None = None  # first dispatch, from the start
         self.t_last: float | None = None  # last settle, from the start
         self._inflight = 0
@@ -784,7 +838,7 @@ class _Run:
         self._pool.wake()
         deadline = None
         if deadline_s is not None:
-            deadline = self._t0 + (self.t_first or 0.0) + deadline_s
+            deadline = self.t0 + (self.t_first or 0.0) + deadline_s
         try:
             finished = await self._watchdog.wait(self._done, deadline)
         finally:
@@ -805,7 +859,6 @@ class _Run:
         for node in self._nodes:
             if node.status == RUNNING:
                 node.finished = now
-                node.log.append(Attempt(node.attempt_started, now, DEADLINE_REASON))
                 self._set(node, FAILED, DEADLINE_REASON)
             elif node.status == PENDING or node.status == READY:
                 self._set(node, BLOCKED, DEADLINE_REASON)
@@ -858,17 +911,13 @@ class _Run:
 
     def begin(self, node: _Node, attempt: int, start: float) -> NodeCall:
         """Count an attempt that starts at loop time ``start`` and build its call."""
-        node.attempt_started = start - self._t0
+        node.attempt_started = start - self.t0
         if attempt == 1:
             node.started = node.attempt_started
         node.attempts = attempt
         return NodeCall(
             self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
         )
-
-    def end(self, node: _Node, error: str | None) -> None:
-        """Log the attempt of ``node`` that just ended (``error`` None on success)."""
-        node.log.append(Attempt(node.attempt_started, self._now(), error))
 
     def retry_refused(self, node: _Node) -> bool:
         """Whether the ceiling refuses another attempt of ``node``; the run then halts on
@@ -900,8 +949,6 @@ class _Run:
             return result.error or "no output"
         if not isinstance(output, NodeOutput):
             return f"runner returned malformed output ({type(output).__name__})"
-        if node.frame_error is not None:
-            return node.frame_error
         if node.frame is None:
             self.flow.outputs[node.id] = output.as_dict()
         else:
@@ -910,7 +957,7 @@ class _Run:
 
     def settle(self, node: _Node, error: str | None) -> None:
         """Finish a node that ran (``error`` is None on success) and dispatch what follows."""
-        self.t_last = node.finished = self._clock() - self._t0
+        self.t_last = node.finished = self._clock() - self.t0
         self._inflight -= 1
         if self._budget is not None:
             self._budget.release(node.held)
@@ -930,7 +977,12 @@ class _Run:
         """Run one attempt of generator ``node``, taking its frames as they come."""
         if self._frame_runner is None:
             return NodeResult(None, error="this runner cannot run generator nodes")
-        return await self._frame_runner(call, lambda output: self.emit(node, output))
+        result = await self._frame_runner(call, lambda output: self.emit(node, output))
+        if node.frame_error is not None and isinstance(result, NodeResult):
+            return NodeResult(
+                None, cost_tao=result.cost_tao, error=node.frame_error, unplanned_retries=result.unplanned_retries,
+            )
+        return result
 
     def emit(self, generator: _Node, output: object) -> bool:
         """A frame of ``generator`` appeared: add its instances and dispatch what may start.
@@ -971,7 +1023,7 @@ class _Run:
     # -- lifecycle events -----------------------------------------------------------------
 
     def _now(self) -> float:
-        return self._clock() - self._t0
+        return self._clock() - self.t0
 
     def _on_ready(self, i: int) -> None:
         self._set(self._nodes[i], READY, None)

@@ -243,7 +243,8 @@ class Scheduler:
     def _not_handed_out(self, i: int) -> str:
         """Which misuse ``done(i)`` is, for a node that is not running."""
         if self._removed[i]:
-            return f"node {i} was {'removed' if self._removed[i] == _REMOVED else 'made a join'}: it is never handed out, so never done()"
+            how = "removed" if self._removed[i] == _REMOVED else "made a join"
+            return f"node {i} was {how}: it is never handed out, so never done()"
         state = self._state[i]
         if state == _SETTLED:
             return f"node {i} was already marked done"

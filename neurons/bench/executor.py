@@ -12,6 +12,12 @@ about two predecessors per node, a few roots):
 - **Throughput.** A 10,000-node zero-delay DAG through a runner that returns at
   once, so nodes/s measures scheduling alone. Target: 100,000 nodes/s. The same
   DAG through LocalRunner + echo is reported too: it adds the tool's own cost.
+- **Frames.** One ``split`` generator emitting 1,000 frames, one every
+  ``FRAME_GAP_S``, each run through two ``echo`` nodes in a chain (2,000 frame
+  instances), their log-normal delays read from the frame itself. The critical
+  path is the latest ``emit time + both delays`` over the frames; target:
+  makespan ≤ 1.05 × CP. For contrast, the makespan if the frames' nodes waited for
+  the generator to finish (last emit + slowest frame's chain) is computed too.
 
 Every timing is wall clock around ``execute()`` (the plan check is done before),
 reported as the median of ``repeats`` runs, with a garbage collection before
@@ -43,7 +49,7 @@ from protocol.graph import Graph
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
-from protocol.runner import NodeCall, NodeResult, NodeRunner
+from protocol.runner import Emit, NodeCall, NodeResult, NodeRunner
 from protocol.validation import PlanCheck, check_plan
 from validator.executor import ExecutorConfig, execute
 
@@ -57,6 +63,9 @@ MEDIAN_LATENCY_S = 0.020
 LATENCY_SIGMA = 0.6
 MAX_CRITICAL_PATH_S = 1.5
 """Latencies are scaled down when a DAG's critical path would exceed this, so a run stays short."""
+FRAMES = 1000
+FRAME_GAP_S = 0.001
+"""The generator makes one frame every this many seconds."""
 
 
 def run_executor_bench(
@@ -64,15 +73,17 @@ def run_executor_bench(
     throughput_nodes: int = 10_000,
     seed: int = 0,
     repeats: int = 3,
+    frames: int = FRAMES,
 ) -> dict[str, Any]:
-    """Run both measurements; returns a JSON-ready dict (see :func:`render_executor_bench`)."""
+    """Run the three measurements; returns a JSON-ready dict (see :func:`render_executor_bench`)."""
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
-    return asyncio.run(_bench(sizes, throughput_nodes, seed, repeats))
+    return asyncio.run(_bench(sizes, throughput_nodes, seed, repeats, frames))
 
 
-async def _bench(sizes: tuple[int, ...], throughput_nodes: int, seed: int, repeats: int) -> dict[str, Any]:
+async def _bench(sizes: tuple[int, ...], throughput_nodes: int, seed: int, repeats: int, frames: int) -> dict[str, Any]:
     makespans = [await _makespan_case(n, seed, repeats) for n in sizes]
+    framed = await _frames_case(frames, seed, repeats)
     return {
         "seed": seed,
         "repeats": repeats,
@@ -83,6 +94,7 @@ async def _bench(sizes: tuple[int, ...], throughput_nodes: int, seed: int, repea
         },
         "makespan": makespans,
         "throughput": await _throughput_case(throughput_nodes, seed, repeats),
+        "frames": framed,
     }
 
 
@@ -156,9 +168,12 @@ def _settled_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def _timed_run(plan: WorkflowPlan, runner: NodeRunner, check: PlanCheck, limits: Limits) -> tuple[float, float]:
-    """Wall-clock and process CPU seconds of one ``execute()``."""
-    config = ExecutorConfig(max_parallel=len(plan.nodes))
+async def _timed_run(
+    plan: WorkflowPlan, runner: NodeRunner, check: PlanCheck, limits: Limits, parallel: int | None = None
+) -> tuple[float, float]:
+    """Wall-clock and process CPU seconds of one ``execute()``, parallelism not capped
+    below ``parallel`` (the plan's node count by default)."""
+    config = ExecutorConfig(max_parallel=parallel or len(plan.nodes))
     with _settled_heap():
         wall, cpu = time.perf_counter(), time.process_time()
         execution = await execute(
@@ -196,6 +211,72 @@ async def _makespan_case(n: int, seed: int, repeats: int) -> dict[str, Any]:
         "tier_barrier_s": barrier,
         "tier_barrier_over_cp": barrier / critical,
         "meets_target": makespan <= MAKESPAN_RATIO_TARGET * critical + MAKESPAN_SLACK_S,
+        "runs_s": runs,
+    }
+
+
+class _PacedFrames:
+    """LocalRunner, except that a ``split`` node emits its items at their ``at`` times
+    (seconds from the attempt's start), as a source producing them over time would."""
+
+    __slots__ = ("_local",)
+
+    def __init__(self) -> None:
+        self._local = LocalRunner(default_registry())
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        return await self._local.run(call)
+
+    async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for index, item in enumerate(call.params["items"]):
+            delay = start + item["at"] - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            emit(NodeOutput.model_validate({"text": str(index), "artifacts": {"metadata": {"item": item}}}))
+        return NodeResult(NodeOutput(text=f"{len(call.params['items'])} frames"))
+
+
+def _frames_plan(items: list[dict[str, float]]) -> WorkflowPlan:
+    """g (split over ``items``) -> a -> b, a and b echoing after the frame's delays."""
+    def echo(node_id: str, text: str) -> dict[str, Any]:
+        params = {"text": text, "delay_s": "${g.output.artifacts.metadata.item.%s}" % node_id}
+        return {"id": node_id, "subnet": "local", "action": "echo", "params": params}
+
+    return WorkflowPlan.model_validate({
+        "nodes": [
+            {"id": "g", "subnet": "local", "action": "split", "params": {"items": items}},
+            echo("a", "${g.output.text}"),
+            echo("b", "${a.output.text}"),
+        ],
+        "edges": [{"from": "g", "to": "a"}, {"from": "a", "to": "b"}],
+    })
+
+
+async def _frames_case(frames: int, seed: int, repeats: int) -> dict[str, Any]:
+    rng = random.Random(f"{seed}:frames:{frames}")
+    items = [
+        {"at": round(FRAME_GAP_S * i, 6),
+         "a": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6),
+         "b": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6)}
+        for i in range(frames)
+    ]
+    critical = max(item["at"] + item["a"] + item["b"] for item in items)
+    barrier = items[-1]["at"] + max(item["a"] + item["b"] for item in items)
+    plan = _frames_plan(items)
+    check, limits = _checked(plan)
+    runs = [(await _timed_run(plan, _PacedFrames(), check, limits, parallel=2 * frames + 1))[0] for _ in range(repeats)]
+    makespan = statistics.median(runs)
+    return {
+        "frames": frames,
+        "instances": 2 * frames,
+        "critical_path_s": critical,
+        "makespan_s": makespan,
+        "makespan_over_cp": makespan / critical,
+        "generator_barrier_s": barrier,
+        "generator_barrier_over_cp": barrier / critical,
+        "meets_target": makespan <= MAKESPAN_RATIO_TARGET * critical,
         "runs_s": runs,
     }
 
@@ -292,6 +373,14 @@ def render_executor_bench(result: dict[str, Any], console: Console) -> None:
         f"graphlib + one task per node {tp['graphlib_task_per_node_nodes_per_s']:,.0f} nodes/s "
         f"(executor ÷ baseline {tp['over_graphlib_baseline']:.2f}); "
         f"through LocalRunner + echo {tp['local_echo_nodes_per_s']:,.0f} nodes/s",
+        highlight=False,
+    )
+    fr = result["frames"]
+    console.print(
+        f"frames: 1 generator × {fr['frames']} frames × 2 nodes ({fr['instances']} instances): makespan "
+        f"{fr['makespan_s'] * 1000:.1f} ms, critical path {fr['critical_path_s'] * 1000:.1f} ms, "
+        f"÷ CP {fr['makespan_over_cp']:.3f} (target ≤ {targets['makespan_ratio']}) {_verdict(fr['meets_target'])}; "
+        f"waiting for the generator to finish would be ÷ CP {fr['generator_barrier_over_cp']:.3f}",
         highlight=False,
     )
 

@@ -13,6 +13,7 @@ from neurons.commands.common import (
 )
 from neurons.files import InputError
 from neurons.localrun import check_document, limits_for, load_task
+from protocol.frames import FrameScopes
 
 plan_app = typer.Typer(help="Inspect and make workflow plans.", no_args_is_help=True)
 
@@ -36,18 +37,37 @@ def plan_check(
     document, loaded_task = load_inputs(plan, task, task_id)
     check = check_document(document, task=loaded_task, limits=limits_for(max_nodes))
     errors = check.errors + [f"{node}: {reason}" for node, reason in check.node_errors.items()]
+    frames = check.frames
     if as_json:
-        print_json({"valid": check.valid, "errors": errors, "tiers": check.tiers, "critical_path_s": check.critical_path_s})
+        body = {"valid": check.valid, "errors": errors, "tiers": check.tiers, "critical_path_s": check.critical_path_s}
+        if frames.members:  # a plan with generators
+            body["frames"] = {"per_frame": frames.members, "gathers": frames.gathered}
+        print_json(body)
     else:
         verdict = "[green]valid[/green]" if check.valid else "[red]invalid[/red]"
-        Console().print(
+        console = Console()
+        console.print(
             f"{plan}: {verdict} — {len(document.plan.nodes)} nodes, {len(check.tiers)} tiers, "
             f"critical path {check.critical_path_s:.3f}s"
         )
+        for line in _frame_lines(frames):
+            console.print(line, highlight=False, markup=False)
     for finding in errors:
         error(finding)
     if not check.valid:
         raise typer.Exit(code=2)
+
+
+def _frame_lines(frames: FrameScopes) -> list[str]:
+    """One line per generator: what runs once per frame, what gathers its frames."""
+    lines = []
+    for generator, members in frames.members.items():
+        gathers = [node for node, source in frames.gathered.items() if source == generator]
+        lines.append(
+            f"  generator {generator}: per frame {', '.join(members) or 'nothing'}; "
+            f"gathered by {', '.join(gathers) or 'nothing'}"
+        )
+    return lines
 
 
 @plan_app.command("make")

@@ -48,6 +48,8 @@ def validator(
     sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
     query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
     exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
+    max_frames: Annotated[int, typer.Option(help="Frames one generator node may emit.")] = 1000,
+    max_frame_instances: Annotated[int, typer.Option(help="Frame instances one plan's run may hold.")] = 10_000,
     providers: Annotated[
         Optional[Path],
         typer.Option(help="JSON [{uid, hotkey, url}]: tool providers of every subnet (local networks).  [default: none: the partner subnets' metagraphs]"),
@@ -70,7 +72,8 @@ def validator(
             dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
             network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
             port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
-            providers=providers, poll_s=poll, log_level=log_level,
+            providers=providers, poll_s=poll, log_level=log_level, max_frames=max_frames,
+            max_frame_instances=max_frame_instances,
         )
         config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
