@@ -413,3 +413,9 @@ def test_a_validator_process_sets_its_frame_limits() -> None:
         ValidatorProcessConfig(dev_key="//Alice", max_frames=-1)
     help_text = CliRunner().invoke(app, ["validator", "--help"], terminal_width=200).output
     assert "--max-frames" in help_text and "--max-frame-instances" in help_text
+
+
+async def test_a_gather_outside_any_frames_receives_its_one_resolution() -> None:
+    p = plan(node("a", text="x"), node("c", "collect", item="${a.output.text}", sep="+"), edges="a>c")
+    ex = await execute(p, FrameFeed(), task_id="t", budget_ceiling=None, deadline_s=None)
+    assert ex.nodes["c"].output["artifacts"]["metadata"]["frames"] == [{"item": "x", "sep": "+"}]
