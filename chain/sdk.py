@@ -34,6 +34,7 @@ log = logging.getLogger("dagnet.chain")
 T = TypeVar("T")
 U16_MAX = 65_535
 RAO_PER_TAO = 1_000_000_000
+_REREADS = 8
 
 
 class SdkChain:
@@ -59,8 +60,12 @@ class SdkChain:
         return cls(client, wallet, netuid, **kwargs)
 
     async def _attempt(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """``op()``, retried as the module says. A read whose pinned block the chain has
+        discarded (the head moved on between two reads) is read again at once, at most
+        ``_REREADS`` times, whatever the retry budget: it is a race, not a failure."""
         delay = self._backoff
-        for attempt in range(self._retries + 1):
+        attempt = rereads = 0
+        while True:
             try:
                 if attempt:
                     await self.client.connect()
@@ -71,14 +76,17 @@ class SdkChain:
                 if "discarded" not in str(exc):
                     raise ChainError(f"{what}: {exc}") from exc
                 error = ChainError(f"{what}: {exc}", transient=True)
-                continue  # the head moved on between two reads: read again at the new head
+                rereads += 1
+                if rereads <= _REREADS:
+                    continue
             except BittensorError as exc:
                 raise ChainError(f"{what}: {exc}") from exc
-            if attempt < self._retries:
-                log.warning("%s failed (%s); retrying in %.1fs", what, error, delay)
-                await asyncio.sleep(delay * (1 + random.random() / 2))
-                delay = min(delay * 2, 30.0)
-        raise error
+            if attempt >= self._retries:
+                raise error
+            attempt += 1
+            log.warning("%s failed (%s); retrying in %.1fs", what, error, delay)
+            await asyncio.sleep(delay * (1 + random.random() / 2))
+            delay = min(delay * 2, 30.0)
 
     async def connect(self) -> None:
         await self._attempt("connect", self.client.connect)

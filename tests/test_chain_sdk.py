@@ -118,3 +118,32 @@ def test_one_node_per_state_file_and_many_readers_at_once(node):
     )
     readers = [subprocess.Popen([sys.executable, "-c", code, str(node)], stdout=subprocess.PIPE, text=True) for _ in range(4)]
     assert [r.communicate(timeout=60)[0].strip() for r in readers] == ["1"] * 4
+
+
+class _MovingHead:
+    """A client whose pinned reads are discarded ``races`` times (the head moved on) before one lands."""
+
+    def __init__(self, races: int) -> None:
+        self.races, self.calls = races, 0
+
+    async def block(self) -> int:
+        from bittensor.result import ChainError as SdkChainError
+
+        self.calls += 1
+        if self.calls <= self.races:
+            raise SdkChainError(f"state at block {self.calls} is discarded: the embedded chain keeps the head state only")
+        return 100
+
+    async def connect(self) -> None:
+        pass
+
+
+async def test_a_read_raced_by_the_head_is_read_again_even_without_retries():
+    from chain.sdk import _REREADS, SdkChain
+
+    raced = SdkChain(_MovingHead(races=3), None, 1, retries=0)
+    assert await raced.block() == 100
+    stuck = SdkChain(_MovingHead(races=10**6), None, 1, retries=0, backoff_s=0)
+    with pytest.raises(ChainError, match="discarded") as caught:
+        await stuck.block()
+    assert caught.value.transient and stuck.client.calls == _REREADS + 1
