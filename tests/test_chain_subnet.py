@@ -43,7 +43,7 @@ async def test_start_call_waits_for_the_delay_and_only_the_owner_may_call_it(emp
     stranger = chain_for(empty_chain, "//Stranger", coldkey_uri="//Mallory")
     try:
         await owner.create_subnet()
-        created_at = await owner.block()
+        created_at = (await owner.metagraph()).neurons[0].registered_block  # the owner joins as the subnet is made
         assert not await owner.started()
         with pytest.raises(ChainError, match="SubToken disabled"):
             await owner.stake(10)  # nothing trades before start_call
