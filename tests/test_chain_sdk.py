@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from chain.base import ChainError
+from chain.embedded import reads
+from chain.embedded.state import ChainState
 from support.chain import chain_for, node_process, running_node, wait_for_block, wait_listening
 
 
@@ -106,6 +108,39 @@ async def test_a_stopped_chain_is_a_transient_error_and_a_restarted_one_resumes(
     with running_node(state):
         snapshot = await chain.metagraph()
     assert snapshot.by_hotkey(chain.hotkey).uid == 0 and snapshot.block >= before
+
+
+async def test_a_killed_chain_is_an_outage_not_a_frozen_head(tmp_path):
+    state = tmp_path / "chain.sqlite"
+    node = node_process(state)
+    try:
+        wait_listening(node)
+        chain = chain_for(state, "//R", retries=0)
+        await wait_for_block(chain, 2)
+    finally:
+        node.kill()
+        node.wait(timeout=10)
+    with pytest.raises(ChainError, match="not running") as info:
+        await chain.block()
+    assert info.value.transient
+    await chain.close()
+
+
+def test_the_served_metagraph_follows_every_change_of_state(tmp_path):
+    state = ChainState(tmp_path / "chain.sqlite")
+    netuid = state.genesis.netuid
+    register = lambda hotkey: state.apply(hotkey, state.next_nonce(hotkey), "burned_register", {"netuid": netuid, "hotkey": hotkey})  # noqa: E731
+    register("hot-0")
+    assert reads.metagraph_record(state, state.head())["hotkeys"] == ["hot-0"]
+    register("hot-1")  # in the same block
+    assert reads.metagraph_record(state, state.head())["hotkeys"] == ["hot-0", "hot-1"]
+    state.apply("hot-1", state.next_nonce("hot-1"), "serve_axon", {"netuid": netuid, "ip": 2130706433, "port": 8091, "ip_type": 4, "version": 1, "protocol": 4})
+    head = state.head()
+    assert reads.metagraph_record(state, head)["axons"][1]["port"] == 8091
+    block = state.produce_block()
+    record = reads.metagraph_record(state, block)
+    assert (record["block"], record["blocks_since_last_step"]) == (head + 1, head + 1 - record["last_step"])
+    state.close()
 
 
 def test_one_node_per_state_file_and_many_readers_at_once(node):

@@ -3,14 +3,13 @@
 Blocks come from a clock (``block_time`` seconds each); the epoch runs inside
 block production. Clients find the node through the state file (its address is
 written there at start), so a validator and miners started separately only
-need the file's path. A second node on the same file is refused: the file is
-locked while a node runs.
+need the file's path (they read the head from it too). A second node on the
+same file is refused: the file is locked while a node runs (:mod:`.lock`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import os
 import socket
@@ -28,14 +27,11 @@ from starlette.routing import Route
 
 from . import reads
 from .genesis import Genesis
+from .lock import NodeError, hold_node_locks
 from .state import ChainState, Refusal, StateDiscarded
-from .wire import RPC_PATH, block_from_hash, signing_payload
+from .wire import KEEP_ALIVE_S, RPC_PATH, block_from_hash, signing_payload
 
 log = logging.getLogger("dagnet.chain")
-
-
-class NodeError(Exception):
-    """The node cannot start (the file is in use, the address cannot be bound)."""
 
 
 class Node:
@@ -49,7 +45,6 @@ class Node:
         self.chain_id = state.meta()["genesis_time"]
         self._methods: dict[str, Callable[[dict], Any]] = {
             "info": self._info,
-            "head": lambda p: self.state.head(),
             "query": self._query,
             "query_map": self._query_map,
             "query_batch": self._query_batch,
@@ -119,18 +114,6 @@ class Node:
                 log.info("block %d: epoch ran", block)
 
 
-def lock_state(path: Path) -> int:
-    """Hold an exclusive lock beside ``path`` for this process's lifetime (released on exit)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise NodeError(f"an embedded chain is already running on {path}") from None
-    return fd
-
-
 def serve(
     path: Path,
     *,
@@ -142,7 +125,7 @@ def serve(
 ) -> None:
     """Run the node until interrupted. Creates the state (with ``genesis``) if the file is new."""
     path = Path(path)
-    lock = lock_state(path)
+    locks = hold_node_locks(path)
     state = ChainState(path, genesis)
     if block_time is not None:
         state.set_block_time(block_time)
@@ -153,7 +136,9 @@ def serve(
     url = f"http://{bound_host}:{bound_port}"
     state.publish_url(url)
     node = Node(state)
-    config = uvicorn.Config(node.app(), log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        node.app(), log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=int(KEEP_ALIVE_S)
+    )
     server = uvicorn.Server(config)
     announce(
         f"dagnet chain listening on {url} state={path} netuid={state.genesis.netuid} "
@@ -172,4 +157,5 @@ def serve(
     finally:
         state.publish_url("")
         state.close()
-        os.close(lock)
+        for fd in locks:
+            os.close(fd)

@@ -161,21 +161,24 @@ _RECORD_COLUMNS = (
 
 def metagraph_record(state: ChainState, block: int) -> dict:
     """``SubnetInfoRuntimeApi.get_metagraph``'s answer: one column per field, by uid."""
+    record = state.memo("metagraph", _metagraph_columns)
+    return {**record, "block": block, "blocks_since_last_step": block - record["last_step"]}
+
+
+def _metagraph_columns(state: ChainState) -> dict:
+    """Everything in the metagraph record but the block it is read at."""
     rows = state.conn.execute(f"SELECT {', '.join(_RECORD_COLUMNS)} FROM neurons ORDER BY uid").fetchall()  # noqa: S608
     n = len(rows)
     c = dict(zip(_RECORD_COLUMNS, zip(*rows))) if rows else {name: () for name in _RECORD_COLUMNS}
     meta = state.meta()
     g = state.genesis
-    last_step = int(meta["last_epoch_block"])
     scores = lambda name: np.rint(np.asarray(c[name], dtype=float) * U16_MAX).astype(int).tolist()  # noqa: E731
     return {
         "netuid": g.netuid,
         "name": "dagnet",
         "symbol": "α",
-        "block": block,
         "tempo": g.tempo,
-        "last_step": last_step,
-        "blocks_since_last_step": block - last_step,
+        "last_step": int(meta["last_epoch_block"]),
         "owner_hotkey": meta.get("owner_hotkey", ""),
         "owner_coldkey": meta.get("owner_coldkey", ""),
         "network_registered_at": state.subnet_registered_at() or 0,

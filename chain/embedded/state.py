@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from .genesis import RAO_PER_TAO, Genesis
 U16_MAX = 65_535
 Event = tuple[str, dict]
 """A ``SubtensorModule`` event a call raised: its name and attributes."""
+T = TypeVar("T")
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -74,6 +76,7 @@ class ChainState:
             self.genesis = Genesis.from_meta(self.meta())
             if self.genesis.subnet_at_genesis and self._meta_get("subnet_registered_at") is None:
                 self._meta_set(subnet_registered_at=0, subnet_started_at=0)  # a file from before subnets were created
+        self._memo: dict[str, tuple[int, Any]] = {}
 
     def close(self) -> None:
         self.conn.close()
@@ -84,8 +87,7 @@ class ChainState:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
     def _meta_get(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+        return meta_value(self.conn, key)
 
     def _meta_set(self, **values: object) -> None:
         self.conn.executemany(
@@ -180,7 +182,19 @@ class ChainState:
         return block
 
     def _changed(self) -> None:
-        self._meta_set(changed_at=self.head())
+        self._meta_set(changed_at=self.head(), version=self._meta_int("version") + 1)
+
+    def memo(self, name: str, compute: Callable[[ChainState], T]) -> T:
+        """``compute(self)``, reused until the state next changes (a call applied or an epoch run).
+
+        Plain block production leaves it valid: what a new block alone changes
+        (the head, the pending emission) is read outside the memo.
+        """
+        version = self._meta_int("version")
+        hit = self._memo.get(name)
+        if hit is None or hit[0] != version:
+            hit = self._memo[name] = (version, compute(self))
+        return hit[1]
 
     # -- accounts ------------------------------------------------------------------------
 
@@ -439,6 +453,16 @@ class ChainState:
 
     def weights_of(self, uid: int) -> list[tuple[int, int]]:
         return [tuple(r) for r in self.conn.execute("SELECT dst, value FROM weights WHERE src = ? ORDER BY dst", (uid,))]
+
+
+def meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    """One value of the ``meta`` table (``head``, ``rpc_url``...), None when unset.
+
+    ``fetchall`` runs the statement to its end, which ends its read transaction:
+    a statement left mid-way would pin a long-lived connection to an old snapshot.
+    """
+    rows = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
+    return rows[0][0] if rows else None
 
 
 _CALLS = {

@@ -14,18 +14,21 @@ node of ours could not open the carrier), out-of-process signing
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
+import aiohttp
 from bittensor.balance import Balance
 from bittensor.result import ChainError, ExtrinsicResult, RpcConnectionError
 
 from storage import open_shared
 
-from .wire import RPC_PATH, signing_payload
+from .lock import node_running
+from .state import meta_value
+from .wire import KEEP_ALIVE_S, RPC_PATH, signing_payload
 from .wire import block_hash as hash_of
 
 
@@ -49,9 +52,10 @@ class EmbeddedSubstrate:
         self.path = Path(path)
         self.token_symbols: dict[int, str] = {}
         self._timeout = timeout_s
-        self._http: httpx.AsyncClient | None = None
+        self._http: aiohttp.ClientSession | None = None
         self._url: str | None = None
         self._info: dict[str, Any] | None = None
+        self._state: sqlite3.Connection | None = None
 
     def balance(self, rao: int, netuid: int = 0) -> Balance:
         return Balance(int(rao), netuid, self.token_symbols.get(netuid) if netuid else None)
@@ -59,38 +63,45 @@ class EmbeddedSubstrate:
     # -- lifecycle ------------------------------------------------------------------
 
     async def connect(self) -> None:
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
         await self._node_info()
 
     async def close(self) -> None:
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
             self._http = None
+        if self._state is not None:
+            self._state.close()
+            self._state = None
 
-    def _node_url(self) -> str:
+    def _running_node_meta(self, key: str) -> str:
+        """A value the running node published in the state file (its address, its head)."""
         if not self.path.exists():
             raise RpcConnectionError(f"no embedded chain state at {self.path}; start one with `dagnet chain start`")
-        conn = open_shared(self.path)
+        if self._state is None:
+            self._state = open_shared(self.path)
         try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'rpc_url'").fetchone()
-        except Exception as exc:  # an empty or foreign file
+            value = meta_value(self._state, key)
+        except sqlite3.Error as exc:  # an empty or foreign file
             raise RpcConnectionError(f"{self.path} is not an embedded chain state file: {exc}") from None
-        finally:
-            conn.close()
-        if not row or not row[0]:
+        if not value or not node_running(self.path):
             raise RpcConnectionError(f"the embedded chain at {self.path} is not running")
-        return row[0]
+        return value
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            # Idle connections are dropped before the node would close them
+            # (KEEP_ALIVE_S), so no request goes out on a connection being closed.
+            connector = aiohttp.TCPConnector(keepalive_timeout=KEEP_ALIVE_S / 2)
+            self._http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout))
+        return self._http
 
     async def _call(self, rpc: str, /, **params: Any) -> Any:
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
         if self._url is None:
-            self._url = self._node_url()
+            self._url = self._running_node_meta("rpc_url")
         try:
-            response = await self._http.post(self._url + RPC_PATH, json={"method": rpc, "params": params})
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            async with self._session().post(self._url + RPC_PATH, json={"method": rpc, "params": params}) as response:
+                body = await response.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             self._url = None  # the node may come back elsewhere: re-read the state file next time
             raise RpcConnectionError(f"embedded chain at {self.path} unreachable: {exc!r}") from exc
         error = body.get("error")
@@ -109,7 +120,8 @@ class EmbeddedSubstrate:
         return hash_of(await self.block_number() if block is None else block)
 
     async def block_number(self) -> int:
-        return int(await self._call("head"))
+        """Read from the state file, which the node writes once a block: no round trip."""
+        return int(self._running_node_meta("head"))
 
     async def finalized_block_number(self) -> int:
         return await self.block_number()

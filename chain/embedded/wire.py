@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 RPC_PATH = "/rpc"
+KEEP_ALIVE_S = 30.0
+"""How long the node keeps an idle client connection open; clients drop theirs sooner."""
 
 
 def block_hash(block: int) -> str:

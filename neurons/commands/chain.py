@@ -38,7 +38,8 @@ def chain_start(
 ) -> None:
     """Run the embedded development chain until interrupted; a new state file gets a genesis."""
     from chain.embedded.genesis import Genesis
-    from chain.embedded.node import NodeError, serve
+    from chain.embedded.lock import NodeError
+    from chain.embedded.node import serve
 
     genesis = Genesis(
         netuid=netuid, tempo=tempo, weights_rate_limit=weights_rate_limit, immunity_period=immunity_period,
