@@ -47,6 +47,7 @@ class SdkChain:
         self.hotkey = wallet.hotkey.ss58_address if wallet is not None else ""
         self._retries = retries
         self._backoff = backoff_s
+        self._snapshot = SnapshotBuilder()
 
     @classmethod
     def open(cls, network: Network, wallet: Any | None, netuid: int, **kwargs: Any) -> SdkChain:
@@ -103,7 +104,7 @@ class SdkChain:
             graph = await self.client.subnets.metagraph(self.netuid, block=at, commitments=False)
             if graph is None:
                 raise SdkChainError(f"subnet {self.netuid} does not exist")
-            return snapshot_from_sdk(graph)
+            return self._snapshot(graph)
 
         return await self._attempt("read the metagraph", read)
 
@@ -224,29 +225,37 @@ class SdkChain:
             raise ChainError(f"stake: {result.message}")
 
 
-def snapshot_from_sdk(graph: Any) -> MetagraphSnapshot:
-    """``bt.Metagraph`` → our snapshot: stake and emission in tokens, scores as fractions."""
-    return MetagraphSnapshot(
-        netuid=graph.netuid,
-        block=graph.block,
-        neurons=tuple(
-            Neuron(
-                uid=n.uid,
-                hotkey=n.hotkey,
-                coldkey=n.coldkey,
-                stake=n.total_stake.rao / RAO_PER_TAO,
-                validator_permit=n.validator_permit,
-                axon=_axon_of(n.axon),
-                incentive=n.incentive,
-                dividends=n.dividends,
-                emission=n.emission.rao / RAO_PER_TAO,
-                trust=n.trust,
-                consensus=n.consensus,
-                last_update=n.last_update,
-                registered_block=n.block_at_registration,
+class SnapshotBuilder:
+    """``bt.Metagraph`` → our snapshot: stake and emission in tokens, scores as fractions.
+
+    Neurons are immutable, so one whose fields are unchanged since the previous
+    snapshot is reused rather than rebuilt: most of a metagraph is the same from
+    one read to the next.
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[tuple, Neuron] = {}
+
+    def __call__(self, graph: Any) -> MetagraphSnapshot:
+        built: dict[tuple, Neuron] = {}
+        for n in graph.neurons:
+            fields = (
+                n.uid, n.hotkey, n.coldkey, n.total_stake.rao, n.validator_permit, n.axon, n.incentive,
+                n.dividends, n.emission.rao, n.trust, n.consensus, n.last_update, n.block_at_registration,
             )
-            for n in graph.neurons
-        ),
+            built[fields] = self._previous.get(fields) or _neuron(*fields)
+        self._previous = built
+        return MetagraphSnapshot(netuid=graph.netuid, block=graph.block, neurons=tuple(built.values()))
+
+
+def _neuron(
+    uid: int, hotkey: str, coldkey: str, stake_rao: int, permit: bool, endpoint: str | None, incentive: float,
+    dividends: float, emission_rao: int, trust: float, consensus: float, last_update: int, registered: int,
+) -> Neuron:
+    return Neuron(
+        uid=uid, hotkey=hotkey, coldkey=coldkey, stake=stake_rao / RAO_PER_TAO, validator_permit=permit,
+        axon=_axon_of(endpoint), incentive=incentive, dividends=dividends, emission=emission_rao / RAO_PER_TAO,
+        trust=trust, consensus=consensus, last_update=last_update, registered_block=registered,
     )
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from chain.base import ChainError
 from chain.embedded import reads
 from chain.embedded.state import ChainState
+from chain.sdk import SnapshotBuilder
 from support.chain import chain_for, node_process, running_node, wait_for_block, wait_listening
 
 
@@ -141,6 +143,23 @@ def test_the_served_metagraph_follows_every_change_of_state(tmp_path):
     record = reads.metagraph_record(state, block)
     assert (record["block"], record["blocks_since_last_step"]) == (head + 1, head + 1 - record["last_step"])
     state.close()
+
+
+def test_a_snapshot_rebuilds_changed_neurons_and_reuses_the_rest():
+    def neuron(uid, last_update, axon):
+        return SimpleNamespace(
+            uid=uid, hotkey=f"hot-{uid}", coldkey="cold", total_stake=SimpleNamespace(rao=2_000_000_000),
+            validator_permit=uid == 0, axon=axon, incentive=0.5, dividends=0.0, emission=SimpleNamespace(rao=0),
+            trust=0.0, consensus=0.5, last_update=last_update, block_at_registration=1,
+        )
+
+    build = SnapshotBuilder()
+    first = build(SimpleNamespace(netuid=1, block=10, neurons=[neuron(0, 5, None), neuron(1, 0, "10.0.0.1:8091")]))
+    second = build(SimpleNamespace(netuid=1, block=11, neurons=[neuron(0, 11, None), neuron(1, 0, "[::1]:8092")]))
+    assert (second.block, second.by_uid(0).last_update, second.by_uid(0).stake) == (11, 11, 2.0)
+    assert (second.by_uid(1).axon.host, second.by_uid(1).axon.port) == ("::1", 8092)
+    third = build(SimpleNamespace(netuid=1, block=12, neurons=[neuron(0, 11, None), neuron(1, 0, "[::1]:8092")]))
+    assert third.neurons == second.neurons and first.by_uid(1).axon.host == "10.0.0.1"
 
 
 def test_one_node_per_state_file_and_many_readers_at_once(node):

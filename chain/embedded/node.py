@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import uvicorn
 from bittensor.sp_core import Keypair
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from . import reads
@@ -56,17 +57,17 @@ class Node:
     def app(self) -> Starlette:
         return Starlette(routes=[Route(RPC_PATH, self._rpc, methods=["POST"])])
 
-    async def _rpc(self, request: Request) -> JSONResponse:
+    async def _rpc(self, request: Request) -> Response:
         try:
-            body = await request.json()
+            body = orjson.loads(await request.body())
             method = self._methods[body["method"]]
-            return JSONResponse({"result": method(body.get("params") or {})})
+            return _json({"result": method(body.get("params") or {})})
         except StateDiscarded as exc:
-            return JSONResponse({"error": {"kind": "discarded", "message": str(exc)}})
+            return _json({"error": {"kind": "discarded", "message": str(exc)}})
         except reads.NotServed as exc:
-            return JSONResponse({"error": {"kind": "not_served", "message": str(exc)}})
+            return _json({"error": {"kind": "not_served", "message": str(exc)}})
         except (KeyError, TypeError, ValueError) as exc:
-            return JSONResponse({"error": {"kind": "bad_request", "message": f"bad request: {exc!r}"}}, status_code=400)
+            return _json({"error": {"kind": "bad_request", "message": f"bad request: {exc!r}"}}, status_code=400)
 
     def _info(self, params: dict) -> dict:
         g = self.state.genesis
@@ -112,6 +113,10 @@ class Node:
             block = self.state.produce_block()
             if self.state.blocks_until_epoch(block) == 0 and self.state.subnet_started_at() is not None:
                 log.info("block %d: epoch ran", block)
+
+
+def _json(content: Any, status_code: int = 200) -> Response:
+    return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
 
 
 def serve(

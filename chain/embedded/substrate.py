@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import aiohttp
+import orjson
 from bittensor.balance import Balance
 from bittensor.result import ChainError, ExtrinsicResult, RpcConnectionError
 
@@ -92,7 +93,11 @@ class EmbeddedSubstrate:
             # Idle connections are dropped before the node would close them
             # (KEEP_ALIVE_S), so no request goes out on a connection being closed.
             connector = aiohttp.TCPConnector(keepalive_timeout=KEEP_ALIVE_S / 2)
-            self._http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout))
+            self._http = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                json_serialize=lambda value: orjson.dumps(value).decode(),
+            )
         return self._http
 
     async def _call(self, rpc: str, /, **params: Any) -> Any:
@@ -100,7 +105,7 @@ class EmbeddedSubstrate:
             self._url = self._running_node_meta("rpc_url")
         try:
             async with self._session().post(self._url + RPC_PATH, json={"method": rpc, "params": params}) as response:
-                body = await response.json(content_type=None)
+                body = await response.json(loads=orjson.loads, content_type=None)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             self._url = None  # the node may come back elsewhere: re-read the state file next time
             raise RpcConnectionError(f"embedded chain at {self.path} unreachable: {exc!r}") from exc

@@ -4,14 +4,16 @@
   validators with stake and dense weights over every uid, bonds carried from the
   previous epoch. Median of ``repeats`` runs. Target: 50 ms.
 - **Metagraph read.** A node (``dagnet chain start`` in a child process) on a state
-  file with 256 registered uids; each read is ``SdkChain.metagraph()``: the head,
-  then ``bt.Client.subnets.metagraph`` pinned to it (two RPCs, the SDK's decoding).
+  file with 256 registered uids, ss58 hotkeys and an axon each (as on a live
+  subnet); each read is ``SdkChain.metagraph()``: the head (from the state file),
+  then ``bt.Client.subnets.metagraph`` pinned to it (one RPC, the SDK's decoding).
   Median of ``reads``. Target: 10 ms.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import statistics
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bittensor.sp_core import Keypair
 from rich.console import Console
 
 from chain.embedded.state import ChainState
@@ -59,11 +62,18 @@ def time_epoch(repeats: int) -> list[float]:
 
 
 def populate(state_path: Path, uids: int) -> None:
-    """``uids`` registrations, applied to the state directly (the node is not running yet)."""
+    """``uids`` neurons as a live subnet has them: ss58 hotkeys, each serving an axon.
+
+    Applied to the state directly (the node is not running yet)."""
     state = ChainState(state_path)
+    netuid = state.genesis.netuid
     try:
         for i in range(uids):
-            state.apply(f"cold-{i}", 0, "burned_register", {"netuid": state.genesis.netuid, "hotkey": f"hot-{i}"})
+            hotkey = Keypair.create_from_uri(f"//bench-hot-{i}").ss58_address
+            state.apply(Keypair.create_from_uri(f"//bench-cold-{i}").ss58_address, 0, "burned_register",
+                        {"netuid": netuid, "hotkey": hotkey})
+            axon = {"ip": int(ipaddress.IPv4Address("10.0.0.0")) + i, "port": 8091, "ip_type": 4, "version": 1, "protocol": 4}
+            state.apply(hotkey, 0, "serve_axon", {"netuid": netuid, **axon})
     finally:
         state.close()
 
