@@ -29,33 +29,49 @@ class MetagraphSource(Protocol):
 
 
 class StaticMetagraph:
-    """A snapshot held in memory; ``update`` swaps it atomically."""
+    """A snapshot held in memory; ``update`` swaps it atomically, ``fail`` says why none came."""
 
     def __init__(self, snapshot: MetagraphSnapshot | None = None) -> None:
         self._snapshot = snapshot
+        self._problem: str | None = None
 
     def snapshot(self) -> MetagraphSnapshot | None:
         return self._snapshot
 
     def problem(self) -> str | None:
-        return "no metagraph yet" if self._snapshot is None else None
+        if self._snapshot is not None:
+            return None
+        return self._problem or "no metagraph yet"
 
     def update(self, snapshot: MetagraphSnapshot | None) -> None:
         self._snapshot = snapshot
+        self._problem = None
+
+    def fail(self, problem: str) -> None:
+        """Why the latest snapshot could not be had; the previous one, if any, is kept."""
+        self._problem = problem
+
+
+def netuid_mismatch(snapshot: MetagraphSnapshot, netuid: int) -> str | None:
+    """Why a metagraph cannot be this miner's: it is of another subnet. None when it can."""
+    if snapshot.netuid == netuid:
+        return None
+    return f"the metagraph is of netuid {snapshot.netuid}, but this miner serves netuid {netuid} (--netuid)"
 
 
 class FileMetagraph:
     """A snapshot read from a JSON file, re-read when the file changes.
 
     The file's mtime is checked at most once per ``check_interval_s``, so the
-    per-request cost is a clock read. A file that is missing or invalid keeps
-    the previous snapshot (``None`` before the first good read); :meth:`problem`
+    per-request cost is a clock read. A file that is missing, invalid or (given
+    ``netuid``) of another subnet keeps the previous snapshot (``None`` before the first good read); :meth:`problem`
     says what is wrong, and each new problem is logged once after the first read.
     Writers should replace the file atomically (write, then rename).
     """
 
-    def __init__(self, path: Path, *, check_interval_s: float = 1.0) -> None:
+    def __init__(self, path: Path, *, netuid: int | None = None, check_interval_s: float = 1.0) -> None:
         self._path = Path(path)
+        self._netuid = netuid
         self._interval = check_interval_s
         self._snapshot: MetagraphSnapshot | None = None
         self._problem: str | None = None
@@ -81,8 +97,13 @@ class FileMetagraph:
             mtime_ns = os.stat(self._path).st_mtime_ns
             if mtime_ns == self._mtime_ns:
                 return
-            self._snapshot = snapshot_from_json(self._path.read_bytes())
+            snapshot = snapshot_from_json(self._path.read_bytes())
             self._mtime_ns = mtime_ns
+            mismatch = None if self._netuid is None else netuid_mismatch(snapshot, self._netuid)
+            if mismatch is not None:
+                self._problem = f"metagraph file {self._path}: {mismatch}"
+                return
+            self._snapshot = snapshot
             self._problem = None
         except FileNotFoundError:
             self._problem = f"metagraph file {self._path}: no such file"

@@ -5,7 +5,9 @@
 sure the chain advertises this miner's axon (at start, and again whenever the
 chain's record differs from the address the miner serves on). When the chain is
 unreachable it keeps the last snapshot — the miner goes on serving on it — and
-tries again at the next poll.
+tries again at the next poll. A metagraph the chain refuses (no such subnet) or
+one of another netuid is never taken: the miner stays not ready, says why on
+``/health``, and logs it once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from chain.base import Chain, ChainError
-from miner.metagraph import StaticMetagraph
+from miner.metagraph import StaticMetagraph, netuid_mismatch
 from protocol.metagraph import Axon
 
 log = logging.getLogger("dagnet.miner.chain")
@@ -39,6 +41,7 @@ class MetagraphFollower:
         self.poll_s = poll_s
         self._synced_block: int | None = None
         self._said_unregistered = False
+        self._refused: str | None = None
 
     def start(self) -> threading.Thread:
         """Follow on a daemon thread with its own event loop (the app's loop is uvicorn's)."""
@@ -63,14 +66,21 @@ class MetagraphFollower:
                 await self._sync(chain)
         except ChainError as exc:
             kept = self.target.snapshot()
-            log.warning(
-                "chain unreachable (%s); serving on the metagraph of block %s",
-                exc, kept.block if kept is not None else "none (not synced)",
-            )
+            serving = f"serving on the metagraph of block {kept.block}" if kept is not None else "not synced"
+            if exc.transient:
+                log.warning("chain unreachable (%s); %s", exc, serving)
+            elif str(exc) != self._refused:  # the chain's answer will not change by asking every poll
+                log.error("cannot follow the chain: %s; %s", exc, serving)
+            self._refused = None if exc.transient else str(exc)
+            self.target.fail(str(exc))
 
     async def _sync(self, chain: Chain) -> None:
         snapshot = await chain.metagraph()
+        mismatch = netuid_mismatch(snapshot, chain.netuid)
+        if mismatch is not None:
+            raise ChainError(mismatch)
         self.target.update(snapshot)
+        self._refused = None
         self._synced_block = snapshot.block
         me = snapshot.by_hotkey(chain.hotkey)
         if me is None:

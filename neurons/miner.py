@@ -101,7 +101,7 @@ class MinerProcessConfig(BaseModel):
 
     def metagraph(self) -> MetagraphSource:
         if self.metagraph_file is not None:
-            return FileMetagraph(self.metagraph_file)
+            return FileMetagraph(self.metagraph_file, netuid=self.settings.netuid)
         if not self.on_chain:
             return StaticMetagraph(None)
         from neurons.follow import MetagraphFollower

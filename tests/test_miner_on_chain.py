@@ -104,3 +104,23 @@ async def test_an_unregistered_miner_says_so(tmp_path):
         finally:
             miner.terminate()
             miner.wait(timeout=15)
+
+
+async def test_a_miner_for_a_subnet_the_chain_does_not_have_is_not_ready(tmp_path):
+    state = tmp_path / "chain.sqlite"
+    with running_node(state):
+        await chain_for(state, "//M1").register()
+        miner = subprocess.Popen(
+            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//M1",
+             "--netuid", "2", "--port", "0"],
+            stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            lines = Lines(miner)
+            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
+            assert "subnet 2 does not exist" in lines.wait_for("cannot follow the chain")
+            health = _health_until(url, lambda h: h["reason"] != "no metagraph yet")
+            assert not health["synced"] and "subnet 2 does not exist" in health["reason"]
+        finally:
+            miner.terminate()
+            miner.wait(timeout=15)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from miner.metagraph import FileMetagraph, StaticMetagraph
+from miner.metagraph import FileMetagraph, StaticMetagraph, snapshot_to_dict
 from miner.readiness import readiness
+from neurons.follow import MetagraphFollower
 from protocol.metagraph import Axon
 from support.keys import MetagraphBuilder, dev_keypair
 from support.miner import running_miner
@@ -50,6 +52,42 @@ def test_metagraph_sources_say_why_they_have_no_snapshot(tmp_path: Path) -> None
     assert missing.snapshot() is None and "not valid" in missing.problem()
 
 
+def test_a_metagraph_file_of_another_subnet_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mg.json"
+    path.write_text(json.dumps(snapshot_to_dict(_snapshot(with_bob=True))))
+    assert FileMetagraph(path, netuid=7, check_interval_s=0.0).snapshot().netuid == 7
+    other = FileMetagraph(path, netuid=1, check_interval_s=0.0)
+    assert other.snapshot() is None
+    assert "is of netuid 7, but this miner serves netuid 1" in other.problem()
+    assert not readiness(other.snapshot(), BOB, other.problem()).ready
+
+
+class _ChainOf:
+    """A chain answering with one fixed metagraph, whatever netuid it was opened for."""
+
+    def __init__(self, netuid: int, snapshot) -> None:
+        self.netuid, self.hotkey, self._snapshot = netuid, BOB, snapshot
+
+    async def block(self) -> int:
+        return self._snapshot.block
+
+    async def metagraph(self, block=None):
+        return self._snapshot
+
+
+async def test_a_followed_chain_whose_metagraph_is_of_another_subnet_is_refused(caplog) -> None:
+    target = StaticMetagraph(None)
+    follower = MetagraphFollower(lambda: None, target, axon=None)
+    chain = _ChainOf(1, _snapshot(with_bob=True))
+    for _ in range(3):
+        await follower.step(chain)
+        follower._synced_block = None  # ask again at once
+    assert target.snapshot() is None and "is of netuid 7, but this miner serves netuid 1" in target.problem()
+    assert len([r for r in caplog.records if "cannot follow the chain" in r.getMessage()]) == 1
+    await follower.step(_ChainOf(7, _snapshot(with_bob=True)))
+    assert target.snapshot().netuid == 7 and target.problem() is None
+
+
 @pytest.mark.parametrize(
     ("snapshot", "reason"),
     [(None, "no metagraph yet"), (_snapshot(with_bob=False), "is not registered on netuid 7")],
@@ -73,12 +111,14 @@ async def test_health_is_200_when_ready() -> None:
 
 @pytest.mark.parametrize(
     ("metagraph", "needle"),
-    [(None, "no metagraph yet"), ("missing.json", "missing.json: no such file"), ("bad.json", "not valid")],
+    [(None, "no metagraph yet"), ("missing.json", "missing.json: no such file"), ("bad.json", "not valid"),
+     ("netuid7.json", "is of netuid 7, but this miner serves netuid 1")],
 )
 def test_the_miner_says_it_is_not_ready_at_start(tmp_path: Path, metagraph: str | None, needle: str) -> None:
     args = ["--dev-key", "//Bob", "--port", "0", "--log-level", "warning"]
     if metagraph is not None:
         (tmp_path / "bad.json").write_text("{broken")
+        (tmp_path / "netuid7.json").write_text(json.dumps(snapshot_to_dict(_snapshot(with_bob=True))))
         args += ["--metagraph-file", str(tmp_path / metagraph)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "neurons.miner", *args], cwd=ROOT, stderr=subprocess.PIPE, text=True
