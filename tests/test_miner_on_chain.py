@@ -45,6 +45,27 @@ def _health_until(url: str, ready: Callable[[dict], bool], timeout_s: float = 60
         time.sleep(0.05)  # polling an observable condition, not waiting out a race
 
 
+class ChainMiner:
+    """``dagnet miner`` on the embedded chain at ``state``, as a process; ``url`` once it listens."""
+
+    def __init__(self, state, dev_key: str, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", dev_key,
+             "--port", "0", *args],
+            stderr=subprocess.PIPE, text=True,
+        )
+        self.lines = Lines(self.process)
+        try:
+            self.url = self.lines.wait_for("listening on").split("listening on ")[1].split()[0]
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=15)
+
+
 def _ask(url: str, signer) -> httpx.Response:
     body = b"{}"
     return httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(signer, dev_keypair("M1"), "/NodeSynapse", body))
@@ -57,14 +78,9 @@ async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):
         await validator.register()
         await validator.stake(100)
         await chain_for(state, "//M1").register()
-        miner = subprocess.Popen(
-            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//M1",
-             "--port", "0", "--sync-every", "2"],
-            stderr=subprocess.PIPE, text=True,
-        )
+        miner = ChainMiner(state, "//M1", "--sync-every", "2")
+        lines, url = miner.lines, miner.url
         try:
-            lines = Lines(miner)
-            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
             lines.wait_for("axon served")
             snapshot = await validator.metagraph()
             assert snapshot.by_hotkey(dev_keypair("M1").ss58_address).axon.url == url
@@ -73,7 +89,7 @@ async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):
             before = _health_until(url, lambda h: h["registered"] and h["metagraph_block"] >= permit_block)
             assert _ask(url, dev_keypair("V")).status_code == 422  # admitted: the empty body fails validation
         except BaseException:
-            miner.terminate()
+            miner.stop()
             raise
     try:
         lines.wait_for("chain unreachable")
@@ -84,43 +100,29 @@ async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):
         with running_node(state, tempo=10):
             _health_until(url, lambda h: h["metagraph_block"] > during["metagraph_block"])
     finally:
-        miner.terminate()
-        miner.wait(timeout=15)
+        miner.stop()
 
 
 async def test_an_unregistered_miner_says_so(tmp_path):
     state = tmp_path / "chain.sqlite"
     with running_node(state):
-        miner = subprocess.Popen(
-            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//Nobody", "--port", "0"],
-            stderr=subprocess.PIPE, text=True,
-        )
+        miner = ChainMiner(state, "//Nobody")
         try:
-            lines = Lines(miner)
-            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
-            assert "is not registered on netuid 1" in lines.wait_for("not registered")
-            health = _health_until(url, lambda h: h["synced"])
+            assert "is not registered on netuid 1" in miner.lines.wait_for("not registered")
+            health = _health_until(miner.url, lambda h: h["synced"])
             assert health["registered"] is False and health["uid"] is None
         finally:
-            miner.terminate()
-            miner.wait(timeout=15)
+            miner.stop()
 
 
 async def test_a_miner_for_a_subnet_the_chain_does_not_have_is_not_ready(tmp_path):
     state = tmp_path / "chain.sqlite"
     with running_node(state):
         await chain_for(state, "//M1").register()
-        miner = subprocess.Popen(
-            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", "//M1",
-             "--netuid", "2", "--port", "0"],
-            stderr=subprocess.PIPE, text=True,
-        )
+        miner = ChainMiner(state, "//M1", "--netuid", "2")
         try:
-            lines = Lines(miner)
-            url = lines.wait_for("listening on").split("listening on ")[1].split()[0]
-            assert "subnet 2 does not exist" in lines.wait_for("cannot follow the chain")
-            health = _health_until(url, lambda h: h["reason"] != "no metagraph yet")
+            assert "subnet 2 does not exist" in miner.lines.wait_for("cannot follow the chain")
+            health = _health_until(miner.url, lambda h: h["reason"] != "no metagraph yet")
             assert not health["synced"] and "subnet 2 does not exist" in health["reason"]
         finally:
-            miner.terminate()
-            miner.wait(timeout=15)
+            miner.stop()
