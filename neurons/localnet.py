@@ -3,11 +3,14 @@
 One command starts, as separate processes, the embedded chain node, a tool
 provider playing each task's published subnet profile, N miners with a mix of
 strategies (good, naive, and the attackers invalid and precompute) and one
-validator. This process registers every hotkey, stakes the validator, announces
-the miners' axons, then watches: the chain's metagraph and the validator's state
-file feed a live leaderboard until the run ends (``tempos`` epochs or
-``duration`` seconds), and the summary comes from the chain (weights the
-validator set, incentive and emission per miner).
+validator. This process registers every hotkey and stakes the validator. The
+miners (and the provider) follow the chain's metagraph as they would on a live
+subnet, serving their own axons and admitting whom the chain says; the validator
+starts once the first epoch has given it a permit and every miner has seen it.
+Then this process watches: the chain's metagraph and the validator's state file
+feed a live leaderboard until the run ends (``tempos`` epochs or ``duration``
+seconds), and the summary comes from the chain (weights the validator set,
+incentive and emission per miner).
 
 Every process logs to one folder (``localnet-<UTC time>/`` by default). The
 first Ctrl-C stops every process and prints what was reached; a second kills them.
@@ -124,8 +127,11 @@ class Processes:
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{name} did not start within {_START_TIMEOUT_S:g}s; see {log}")
 
-    def dead(self) -> list[str]:
-        return [name for name, child in self.children.items() if child.poll() is not None]
+    def check_alive(self) -> None:
+        """Raise naming every child that has exited (its log says why)."""
+        dead = [name for name, child in self.children.items() if child.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited; logs in {self.run_dir}")
 
     def stop(self, *, kill: bool = False) -> None:
         """Stop the children, the last started first (the validator before the chain it talks to)."""
@@ -210,9 +216,10 @@ async def _run(
     for index, miner in enumerate(miners):
         miner.uid = await _chain(state, _miner_uri(index, miner.strategy)).register()
 
-    metagraph_file = run_dir / "metagraph.json"
-    await _write_metagraph(watcher, metagraph_file)
-    common = ["--port", "0", "--metagraph-file", str(metagraph_file), "--log-level", "warning"]
+    # Every miner (the provider too) follows the chain, as the validator does: its
+    # blacklist admits whom the chain's metagraph says, and it serves its own axon.
+    common = ["--port", "0", "--network", f"embedded:{state}", "--netuid", "1", "--sync-every", "1",
+              "--log-level", "warning"]
     processes.start("provider", ["-m", "neurons.miner", "--dev-key", PROVIDER_URI, "--provider-tasks", str(options.tasks),
                                  "--set", "max_concurrency=256", "--set", "rate_limit.per_second=1000", "--set", "rate_limit.burst=2000",
                                  *common])
@@ -221,10 +228,12 @@ async def _run(
                         ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--strategy", miner.strategy,
                          *common])
     provider_url = await processes.url_of("provider")
-    for index, miner in enumerate(miners):
+    for miner in miners:
         miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")
-        host, port = miner.url.removeprefix("http://").rsplit(":", 1)
-        await _chain(state, _miner_uri(index, miner.strategy)).serve_axon(host, int(port))
+    ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
+    urls = [provider_url, *(m.url for m in miners)]
+    if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
+        return
     provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
     providers_file = run_dir / "providers.json"
     providers_file.write_text(json.dumps([{"uid": 0, "hotkey": provider_hotkey, "url": provider_url}]))
@@ -246,31 +255,72 @@ async def _run(
     while not stop.is_set():
         await _observe(watcher, validator_state, miners, reached)
         on_update(reached)
-        dead = processes.dead()
-        if dead:
-            raise RuntimeError(f"{', '.join(dead)} exited; logs in {run_dir}")
+        processes.check_alive()
         if reached.end_block is not None and reached.block >= reached.end_block:
             break
         if deadline is not None and time.monotonic() >= deadline:
             break
-        try:
-            await asyncio.wait_for(stop.wait(), 1.0)
-        except TimeoutError:
-            pass
+        await _pause(stop, 1.0)
     await _observe(watcher, validator_state, miners, reached)
     on_update(reached)
 
 
-async def _write_metagraph(chain: Any, path: Path) -> None:
-    """The metagraph the miners' blacklists read: the chain's, with the validator's permit."""
-    from miner.metagraph import snapshot_to_dict
-    from protocol.metagraph import MetagraphSnapshot, Neuron
+async def _until_on_chain(
+    chain: Any, miners: Sequence[MinerInfo], processes: Processes, options: LocalnetOptions, stop: asyncio.Event
+) -> int | None:
+    """The first block at which the validator holds a permit (the first epoch after its
+    stake grants it) and every miner's axon is on chain; None if stopped first."""
 
-    snapshot = await chain.metagraph()
-    neurons = tuple(
-        Neuron(n.uid, n.hotkey, n.stake, n.validator_permit or n.hotkey == chain.hotkey, n.axon) for n in snapshot.neurons
-    )
-    path.write_text(json.dumps(snapshot_to_dict(MetagraphSnapshot(snapshot.netuid, snapshot.block, neurons))))
+    def ready(snapshot: Any) -> bool:
+        validator = snapshot.by_hotkey(chain.hotkey)
+        axons = [getattr(snapshot.by_uid(m.uid), "axon", None) for m in miners]
+        return validator is not None and validator.validator_permit and all(
+            axon is not None and axon.url == m.url for axon, m in zip(axons, miners)
+        )
+
+    deadline = _start_deadline(options)
+    while not stop.is_set():
+        snapshot = await chain.metagraph()
+        if ready(snapshot):
+            return snapshot.block
+        processes.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError("the validator's permit or the miners' axons never reached the chain; see the logs")
+        await _pause(stop, options.block_time_s / 2)
+    return None
+
+
+async def _until_synced(
+    urls: Sequence[str], block: int, processes: Processes, options: LocalnetOptions, stop: asyncio.Event
+) -> bool:
+    """Whether every miner at ``urls`` follows the chain up to ``block`` (its /health says
+    which block its metagraph is from); False if stopped first."""
+    import httpx
+
+    deadline = _start_deadline(options)
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        while not stop.is_set():
+            replies = await asyncio.gather(*(client.get(url + "/health") for url in urls), return_exceptions=True)
+            blocks = [r.json().get("metagraph_block") if isinstance(r, httpx.Response) else None for r in replies]
+            if all(b is not None and b >= block for b in blocks):
+                return True
+            processes.check_alive()
+            if time.monotonic() > deadline:
+                lagging = [url for url, b in zip(urls, blocks) if b is None or b < block]
+                raise RuntimeError(f"{', '.join(lagging)} never synced the chain's metagraph; see the logs")
+            await _pause(stop, options.block_time_s / 2)
+    return False
+
+
+def _start_deadline(options: LocalnetOptions) -> float:
+    return time.monotonic() + _START_TIMEOUT_S + (options.tempo + 1) * options.block_time_s
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
 
 
 async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo], reached: Reached) -> None:
