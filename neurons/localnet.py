@@ -169,6 +169,14 @@ def _chain(state: Path, hotkey_uri: str) -> Any:
     return SdkChain.open(Network("embedded", state), _wallet(hotkey_uri), 1)
 
 
+async def _register(state: Path, hotkey_uri: str) -> int:
+    chain = _chain(state, hotkey_uri)
+    try:
+        return await chain.register()
+    finally:
+        await chain.close()
+
+
 def _miner_uri(index: int, strategy: str) -> str:
     return f"//dagnet-localnet-{strategy}-{index}"
 
@@ -210,12 +218,39 @@ async def _run(
     await processes.url_of("chain")
 
     watcher = _chain(state, VALIDATOR_URI)
-    await watcher.register()
-    await watcher.stake(VALIDATOR_STAKE_TAO)
-    miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(strategies(options.miners))]
-    for index, miner in enumerate(miners):
-        miner.uid = await _chain(state, _miner_uri(index, miner.strategy)).register()
+    try:
+        await watcher.register()
+        await watcher.stake(VALIDATOR_STAKE_TAO)
+        miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(strategies(options.miners))]
+        for index, miner in enumerate(miners):
+            miner.uid = await _register(state, _miner_uri(index, miner.strategy))
 
+        provider_url = await _start_miners(state, options, miners, processes)
+        ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
+        urls = [provider_url, *(m.url for m in miners)]
+        if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
+            return
+        provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
+        providers_file = run_dir / "providers.json"
+        providers_file.write_text(json.dumps([{"uid": 0, "hotkey": provider_hotkey, "url": provider_url}]))
+
+        validator_state = run_dir / "validator.sqlite"
+        processes.start("validator", [
+            "-m", "neurons.validator", "--dev-key", VALIDATOR_URI, "--network", f"embedded:{state}", "--netuid", "1",
+            "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
+            "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
+        ])
+        validator_url = await processes.url_of("validator")
+        _write_prometheus_targets(run_dir, {"validator": [validator_url], "provider": [provider_url],
+                                            "miner": [m.url for m in miners]})
+
+        await _watch(watcher, validator_state, miners, processes, options, stop, reached, on_update)
+    finally:
+        await watcher.close()
+
+
+async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[MinerInfo], processes: Processes) -> str:
+    """Start the provider and the miners; the provider's URL once all listen (``miner.url`` set)."""
     # Every miner (the provider too) follows the chain, as the validator does: its
     # blacklist admits whom the chain's metagraph says, and it serves its own axon.
     common = ["--port", "0", "--network", f"embedded:{state}", "--netuid", "1", "--sync-every", "1",
@@ -230,24 +265,14 @@ async def _run(
     provider_url = await processes.url_of("provider")
     for miner in miners:
         miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")
-    ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
-    urls = [provider_url, *(m.url for m in miners)]
-    if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
-        return
-    provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
-    providers_file = run_dir / "providers.json"
-    providers_file.write_text(json.dumps([{"uid": 0, "hotkey": provider_hotkey, "url": provider_url}]))
+    return provider_url
 
-    validator_state = run_dir / "validator.sqlite"
-    processes.start("validator", [
-        "-m", "neurons.validator", "--dev-key", VALIDATOR_URI, "--network", f"embedded:{state}", "--netuid", "1",
-        "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
-        "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
-    ])
-    validator_url = await processes.url_of("validator")
-    _write_prometheus_targets(run_dir, {"validator": [validator_url], "provider": [provider_url],
-                                        "miner": [m.url for m in miners]})
 
+async def _watch(
+    watcher: Any, validator_state: Path, miners: Sequence[MinerInfo], processes: Processes, options: LocalnetOptions,
+    stop: asyncio.Event, reached: Reached, on_update: Callable[[Reached], None],
+) -> None:
+    """Feed ``on_update`` until the run ends (its epochs or its duration) or ``stop`` is set."""
     reached.start_block = reached.block = await watcher.block()
     if options.tempos is not None:
         reached.end_block = reached.start_block + options.tempos * (options.tempo + 1)
