@@ -83,6 +83,8 @@ BAD_INPUTS = [
     (["subnet", "register", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["subnet", "create", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["subnet", "create", "--dev-key", "//Alice", "--network", "nowhere"], "unknown network 'nowhere'"),
+    (["localnet", "--dir", "{dir}"], "not a new or empty folder"),
+    (["localnet", "--dir", "{bad_json}"], "not a new or empty folder"),
     (["subnet", "stake", "1", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
 ]
 

@@ -26,7 +26,7 @@ def localnet(
     duration: Optional[float] = typer.Option(None, "--duration", min=1, help="Run this many seconds instead of --tempos."),
     block_time: float = typer.Option(1.0, "--block-time", min=0.1, help="Seconds per block."),
     tempo: int = typer.Option(20, "--tempo", min=2, help="Blocks per epoch."),
-    run_dir: Optional[Path] = typer.Option(None, "--dir", help="Folder for every process's log.  [default: localnet-<UTC time>]"),
+    run_dir: Optional[Path] = typer.Option(None, "--dir", help="New or empty folder for the chain, state and every process's log.  [default: localnet-<UTC time>]"),
     as_json: bool = JsonOpt,
 ) -> None:
     """The subnet on this machine: embedded chain, validator, miners and a tool provider, with a live leaderboard."""
@@ -34,6 +34,8 @@ def localnet(
 
     if tempos is not None and duration is not None:
         fail("give --tempos or --duration, not both")
+    if run_dir is not None and run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
     options = LocalnetOptions(
         miners=miners, tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
