@@ -7,7 +7,7 @@ Wiring only: the executor, the tools and the scorers do the work.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,7 @@ async def run_document(
     limits: Limits = DEFAULT_LIMITS,
     config: ExecutorConfig = ExecutorConfig(),
     on_event: Callable[[Event], None] | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Execute ``document`` locally and return the run report.
 
@@ -143,7 +144,11 @@ async def run_document(
     runs it (:func:`validator.evaluate.evaluate`) and the report gains ``score``,
     ``task_id`` and ``seed``. Without one, its ceiling is 1.5 × its declared estimate.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
+    ``inputs`` bind the plan's ``${input.*}`` refs when there is no task (with a task,
+    its instance binds them).
     """
+    if task is not None and inputs is not None:
+        raise ValueError("inputs come from the task's instance: give a task or inputs, not both")
     check = check_document(document, task=task, limits=limits)
     estimate = document.total_estimated_cost
     if estimate is None:
@@ -153,7 +158,7 @@ async def run_document(
             document.plan, LocalRunner(default_registry()), task_id="local",
             budget_ceiling=budget_ceiling(None, estimate),
             deadline_s=DEADLINE_FACTOR * DEFAULT_MAX_LATENCY_S, config=config, check=check, limits=limits,
-            on_event=on_event,
+            on_event=on_event, inputs=inputs,
         )
         return run_report(execution)
     runner = LocalRunner(default_registry(), subnets=task.available_tools or None)

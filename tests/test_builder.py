@@ -161,3 +161,34 @@ def test_inputs_may_be_the_tasks_json_schema():
 def test_builder_objects_outside_a_graph_say_so():
     with pytest.raises(BuildError, match="outside a @graph"):
         upper(text="x")
+
+
+@pytest.mark.parametrize(
+    ("name", "inputs", "answer"),
+    [
+        ("seed002_hello", {"name": "Ada"}, "HELLO, ADA!"),
+        ("seed002_hello_wildcard", {"name": "Ada"}, "HELLO, ADA!"),
+        ("seed002_graded", {"name": "Ada", "score": 0.9}, "Hello, Ada! grade 9 of 10"),
+    ],
+)
+def test_seed002_examples_run_through_dagnet_run_with_their_inputs(name, inputs, answer):
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+
+    args = ["run", str(EXAMPLES / f"{name}.json"), "--inputs", json.dumps(inputs), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["status"] == "completed"
+    assert report["final_output"]["text"] == answer
+
+
+def test_without_its_inputs_a_plan_reading_them_does_not_complete():
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+
+    result = CliRunner().invoke(app, ["run", str(EXAMPLES / "seed002_hello.json"), "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["status"] != "completed"

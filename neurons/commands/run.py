@@ -15,7 +15,9 @@ from neurons.commands.common import (
     EXIT_INVALID, JsonOpt, MaxNodesOpt, SeedOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json,
     task_option,
 )
+from neurons.files import InputError, read_json
 from neurons.localrun import limits_for, run_document
+from protocol import strictjson
 
 EXIT_NOT_COMPLETED = 1
 
@@ -38,6 +40,10 @@ def run(
         help="Stream every lifecycle transition as a JSON line while the plan runs; the last line is "
         "{\"event\": \"report\", \"report\": {...}}.",
     ),
+    inputs: Optional[str] = typer.Option(
+        None, "--inputs", metavar="JSON|FILE",
+        help="Bind the plan's ${input.*} refs without a task: a JSON object, or a file holding one.  [default: none]",
+    ),
     html_out: Optional[Path] = typer.Option(
         None, "--html", metavar="OUT.html",
         help="Also write the run as one self-contained HTML page: DAG, timeline, critical path, score.  [default: none]",
@@ -54,9 +60,12 @@ def run(
     from validator.trace import RunTrace
 
     document, loaded_task = load_inputs(plan, task, task_id, seed)
+    bound = None if inputs is None else _inputs(inputs, loaded_task is not None)
     page = _open_for_writing(html_out) if html_out is not None else None
     trace = RunTrace(_print_json_line if events else None)
-    report = asyncio.run(run_document(document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace))
+    report = asyncio.run(run_document(
+        document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace, inputs=bound,
+    ))
     if page is not None:
         with page:
             page.write(render_run_page(document.plan, report, trace.events, title=f"dagnet run {plan.name}"))
@@ -79,6 +88,21 @@ def exit_code(status: str) -> int:
     if status == "invalid":
         return EXIT_INVALID
     return 0 if status == "completed" else EXIT_NOT_COMPLETED
+
+
+def _inputs(given: str, with_task: bool) -> dict[str, Any]:
+    """``--inputs``: a JSON object written out, or the path of a file holding one."""
+    if with_task:
+        fail("--inputs: a task's instance binds the inputs; give --task or --inputs, not both")
+    try:
+        value = strictjson.loads(given) if given.lstrip()[:1] in ("{", "[") else read_json(Path(given))
+    except InputError as exc:
+        fail(f"--inputs {exc}")
+    except ValueError as exc:
+        fail(f"--inputs: not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        fail(f"--inputs: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def _print_json_line(value: Any) -> None:
