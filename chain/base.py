@@ -15,6 +15,11 @@ from typing import Protocol
 from protocol.metagraph import MetagraphSnapshot
 
 
+def blocks_until_epoch(block: int, netuid: int, tempo: int) -> int:
+    """Subtensor's schedule: subnet ``netuid``'s epoch runs at the block where this is 0."""
+    return tempo - (block + netuid + 1) % (tempo + 1) if tempo else 0
+
+
 class ChainError(Exception):
     """A chain call failed; the message is the chain's (or the SDK's) own.
 

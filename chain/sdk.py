@@ -27,7 +27,7 @@ from bittensor.result import ChainError as SdkChainError
 
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 
-from .base import ChainError, Hyperparameters, WeightsResult
+from .base import ChainError, Hyperparameters, WeightsResult, blocks_until_epoch
 from .network import Network
 
 log = logging.getLogger("dagnet.chain")
@@ -131,7 +131,7 @@ class SdkChain:
         async def read() -> int:
             block = await self.client.block()
             tempo = int(await self.client.query(bt.storage.SubtensorModule.Tempo, [self.netuid], block=block) or 0)
-            return tempo - (block + self.netuid + 1) % (tempo + 1) if tempo else 0
+            return blocks_until_epoch(block, self.netuid, tempo)
 
         return await self._attempt("read the epoch schedule", read)
 

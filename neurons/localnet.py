@@ -349,7 +349,7 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo], reached: Reached) -> None:
-    from chain.base import ChainError
+    from chain.base import ChainError, blocks_until_epoch
     from validator.state import ValidatorState
 
     try:
@@ -357,8 +357,7 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
     except ChainError:
         return
     reached.block = snapshot.block
-    tempo = reached.tempo
-    reached.blocks_to_epoch = tempo - (snapshot.block + snapshot.netuid + 1) % (tempo + 1)
+    reached.blocks_to_epoch = blocks_until_epoch(snapshot.block, snapshot.netuid, reached.tempo)
     if not validator_state.exists():
         return
     state = ValidatorState(validator_state)

@@ -12,7 +12,7 @@ from chain.base import ChainError
 from chain.embedded import reads
 from chain.embedded.state import ChainState
 from chain.sdk import SnapshotBuilder
-from support.chain import chain_for, node_process, running_node, wait_for_block, wait_listening
+from support.chain import chain_for, node_process, running_node, wait_for_block, wait_for_next_epoch, wait_listening
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ async def _registered(state, uri, stake=0.0):
 
 
 async def _next_epoch(chain):
-    return await wait_for_block(chain, await chain.block() + await chain.blocks_until_epoch() + 1)
+    return await wait_for_next_epoch(chain)
 
 
 async def test_metagraph_fields_come_from_the_sdk_metagraph(node):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import httpx
 
-from support.chain import chain_for, running_node, wait_for_block
+from support.chain import chain_for, running_node, wait_for_next_epoch
 from support.keys import dev_keypair, signed_headers
 
 
@@ -84,7 +84,7 @@ async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):
             lines.wait_for("axon served")
             snapshot = await validator.metagraph()
             assert snapshot.by_hotkey(dev_keypair("M1").ss58_address).axon.url == url
-            await wait_for_block(validator, await validator.block() + await validator.blocks_until_epoch() + 1)
+            await wait_for_next_epoch(validator)
             permit_block = await validator.block()
             before = _health_until(url, lambda h: h["registered"] and h["metagraph_block"] >= permit_block)
             assert _ask(url, dev_keypair("V")).status_code == 422  # admitted: the empty body fails validation

@@ -24,6 +24,7 @@ import numpy as np
 
 from storage import open_shared
 
+from ..base import blocks_until_epoch
 from ..epoch import EpochInputs, run_epoch, split_emission
 from .genesis import RAO_PER_TAO, Genesis
 
@@ -152,8 +153,7 @@ class ChainState:
 
     def blocks_until_epoch(self, block: int) -> int:
         """Subtensor's schedule: an epoch runs at the block where this reaches 0."""
-        tempo = self.genesis.tempo
-        return tempo - (block + self.genesis.netuid + 1) % (tempo + 1)
+        return blocks_until_epoch(block, self.genesis.netuid, self.genesis.tempo)
 
     def produce_block(self) -> int:
         """Advance the head by one block; once the subnet is started, accrue emission and run the epoch when due."""

@@ -13,6 +13,7 @@ from typing import Iterator
 
 from bittensor.sp_core import Keypair
 
+from chain.base import blocks_until_epoch
 from chain.network import Network
 from chain.sdk import SdkChain
 
@@ -65,6 +66,19 @@ def dev_wallet(hotkey_uri: str, coldkey_uri: str = "//Alice") -> SimpleNamespace
 
 def chain_for(state: Path, hotkey_uri: str, netuid: int = 1, *, coldkey_uri: str = "//Alice", **kwargs) -> SdkChain:
     return SdkChain.open(Network("embedded", state), dev_wallet(hotkey_uri, coldkey_uri), netuid, **kwargs)
+
+
+async def wait_for_next_epoch(chain: SdkChain) -> int:
+    """Wait until an epoch has run after everything this chain did before the call.
+
+    The next epoch is worked out from one head read: the head and the schedule read
+    at two moments can be blocks apart and name a block before the epoch. An epoch runs
+    in the same write as its block, before any call applied at that block, so when the
+    head is itself an epoch block the one that counts is the next.
+    """
+    block = await chain.block()
+    tempo = (await chain.hyperparameters()).tempo
+    return await wait_for_block(chain, block + (blocks_until_epoch(block, chain.netuid, tempo) or tempo + 1))
 
 
 async def wait_for_block(chain: SdkChain, block: int, timeout_s: float = 30.0) -> int:
