@@ -21,6 +21,7 @@ logged and counted, and the loop waits for the next block.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 import hashlib
 import logging
 import time
@@ -44,6 +45,14 @@ from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ValidatorState
 from .step import MinerOutcome, StepResult, validation_step
 
 log = logging.getLogger(__name__)
+
+SETTLED, IDLE, INFRASTRUCTURE = "settled", "idle", "infrastructure"
+STEP_OUTCOMES = (SETTLED, IDLE, INFRASTRUCTURE)
+"""How a step ends: scored and settled; nothing to do (no task, no serving miner); or
+failed for a reason no miner caused (the chain, an adapter, a scorer crash), which
+charges no miner and no task."""
+STEP_HISTORY = 32
+"""How many recent step outcomes the loop keeps for ``/health``."""
 
 
 class TaskSource(Protocol):
@@ -135,6 +144,18 @@ class ValidatorLoop:
         self._hyper: Hyperparameters | None = None
         self._attempted: int | None = None
         self.last_step: StepSummary | None = None
+        self.step_outcomes: deque[str] = deque(maxlen=STEP_HISTORY)
+        """How each recent step ended, newest last: one of :data:`STEP_OUTCOMES`."""
+
+    @property
+    def snapshot(self) -> MetagraphSnapshot | None:
+        """The last metagraph read, or ``None`` before the first read."""
+        return self._snapshot
+
+    @property
+    def hyperparameters(self) -> Hyperparameters | None:
+        """The subnet's hyperparameters as last read, or ``None`` before the first read."""
+        return self._hyper
 
     @property
     def hotkey(self) -> str:
@@ -176,11 +197,13 @@ class ValidatorLoop:
         except Exception:
             log.exception("step at block %s failed", block)
             self.metrics.steps.labels("error").inc()
+            self.step_outcomes.append(INFRASTRUCTURE)
             return None
         self.metrics.phase.labels("step").observe(time.perf_counter() - started)
         if summary is not None:
             self.metrics.steps.labels("settled").inc()
             self.last_step = summary
+        self.step_outcomes.append(SETTLED if summary is not None else IDLE)
         return summary
 
     async def _step(self, block: int) -> StepSummary | None:
