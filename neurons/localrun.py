@@ -6,6 +6,7 @@ Wiring only: the executor, the tools and the scorers do the work.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -25,11 +26,18 @@ from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
-from validator.evaluate import DEADLINE_FACTOR, evaluate
+from validator.evaluate import DEADLINE_FACTOR
+from validator.owned import evaluate_owned
 from validator.executor import Event, ExecutorConfig, budget_ceiling, execute
 from validator.report import run_report
 
 DEFAULT_MAX_LATENCY_S = 60.0
+
+
+def owned_runner(task: Task) -> LocalRunner:
+    """The runner that plays ``task``'s partner subnets with the reference tools, each
+    as its profile says: what a validator's owned execution runs a plan on."""
+    return LocalRunner(default_registry(), subnets=task.available_tools or None)
 
 
 def fresh_seed() -> int:
@@ -141,7 +149,8 @@ async def run_document(
     """Execute ``document`` locally and return the run report.
 
     With a task, the plan runs on the task's drawn instance exactly as a validator
-    runs it (:func:`validator.evaluate.evaluate`) and the report gains ``score``,
+    runs it (:func:`validator.owned.evaluate_owned`: the reference tools playing the
+    task's subnets, on simulated time) and the report gains ``score``,
     ``task_id`` and ``seed``. Without one, its ceiling is 1.5 × its declared estimate.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
     ``inputs`` bind the plan's ``${input.*}`` refs when there is no task (with a task,
@@ -161,11 +170,9 @@ async def run_document(
             on_event=on_event, inputs=inputs,
         )
         return run_report(execution)
-    runner = LocalRunner(default_registry(), subnets=task.available_tools or None)
-    evaluation = await evaluate(
-        document.plan, check, task, runner,
-        total_estimated_cost=estimate,
-        config=config, limits=limits, on_event=on_event,
+    evaluation = await asyncio.to_thread(
+        evaluate_owned, document.plan, check, task, owned_runner(task),
+        total_estimated_cost=estimate, config=config, limits=limits, on_event=on_event,
     )
     report = run_report(evaluation.execution, score=evaluation.score.model_dump())
     return {**report, "task_id": task.task_id, "seed": task.seed}

@@ -69,7 +69,7 @@ ACTIONS: Mapping[str, ActionSpec] = {
         _spec("collect", metadata="items count", gathers=True),
         _spec("text_transform", code=True, metadata="replacements matches lines count language"),
         _spec("search", metadata="hits"),
-        _spec("python_exec", code=True, metadata="returncode wall_s"),
+        _spec("python_exec", code=True, metadata="returncode"),
         _spec("llm", metadata="model usage"),
     )
 }

@@ -39,9 +39,14 @@ async def test_stdout_over_16_kib_is_a_failure():
         await TOOL({"code": "print('x' * 20000)"}, ctx())
 
 
-async def test_the_node_timeout_caps_the_wall_time():
-    with pytest.raises(ToolError, match="timed out"):
+async def test_the_node_timeout_caps_the_cpu_time():
+    with pytest.raises(ToolError, match="CPU limit exceeded"):
         await TOOL({"code": "while True:\n    pass"}, ctx(timeout_seconds=1.0))
+
+
+async def test_a_sleeping_program_is_stopped_by_the_wall_cap():
+    with pytest.raises(ToolError, match=r"timed out \(wall limit 3s\)"):
+        await TOOL({"code": "import time\ntime.sleep(30)"}, ctx(timeout_seconds=1.0))
 
 
 @pytest.mark.parametrize(

@@ -1,25 +1,34 @@
 """``python_exec``: run a Python program in the sandbox and return its stdout.
 
-The code never runs in this process: :func:`sandbox.run_python_async` starts a
-separate, isolated interpreter with CPU, memory, process and file-size limits
-and no network. The wall limit is also capped by the node's timeout, so the
-sandboxed process does not outlive the attempt that started it.
+The code never runs in this process: :func:`sandbox.run_python` starts a separate,
+isolated interpreter with CPU, memory, process and file-size limits and no network.
+
+The tool is a blocking one run in a worker thread (:func:`run_in_thread`), so on a
+validator's simulated clock (owned execution, ``validator/simclock.py``) it runs inline
+and takes no simulated time of its own: the subnet's profile gives the node its latency.
+The program's CPU is capped by the node's timeout (at least one second: RLIMIT_CPU counts
+whole seconds), and its wall time by a multiple of that, so a loaded machine reaches the
+same outcome as a quiet one unless the program sleeps. Its output carries nothing the
+machine measured (no wall time): a plan's output must not depend on the validator's load.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.limits import OUTPUT_CODE_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
-from sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_python_async
+from sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_python
 
 from ._common import make_output, parse_params
-from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec
+from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
 
 STDERR_TAIL_CHARS = 1000
+WALL_PER_CPU = 3.0
+"""The wall-clock cap is this many times the CPU cap: slack for a loaded machine."""
 
 
 class PythonExecParams(BaseModel):
@@ -33,34 +42,35 @@ class PythonExecParams(BaseModel):
 def make_python_exec(limits: SandboxLimits) -> Tool:
     """The ``python_exec`` tool running under ``limits`` (wall time capped per call)."""
 
-    async def python_exec(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def python_exec(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         p = parse_params(PythonExecParams, params)
         if len(p.code.encode("utf-8", "surrogatepass")) > OUTPUT_CODE_MAX_BYTES:
             raise ToolError(f"bad params: code: longer than {OUTPUT_CODE_MAX_BYTES} bytes")
+        cpu = min(limits.cpu_seconds, max(1.0, ctx.timeout_seconds))
         run_limits = dataclasses.replace(
             limits,
-            wall_seconds=min(limits.wall_seconds, ctx.timeout_seconds),
+            cpu_seconds=cpu,
+            wall_seconds=min(limits.wall_seconds, WALL_PER_CPU * cpu),
             # more than a node may output, so an oversize stdout is seen whole-or-more, never cut to fit
             max_output_bytes=max(limits.max_output_bytes, OUTPUT_TEXT_MAX_BYTES + 1),
         )
         try:
-            result = await run_python_async(
-                files={"main.py": p.code}, args=["main.py", *p.args], stdin=p.stdin, limits=run_limits
-            )
+            result = run_python(files={"main.py": p.code}, args=["main.py", *p.args], stdin=p.stdin, limits=run_limits)
         except SandboxUnavailable as exc:
             raise ToolError(f"python_exec: no sandbox on this machine: {exc}") from None
-        _check(result)
-        metadata = {"returncode": result.returncode, "wall_s": round(result.wall_s, 4)}
-        return ToolResult(make_output(result.stdout, code=p.code, metadata=metadata))
+        _check(result, run_limits)
+        return ToolResult(make_output(result.stdout, code=p.code, metadata={"returncode": result.returncode}))
 
-    return python_exec
+    return run_in_thread(python_exec)
 
 
-def _check(result: SandboxResult) -> None:
+def _check(result: SandboxResult, limits: SandboxLimits) -> None:
     """Raise ``ToolError`` unless the program finished cleanly with output that fits."""
     tail = result.stderr[-STDERR_TAIL_CHARS:].strip()
     if result.timed_out:
-        raise ToolError(f"python_exec: timed out after {result.wall_s:.1f}s")
+        raise ToolError(f"python_exec: timed out (wall limit {limits.wall_seconds:g}s)")
+    if result.returncode == 128 + signal.SIGXCPU:
+        raise ToolError(f"python_exec: CPU limit exceeded ({limits.cpu_seconds:g}s)")
     if result.returncode != 0:
         raise ToolError(f"python_exec: exit status {result.returncode}: {tail or '(no stderr)'}")
     if len(result.stdout.encode("utf-8", "surrogatepass")) > OUTPUT_TEXT_MAX_BYTES:
