@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from benchmarks import FamilyTasks
 from chain.base import Chain
 from neurons.keys import open_wallet
-from neurons.localrun import SHIPPED_TASKS
+from neurons.localrun import SHIPPED_TASKS, owned_runner
 from protocol.metagraph import Peer
 from protocol.task import TaskSet
 from validator.audit import replay
@@ -35,7 +35,7 @@ from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.metrics import ValidatorMetrics
-from validator.providers import FixedProviders, MetagraphProviders, ProviderDirectory
+from validator.providers import FixedProviders, ProviderDirectory
 from validator.state import ValidatorState
 
 log = logging.getLogger("dagnet.validator")
@@ -108,17 +108,16 @@ def load_tasks(path: Path) -> TaskSource:
     return FixedTasks(TaskSet.model_validate_json(path.read_bytes()).tasks)
 
 
-def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderDirectory]:
-    """The chain the config names, and the tool providers: the configured list, or
-    each partner subnet's metagraph read from the same chain."""
+def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderDirectory | None]:
+    """The chain the config names, and the external tool providers the config names
+    (``None``: the validator executes every plan itself)."""
     from chain.network import parse_network
     from chain.sdk import SdkChain
 
     chain = SdkChain.open(parse_network(config.network, config.chain_endpoint), wallet, config.netuid)
     if config.providers is not None:
         return chain, load_providers(config.providers)
-    providers = MetagraphProviders(lambda netuid: SdkChain(chain.client, wallet, netuid).metagraph())
-    return chain, providers
+    return chain, None
 
 
 def load_providers(path: Path) -> FixedProviders:
@@ -164,7 +163,6 @@ async def run_validator(
     wallet = config.wallet()
     if chain is None:
         chain, providers = open_chain(config, wallet)
-    providers = providers or FixedProviders([])
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     state = ValidatorState(config.state)
@@ -173,7 +171,8 @@ async def run_validator(
     try:
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
-                chain, state, client, source or load_tasks(config.tasks), providers, config=config.loop_config(),
+                chain, state, client, source or load_tasks(config.tasks), providers,
+                owned_runner=owned_runner if providers is None else None, config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
             async with _serving(health_app(loop, metrics), config) as url:

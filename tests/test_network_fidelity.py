@@ -1,5 +1,8 @@
 """A plan scores the same on the network as in `dagnet run --task`, on every task type.
 
+With owned execution (the validator's default) the two are one path on simulated time,
+so the score objects are identical, bit for bit. With an external provider (opt-in):
+
 Both sides run the same plan on the same hidden instance of a v2 family. The network
 side is a real step: a signed miner answers over HTTP and its plan runs on a stand-in
 tool provider that plays each family's published subnet profile
@@ -24,13 +27,13 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
-from neurons.localrun import family_task, run_document
+from neurons.localrun import family_task, owned_runner, run_document
 from protocol.documents import load_plan_document
 from protocol.metagraph import Peer
 from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
-from validator.step import validation_step
+from validator.step import OwnedExecution, validation_step
 
 VALIDATOR = dev_keypair("Alice")
 MINER = dev_keypair("dagnet-fidelity-miner")
@@ -79,3 +82,34 @@ async def test_network_score_matches_the_dry_run(task_type: str) -> None:
     assert outcome.execution.metrics.cost_tao == pytest.approx(dry["cost_tao"], abs=1e-12)
     assert json.loads(json.dumps(outcome.execution.final_output)) == dry["final_output"]  # the same instance ran
     assert abs(network.S - dry_score["S"]) <= TOLERANCE, (network.S, dry_score["S"])
+
+
+@pytest.mark.parametrize("task_type", ["agent", "code", "data_transform", "rag"])
+async def test_owned_execution_scores_exactly_as_the_dry_run(task_type: str) -> None:
+    """The validator's own execution of a served plan gives the score object, final
+    output and report figures that `dagnet run --task FAMILY --seed N` gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    task = _roomiest(task_type)
+    planner = get_planner("good")
+    answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
+    dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
+
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).build()
+    miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
+                           registry=default_registry(), planner=planner)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        async with contextlib.AsyncExitStack() as stack:
+            miner = Peer(1, MINER.ss58_address, await stack.enter_async_context(serve_asgi(miner_app)))
+            client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
+            result = await validation_step(
+                task=task, miners=[miner], client=client, runner_factory=lambda package, _: owned_runner(task),
+                owned=OwnedExecution(pool),
+            )
+    (outcome,) = result.outcomes
+    assert outcome.reason is None, outcome.reason
+    assert dry["score"]["S"] > 0.5, dry["score"]
+    assert outcome.score.model_dump() == dry["score"]
+    assert outcome.summary()["clock"] == "simulated"
+    assert outcome.execution.metrics.latency_s == dry["latency_s"]
+    assert json.loads(json.dumps(outcome.execution.final_output)) == dry["final_output"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import logging
 import time
@@ -42,7 +43,8 @@ from .providers import ProviderDirectory
 from .remote import RemoteRunner
 from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ValidatorState
-from .step import MinerOutcome, StepResult, validation_step
+from .owned import OwnedRunnerFactory
+from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +125,27 @@ class ValidatorLoop:
         state: ValidatorState,
         client: MinerClient,
         source: TaskSource,
-        providers: ProviderDirectory,
+        providers: ProviderDirectory | None = None,
         *,
+        owned_runner: OwnedRunnerFactory | None = None,
         config: LoopConfig = LoopConfig(),
         executor_config: ExecutorConfig = ExecutorConfig(),
         metrics: ValidatorMetrics | None = None,
     ) -> None:
+        """Plans run on ``owned_runner`` (the validator's own execution, simulated time)
+        unless ``providers`` are given: then every node goes to those external providers
+        on the wall clock. One of the two is required."""
+        if (providers is None) == (owned_runner is None):
+            raise ValueError("give the loop exactly one of owned_runner (owned execution) or providers (external)")
         self.chain = chain
         self.state = state
         self.client = client
         self.source = source
         self.providers = providers
+        self.owned_runner = owned_runner
+        self._owned = None if owned_runner is None else OwnedExecution(
+            ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
+        )
         self.config = config
         self.executor_config = executor_config
         self.metrics = metrics or ValidatorMetrics()
@@ -215,7 +227,8 @@ class ValidatorLoop:
         if not active:
             log.warning("no active task at block %s: nothing to send", block)
             return None
-        await self.providers.refresh(_partner_subnets(active))
+        if self.providers is not None:
+            await self.providers.refresh(_partner_subnets(active))
         self.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
 
         base = pick_task(self.hotkey, block, active)
@@ -230,9 +243,8 @@ class ValidatorLoop:
             return None
 
         result = await validation_step(
-            task=task, miners=miners, client=self.client,
-            runner_factory=lambda package, miner: RemoteRunner(self.client, self.providers.selector(miner.uid), package),
-            executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
+            task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
+            executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency, owned=self._owned,
         )
         self._observe_step(result, task)
 
@@ -247,6 +259,15 @@ class ValidatorLoop:
             block, task.task_id, base.task_id, len(records), result.timings.wall_s,
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
+
+    def _runner_factory(self, task: Task) -> RunnerFactory:
+        """Who runs a miner's plan: the validator itself, or the external providers."""
+        if self.owned_runner is not None:
+            owned_runner = self.owned_runner
+            return lambda package, miner: owned_runner(task)
+        providers = self.providers
+        assert providers is not None
+        return lambda package, miner: RemoteRunner(self.client, providers.selector(miner.uid), package)
 
     async def _sync(self, block: int) -> MetagraphSnapshot | None:
         """The metagraph at ``block``, or the last one read when the chain cannot answer."""

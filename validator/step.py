@@ -5,7 +5,9 @@ The step is a pipeline of three phases, each concurrent across miners:
 1. *query* — every miner gets the task package at once through the shared client;
 2. *execute* — each valid plan runs on its own node runner (at most
    ``exec_concurrency`` at a time) on the task's drawn instance, under the budget
-   and deadline of :func:`validator.evaluate.run_task`;
+   and deadline of :func:`validator.evaluate.run_task`: by default the validator's
+   own runner on simulated time in a worker thread (:class:`OwnedExecution`), else
+   the configured external adapters on the wall clock;
 3. *score* — each execution is scored against the task's reference (each
    distinct final output judged once, see :func:`_score_all`).
 
@@ -19,10 +21,12 @@ never raises for anything a peer does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +42,23 @@ from scoring.composite import Score, composite, invalid_score
 from .client import MinerClient, Reply
 from .evaluate import run_task, score_execution
 from .executor import Execution, ExecutorConfig
+from .owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
 
+SIMULATED, WALL = "simulated", "wall"
+
 RunnerFactory = Callable[[TaskPackage, Peer], NodeRunner]
 """Builds the node runner that executes one miner's plan for one task package."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedExecution:
+    """Plans run by the validator itself on simulated time (validator/owned.py): the
+    worker threads they run in, and what one plan may cost."""
+
+    pool: Executor
+    limits: OwnedLimits = OwnedLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +73,9 @@ class MinerOutcome:
     reply_s: float
     plan: dict[str, Any] | None = None
     """The plan the miner answered with, as JSON, when it passed the checks."""
+    clock: str = WALL
+    """What the execution's times were measured on: :data:`SIMULATED` (owned execution)
+    or :data:`WALL` (external adapters)."""
 
     def summary(self) -> dict[str, Any] | None:
         """The execution's status and metrics as plain JSON, or ``None`` when it never ran."""
@@ -73,6 +92,7 @@ class MinerOutcome:
             "timeouts": metrics.timeouts,
             "hard_failures": metrics.hard_failures,
             "budget_ceiling": self.execution.budget_ceiling,
+            "clock": self.clock,
         }
 
 
@@ -124,8 +144,14 @@ async def validation_step(
     executor_config: ExecutorConfig = ExecutorConfig(),
     limits: Limits = DEFAULT_LIMITS,
     exec_concurrency: int = 16,
+    owned: OwnedExecution | None = None,
 ) -> StepResult:
-    """Run one step of ``task`` against ``miners``; one outcome per miner, in order."""
+    """Run one step of ``task`` against ``miners``; one outcome per miner, in order.
+
+    With ``owned``, the runners ``runner_factory`` builds are the validator's own
+    (no I/O): each plan runs on simulated time in ``owned.pool``, off the event loop.
+    Without, they run on this loop and the wall clock (external adapters).
+    """
     started = time.perf_counter()
     own_before = client.own_s
     package = task.package()
@@ -136,13 +162,16 @@ async def validation_step(
     candidates = [entry for entry in admitted if isinstance(entry, _Candidate)]
 
     slots = asyncio.Semaphore(max(1, exec_concurrency))
-    await asyncio.gather(*(_execute(c, task, package, runner_factory, executor_config, limits, slots) for c in candidates))
+    await asyncio.gather(*(
+        _execute(c, task, package, runner_factory, executor_config, limits, slots, owned) for c in candidates
+    ))
     executed = time.perf_counter()
 
     await _score_all(task, [c for c in candidates if c.failure is None])
     finished = time.perf_counter()
 
-    outcomes = [_outcome(m, entry, reply) for m, entry, reply in zip(miners, admitted, replies)]
+    clock = WALL if owned is None else SIMULATED
+    outcomes = [_outcome(m, entry, reply, clock) for m, entry, reply in zip(miners, admitted, replies)]
     timings = StepTimings(
         wall_s=finished - started, query_s=queried - started, execute_s=executed - queried,
         score_s=finished - executed, client_own_s=client.own_s - own_before,
@@ -172,14 +201,16 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
     return _Candidate(miner, checked.synapse, checked.plan_check)
 
 
-def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply) -> MinerOutcome:
+def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
     if isinstance(entry, str):
-        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s)
+        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s, clock=clock)
     plan = entry.synapse.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if entry.score is None:
         reason = entry.failure or "not scored"
-        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan)
-    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan)
+        return MinerOutcome(
+            miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan, clock
+        )
+    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock)
 
 
 async def _execute(
@@ -190,14 +221,22 @@ async def _execute(
     config: ExecutorConfig,
     limits: Limits,
     slots: asyncio.Semaphore,
+    owned: OwnedExecution | None,
 ) -> None:
     synapse = candidate.synapse
+    runner = runner_factory(package, candidate.miner)
     async with slots:
         try:
-            candidate.execution = await run_task(
-                synapse.workflow_plan, candidate.check, task, runner_factory(package, candidate.miner),
-                total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits,
-            )
+            if owned is None:
+                candidate.execution = await run_task(
+                    synapse.workflow_plan, candidate.check, task, runner,
+                    total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits,
+                )
+            else:
+                candidate.execution = await asyncio.get_running_loop().run_in_executor(owned.pool, functools.partial(
+                    run_owned, synapse.workflow_plan, candidate.check, task, runner,
+                    total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits, owned=owned.limits,
+                ))
         except Exception as exc:  # an engine bug must cost this miner its score, not the step
             log.exception("execution of uid %s failed", candidate.miner.uid)
             candidate.failure = f"execution error: {type(exc).__name__}: {exc}"[:300]
