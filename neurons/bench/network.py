@@ -16,12 +16,14 @@ Two measurements, each repeated and reported as medians:
    instance each step as a validator draws it. The miners are real apps on their own loopback
    ports, hosted by ``miner_processes`` child processes (each runs many uvicorn
    servers on one event loop); the validator runs in this process with the real
-   client, remote runner, executor and scorer. Every miner also serves every
-   subnet as a tool provider; a plan's nodes go to the providers after its miner
-   in uid order. The step's records are then settled in a fresh validator state
-   file, as the loop does. Reported: step wall time, its phases (query, execute,
-   score, record), the share spent in the validator's own client, and the
-   validator's CPU time as a share of the wall time. Target: within one 12 s block.
+   client, its own execution of every plan (the reference tools playing the
+   family's subnets on simulated time, ``validator/owned.py``, in the loop's
+   worker pool) and the scorer. The step's records are then settled in a fresh
+   validator state file, as the loop does. Reported: step wall time, its phases
+   (query, execute, score, record), the share spent in the validator's own client,
+   the validator's CPU time as a share of the wall time, and the share of miners
+   whose S is exactly what ``dagnet run PLAN --task FAMILY --seed N`` gives for
+   their plan. Target: within one 12 s block.
 
 Children are this module run as ``python -m neurons.bench.network serve|load``
 with a JSON spec on stdin; each run is bounded in requests and time and stops by
@@ -145,47 +147,67 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
 
 
 async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, repeats: int) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
     from bittensor.sp_core import Keypair
 
+    from neurons.localrun import owned_runner
     from protocol.metagraph import Peer
     from validator.client import ClientConfig, MinerClient
     from validator.executor import ExecutorConfig
-    from validator.remote import RemoteRunner, every_peer_serves
-    from validator.step import validation_step
+    from validator.loop import LoopConfig
+    from validator.step import OwnedExecution, validation_step
 
     validator = Keypair.create_from_uri(VALIDATOR_URI)
     uris = [MINER_URI.format(i) for i in range(miners)]
     hotkeys = [Keypair.create_from_uri(uri).ss58_address for uri in uris]
     snapshot = _snapshot(validator.ss58_address, hotkeys)
     groups = [[{"uri": uri, "auth": True, "strategy": "good"} for uri in uris[p::processes]] for p in range(processes)]
-    subnets = {name: info.model_dump() for name, info in found.package.available_tools.items()}
-    with serve_miners(groups, snapshot, provider_subnets=subnets, max_concurrency=256) as fleets:
+    concurrency = LoopConfig().exec_concurrency
+    with serve_miners(groups, snapshot, provider_subnets={}, max_concurrency=256) as fleets, \
+            ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="owned-execution") as pool:
         peers = [Peer(uid=i + 1, hotkey=hotkeys[i], url=fleets[i % processes].urls[i // processes]) for i in range(miners)]
         async with MinerClient(validator, config=ClientConfig(max_concurrency=512)) as client:
-
-            def runner_factory(package: Any, target: Peer) -> RemoteRunner:
-                # peers[uid] is the miner after ``target``: nobody executes its own plan's nodes
-                return RemoteRunner(client, every_peer_serves(peers, offset=target.uid), package)
-
             steps = []
             with tempfile.TemporaryDirectory() as scratch:
                 for block in range(repeats + 1):  # the first step also opens the connection pool
                     task = found.task(found.instance(seed + block))
                     cpu_before = _cpu_seconds(None)[0]
                     result = await validation_step(
-                        task=task, miners=peers, client=client, runner_factory=runner_factory,
-                        executor_config=ExecutorConfig(), exec_concurrency=miners,
+                        task=task, miners=peers, client=client, runner_factory=lambda package, _: owned_runner(task),
+                        executor_config=ExecutorConfig(), exec_concurrency=concurrency, owned=OwnedExecution(pool),
                     )
                     record_s = _settle(Path(scratch) / "state.sqlite", block, task, result)
-                    steps.append(_step_summary(result, record_s, _cpu_seconds(None)[0] - cpu_before))
+                    summary = _step_summary(result, record_s, _cpu_seconds(None)[0] - cpu_before)
+                    summary["same_as_dry_run"] = await _same_as_dry_run(task, result)
+                    steps.append(summary)
     warm = steps[1:]
     median = {key: statistics.median(s[key] for s in warm) for key in warm[0] if isinstance(warm[0][key], (int, float))}
     return {
         "task_id": found.task_id, "task_type": found.task_type, "seeds": [seed, seed + repeats],
-        "miners": miners, "miner_processes": processes,
+        "miners": miners, "miner_processes": processes, "execution": "owned", "exec_concurrency": concurrency,
         "median": median, "cold": steps[0], "repeats": warm, "block_s": BLOCK_S,
         "meets_target": median["wall_s"] < BLOCK_S, "load_avg_1m": os.getloadavg()[0],
     }
+
+
+async def _same_as_dry_run(task: Task, result: Any) -> float:
+    """The share of miners whose S is exactly the S ``dagnet run PLAN --task FAMILY --seed N``
+    gives for its plan (each distinct plan run once)."""
+    from neurons.localrun import run_document
+    from protocol.documents import load_plan_document
+
+    dry: dict[str, float] = {}
+    same = 0
+    for outcome in result.outcomes:
+        if outcome.plan is None:
+            continue
+        key = json.dumps(outcome.plan, sort_keys=True)
+        if key not in dry:
+            report = await run_document(load_plan_document(outcome.plan), task=task)
+            dry[key] = report["score"]["S"]
+        same += dry[key] == outcome.score.S
+    return same / len(result.outcomes) if result.outcomes else 0.0
 
 
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
@@ -558,15 +580,15 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
     m = step["median"]
     table = Table(title=f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
                         f"task {step['task_id']} ({step['task_type']}, instances of seeds "
-                        f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, medians")
+                        f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, owned execution, medians")
     columns = ("wall s", "query s", "execute s", "score s", "record s", "query share", "client own", "validator CPU",
-               "mean S", "invalid")
+               "mean S", "invalid", "S = dry run")
     for column in columns:
         table.add_column(column, justify="right")
     table.add_row(f"{m['wall_s']:.3f}", f"{m['query_s']:.3f}", f"{m['execute_s']:.3f}", f"{m['score_s']:.3f}",
                   f"{m['record_s']:.3f}",
                   f"{m['query_share']:.0%}", f"{m['client_own_share']:.1%}", f"{m['validator_cpu_share']:.0%}",
-                  f"{m['mean_score']:.3f}", f"{m['invalid']:g}")
+                  f"{m['mean_score']:.3f}", f"{m['invalid']:g}", f"{m['same_as_dry_run']:.0%}")
     console.print(table)
     verdict = "[green]inside[/green]" if step["meets_target"] else "[red]not inside[/red]"
     console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s); "
