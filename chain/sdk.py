@@ -6,9 +6,11 @@ or :class:`chain.embedded.substrate.EmbeddedSubstrate`). Reads are pinned to one
 block; writes go through ``client.execute`` with the SDK's intents, except
 registration (see :meth:`SdkChain.register`).
 
-Transient failures (connection lost, RPC policy, a pinned block's state gone)
-are retried with exponential backoff and then raised as a transient
-:class:`ChainError`; refusals by the chain carry the SDK's message.
+The client connects on the first call. Transient failures (connection lost, RPC
+policy, a pinned block's state gone) are retried with exponential backoff and then
+raised as a transient :class:`ChainError` — :class:`ChainUnreachable`, naming the
+endpoint and the cause, when the endpoint did not answer; refusals by the chain
+carry the SDK's message.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import bittensor as bt
-from bittensor.result import BittensorError, RpcConnectionError
+from bittensor.result import BittensorError, RpcConnectionError, RpcPolicyError
 from bittensor.result import ChainError as SdkChainError
 
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 
 from .base import ChainError, Hyperparameters, WeightsResult, blocks_until_epoch
-from .network import Network
+from .network import ChainUnreachable, Network
 
 log = logging.getLogger("dagnet.chain")
 T = TypeVar("T")
@@ -48,6 +50,7 @@ class SdkChain:
         self._retries = retries
         self._backoff = backoff_s
         self._snapshot = SnapshotBuilder()
+        self._connected = False
 
     @classmethod
     def open(cls, network: Network, wallet: Any | None, netuid: int, **kwargs: Any) -> SdkChain:
@@ -58,7 +61,9 @@ class SdkChain:
             client = bt.Client("local", substrate=EmbeddedSubstrate(network.embedded_state))
         else:
             client = bt.Client(network.name)
-        return cls(client, wallet, netuid, **kwargs)
+        chain = cls(client, wallet, netuid, **kwargs)
+        chain._connected = network.is_embedded  # the embedded substrate opens its state on its own
+        return chain
 
     async def _attempt(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """``op()``, retried as the module says. A read whose pinned block the chain has
@@ -68,11 +73,14 @@ class SdkChain:
         attempt = rereads = 0
         while True:
             try:
-                if attempt:
+                if attempt or not self._connected:
                     await self.client.connect()
+                    self._connected = True
                 return await op()
-            except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+            except RpcPolicyError as exc:
                 error = ChainError(f"{what}: {exc}", transient=True)
+            except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+                error = self._unreachable(exc, what)
             except SdkChainError as exc:
                 if "discarded" not in str(exc):
                     raise ChainError(f"{what}: {exc}") from exc
@@ -88,6 +96,12 @@ class SdkChain:
             log.warning("%s failed (%s); retrying in %.1fs", what, error, delay)
             await asyncio.sleep(delay * (1 + random.random() / 2))
             delay = min(delay * 2, 30.0)
+
+    def _unreachable(self, exc: BaseException, what: str) -> ChainUnreachable:
+        endpoint = self.client.endpoint
+        if self.client.network != endpoint:
+            endpoint = f"{self.client.network} ({endpoint})"
+        return ChainUnreachable(endpoint, _cause(exc), what=what)
 
     async def connect(self) -> None:
         await self._attempt("connect", self.client.connect)
@@ -182,9 +196,14 @@ class SdkChain:
         Submitted once, never retried: a second submission would pay for a second subnet."""
         intent = bt.RegisterSubnet(hotkey_ss58=self.hotkey)
         try:
+            if not self._connected:
+                await self.client.connect()
+                self._connected = True
             result = await self.client.execute(intent, self.wallet)
-        except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+        except RpcPolicyError as exc:
             raise ChainError(f"create a subnet: {exc}", transient=True) from exc
+        except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+            raise self._unreachable(exc, "create a subnet") from exc
         except BittensorError as exc:
             raise ChainError(f"create a subnet: {exc}") from exc
         if not result.success:
@@ -264,6 +283,14 @@ def _axon_of(endpoint: str | None) -> Axon | None:
         return None
     host, _, port = endpoint.rpartition(":")
     return Axon(host=host.strip("[]"), port=int(port))
+
+
+def _cause(exc: BaseException) -> str:
+    """A transport failure in the words an operator acts on."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    text = str(exc).removeprefix("could not connect to any endpoint: ")
+    return text or type(exc).__name__
 
 
 def _ip_of(host: str) -> str:

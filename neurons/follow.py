@@ -5,9 +5,10 @@
 sure the chain advertises this miner's axon (at start, and again whenever the
 chain's record differs from the address the miner serves on). When the chain is
 unreachable it keeps the last snapshot — the miner goes on serving on it — and
-tries again at the next poll. A metagraph the chain refuses (no such subnet) or
-one of another netuid is never taken: the miner stays not ready, says why on
-``/health``, and logs it once.
+tries again with a backoff that doubles up to :data:`MAX_BACKOFF_S`, warning once a
+minute with the endpoint and the cause (:class:`chain.network.OutageWarner`). A
+metagraph the chain refuses (no such subnet) or one of another netuid is never
+taken: the miner stays not ready, says why on ``/health``, and logs it once.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import threading
 from collections.abc import Callable
 
 from chain.base import Chain, ChainError
+from chain.network import OutageWarner
 from miner.metagraph import StaticMetagraph, netuid_mismatch
 from protocol.metagraph import Axon
 
 log = logging.getLogger("dagnet.miner.chain")
+MAX_BACKOFF_S = 30.0
 
 
 class MetagraphFollower:
@@ -42,6 +45,7 @@ class MetagraphFollower:
         self._synced_block: int | None = None
         self._said_unregistered = False
         self._refused: str | None = None
+        self._outage = OutageWarner(log)
 
     def start(self) -> threading.Thread:
         """Follow on a daemon thread with its own event loop (the app's loop is uvicorn's)."""
@@ -51,15 +55,18 @@ class MetagraphFollower:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         chain = self._open_chain()
+        pause = self.poll_s
         try:
             while stop is None or not stop.is_set():
-                await self.step(chain)
-                await asyncio.sleep(self.poll_s)
+                answered = await self.step(chain)
+                pause = self.poll_s if answered else min(pause * 2, max(MAX_BACKOFF_S, self.poll_s))
+                await asyncio.sleep(pause)
         finally:
             await chain.close()
 
-    async def step(self, chain: Chain) -> None:
-        """One look at the head; a sync when ``every_blocks`` have passed (or none yet)."""
+    async def step(self, chain: Chain) -> bool:
+        """One look at the head; a sync when ``every_blocks`` have passed (or none yet).
+        False when the chain did not answer (a transient failure: back off)."""
         try:
             head = await chain.block()
             if self._synced_block is None or head >= self._synced_block + self.every_blocks:
@@ -68,11 +75,14 @@ class MetagraphFollower:
             kept = self.target.snapshot()
             serving = f"serving on the metagraph of block {kept.block}" if kept is not None else "not synced"
             if exc.transient:
-                log.warning("chain unreachable (%s); %s", exc, serving)
+                self._outage.failed(exc, serving)
             elif str(exc) != self._refused:  # the chain's answer will not change by asking every poll
                 log.error("cannot follow the chain: %s; %s", exc, serving)
             self._refused = None if exc.transient else str(exc)
             self.target.fail(str(exc))
+            return not exc.transient
+        self._outage.recovered()
+        return True
 
     async def _sync(self, chain: Chain) -> None:
         snapshot = await chain.metagraph()
