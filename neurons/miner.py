@@ -30,6 +30,7 @@ from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.tools.registry import default_registry
 from neurons.keys import open_wallet
+from neurons.listen import bind
 from protocol.metagraph import Axon
 
 log = logging.getLogger("dagnet.miner")
@@ -143,6 +144,7 @@ def build_miner_app(config: MinerProcessConfig) -> FastAPI:
 
 def serve_miner(config: MinerProcessConfig) -> None:
     """Serve until interrupted. Blocks; returns after a clean shutdown.
+    Raises :class:`neurons.listen.PortInUse` (or ``OSError``) when the address cannot be bound.
 
     The socket is bound and listening before workers start, so ``port=0``
     works and clients may connect as soon as the chosen address is printed
@@ -167,7 +169,7 @@ def serve_miner(config: MinerProcessConfig) -> None:
         # restarted forever and the miner never served. A hung worker is still replaced.
         timeout_worker_healthcheck=60,
     )
-    sock = uv_config.bind_socket()
+    sock = bind(settings.host, settings.port)  # PortInUse names the port; nothing is written before this
     sock.listen(uv_config.backlog)  # connections queue from now on, while workers start
     host, port = sock.getsockname()[:2]
     if config.on_chain:

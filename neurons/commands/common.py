@@ -2,18 +2,22 @@
 
 Every error a user can cause ends the same way: ``error: <what and why>`` on one
 line of stderr and exit code 2 — whether a command finds it (:func:`fail`) or
-click does while parsing the command line (:class:`OneLineErrors`).
+click does while parsing the command line (:class:`OneLineErrors`). A group
+given no command (``dagnet``, ``dagnet plan``) is not an error: it prints its
+help, readable, and exits 0.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; this is its exception
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
@@ -43,7 +47,7 @@ def plan_argument() -> Any:
 def task_option(help: str) -> Any:
     return typer.Option(
         None, "--task", metavar="TASK",
-        help=f"{help} TASK is a v2 task family id (dagnet bench tasks lists them) or a task file.  [default: none]",
+        help=f"{help} TASK is a v2 task family id (dagnet tasks list lists them) or a task file.  [default: none]",
     )
 
 
@@ -56,6 +60,13 @@ def fail(message: str) -> NoReturn:
     """Report invalid input and exit 2."""
     error(message)
     raise typer.Exit(code=EXIT_INVALID)
+
+
+def needs(option: str, value: Any, required: str, present: Any) -> None:
+    """:func:`fail` when ``option`` was given (``value`` is not None) but the option it
+    works with, ``required``, was not: an option that would silently do nothing."""
+    if value is not None and present is None:
+        fail(f"{option} needs {required}")
 
 
 def describe(exc: Exception) -> str:
@@ -89,11 +100,30 @@ SeedOpt = typer.Option(
 def load_inputs(
     plan: Path, task: Path | None, task_id: str | None, seed: int | None = None
 ) -> tuple[PlanDocument, Task | None]:
-    """The plan document and the optional task, or :func:`fail` saying why not."""
+    """The plan document and the optional task, or :func:`fail` saying why not (also for
+    a ``--seed`` or ``--task-id`` that would do nothing)."""
+    needs("--seed", seed, "--task", task)
+    needs("--task-id", task_id, "--task", task)
+    if seed is not None and task is not None and task.exists():
+        fail(f"--seed draws an instance of a task family; {task} is a task file")
     try:
         return load_plan(plan), load_task(task, task_id, seed) if task else None
     except InputError as exc:
         fail(str(exc))
+
+
+QUIET_LIBRARIES = ("httpx", "httpcore")
+"""Loggers that say one line per request at INFO: kept at WARNING unless the level is debug."""
+
+
+def configure_logging(level: str, *, timestamps: bool = False) -> None:
+    """A long-running process's logging: ``level`` for dagnet, WARNING for the HTTP client
+    libraries (a line per request would bury everything else) unless ``level`` is debug."""
+    stamp = "%(asctime)s " if timestamps else ""
+    logging.basicConfig(level=level.upper(), format=f"{stamp}%(levelname)s %(name)s: %(message)s")
+    if level.lower() not in ("debug", "trace"):
+        for name in QUIET_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _one_line(message: str) -> str:
@@ -102,13 +132,17 @@ def _one_line(message: str) -> str:
 
 class OneLineErrors(TyperGroup):
     """The root group: usage errors (unknown option, bad value, missing argument)
-    become one ``error:`` line and exit 2, instead of a usage block."""
+    become one ``error:`` line and exit 2, instead of a usage block; a group called
+    without a command prints its help and exits 0."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except typer.Abort:
             code = 130
+        except NoArgsIsHelpError as exc:  # a bare group: its help, as the user asked for it
+            typer.echo(exc.ctx.get_help())
+            code = 0
         except typer.TyperException as exc:  # click's usage and parameter errors
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else ""

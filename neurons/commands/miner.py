@@ -9,16 +9,16 @@ miner starts.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from miner.config import MinerSettings
-from neurons.commands.common import describe, error, fail
+from neurons.commands.common import configure_logging, describe, fail
 from neurons.commands.network import DevKeyOpt, EndpointOpt, HotkeyOpt, NetworkOpt, NeuronWalletOpt, WalletPathOpt
 from neurons.files import InputError
+from neurons.listen import PortInUse
 from neurons.localrun import load_taskset
 from neurons.settings import build_settings
 
@@ -114,9 +114,10 @@ def miner(
         process.check()
     except ValueError as exc:
         fail(describe(exc))
-    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
     try:
         serve_miner(process)
-    except OSError as exc:  # the address is taken, or not ours to bind
-        error(f"cannot serve on {settings.host}:{settings.port}: {exc.strerror or exc}")
-        raise typer.Exit(1) from None
+    except PortInUse as exc:
+        fail(f"port {exc.port} is in use (--port)")
+    except OSError as exc:  # the address is not ours to bind
+        fail(f"cannot serve on {settings.host}:{settings.port}: {exc.strerror or exc}")
