@@ -29,14 +29,18 @@ def score(
     """Score a saved run report against a task offline, as a validator would.
 
     For a task family the instance is the one the report ran on (its ``seed``)
-    unless --seed names another."""
+    unless --seed names another. A report of a run against another task is refused."""
     from validator.report import render_score
 
     try:
         saved = load_report(report)
         if seed is None and isinstance(saved.get("seed"), int):
             seed = saved["seed"]
-        result = score_report(saved, load_task(task, task_id, seed))
+        loaded = load_task(task, task_id, seed)
+        ran_on = saved.get("task_id")
+        if isinstance(ran_on, str) and ran_on != loaded.task_id:
+            fail(f"{report}: the report is a run of task {ran_on!r}, not {loaded.task_id!r} (--task)")
+        result = score_report(saved, loaded)
     except InputError as exc:
         fail(str(exc))
     if as_json:

@@ -1,0 +1,84 @@
+"""``dagnet tasks list | show``: the shipped task families, as miners see them.
+
+``list`` is one line per family (id, type, the start of its description), cut to
+the terminal's width; ``show`` prints a family's task package exactly as a
+validator sends it to miners (the JSON of the request body).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Annotated, Any, Optional
+
+import typer
+
+from neurons.commands.common import JsonOpt, fail, print_json
+
+tasks_app = typer.Typer(help="The shipped task families: list them, show one as a miner receives it.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("list")
+def tasks_list(as_json: bool = JsonOpt) -> None:
+    """One line per task family: its id, its type and the start of its description."""
+    from benchmarks import load_families
+
+    rows = [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description} for f in load_families()]
+    if as_json:
+        print_json(rows)
+        return
+    for line in family_lines(rows, shutil.get_terminal_size().columns):
+        typer.echo(line)
+
+
+def family_lines(rows: list[dict[str, str]], width: int) -> list[str]:
+    """``rows`` as aligned lines no wider than ``width`` (the description is cut, with ``…``)."""
+    id_w = max((len(r["task_id"]) for r in rows), default=0)
+    type_w = max((len(r["task_type"]) for r in rows), default=0)
+    room = max(0, width - id_w - type_w - 4)
+    lines = []
+    for row in rows:
+        text = " ".join(row["description"].split())
+        if len(text) > room:
+            text = text[: max(0, room - 1)] + "…" if room else ""
+        lines.append(f"{row['task_id']:<{id_w}}  {row['task_type']:<{type_w}}  {text}".rstrip())
+    return lines
+
+
+@tasks_app.command("show")
+def tasks_show(
+    family_id: Annotated[str, typer.Argument(metavar="FAMILY", help="A task family id (dagnet tasks list).")],
+    seed: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seed", min=0,
+            help="Also show this instance: its seed and the hidden inputs a plan's ${input.*} refs read "
+            "(what `dagnet run --task FAMILY --seed N` runs on).  [default: none]",
+        ),
+    ] = None,
+) -> None:
+    """The family's task package as JSON, exactly as a validator sends it to a miner.
+
+    The package is the same for every instance (miners never see the instance);
+    --seed adds that instance's seed and hidden inputs.
+    """
+    from benchmarks import family
+
+    try:
+        found = family(family_id)
+    except KeyError as exc:
+        fail(str(exc).strip("'\""))
+    print_json(shown(found, seed))
+
+
+def shown(found: Any, seed: int | None) -> dict[str, Any]:
+    """The package's wire JSON, plus ``seed`` and ``instance_inputs`` when a seed is given."""
+    package = found.package
+    body: dict[str, Any] = json.loads(package.model_dump_json(by_alias=True, exclude_none=True))
+    if seed is not None:
+        body.update({"seed": seed, "instance_inputs": found.instance(seed).inputs})
+    return body
