@@ -12,8 +12,12 @@ feed a live leaderboard until the run ends (``tempos`` epochs or ``duration``
 seconds), and the summary comes from the chain (weights the validator set,
 incentive and emission per miner).
 
-Every process logs to one folder (``localnet-<UTC time>/`` by default). The
-first Ctrl-C stops every process and prints what was reached; a second kills them.
+Every process logs to one folder (by default ``localnet-<UTC time>/`` under
+``$XDG_CACHE_HOME/dagnet``, i.e. ``~/.cache/dagnet``: outside any checkout; the path is
+printed first and last). Until the first leaderboard, each phase (chain up, keys
+registered, processes started, waiting for the first epoch, …) is reported as it
+begins. The first Ctrl-C stops every process and prints what was reached; a second
+kills them.
 
 The partner subnets a task names do not exist on a one-subnet development chain,
 so the validator is given the provider by a file (``--providers``) instead of
@@ -39,9 +43,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
+from neurons.columns import ALWAYS, Column, fit_table, terminal_width
 from neurons.localrun import SHIPPED_TASKS
 
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
@@ -65,6 +69,12 @@ class LocalnetOptions:
     weights_rate_limit: int = 5
     tasks: Path = SHIPPED_TASKS
     run_dir: Path | None = None
+
+
+def default_run_dir() -> Path:
+    """``$XDG_CACHE_HOME/dagnet/localnet-<UTC time>`` (``~/.cache`` without the variable)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "dagnet" / f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
 
 
 def strategies(count: int) -> list[str]:
@@ -182,11 +192,14 @@ def _miner_uri(index: int, strategy: str) -> str:
 
 
 async def run_localnet(
-    options: LocalnetOptions, stop: asyncio.Event, on_update: Callable[[Reached], None] = lambda r: None
+    options: LocalnetOptions, stop: asyncio.Event, on_update: Callable[[Reached], None] = lambda r: None,
+    on_phase: Callable[[str], None] = lambda line: None,
 ) -> Reached:
-    """Run the network until it ends or ``stop`` is set; always stops every child."""
-    run_dir = options.run_dir or Path(f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
+    """Run the network until it ends or ``stop`` is set; always stops every child.
+    ``on_phase`` hears a short line as each start-up phase begins."""
+    run_dir = options.run_dir or default_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
+    on_phase(f"logs in {run_dir}")
     processes = Processes(run_dir)
     reached = Reached(run_dir=str(run_dir.resolve()), tempo=options.tempo)
     loop = asyncio.get_running_loop()
@@ -201,7 +214,7 @@ async def run_localnet(
 
     loop.add_signal_handler(signal.SIGINT, interrupted)
     try:
-        await _run(options, run_dir, processes, stop, reached, on_update)
+        await _run(options, run_dir, processes, stop, reached, on_update, on_phase)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         processes.stop()
@@ -210,24 +223,32 @@ async def run_localnet(
 
 async def _run(
     options: LocalnetOptions, run_dir: Path, processes: Processes, stop: asyncio.Event, reached: Reached,
-    on_update: Callable[[Reached], None],
+    on_update: Callable[[Reached], None], say: Callable[[str], None],
 ) -> None:
     state = run_dir / "chain.sqlite"
     genesis = {"tempo": options.tempo, "weights_rate_limit": options.weights_rate_limit, "immunity_period": 10_000}
+    say("starting the embedded chain")
     processes.start("chain", ["-m", "neurons.localnet", "node", str(state), str(options.block_time_s), json.dumps(genesis)])
-    await processes.url_of("chain")
+    chain_url = await processes.url_of("chain")
+    say(f"chain up at {chain_url} ({options.block_time_s:g} s blocks, tempo {options.tempo})")
 
     watcher = _chain(state, VALIDATOR_URI)
     try:
+        say(f"registering the validator (staking {VALIDATOR_STAKE_TAO:g} TAO) and {options.miners} miners")
         await watcher.register()
         await watcher.stake(VALIDATOR_STAKE_TAO)
         miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(strategies(options.miners))]
         for index, miner in enumerate(miners):
             miner.uid = await _register(state, _miner_uri(index, miner.strategy))
 
+        say(f"starting the tool provider and {options.miners} miners")
         provider_url = await _start_miners(state, options, miners, processes)
+        say(f"processes started; waiting for the first epoch (up to {options.tempo + 1} blocks): "
+            "the validator's permit and the miners' axons on chain")
         ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
         urls = [provider_url, *(m.url for m in miners)]
+        if ready_block is not None:
+            say(f"first epoch at block {ready_block}; waiting for every miner to sync the metagraph")
         if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
             return
         provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
@@ -241,6 +262,7 @@ async def _run(
             "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
         ])
         validator_url = await processes.url_of("validator")
+        say(f"validator at {validator_url}; waiting for its first step")
         _write_prometheus_targets(run_dir, {"validator": [validator_url], "provider": [provider_url],
                                             "miner": [m.url for m in miners]})
 
@@ -399,40 +421,58 @@ def _row(miner: MinerInfo, neuron: Any, weight: float, window: Any, parts: dict[
 # -- the live view ------------------------------------------------------------------
 
 
-def render(reached: Reached) -> Group:
-    header = Text(
-        f"block {reached.block}  ·  next epoch in {reached.blocks_to_epoch} blocks (tempo {reached.tempo})  ·  "
-        f"steps {reached.steps}  ·  weights set at {reached.last_weights_block or '-'}"
-        + (f"  ·  ends at block {reached.end_block}" if reached.end_block else "")
-    )
-    table = Table(title="dagnet localnet leaderboard")
-    for column in ("uid", "strategy", "steps", "mean S", "success", "cost", "latency", "reliab.", "weight", "incentive",
-                   "emission"):
-        table.add_column(column, justify="right" if column != "strategy" else "left")
-    for row in sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"])):
-        table.add_row(
-            str(row["uid"]), row["strategy"], str(row["steps_scored"]), f"{row['mean_S']:.3f}",
-            f"{row['mean_S_success']:.3f}", f"{row['mean_S_cost']:.3f}", f"{row['mean_S_latency']:.3f}",
-            f"{row['mean_S_reliability']:.3f}", f"{row['weight']:.3f}", f"{row['incentive']:.3f}", f"{row['emission']:.4f}",
-        )
-    return Group(header, table, Text(f"logs: {reached.run_dir}", style="dim"))
+LEADERBOARD = (
+    Column("uid", lambda r: str(r["uid"]), ALWAYS),
+    Column("strategy", lambda r: r["strategy"], ALWAYS, justify="left"),
+    Column("steps", lambda r: str(r["steps_scored"]), 5),
+    Column("mean S", lambda r: f"{r['mean_S']:.3f}", ALWAYS),
+    Column("success", lambda r: f"{r['mean_S_success']:.3f}", 4),
+    Column("cost", lambda r: f"{r['mean_S_cost']:.3f}", 3),
+    Column("latency", lambda r: f"{r['mean_S_latency']:.3f}", 2),
+    Column("reliab.", lambda r: f"{r['mean_S_reliability']:.3f}", 1),
+    Column("weight", lambda r: f"{r['weight']:.3f}", 6),
+    Column("incentive", lambda r: f"{r['incentive']:.3f}", ALWAYS),
+    Column("emission", lambda r: f"{r['emission']:.4f}", ALWAYS),
+)
+"""The leaderboard's columns; at 80 columns the score parts go first (mean S sums them)."""
+
+
+def render(reached: Reached, width: int | None = None) -> Group:
+    """The leaderboard for a terminal ``width`` columns wide (default: this one's)."""
+    width = terminal_width() if width is None else width
+    facts = [
+        f"block {reached.block}",
+        f"next epoch in {reached.blocks_to_epoch} blocks (tempo {reached.tempo})",
+        f"steps {reached.steps}",
+        f"weights set at {reached.last_weights_block or '-'}",
+        *([f"ends at block {reached.end_block}"] if reached.end_block else []),
+    ]
+    rows = sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"]))
+    table = fit_table(LEADERBOARD, rows, width, title="dagnet localnet leaderboard")
+    return Group(Text(" · ".join(facts)), table, Text(f"logs: {reached.run_dir}", style="dim"))
 
 
 def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> Reached:
     """Run with the live view (or silently), then print the final leaderboard when live."""
     from rich.live import Live
+    from rich.spinner import Spinner
 
     async def main() -> Reached:
         stop = asyncio.Event()
         if not live:
             return await run_localnet(options, stop)
-        with Live(console=console, refresh_per_second=4, transient=True) as view:
-            reached = await run_localnet(options, stop, lambda r: view.update(render(r)))
+        with Live(Spinner("dots", "starting"), console=console, refresh_per_second=4, transient=True) as view:
+
+            def phase(line: str) -> None:  # the line stays above the view; the spinner says what runs now
+                console.print(f"· {line}", highlight=False, markup=False)
+                view.update(Spinner("dots", line))
+
+            reached = await run_localnet(options, stop, lambda r: view.update(render(r, console.width)), phase)
         return reached
 
     reached = asyncio.run(main())
     if live:
-        console.print(render(reached))
+        console.print(render(reached, console.width))
     return reached
 
 

@@ -16,6 +16,9 @@ What it shows:
   blocked or aborted without running;
 - the critical path *of this run* — the longest chain, through edges, of the
   measured run times — outlined in both drawings;
+- every failed attempt's error, node by node (and the reason of a node that failed
+  without one), in a table of its own — not only in a tooltip;
+- the task and the instance seed, when the run had a task, so it can be replayed;
 - the score breakdown (each component and its weighted share of ``S``), when the
   run was scored, and the final output.
 
@@ -37,12 +40,14 @@ from protocol.graph import CycleError, Graph
 from protocol.plan import WorkflowPlan
 from scoring.composite import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
-__all__ = ["MAX_DAG_NODES", "MAX_INSTANCE_ROWS", "render_run_page"]
+__all__ = ["MAX_DAG_NODES", "MAX_FAILURE_ROWS", "MAX_INSTANCE_ROWS", "render_run_page"]
 
 MAX_DAG_NODES = 400
 """Larger plans get the timeline only: a DAG drawing of them is unreadable anyway."""
 MAX_INSTANCE_ROWS = 100
 """Frame instances drawn under their node; the rest are counted in a note."""
+MAX_FAILURE_ROWS = 200
+"""Failed attempts listed; the rest are counted in a note."""
 
 _OUTPUT_CHARS = 4000
 _LABEL_CHARS = 26
@@ -109,7 +114,7 @@ class _Row:
     started: float | None = None
     finished: float | None = None
     settled: float | None = None
-    spans: list[tuple[float, float, bool]] = field(default_factory=list)  # per attempt: start, end, ok
+    spans: list[tuple[float, float, str | None]] = field(default_factory=list)  # per attempt: start, end, error
     instances: list[_Row] = field(default_factory=list)  # a frame-scoped node's, drawn under it
     hidden: int = 0  # instances beyond MAX_INSTANCE_ROWS
 
@@ -134,6 +139,7 @@ def render_run_page(
         _summary(report, critical),
         _dag_section(plan, graph, rows, set(critical)),
         _gantt_section(graph, rows, set(critical)),
+        _failures_section(rows),
         _score_section(report.get("score")),
         _output_section(report),
         f"<script>{_SCRIPT}</script></body></html>\n",
@@ -176,7 +182,7 @@ def _row(node_id: str, action: str, record: Mapping[str, Any]) -> _Row:
         node_id, action, record.get("status", "pending"), record.get("reason"),
         int(record.get("attempts") or 0), record.get("frame"), started=record.get("started_s"),
         finished=record.get("finished_s"),
-        spans=[(a["started_s"], a["finished_s"], a.get("error") is None) for a in record.get("attempt_log", ())],
+        spans=[(a["started_s"], a["finished_s"], a.get("error")) for a in record.get("attempt_log", ())],
     )
 
 
@@ -245,10 +251,22 @@ def _summary(report: Mapping[str, Any], critical: Sequence[str]) -> str:
         ("retries", _esc(f"{report.get('retries', 0)} planned, {report.get('unplanned_retries', 0)} unplanned, "
                          f"{report.get('timeouts', 0)} timeouts, {report.get('hard_failures', 0)} hard failures")),
         ("critical path", _esc(" → ".join(critical) or "none")),
+        *_task_lines(report),
     ]
     body = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in lines)
     errors = "".join(f"<p class=\"err\">error: {_esc(e)}</p>" for e in report.get("errors") or ())
     return f"<table class=\"summary\">{body}</table>{errors}{_legend()}"
+
+
+def _task_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The task and its instance seed, when the run had a task: what replaying it takes."""
+    task_id = report.get("task_id")
+    if task_id is None:
+        return []
+    seed = report.get("seed")
+    replay = f"--task {task_id}" + (f" --seed {seed}" if seed is not None else "")
+    return [("task", _esc(task_id)), ("seed", _esc("none" if seed is None else seed)),
+            ("replay", f"<code>dagnet run PLAN {_esc(replay)}</code>")]
 
 
 def _legend() -> str:
@@ -414,11 +432,12 @@ def _gantt_row(row: _Row, y: float, scale: float, critical: bool) -> str:
     return "".join(parts)
 
 
-def _attempt_bar(x0: float, y: float, scale: float, span: tuple[float, float, bool], critical: bool) -> str:
-    """One attempt's segment: green when it succeeded, red when it failed."""
-    start, stop, ok = span
-    colour = _COLOURS["success" if ok else "failed"]
-    return _bar(x0 + start * scale, y, max(2.0, (stop - start) * scale), colour, critical, kind="attempt")
+def _attempt_bar(x0: float, y: float, scale: float, span: tuple[float, float, str | None], critical: bool) -> str:
+    """One attempt's segment: green when it succeeded, red (its error on hover) when it failed."""
+    start, stop, failure = span
+    colour = _COLOURS["success" if failure is None else "failed"]
+    bar = _bar(x0 + start * scale, y, max(2.0, (stop - start) * scale), colour, critical, kind="attempt")
+    return bar if failure is None else bar.replace("/>", f"><title>{_esc(failure)}</title></rect>", 1)
 
 
 def _bar(x: float, y: float, w: float, colour: str, critical: bool, *, kind: str = "bar") -> str:
@@ -437,6 +456,34 @@ def _row_tip(row: _Row) -> str:
         if t is not None:
             parts.append(f"{name} {t:.4f}s")
     return "; ".join(parts)
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+def _failures(rows: Mapping[str, _Row]) -> list[tuple[str, str, str]]:
+    """(node, attempt, error) for every failed attempt, and a failed node's reason when no
+    attempt carries one (a node that failed before it ran)."""
+    found = []
+    for row in rows.values():
+        for r in (row, *row.instances):
+            errors = [(str(n), failure) for n, (_, _, failure) in enumerate(r.spans, 1) if failure is not None]
+            if not errors and r.status == "failed" and r.reason:
+                errors = [("-", r.reason)]
+            found += [(r.label, attempt, failure) for attempt, failure in errors]
+    return found
+
+
+def _failures_section(rows: Mapping[str, _Row]) -> str:
+    failures = _failures(rows)
+    if not failures:
+        return "<h2>Failed attempts</h2><p>none</p>"
+    shown = failures[:MAX_FAILURE_ROWS]
+    body = "".join(f"<tr><td>{_esc(label)}</td><td class=\"num\">{_esc(attempt)}</td><td class=\"err\">{_esc(failure)}</td></tr>"
+                   for label, attempt, failure in shown)
+    more = f"<p>… and {len(failures) - len(shown)} more</p>" if len(failures) > len(shown) else ""
+    return (f"<h2>Failed attempts</h2><table id=\"failures\"><tr><th>node</th><th>attempt</th><th>error</th></tr>"
+            f"{body}</table>{more}")
 
 
 # -- score and output -------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from chain.network import DEFAULT_EMBEDDED_STATE
+from neurons.columns import ALWAYS, Column, fit_table
 from neurons.commands.common import fail, print_json
 from neurons.commands.network import EndpointOpt, NetuidOpt, NetworkOpt, network_of, run_on_chain
 
@@ -95,16 +95,23 @@ async def status_of(chain: Any) -> dict[str, Any]:
     }
 
 
+STATUS_COLUMNS = (
+    Column("uid", lambda n: str(n["uid"]), ALWAYS),
+    Column("hotkey", lambda n: n["hotkey"], 5, short=lambda n: n["hotkey"][:10] + "…", justify="left"),
+    Column("stake", lambda n: f"{n['stake']:.3f}", ALWAYS),
+    Column("permit", lambda n: "yes" if n["validator_permit"] else "", 3, justify="left"),
+    Column("incentive", lambda n: f"{n['incentive']:.4f}", ALWAYS),
+    Column("dividends", lambda n: f"{n['dividends']:.4f}", 2),
+    Column("emission", lambda n: f"{n['emission']:.4f}", ALWAYS),
+    Column("axon", lambda n: n["axon"] or "", 4, short=lambda n: (n["axon"] or "").removeprefix("http://"), justify="left"),
+)
+"""At 80 columns: hotkeys shortened, axons without the scheme, then dividends and permit dropped."""
+
+
 def render_status(status: dict[str, Any], console: Console) -> None:
     console.print(
         f"netuid {status['netuid']} · block {status['block']} · tempo {status['tempo']} "
         f"(next epoch in {status['blocks_until_epoch']}) · weights rate limit {status['weights_rate_limit']}",
         highlight=False,
     )
-    table = Table("uid", "hotkey", "stake", "permit", "incentive", "dividends", "emission", "axon")
-    for n in status["neurons"]:
-        table.add_row(
-            str(n["uid"]), n["hotkey"][:10] + "…", f"{n['stake']:.3f}", "yes" if n["validator_permit"] else "",
-            f"{n['incentive']:.4f}", f"{n['dividends']:.4f}", f"{n['emission']:.4f}", n["axon"] or "",
-        )
-    console.print(table)
+    console.print(fit_table(STATUS_COLUMNS, status["neurons"], console.width))

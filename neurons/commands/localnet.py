@@ -26,7 +26,8 @@ def localnet(
     duration: Optional[float] = typer.Option(None, "--duration", min=1, help="Run this many seconds instead of --tempos."),
     block_time: float = typer.Option(1.0, "--block-time", min=0.1, help="Seconds per block."),
     tempo: int = typer.Option(20, "--tempo", min=2, help="Blocks per epoch."),
-    run_dir: Optional[Path] = typer.Option(None, "--dir", help="New or empty folder for the chain, state and every process's log.  [default: localnet-<UTC time>]"),
+    run_dir: Optional[Path] = typer.Option(None, "--dir", help="New or empty folder for the chain, state and every process's log.  "
+        "[default: ~/.cache/dagnet/localnet-<UTC time> ($XDG_CACHE_HOME/dagnet/...), printed at start and end]"),
     as_json: bool = JsonOpt,
 ) -> None:
     """The subnet on this machine: embedded chain, validator, miners and a tool provider, with a live leaderboard."""
