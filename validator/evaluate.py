@@ -1,8 +1,9 @@
 """One path from a plan to its score: bind the instance's inputs, execute under the
-budget ceiling and the deadline, score.
+budget ceiling and the deadline (:func:`run_task`), score (:func:`score_execution`).
 
 ``dagnet run --task``, the validation step and ``dagnet bench tasks`` all go through
-here, so a plan scores the same wherever it runs.
+here — on the validator's own execution and simulated time by default
+(:mod:`validator.owned`) — so a plan scores the same wherever it runs.
 
 Budget: every node is priced at the larger of its declared ``estimated_cost`` and what
 the validator expects its subnet to charge (``avg_cost × top_k``). Those prices are the
@@ -14,7 +15,6 @@ nodes already in flight at the crossing cost.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,7 +29,7 @@ from scoring.evaluate import score_run
 
 from .executor import Event, Execution, ExecutorConfig, budget_ceiling, execute
 
-__all__ = ["DEADLINE_FACTOR", "Evaluation", "evaluate", "expected_prices", "run_task", "score_execution"]
+__all__ = ["DEADLINE_FACTOR", "Evaluation", "expected_prices", "run_task", "score_execution"]
 
 DEADLINE_FACTOR = 2.0
 """The global deadline is this many times the task's ``max_latency_seconds``."""
@@ -80,28 +80,8 @@ def score_execution(task: Task, check: PlanCheck, execution: Execution) -> Score
     """The execution's score; an invalid plan scores 0 with its errors as the reason.
 
     Blocking: judging ``code`` waits on sandboxed processes. Async callers run it in a
-    worker thread (:func:`evaluate` does).
+    worker thread.
     """
     if not check.runnable:
         return invalid_score("; ".join(check.errors) or "invalid plan")
     return score_run(task, metrics=execution.metrics, final_output=execution.final_output)
-
-
-async def evaluate(
-    plan: WorkflowPlan,
-    check: PlanCheck,
-    task: Task,
-    runner: NodeRunner,
-    *,
-    total_estimated_cost: float | None,
-    config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
-) -> Evaluation:
-    """Execute and score ``plan`` on ``task``'s drawn instance."""
-    execution = await run_task(
-        plan, check, task, runner, total_estimated_cost=total_estimated_cost, config=config, limits=limits,
-        on_event=on_event,
-    )
-    score = await asyncio.to_thread(score_execution, task, check, execution)
-    return Evaluation(execution, score)
