@@ -1,47 +1,53 @@
-"""Reference planner strategies a miner can run (``--strategy``).
+"""Planners: the interface a miner's planner implements, the loader that finds one
+by name (``dagnet miner --planner NAME``), and the reference planners.
 
 ``good`` plans well (parallel where independent, cheapest allowed subnet that
 fits the latency budget, declared retries and timeouts); ``naive`` is a plain
 sequential chain. Both plan from the task's step hints, without a model.
 ``invalid`` and ``precompute`` are attackers (``attackers.py``): a local network
-runs them to show that cheating earns nothing.
+runs them to show that cheating earns nothing. Each is a plain implementation of
+:class:`Planner` (``base.py``, docs/planner.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .attackers import InvalidPlanner, PrecomputePlanner
-from .base import PlanningError, PlanProposal, Planner
+from .base import (
+    PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, PlanningError, PlanProposal, PlanResult, Planner,
+    answer_for, run_planner,
+)
 from .good import GoodPlanner
+from .loader import BUILTINS, ENTRY_POINT_GROUP, PlannerLoadError, installed_planners, load_planner
 from .naive import NaivePlanner
 
 __all__ = [
     "ATTACKS",
+    "BUILTINS",
+    "ENTRY_POINT_GROUP",
+    "PLANNER_INTERFACE",
+    "PLANNER_TIMEOUT_S",
     "STRATEGIES",
     "GoodPlanner",
     "InvalidPlanner",
     "NaivePlanner",
     "PlanProposal",
+    "PlanResult",
     "Planner",
+    "PlannerFailure",
+    "PlannerLoadError",
     "PlanningError",
     "PrecomputePlanner",
+    "answer_for",
     "get_planner",
+    "installed_planners",
+    "load_planner",
+    "run_planner",
 ]
 
 STRATEGIES = ("good", "naive")
 """The reference strategies: honest plans from the step hints."""
 ATTACKS = ("invalid", "precompute")
 
-_FACTORIES: dict[str, Callable[[], Planner]] = {
-    "good": GoodPlanner, "naive": NaivePlanner, "invalid": InvalidPlanner, "precompute": PrecomputePlanner,
-}
 
-
-def get_planner(name: str) -> Planner:
-    """A fresh planner of strategy ``name``; ``KeyError`` lists the known names."""
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise KeyError(f"unknown planner strategy {name!r}; known: {', '.join(STRATEGIES + ATTACKS)}") from None
-    return factory()
+get_planner = load_planner
+"""The name callers used before plug-ins: the same loader."""

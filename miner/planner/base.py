@@ -1,17 +1,72 @@
-"""What a planner is: a strategy that turns a task package into a workflow plan."""
+"""The planner interface (version :data:`PLANNER_INTERFACE`): what a planner receives,
+what it returns, how it says it cannot plan, and how the miner calls it.
+
+A planner is any object with a ``name`` and a ``plan(package)`` method:
+
+- it receives the :class:`~protocol.synapse.TaskPackage` a validator sent (the body of
+  ``POST /WorkflowSynapse``, without the miner fields);
+- it returns a :class:`PlanProposal` (a plan and the miner fields), a complete
+  :class:`~protocol.synapse.WorkflowSynapse` answer, or a bare
+  :class:`~protocol.plan.WorkflowPlan` (its estimates are then the plan's own);
+- ``plan`` may be a plain function or ``async def``; a plain one runs in a thread of
+  its own, so it may block;
+- it raises :class:`PlanningError` when it cannot plan the task (the miner answers 422
+  ``unplannable``). Anything else it raises, returns or takes longer than the
+  deadline for costs that one query: :func:`run_planner` turns it into a
+  :class:`PlannerFailure` that names its kind.
+
+A planner may declare ``interface = PLANNER_INTERFACE``; one that declares another
+version is refused when it is loaded (:mod:`miner.planner.loader`). docs/planner.md is
+the page a miner reads.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol, Union
 
+from pydantic import ValidationError
+
+from protocol.errors import format_validation_error
 from protocol.plan import WorkflowPlan
 from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
+__all__ = [
+    "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
+    "PlannerFailure", "PlanningError", "answer_for", "run_planner",
+]
+
+PLANNER_INTERFACE = 1
+"""The version of this interface. It changes only when an existing planner would break."""
+
+PLANNER_TIMEOUT_S = 6.0
+"""How long the miner waits for a plan by default: below the validator's 8 s query
+timeout, so a slow planner still gets a clear answer back to the validator in time."""
+
+_REASON_CHARS = 300
+
+FailureKind = Literal["unplannable", "error", "timeout", "invalid"]
+FAILURE_KINDS: tuple[FailureKind, ...] = ("unplannable", "error", "timeout", "invalid")
+
 
 class PlanningError(ValueError):
-    """The package cannot be planned without a model (no steps, no subnet of a kind,
-    steps whose DataRefs form a cycle...). The message says what is missing."""
+    """The package cannot be planned (no steps, no subnet of a kind, steps whose
+    DataRefs form a cycle...). The message says what is missing."""
+
+
+class PlannerFailure(Exception):
+    """A planner call that produced no answer: ``kind`` is ``unplannable`` (it raised
+    :class:`PlanningError`), ``error`` (it raised anything else), ``timeout`` or
+    ``invalid`` (it returned something that is not an answer)."""
+
+    def __init__(self, kind: FailureKind, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -25,25 +80,114 @@ class PlanProposal:
     reasoning: str
 
     def answer(self, package: TaskPackage, miner_uid: int) -> WorkflowSynapse:
-        """The ``WorkflowSynapse`` response: ``package`` with every miner field filled."""
-        if not isinstance(package, WorkflowSynapse):
-            package = WorkflowSynapse.model_validate(package.model_dump())
-        return package.model_copy(
-            update={
-                "miner_uid": miner_uid,
-                "scoring_version": SCORING_VERSION,
-                "workflow_plan": self.plan,
-                "total_estimated_cost": self.total_estimated_cost,
-                "total_estimated_latency": self.total_estimated_latency,
-                "confidence": self.confidence,
-                "reasoning": self.reasoning,
-            }
-        )
+        """The ``WorkflowSynapse`` response: ``package`` with every miner field filled,
+        validated (``ValidationError`` when a field is not what the wire allows)."""
+        return WorkflowSynapse.model_validate({
+            **package.model_dump(),
+            "miner_uid": miner_uid,
+            "scoring_version": SCORING_VERSION,
+            "workflow_plan": self.plan,
+            "total_estimated_cost": self.total_estimated_cost,
+            "total_estimated_latency": self.total_estimated_latency,
+            "confidence": self.confidence,
+            "reasoning": self.reasoning,
+        })
+
+
+PlanResult = Union[PlanProposal, WorkflowSynapse, WorkflowPlan]
+"""What ``plan`` may return (or, for an async planner, resolve to)."""
 
 
 class Planner(Protocol):
+    """The interface every planner implements; see the module docstring."""
+
     name: str
 
-    def plan(self, package: TaskPackage) -> PlanProposal:
+    def plan(self, package: TaskPackage) -> PlanResult | Awaitable[PlanResult]:
         """Design a plan for ``package``; raises :class:`PlanningError` when it cannot."""
         ...
+
+
+async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: float = PLANNER_TIMEOUT_S) -> PlanResult:
+    """``planner.plan(package)`` within ``timeout_s``, off the event loop when it is not
+    async. Raises :class:`PlannerFailure` for every way it can fail, never anything else
+    (a plain planner left running past the deadline finishes in its daemon thread and
+    its result is dropped)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            if inspect.iscoroutinefunction(planner.plan):
+                result = await planner.plan(package)
+            else:
+                result = await _in_thread(planner.plan, package)
+                if inspect.isawaitable(result):
+                    result = await result
+    except PlanningError as exc:
+        raise PlannerFailure("unplannable", _short(str(exc))) from None
+    except TimeoutError:
+        raise PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s") from None
+    except (Exception, SystemExit) as exc:
+        raise PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}")) from None
+    if not isinstance(result, (PlanProposal, WorkflowSynapse, WorkflowPlan)):
+        raise PlannerFailure("invalid", f"the planner returned a {type(result).__name__}, not a plan")
+    return result
+
+
+def answer_for(result: PlanResult, package: TaskPackage, miner_uid: int) -> WorkflowSynapse:
+    """The ``WorkflowSynapse`` a miner sends for ``result``; :class:`PlannerFailure`
+    (``invalid``) when it cannot be one: a field out of range, or an answer to another task."""
+    try:
+        if isinstance(result, WorkflowPlan):
+            result = _bare(result)
+        if isinstance(result, PlanProposal):
+            return result.answer(package, miner_uid)
+        if result.task_id != package.task_id:
+            raise PlannerFailure("invalid", f"the planner answered task {result.task_id!r}, not {package.task_id!r}")
+        return WorkflowSynapse.model_validate({
+            **result.model_dump(), **package.model_dump(), "miner_uid": miner_uid, "scoring_version": SCORING_VERSION,
+        })
+    except ValidationError as exc:
+        raise PlannerFailure("invalid", _short(f"the planner's answer is invalid: {format_validation_error(exc)}")) from None
+
+
+def _bare(plan: WorkflowPlan) -> PlanProposal:
+    """A bare plan with the plan's own estimates (the critical path for latency)."""
+    from .steps import estimate  # steps builds on this module
+
+    try:
+        cost, latency = estimate(plan)
+    except Exception:  # a cyclic or overflowing plan: the validator says what is wrong with it
+        cost, latency = 0.0, 0.0
+    return PlanProposal(plan, cost, latency, 0.5, "a plan without notes")
+
+
+async def _in_thread(fn: Any, arg: Any) -> Any:
+    """``fn(arg)`` in a daemon thread: one that never returns cannot hold up the
+    event loop, a worker pool, or the process's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the caller stopped waiting (deadline)
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(arg), None)
+        except BaseException as exc:  # noqa: BLE001 — handed to the caller as is
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop closed while the planner ran
+            pass
+
+    threading.Thread(target=work, name="dagnet-planner", daemon=True).start()
+    return await future
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
