@@ -4,6 +4,11 @@ Every request is signed with ``btauth/1`` over the exact bytes sent, with a fres
 nonce per request (a retry is a new request). A peer can be slow, silent, huge,
 rude or gone: each of those comes back as a :class:`Reply` with ``error`` set,
 never as an exception, so one bad miner cannot disturb a validation step.
+
+A reply is read as the bytes on the wire, under the size cap. The client asks for
+``Accept-Encoding: identity`` and decodes nothing: a reply that declares any other
+``Content-Encoding`` is refused before its body is read, so a compressed bomb costs
+what its headers cost.
 """
 
 from __future__ import annotations
@@ -90,8 +95,8 @@ class _OriginPools(httpx.AsyncBaseTransport):
             await pool.aclose()
 
 
-class _OversizeError(Exception):
-    pass
+class _Refused(Exception):
+    """A reply the client will not read: over the size cap, or in an encoding it did not ask for."""
 
 
 class MinerClient:
@@ -185,7 +190,7 @@ class MinerClient:
                     return await self._exchange(axon_url + path, hotkey, path, body, timeout, started)
             except TimeoutError:
                 return _failure(f"timeout after {timeout:g}s", started)
-            except _OversizeError as exc:
+            except _Refused as exc:
                 return _failure(str(exc), started)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 return _failure(f"connect error: {_describe(exc)}", started, retryable=True)
@@ -219,16 +224,20 @@ class MinerClient:
         )
 
     async def _read_capped(self, response: httpx.Response) -> bytes:
+        """The body as sent (``aiter_raw``: nothing decoded), at most ``max_response_bytes``."""
+        encoding = _unrequested_encoding(response.headers)
+        if encoding is not None:
+            raise _Refused(f"unrequested content-encoding {encoding}")
         cap = self._limits.max_response_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise _OversizeError(f"response over {cap} bytes (content-length {declared})")
+            raise _Refused(f"response over {cap} bytes (content-length {declared})")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.aiter_raw():
             size += len(chunk)
             if size > cap:
-                raise _OversizeError(f"response over {cap} bytes")
+                raise _Refused(f"response over {cap} bytes")
             chunks.append(chunk)
         tick = time.perf_counter()
         data = b"".join(chunks)
@@ -255,3 +264,11 @@ def _failure(error: str, started: float, *, retryable: bool = False) -> Reply:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text[:_ERROR_EXCERPT]
+
+
+def _unrequested_encoding(headers: httpx.Headers) -> str | None:
+    """The reply's ``Content-Encoding`` when it names anything but ``identity`` (the only
+    coding the client accepts), else ``None``. Repeated headers count together."""
+    declared = headers.get("content-encoding", "")
+    codings = {coding.strip().lower() for coding in declared.split(",")} - {"", "identity"}
+    return declared.strip()[:_ERROR_EXCERPT] if codings else None

@@ -61,8 +61,8 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head + (await reader.readexactly(length) if length else b"")
 
 
-def _response(status: int, body: bytes, *, content_length: bool = True) -> bytes:
-    headers = [f"HTTP/1.1 {status} X", "Content-Type: application/json", "Connection: close"]
+def _response(status: int, body: bytes, *, content_length: bool = True, extra: tuple[str, ...] = ()) -> bytes:
+    headers = [f"HTTP/1.1 {status} X", "Content-Type: application/json", "Connection: close", *extra]
     headers.append(f"Content-Length: {len(body)}" if content_length else "Transfer-Encoding: chunked")
     head = ("\r\n".join(headers) + "\r\n\r\n").encode()
     if content_length:
@@ -88,12 +88,13 @@ async def GARBAGE(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, st
     await writer.drain()
 
 
-def reply_with(status: int, body: bytes, *, content_length: bool = True) -> Behaviour:
-    """Answer every request with ``status`` and ``body`` (chunked when not ``content_length``)."""
+def reply_with(status: int, body: bytes, *, content_length: bool = True, headers: tuple[str, ...] = ()) -> Behaviour:
+    """Answer every request with ``status``, ``body`` (chunked when not ``content_length``)
+    and any extra ``headers`` lines (``"Name: value"``)."""
 
     async def behave(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: asyncio.Event) -> None:
         await _read_request(reader)
-        writer.write(_response(status, body, content_length=content_length))
+        writer.write(_response(status, body, content_length=content_length, extra=headers))
         await writer.drain()
 
     return behave
