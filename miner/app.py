@@ -79,6 +79,7 @@ def create_app(
             registry, subnets=settings.provider_subnets or None, by_task=settings.provider_tasks or None
         ),
         metrics=metrics,
+        planner_timeout_s=settings.planner.timeout_s,
     )
     app = FastAPI(
         title="dagnet miner",

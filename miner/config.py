@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
+
+from .planner.base import PLANNER_TIMEOUT_S
 
 
 class RateLimit(BaseModel):
@@ -54,6 +57,18 @@ class ServerLimits(BaseModel):
     max_connections: int | None = Field(default=None, ge=1)
 
 
+class PlannerSettings(BaseModel):
+    """The planner's own section, ``[planner]`` (docs/planner.md): which planner, its
+    deadline, and the options its factory is called with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="good", min_length=1)
+    """A built-in, an installed ``dagnet.planners`` entry point, or ``package.module:attr``."""
+    timeout_s: float = Field(default=PLANNER_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
 class MinerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -68,7 +83,7 @@ class MinerSettings(BaseModel):
     min_stake: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     require_validator_permit: bool = True
     max_concurrency: int = Field(default=64, ge=1)
-    strategy: str = Field(default="good", min_length=1)
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
     provider_subnets: dict[str, ToolInfo] = Field(default_factory=dict)
     """Partner subnets this miner stands in for (``/NodeSynapse``), with their
     pricing; empty means every subnet is served at the tools' own cost."""
@@ -81,6 +96,28 @@ class MinerSettings(BaseModel):
     """SQLite file shared by workers for replay protection; only used when
     ``workers > 1`` (default: a per-port file in the temp directory)."""
     auth: AuthWindow = Field(default_factory=AuthWindow)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strategy_names_the_planner(cls, data: Any) -> Any:
+        """``strategy``, the old name of ``planner.name``, is still read; ``planner.name``
+        wins when both are given (``--planner`` sets it)."""
+        if not isinstance(data, dict) or "strategy" not in data:
+            return data
+        data = dict(data)
+        strategy = data.pop("strategy")
+        section = data.get("planner")
+        section = section.model_dump(exclude_unset=True) if isinstance(section, BaseModel) else section
+        if isinstance(section, dict):
+            data["planner"] = {"name": strategy, **section}
+        elif section is None:
+            data["planner"] = {"name": strategy}
+        return data
+
+    @property
+    def strategy(self) -> str:
+        """The planner's name (``planner.name``), under its old name."""
+        return self.planner.name
 
     def nonce_db_path(self) -> Path:
         """Where the shared nonce store lives when several workers serve."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -22,22 +23,33 @@ from protocol.errors import format_validation_error
 from protocol.output import NodeOutput
 from protocol.routes import error_body
 from protocol.runner import NodeCall, NodeResult
-from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, WorkflowSynapse
+from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
 
 from .asgi import BODY
 from .metagraph import MetagraphSource
 from .metrics import MinerMetrics
-from .planner.base import Planner, PlanningError
+from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
 from .readiness import readiness
 from .tools.runner import LocalRunner
 
 _M = TypeVar("_M", bound=BaseModel)
+
+log = logging.getLogger("dagnet.miner")
 
 _JSON = "application/json"
 _MAX_ERRORS_LISTED = 20
 _ERROR_MAX_CHARS = 4096  # NodeResponse.error's limit
 MAX_FRAMES = 10_000
 """The most frames one generator call answers with; the tool stops at the next one."""
+
+PLANNER_FAILURES = {
+    "unplannable": (422, "unplannable"),
+    "error": (500, "planner_error"),
+    "timeout": (503, "planner_timeout"),
+    "invalid": (500, "planner_invalid"),
+}
+"""Per failure kind (:class:`~miner.planner.base.PlannerFailure`): the status and the
+``reason`` the miner answers with; the message is the failure's own."""
 
 
 def dagnet_version() -> str:
@@ -59,10 +71,12 @@ class MinerEndpoints:
         planner: Planner,
         runner: LocalRunner,
         metrics: MinerMetrics,
+        planner_timeout_s: float = PLANNER_TIMEOUT_S,
     ) -> None:
         self.hotkey = hotkey
         self.metagraph = metagraph
         self.planner = planner
+        self.planner_timeout_s = planner_timeout_s
         self.runner = runner
         self.metrics = metrics
         self.version = dagnet_version()
@@ -70,8 +84,9 @@ class MinerEndpoints:
     async def workflow(self, request: Request) -> Response:
         """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
 
-        The planner runs inline: reference planners are pure and fast, and a
-        thread hop would cost more than it saves.
+        The planner runs under the planning deadline, a plain one in a thread of its own
+        (:func:`~miner.planner.base.run_planner`); whatever it does wrong is answered
+        with :data:`PLANNER_FAILURES` and costs this query only.
         """
         synapse = await _parse(request, WorkflowSynapse)
         if isinstance(synapse, Response):
@@ -80,11 +95,19 @@ class MinerEndpoints:
         if not state.ready:
             return _error(503, "miner_not_registered", f"this miner is not ready: {state.reason}")
         try:
-            proposal = self.planner.plan(synapse)
-        except PlanningError as exc:
-            return _error(422, "unplannable", f"cannot plan this task: {exc}")
-        answer = proposal.answer(synapse, state.uid)
-        return _json(answer.model_dump_json(by_alias=True, exclude_none=True))
+            result = await run_planner(self.planner, synapse, timeout_s=self.planner_timeout_s)
+            answer = answer_for(result, synapse, state.uid)
+            body = answer.model_dump_json(by_alias=True, exclude_none=True)
+        except PlannerFailure as failure:
+            return self._planner_failed(failure, synapse)
+        return _json(body)
+
+    def _planner_failed(self, failure: PlannerFailure, package: TaskPackage) -> Response:
+        self.metrics.planner_failure(failure.kind)
+        status, reason = PLANNER_FAILURES[failure.kind]
+        if failure.kind != "unplannable":
+            log.warning("planner %s: %s on task %s: %s", self.planner.name, failure.kind, package.task_id, failure.reason)
+        return _error(status, reason, failure.reason)
 
     async def node(self, request: Request) -> Response:
         """``POST /NodeSynapse``: run one already-resolved node on the local tools.
@@ -140,6 +163,12 @@ class MinerEndpoints:
             "registered": state.uid is not None,
             "synced": snapshot is not None,
             "metagraph_block": snapshot.block if snapshot is not None else None,
+            "planner": {
+                "name": getattr(self.planner, "name", "?"),
+                "interface": PLANNER_INTERFACE,
+                "timeout_s": self.planner_timeout_s,
+                "failures": dict(self.metrics.planner_failure_counts),
+            },
         }
         return Response(content=_dumps(payload), status_code=200 if state.ready else 503, media_type=_JSON)
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from protocol.metagraph import MetagraphSnapshot
-
 from protocol.routes import PATHS
 
 from .asgi import ASGIApp, Message, Receive, Scope, Send
+from .planner.base import FAILURE_KINDS
 
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -24,7 +24,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 class MinerMetrics:
     """Requests by endpoint and code, their latency, auth and blacklist refusals
-    by reason, and node calls by action and outcome."""
+    by reason, node calls by action and outcome, and planner failures by kind."""
 
     def __init__(self, *, actions: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -60,6 +60,16 @@ class MinerMetrics:
             ["action", "outcome"],
             registry=self.registry,
         )
+        self._planner_failures = Counter(
+            "dagnet_miner_planner_failures_total",
+            "WorkflowSynapse queries the planner could not answer, by kind "
+            "(unplannable, error, timeout, invalid).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.planner_failure_counts: dict[str, int] = {kind: 0 for kind in FAILURE_KINDS}
+        for kind in FAILURE_KINDS:
+            self._planner_failures.labels(kind)
         self._chain_block = Gauge(
             "dagnet_miner_chain_block", "The block of the metagraph this miner serves on (NaN before the first sync).",
             registry=self.registry,
@@ -116,6 +126,11 @@ class MinerMetrics:
         if counter is None:
             counter = self._node_children[key] = self._node_calls.labels(*key)
         counter.inc()
+
+    def planner_failure(self, kind: str) -> None:
+        """One query the planner did not answer (``kind``: one of :data:`FAILURE_KINDS`)."""
+        self.planner_failure_counts[kind] += 1
+        self._planner_failures.labels(kind).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.tools.registry import default_registry
@@ -91,14 +91,18 @@ class MinerProcessConfig(BaseModel):
     def check(self) -> str:
         """Load the hotkey and the planner once, before serving; the hotkey's address.
 
-        Raises ``ValueError`` for a key that cannot be loaded or an unknown strategy.
+        Raises ``ValueError`` for a key or a planner that cannot be loaded.
         """
         address = self.hotkey().ss58_address
         try:
-            get_planner(self.settings.strategy)
-        except KeyError as exc:
-            raise ValueError(str(exc).strip("'\"")) from None
+            self.planner()
+        except PlannerLoadError as exc:
+            raise ValueError(str(exc)) from None
         return address
+
+    def planner(self) -> Planner:
+        """A fresh planner as the settings name it (each worker makes its own)."""
+        return load_planner(self.settings.planner.name, self.settings.planner.options)
 
     def metagraph(self) -> MetagraphSource:
         if self.metagraph_file is not None:
@@ -131,13 +135,13 @@ class MinerProcessConfig(BaseModel):
 
 
 def build_miner_app(config: MinerProcessConfig) -> FastAPI:
-    """The app for ``config``: real tools, the configured planner strategy."""
+    """The app for ``config``: real tools, the configured planner."""
     return create_app(
         config.settings,
         keypair=config.hotkey(),
         metagraph=config.metagraph(),
         registry=default_registry(),
-        planner=get_planner(config.settings.strategy),
+        planner=config.planner(),
         auth_enabled=config.auth_enabled,
     )
 
@@ -151,7 +155,7 @@ def serve_miner(config: MinerProcessConfig) -> None:
     (``dagnet miner listening on http://HOST:PORT`` on stderr).
     """
     settings = config.settings
-    hotkey = config.check()  # fail on a bad key or strategy before binding
+    hotkey = config.check()  # fail on a bad key or planner before binding
     uv_config = guarded_config(
         functools.partial(build_miner_app, config),
         settings.server,

@@ -70,9 +70,10 @@ async def test_planner_crash_is_a_500_and_the_miner_keeps_serving() -> None:
         after = await miner.post("/NodeSynapse", _node())
         metrics = (await miner.get("/metrics")).text
     assert crashed.status_code == 500
-    assert crashed.json() == {"error": "internal error: RuntimeError", "reason": "internal"}
+    assert crashed.json() == {"error": "the planner raised RuntimeError: boom", "reason": "planner_error"}
     assert after.status_code == 200
     assert 'dagnet_miner_requests_total{code="500",endpoint="/WorkflowSynapse"} 1.0' in metrics
+    assert 'dagnet_miner_planner_failures_total{kind="error"} 1.0' in metrics
 
 
 async def test_malformed_json_is_422_with_a_clear_message(miner_server: MinerUnderTest) -> None:

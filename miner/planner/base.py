@@ -36,7 +36,7 @@ from protocol.plan import WorkflowPlan
 from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 __all__ = [
-    "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
+    "FAILURE_KINDS", "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
     "PlannerFailure", "PlanningError", "answer_for", "run_planner",
 ]
 
@@ -48,6 +48,7 @@ PLANNER_TIMEOUT_S = 6.0
 timeout, so a slow planner still gets a clear answer back to the validator in time."""
 
 _REASON_CHARS = 300
+_PACKAGE_FIELDS = frozenset(TaskPackage.model_fields) - {"scoring_version"}
 
 FailureKind = Literal["unplannable", "error", "timeout", "invalid"]
 FAILURE_KINDS: tuple[FailureKind, ...] = ("unplannable", "error", "timeout", "invalid")
@@ -83,7 +84,7 @@ class PlanProposal:
         """The ``WorkflowSynapse`` response: ``package`` with every miner field filled,
         validated (``ValidationError`` when a field is not what the wire allows)."""
         return WorkflowSynapse.model_validate({
-            **package.model_dump(),
+            **package.model_dump(include=_PACKAGE_FIELDS),
             "miner_uid": miner_uid,
             "scoring_version": SCORING_VERSION,
             "workflow_plan": self.plan,
@@ -122,7 +123,7 @@ async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: floa
                 if inspect.isawaitable(result):
                     result = await result
     except PlanningError as exc:
-        raise PlannerFailure("unplannable", _short(str(exc))) from None
+        raise PlannerFailure("unplannable", _short(f"cannot plan this task: {exc}")) from None
     except TimeoutError:
         raise PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s") from None
     except (Exception, SystemExit) as exc:
@@ -143,7 +144,8 @@ def answer_for(result: PlanResult, package: TaskPackage, miner_uid: int) -> Work
         if result.task_id != package.task_id:
             raise PlannerFailure("invalid", f"the planner answered task {result.task_id!r}, not {package.task_id!r}")
         return WorkflowSynapse.model_validate({
-            **result.model_dump(), **package.model_dump(), "miner_uid": miner_uid, "scoring_version": SCORING_VERSION,
+            **result.model_dump(), **package.model_dump(include=_PACKAGE_FIELDS),
+            "miner_uid": miner_uid, "scoring_version": SCORING_VERSION,
         })
     except ValidationError as exc:
         raise PlannerFailure("invalid", _short(f"the planner's answer is invalid: {format_validation_error(exc)}")) from None

@@ -1,7 +1,7 @@
 """``dagnet miner``: run a miner.
 
 The command line carries what an operator sets on every start (the key, where to
-listen, the subnet, the strategy, the metagraph, workers); every other setting of
+listen, the subnet, the planner, the metagraph, workers); every other setting of
 :class:`miner.config.MinerSettings` comes from ``--config FILE`` and ``--set
 KEY=VALUE`` (:mod:`neurons.settings`). The web server is imported only when the
 miner starts.
@@ -9,6 +9,7 @@ miner starts.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -39,10 +40,12 @@ def miner(
     host: Annotated[Optional[str], typer.Option(help=f"Address to listen on.  {_default('host')}")] = None,
     port: Annotated[Optional[int], typer.Option(help=f"Port to listen on; 0 picks a free one.  {_default('port')}")] = None,
     netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,
-    strategy: Annotated[
+    planner: Annotated[
         Optional[str],
         typer.Option(
-            help=f"Planner strategy: good | naive (or the attackers invalid | precompute).  {_default('strategy')}"
+            "--planner", "--strategy",
+            help="Planner: good | naive | invalid | precompute, an installed dagnet.planners entry point, or "
+            "package.module:attr (docs/planner.md); its options are [planner.options].  [default: good]",
         ),
     ] = None,
     metagraph_file: Annotated[
@@ -87,11 +90,12 @@ def miner(
 
     Settings: defaults, then --config FILE, then each --set, then the flags above.
     """
-    flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "strategy": strategy, "workers": workers}
+    flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "workers": workers}
+    named = [f"planner.name={json.dumps(planner)}"] if planner is not None else []  # the flag wins, as flags do
     try:
         if provider_tasks is not None:
             flags["provider_tasks"] = {task.task_id: task.available_tools for task in load_taskset(provider_tasks)}
-        settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags=flags)
+        settings = build_settings(MinerSettings, config_file=config, overrides=[*(sets or ()), *named], flags=flags)
     except InputError as exc:
         fail(str(exc))
     from neurons.miner import MinerProcessConfig, serve_miner
