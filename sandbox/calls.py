@@ -26,7 +26,37 @@ from .models import SandboxLimits, SandboxResult
 from .run import run_python_async, run_sync
 
 SOLUTION = "solution.py"
-_LINE_OVERHEAD = 160  # token, call index and keys around each value
+BUDGET_EXHAUSTED = "judging budget exhausted"
+"""The error of every call the run's CPU budget did not reach (or ran out during)."""
+_LINE_OVERHEAD = 160  # token, call index, CPU and keys around each value
+_START_S = 2.0  # the run's wall beyond its calls' nets: starting and ending the sandbox
+
+
+@dataclass(frozen=True)
+class CallBudget:
+    """CPU time the calls of one run may use, measured by the harness from outside them.
+
+    ``cpu_seconds`` per call (its whole process tree: interpreter start, loading the
+    code, the call); ``cpu_budget`` for all calls together, past which the rest fail with
+    :data:`BUDGET_EXHAUSTED`. Wall time is a safety net only: a call still running after
+    ``wall_factor × cpu_seconds`` fails and ends the run's calls.
+    """
+
+    cpu_seconds: float
+    cpu_budget: float
+    wall_factor: float
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_seconds", "cpu_budget", "wall_factor"):
+            value = getattr(self, name)
+            if not 0 < value < float("inf"):
+                raise ValueError(f"CallBudget.{name} must be a positive finite number, got {value!r}")
+
+    @property
+    def wall_seconds(self) -> float:
+        """How long one run may hold its caller: the CPU it may use, stretched by the net
+        factor, once more for a call caught by the net, and the sandbox's start."""
+        return self.wall_factor * (self.cpu_budget + self.cpu_seconds) + _START_S
 
 
 @dataclass(frozen=True)
@@ -37,11 +67,13 @@ class Call:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one call gave: a JSON value (``returned``), or the reason it gave none."""
+    """What one call gave: a JSON value (``returned``), or the reason it gave none, and
+    the CPU seconds its processes used."""
 
     returned: bool
     value: Any = None
     error: str = ""
+    cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,11 +95,12 @@ async def call_function_async(
     entry_point: str,
     calls: Sequence[Call],
     *,
+    budget: CallBudget,
     limits: SandboxLimits = SandboxLimits(),
-    seconds_per_call: float = 2.0,
     max_value_bytes: int = 64 * 1024,
 ) -> CallsReport:
-    """Run ``entry_point(*args, **kwargs)`` of ``source`` once per call, in one sandboxed process.
+    """Run ``entry_point(*args, **kwargs)`` of ``source`` once per call, in one sandboxed process,
+    under ``budget`` (the run's wall limit is the budget's, whatever ``limits`` says).
 
     Raises :class:`SandboxUnavailable` when nothing can isolate the code.
     """
@@ -77,11 +110,16 @@ async def call_function_async(
         "callee": _source("_callee.py"),
         "entry_point": entry_point,
         "calls": [[list(call.args), dict(call.kwargs)] for call in calls],
-        "seconds": seconds_per_call,
+        "cpu_seconds": budget.cpu_seconds,
+        "cpu_budget": budget.cpu_budget,
+        "wall_factor": budget.wall_factor,
         "max_value_bytes": max_value_bytes,
+        "exhausted": BUDGET_EXHAUSTED,
     }
     cap = (len(calls) + 1) * (max_value_bytes + _LINE_OVERHEAD)
-    run_limits = dataclasses.replace(limits, max_output_bytes=max(limits.max_output_bytes, cap))
+    run_limits = dataclasses.replace(
+        limits, max_output_bytes=max(limits.max_output_bytes, cap), wall_seconds=budget.wall_seconds
+    )
     run = await run_python_async(
         {SOLUTION: source}, ["-c", _source("_harness.py")], stdin=json.dumps(spec), limits=run_limits
     )
@@ -124,10 +162,13 @@ def _record(line: str, index: int, token: str) -> dict[str, Any]:
 def _outcome(record: dict[str, Any], index: int) -> Outcome:
     if record.get("call") != index or type(record.get("call")) is not int:
         raise _Malformed(f"result line {index} is for call {record.get('call')!r}")
-    if set(record) == {"call", "value"}:
-        return Outcome(True, record["value"])
-    if set(record) == {"call", "error"} and isinstance(record["error"], str):
-        return Outcome(False, error=record["error"][:100])
+    cpu = record.get("cpu")
+    if type(cpu) not in (int, float) or not 0 <= cpu < float("inf"):
+        raise _Malformed(f"result line {index} has no CPU time")
+    if set(record) == {"call", "cpu", "value"}:
+        return Outcome(True, record["value"], cpu_s=float(cpu))
+    if set(record) == {"call", "cpu", "error"} and isinstance(record["error"], str):
+        return Outcome(False, error=record["error"][:100], cpu_s=float(cpu))
     raise _Malformed(f"result line {index} has keys {sorted(record)}")
 
 

@@ -24,6 +24,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -38,6 +39,7 @@ from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import PlanCheck
 from scoring.composite import Score, composite, invalid_score
+from scoring.quality.base import output_code
 
 from .client import MinerClient, Reply
 from .evaluate import run_task, score_execution
@@ -242,22 +244,37 @@ async def _execute(
             candidate.failure = f"execution error: {type(exc).__name__}: {exc}"[:300]
 
 
+JUDGING_SLOTS = os.cpu_count() or 1
+"""Distinct outputs judged at once: one per core, so a sandboxed call gets about a core and
+its wall time stays near its CPU time, far inside the judge's wall-clock net."""
+
+
 async def _score_all(task: Task, candidates: Sequence[_Candidate]) -> None:
     """Score every candidate, judging each distinct final output only once.
 
-    Output quality depends on the task and the final output alone, and judging
-    a ``code`` output runs a sandboxed test suite; miners running the same
-    strategy produce the same output, so one judgement per distinct output keeps
-    a large step inside a block. Each miner still gets the composite of its own
-    metrics, exactly as :func:`score_run` would compute it.
+    Output quality depends on the task and the final output alone (for ``code``, on
+    its code alone), and judging a ``code`` output runs it in the sandbox under a CPU
+    budget (docs/scoring.md); miners running the same strategy produce the same
+    output, so one judgement per distinct output keeps a large step inside a block.
+    Each miner still gets the composite of its own metrics, exactly as
+    :func:`score_run` would compute it.
     """
     groups: dict[str, list[_Candidate]] = {}
     for candidate in candidates:
-        groups.setdefault(_output_key(candidate.execution.final_output), []).append(candidate)
-    await asyncio.gather(*(asyncio.to_thread(_score_group, task, group) for group in groups.values()))
+        groups.setdefault(_output_key(task, candidate.execution.final_output), []).append(candidate)
+    slots = asyncio.Semaphore(JUDGING_SLOTS)
+    await asyncio.gather(*(_score_group_in(slots, task, group) for group in groups.values()))
 
 
-def _output_key(final_output: dict[str, Any] | None) -> str:
+async def _score_group_in(slots: asyncio.Semaphore, task: Task, group: Sequence[_Candidate]) -> None:
+    async with slots:
+        await asyncio.to_thread(_score_group, task, group)
+
+
+def _output_key(task: Task, final_output: dict[str, Any] | None) -> str:
+    """What the output's quality depends on: a ``code`` output's code, any other output whole."""
+    if task.task_type == "code":
+        return "code:" + output_code(final_output)
     return json.dumps(final_output, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
 
 

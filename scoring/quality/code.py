@@ -12,10 +12,21 @@ this process, on plain decoded JSON — nothing the tested process says about it
 and 0 when no case passed: lint alone pays nothing. Code is judged only under bubblewrap,
 the one isolation that hides the validator's files (``docs/sandbox.md``); elsewhere it
 scores 0 with that reason.
+
+Judging has a budget, in CPU time so that a loaded validator reaches the verdicts of a
+quiet one: :data:`JUDGING`. A case whose call is cut by it fails; the cases the budget
+does not reach fail too, and the details say after how many. Verdicts are kept per
+process (:data:`VERDICT_CACHE_SIZE` of them, least recently used out first), keyed by the
+code's and the reference's digests: the same code on the same instance is judged once.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -25,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.errors import format_validation_error
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxResult, SandboxUnavailable, isolation_available, run_python
-from sandbox.calls import SOLUTION, Call, CallsReport, Outcome, call_function
+from sandbox.calls import BUDGET_EXHAUSTED, SOLUTION, Call, CallBudget, CallsReport, Outcome, call_function
 
 from . import jsonvalue
 from .base import Quality, output_code
@@ -33,7 +44,15 @@ from .base import Quality, output_code
 PASS_WEIGHT = 0.9
 LINT_WEIGHT = 0.1
 LINT_PENALTY = 0.1
-SECONDS_PER_CASE = 1.0
+CPU_SECONDS_PER_CASE = 1.0
+"""CPU one case's call may use: a fresh interpreter, loading the solution and the call."""
+JUDGING_CPU_SECONDS = 3.0
+"""CPU one answer's calls may use together (per miner per step: a miner sends one answer)."""
+WALL_NET_FACTOR = 4.0
+"""A call still running after this many times :data:`CPU_SECONDS_PER_CASE` of wall time is
+waiting, not computing: it fails and ends the answer's judgement."""
+JUDGING = CallBudget(cpu_seconds=CPU_SECONDS_PER_CASE, cpu_budget=JUDGING_CPU_SECONDS, wall_factor=WALL_NET_FACTOR)
+VERDICT_CACHE_SIZE = 4096
 
 _PYFLAKES = ["-c", f"import sys; sys.path.insert(0, '.'); from pyflakes.api import main; main(args=[{SOLUTION!r}])"]
 _LINT_PREFIX = f"{SOLUTION}:"
@@ -54,7 +73,13 @@ class CodeReference(BaseModel):
     cases: list[Case] = Field(min_length=1)
 
 
-def score(reference: Mapping[str, Any], final_output: object, *, limits: SandboxLimits | None = None) -> Quality:
+def score(
+    reference: Mapping[str, Any],
+    final_output: object,
+    *,
+    limits: SandboxLimits | None = None,
+    budget: CallBudget = JUDGING,
+) -> Quality:
     try:
         ref = CodeReference.model_validate(reference)
     except ValidationError as exc:
@@ -65,16 +90,29 @@ def score(reference: Mapping[str, Any], final_output: object, *, limits: Sandbox
     if isolation_available() != PRIVATE_ISOLATION:
         return Quality.zero(f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
     limits = limits or SandboxLimits()
+    key = (_digest(code), _digest(json.dumps(ref.model_dump(mode="json"), sort_keys=True)), limits, budget)
+    quality = _VERDICTS.get(key)
+    if quality is None:
+        try:
+            quality, settled = _judge(ref, code, limits, budget)
+        except SandboxUnavailable as exc:
+            return Quality.zero(f"sandbox unavailable: {exc}")
+        if settled:
+            _VERDICTS.put(key, quality)
+    return quality
+
+
+def _judge(ref: CodeReference, code: str, limits: SandboxLimits, budget: CallBudget) -> tuple[Quality, bool]:
+    """The verdict, and whether it is the code's own (the sandbox ran to its end) and may be kept."""
     calls = [Call(case.args, case.kwargs) for case in ref.cases]
-    try:
-        report = call_function(code, ref.entry_point, calls, limits=limits, seconds_per_call=SECONDS_PER_CASE)
-        passed = sum(_passes(case, outcome) for case, outcome in zip(ref.cases, report.outcomes, strict=True))
-        details = _details(report, passed, len(ref.cases))
-        if passed == 0:
-            return Quality.zero(report.problem or "no case passed", **details)
-        warnings = _lint_warnings(run_python({SOLUTION: code, **_pyflakes_files()}, _PYFLAKES, limits=limits))
-    except SandboxUnavailable as exc:
-        return Quality.zero(f"sandbox unavailable: {exc}")
+    report = call_function(code, ref.entry_point, calls, budget=budget, limits=limits)
+    passed = sum(_passes(case, outcome) for case, outcome in zip(ref.cases, report.outcomes, strict=True))
+    details = _details(report, passed, len(ref.cases))
+    settled = report.run.returncode == 0 and not report.run.timed_out
+    if passed == 0:
+        reason = report.problem or details.pop("reason", "no case passed")
+        return Quality.zero(reason, **details), settled
+    warnings = _lint_warnings(run_python({SOLUTION: code, **_pyflakes_files()}, _PYFLAKES, limits=limits))
     if warnings is None:
         lint = 0.0
         details["lint_reason"] = "pyflakes did not finish"
@@ -82,7 +120,7 @@ def score(reference: Mapping[str, Any], final_output: object, *, limits: Sandbox
         lint = max(0.0, 1.0 - LINT_PENALTY * warnings)
         details["lint_warnings"] = warnings
     details["lint"] = lint
-    return Quality(PASS_WEIGHT * passed / len(ref.cases) + LINT_WEIGHT * lint, details)
+    return Quality(PASS_WEIGHT * passed / len(ref.cases) + LINT_WEIGHT * lint, details), settled and warnings is not None
 
 
 def _passes(case: Case, outcome: Outcome) -> bool:
@@ -100,6 +138,9 @@ def _details(report: CallsReport, passed: int, total: int) -> dict[str, Any]:
     details.update(errors=errors[:5], isolation=report.run.isolation, stderr_tail=report.run.stderr[-500:])
     if report.problem:
         details["problem"] = report.problem
+    judged = next((index for index, outcome in enumerate(report.outcomes) if outcome.error == BUDGET_EXHAUSTED), None)
+    if judged is not None:
+        details["reason"] = f"{BUDGET_EXHAUSTED} after {judged} of {total} cases"
     return details
 
 
@@ -116,3 +157,38 @@ def _pyflakes_files() -> dict[str, str]:
     """pyflakes' own sources, staged next to the solution: the sandbox sees no site-packages."""
     root = resources.files("pyflakes")
     return {f"pyflakes/{item.name}": item.read_text(encoding="utf-8") for item in root.iterdir() if item.name.endswith(".py")}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Verdicts:
+    """A bounded, thread-safe map from (code, reference, limits) to the verdict (LRU)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[Any, ...], Quality] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Quality | None:
+        with self._lock:
+            quality = self._items.get(key)
+            if quality is None:
+                return None
+            self._items.move_to_end(key)
+            return copy.deepcopy(quality)
+
+    def put(self, key: tuple[Any, ...], quality: Quality) -> None:
+        with self._lock:
+            self._items[key] = copy.deepcopy(quality)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_VERDICTS = _Verdicts(VERDICT_CACHE_SIZE)
