@@ -27,6 +27,12 @@ log = logging.getLogger("dagnet.miner.chain")
 MAX_BACKOFF_S = 30.0
 
 
+def next_pause(pause: float, poll_s: float, *, answered: bool) -> float:
+    """The wait before the next look: ``poll_s`` while the chain answers, doubling up to
+    :data:`MAX_BACKOFF_S` while it does not."""
+    return poll_s if answered else min(pause * 2, max(MAX_BACKOFF_S, poll_s))
+
+
 class MetagraphFollower:
     def __init__(
         self,
@@ -58,8 +64,7 @@ class MetagraphFollower:
         pause = self.poll_s
         try:
             while stop is None or not stop.is_set():
-                answered = await self.step(chain)
-                pause = self.poll_s if answered else min(pause * 2, max(MAX_BACKOFF_S, self.poll_s))
+                pause = next_pause(pause, self.poll_s, answered=await self.step(chain))
                 await asyncio.sleep(pause)
         finally:
             await chain.close()

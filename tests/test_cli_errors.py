@@ -5,6 +5,7 @@ every new way a user can get a command wrong.
 """
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "unknown_action": json.dumps({"nodes": [{"id": "a", "subnet": "sn1", "action": "teleport"}]}),
         "bad_node_id": json.dumps({"nodes": [{"id": "a b", "subnet": "sn1", "action": "echo"}]}),
         "settings_not_object": "[1]",
+        "towns_report": json.dumps({
+            "status": "completed", "completion_ratio": 1.0, "latency_s": 1.0, "cost_tao": 0.0, "retries": 0,
+            "unplanned_retries": 0, "timeouts": 0, "hard_failures": 0, "task_id": "rag_towns", "seed": 3,
+        }),
     }
     paths = {name: tmp_path / f"{name}.json" for name in made}
     for name, content in made.items():
@@ -87,6 +92,15 @@ BAD_INPUTS = [
     (["run", str(PLAN), "--inputs", "{{not json"], "--inputs: not valid JSON"),
     (["run", str(PLAN), "--inputs", "{missing}"], "missing.json: no such file"),
     (["run", str(PLAN), "--inputs", "{{}}", "--task", "rag_towns"], "give --task or --inputs, not both"),
+    (["run", str(PLAN), "--seed", "3"], "--seed needs --task"),
+    (["run", str(PLAN), "--task-id", "a"], "--task-id needs --task"),
+    (["plan", "check", str(PLAN), "--task-id", "a"], "--task-id needs --task"),
+    (["run", str(PLAN), "--task", "{taskset}", "--task-id", "rag_towns", "--seed", "3"], "--seed draws an instance of a task family"),
+    (["score", "{towns_report}", "--task", "rag_rivers"], "the report is a run of task 'rag_towns', not 'rag_rivers' (--task)"),
+    (["tasks", "show", "teleport"], "no task family 'teleport'"),
+    (["chain", "status", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1: [Errno 111]"),
+    (["subnet", "list", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1: [Errno 111]"),
+    (["subnet", "create", "--dev-key", "//Alice", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1"),
     (["localnet", "--dir", "{dir}"], "not a new or empty folder"),
     (["localnet", "--dir", "{bad_json}"], "not a new or empty folder"),
     (["subnet", "stake", "1", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
@@ -100,6 +114,52 @@ def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
+
+
+def test_a_report_of_the_task_it_is_scored_against_is_scored(files: dict[str, Path]) -> None:
+    result = CliRunner().invoke(app, ["score", str(files["towns_report"]), "--task", "rag_towns", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "S" in json.loads(result.stdout)
+
+
+GROUPS = [[]] + [[name] for name in ("plan", "tasks", "chain", "wallet", "subnet", "bench")]
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda g: " ".join(["dagnet", *g]))
+def test_a_bare_group_prints_its_help_readable_and_exits_0(group: list[str]) -> None:
+    result = CliRunner().invoke(app, group, prog_name="dagnet")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"Usage: {' '.join(['dagnet', *group])} ") and "Commands:" in lines
+    assert max(map(len, lines)) <= 80  # click wraps the help: not one flattened line
+
+
+def test_every_group_is_covered_by_the_bare_group_test() -> None:
+    """A group that is a command itself when bare (``validator``) runs instead of helping."""
+    groups = {group.name for group in app.registered_groups if not group.typer_instance.info.invoke_without_command}
+    assert groups == {g[0] for g in GROUPS if g}
+
+
+def test_a_miner_port_in_use_is_one_line_exit_2_and_leaves_nothing(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "neurons", "miner", "--dev-key", "//Bob", "--host", "127.0.0.1", "--port", str(port),
+             "--workers", "2"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"error: port {port} is in use (--port)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unreachable_chain_names_it_without_the_sdk_s_hint() -> None:
+    result = CliRunner().invoke(app, ["chain", "status", "--network", "ws://127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert "Client connection is not open" not in result.stderr and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(

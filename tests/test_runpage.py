@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -192,3 +193,42 @@ def test_html_timeline_draws_at_most_max_instance_rows_per_node():
     page = render_run_page(plan, report)
     assert page.count("<title>n[") == MAX_INSTANCE_ROWS
     assert "… and 5 more instances of n" in page
+
+
+def test_html_page_of_a_task_run_names_the_task_and_seed_to_replay_it(tmp_path):
+    out = tmp_path / "run.html"
+    _run(ROOT / "examples" / "seed004_ages.json", "--task", "rag_towns", "--seed", "7", "--html", out)
+    page = out.read_text()
+    assert "<th>task</th><td>rag_towns</td>" in page and "<th>seed</th><td>7</td>" in page
+    assert "dagnet run PLAN --task rag_towns --seed 7" in page
+
+
+def test_html_page_without_a_task_shows_no_task_line(tmp_path):
+    out = tmp_path / "run.html"
+    _run(OBSERVE, "--html", out)
+    assert "<th>task</th>" not in out.read_text()
+
+
+def test_html_page_lists_every_failed_attempt_with_its_error(tmp_path):
+    out = tmp_path / "run.html"
+    result = _run(OBSERVE, "--json", "--html", out)
+    report = json.loads(result.stdout)
+    page = out.read_text()
+    table = page[page.index('<table id="failures">'):]
+    table = table[: table.index("</table>")]
+    expected = [
+        (node_id, attempt["attempt"], attempt["error"])
+        for node_id, node in report["nodes"].items()
+        for attempt in node["attempt_log"] if attempt["error"] is not None
+    ]
+    assert expected  # observe.json retries one node and fails another
+    for node_id, attempt, message in expected:
+        assert f"<tr><td>{node_id}</td><td class=\"num\">{attempt}</td><td class=\"err\">{html.escape(message)}</td></tr>" in table
+    assert table.count("<tr><td>") == len(expected)
+
+
+def test_html_page_shows_why_a_node_failed_before_any_attempt():
+    plan = WorkflowPlan.model_validate({"nodes": [{"id": "a", "subnet": "s", "action": "echo"}]})
+    report = {"status": "partial", "nodes": {"a": {"status": "failed", "reason": "no provider for s", "attempts": 0}}}
+    page = render_run_page(plan, report)
+    assert '<td>a</td><td class="num">-</td><td class="err">no provider for s</td>' in page
