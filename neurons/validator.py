@@ -28,12 +28,14 @@ from benchmarks import FamilyTasks
 from chain.base import Chain
 from neurons.keys import open_wallet
 from neurons.localrun import SHIPPED_TASKS, owned_runner
+from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import Peer
 from protocol.task import TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
+from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.metrics import ValidatorMetrics
 from validator.providers import FixedProviders, ProviderDirectory
 from validator.state import ValidatorState
@@ -127,14 +129,26 @@ def load_providers(path: Path) -> FixedProviders:
         raise ValueError(f"cannot read providers file {path}: {exc}") from None
 
 
-def health_app(loop: ValidatorLoop, metrics: ValidatorMetrics) -> FastAPI:
+def health_app(
+    loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: asyncio.Future[str | None] | None = None
+) -> FastAPI:
+    """``/health`` (``ok`` or ``degraded`` with its reasons, :mod:`validator.health`) and
+    ``/metrics``, whose ``dagnet_validator_degraded`` gauges read the same assessment.
+    ``sandbox`` is the start-up sandbox check (:func:`start_sandbox_check`)."""
     app = FastAPI(title="dagnet validator", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def assessed() -> Health:
+        return assess(health_inputs(loop, metrics, sandbox))
+
+    metrics.watch_health(HEALTH_REASONS, lambda: assessed().codes())
 
     @app.get("/health")
     def health() -> dict[str, Any]:
         state = loop.state
+        verdict = assessed()
         return {
-            "status": "ok",
+            "status": verdict.status,
+            "reasons": [reason.message for reason in verdict.reasons],
             "hotkey": loop.hotkey,
             "netuid": loop.chain.netuid,
             "version_key": loop.config.version_key,
@@ -148,6 +162,57 @@ def health_app(loop: ValidatorLoop, metrics: ValidatorMetrics) -> FastAPI:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def health_inputs(loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: asyncio.Future[str | None] | None) -> HealthInputs:
+    """What the running loop knows now, for :func:`validator.health.assess`."""
+    hyper = loop.hyperparameters
+    return HealthInputs(
+        hotkey=loop.hotkey, recent_steps=tuple(loop.step_outcomes), snapshot=loop.snapshot,
+        metagraph_age_s=metrics.metagraph_age_s(), uptime_s=metrics.uptime_s(),
+        tempo=None if hyper is None else hyper.tempo, last_weights_block=loop.state.last_weights_block(),
+        first_block=metrics.first_block, sandbox_problem=_settled(sandbox),
+    )
+
+
+def _settled(check: asyncio.Future[str | None] | None) -> str | None:
+    if check is None or not check.done() or check.cancelled():
+        return None
+    return check.result()
+
+
+SANDBOX_WARNING = "sandbox unavailable: code tasks will score 0 for every miner — see docs/sandbox.md"
+
+
+def sandbox_problem() -> str | None:
+    """Why this machine cannot judge code (``None``: it can): the isolation the code
+    scorer requires, then one tiny program run through it. Blocking: seconds at most."""
+    isolation = isolation_available()
+    if isolation != PRIVATE_ISOLATION:
+        return f"isolation here is {isolation}, and code is judged only under {PRIVATE_ISOLATION}"
+    try:
+        run = run_python({"check.py": "print(6 * 7)"}, ["check.py"], limits=SandboxLimits(cpu_seconds=5, wall_seconds=15))
+    except (SandboxUnavailable, OSError) as exc:
+        return f"a test run could not start: {exc}"
+    if run.returncode != 0 or run.stdout.strip() != "42":
+        return f"a test run exited {run.returncode}: {run.stderr.strip()[-300:]}"
+    return None
+
+
+def start_sandbox_check() -> asyncio.Task[str | None]:
+    """:func:`sandbox_problem` in a worker thread, so start-up is not held up; logs one
+    warning when code cannot be judged. Call from the running loop."""
+
+    async def check() -> str | None:
+        try:
+            problem = await asyncio.to_thread(sandbox_problem)
+        except Exception as exc:  # a broken check is itself a sandbox that cannot be trusted
+            problem = f"the check failed: {exc!r}"
+        if problem is not None:
+            log.warning("%s (%s)", SANDBOX_WARNING, problem)
+        return problem
+
+    return asyncio.get_running_loop().create_task(check(), name="sandbox-check")
 
 
 async def run_validator(
@@ -175,7 +240,7 @@ async def run_validator(
                 owned_runner=owned_runner if providers is None else None, config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
-            async with _serving(health_app(loop, metrics), config) as url:
+            async with _serving(health_app(loop, metrics, start_sandbox_check()), config) as url:
                 _announce(
                     f"dagnet validator listening on {url} hotkey={loop.hotkey} netuid={chain.netuid} "
                     f"state={config.state} resumed_at_block={state.last_step_block()}"

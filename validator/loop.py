@@ -406,7 +406,8 @@ def _sandbox_outcome(outcome: MinerOutcome) -> str:
     quality = outcome.score.details.get("quality", {})
     if "isolation" in quality:
         return "ran"
-    return "unavailable" if "sandbox unavailable" in str(quality.get("reason", "")) else "not_run"
+    unavailable = ("sandbox unavailable", "code is judged only under")  # no sandbox, or one that cannot hide files
+    return "unavailable" if str(quality.get("reason", "")).startswith(unavailable) else "not_run"
 
 
 def _partner_subnets(tasks: Sequence[Task]) -> set[str]:

@@ -9,7 +9,7 @@ and phases by fixed vocabularies.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -81,6 +81,13 @@ class ValidatorMetrics:
             "dagnet_validator_sandbox_runs_total", "Sandboxed judgements of code outputs, by outcome.", ["outcome"], registry=r
         )
         self.version_key = Gauge("dagnet_validator_version_key", "The scoring version published with weights.", registry=r)
+        self.degraded = Gauge(
+            "dagnet_validator_degraded", "1 while the validator is degraded for this reason (see /health), else 0.",
+            ["reason"], registry=r,
+        )
+        self.started_at = time.monotonic()
+        self.first_block: int | None = None
+        """The block of the first metagraph this process read."""
         self._synced_at: float | None = None
         self.sync_age.set_function(self._sync_age)
         # Every label value of a fixed vocabulary exists from the start, at 0, so a rate
@@ -96,6 +103,8 @@ class ValidatorMetrics:
         """A fresh metagraph: its block, and each serving miner's incentive and emission."""
         self.metagraph_block.set(snapshot.block)
         self._synced_at = time.monotonic()
+        if self.first_block is None:
+            self.first_block = snapshot.block
         self.incentive.clear()
         self.emission.clear()
         for neuron in snapshot.neurons:
@@ -104,7 +113,22 @@ class ValidatorMetrics:
                 self.emission.labels(str(neuron.uid)).set(neuron.emission)
 
     def _sync_age(self) -> float:
-        return float("nan") if self._synced_at is None else time.monotonic() - self._synced_at
+        age = self.metagraph_age_s()
+        return float("nan") if age is None else age
+
+    def metagraph_age_s(self) -> float | None:
+        """Seconds since the last metagraph sync; ``None`` before the first."""
+        return None if self._synced_at is None else time.monotonic() - self._synced_at
+
+    def uptime_s(self) -> float:
+        return time.monotonic() - self.started_at
+
+    def watch_health(self, codes: Iterable[str], reasons: Callable[[], Collection[str]]) -> None:
+        """Export ``dagnet_validator_degraded{reason}`` for every code of ``codes``, 1 while
+        ``reasons()`` (the codes that hold now) has it: read afresh at every scrape, so each
+        gauge is as current as ``/health`` (:mod:`validator.health`)."""
+        for code in codes:
+            self.degraded.labels(code).set_function(lambda code=code: float(code in reasons()))
 
     def task_states(self, states: Mapping[str, str], vocabulary: tuple[str, ...]) -> None:
         for state in vocabulary:
