@@ -243,12 +243,11 @@ async def _run(
 
         say(f"starting the tool provider and {options.miners} miners")
         provider_url = await _start_miners(state, options, miners, processes)
-        say(f"processes started; waiting for the first epoch (up to {options.tempo + 1} blocks): "
-            "the validator's permit and the miners' axons on chain")
+        say(f"processes up; waiting for the first epoch (at most {options.tempo + 1} blocks)")
         ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
         urls = [provider_url, *(m.url for m in miners)]
         if ready_block is not None:
-            say(f"first epoch at block {ready_block}; waiting for every miner to sync the metagraph")
+            say(f"first epoch at block {ready_block}; waiting for the miners to sync it")
         if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
             return
         provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
