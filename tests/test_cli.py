@@ -189,3 +189,20 @@ def test_an_unknown_task_family_is_a_clear_error(cli):
     result = cli("run", EXAMPLES / "seed004_ages.json", "--task", "no_such_family")
     assert result.exit_code == 2
     assert "no task family 'no_such_family'" in result.stderr
+
+
+@pytest.mark.parametrize(("level", "quiet"), [("info", True), ("warning", True), ("debug", False)])
+def test_long_running_processes_keep_http_client_loggers_at_warning_unless_debug(level, quiet):
+    import logging
+
+    from neurons.commands.common import QUIET_LIBRARIES, configure_logging
+
+    saved = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
+    try:
+        for name in QUIET_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        configure_logging(level)
+        assert {logging.getLogger(n).level for n in ("httpx", "httpcore")} == {logging.WARNING if quiet else logging.NOTSET}
+    finally:
+        for name, was in saved.items():
+            logging.getLogger(name).setLevel(was)

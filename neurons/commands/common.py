@@ -112,8 +112,10 @@ def load_inputs(
         fail(str(exc))
 
 
-QUIET_LIBRARIES = ("httpx", "httpcore")
-"""Loggers that say one line per request at INFO: kept at WARNING unless the level is debug."""
+QUIET_LIBRARIES = ("httpx", "httpcore", "bittensor.transport")
+"""Loggers that say one line per request (or per connection attempt) at INFO: kept at
+WARNING unless the level is debug. A chain outage is reported by
+:class:`chain.network.OutageWarner` instead."""
 
 
 def configure_logging(level: str, *, timestamps: bool = False) -> None:
