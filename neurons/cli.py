@@ -15,10 +15,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
-from neurons.commands import bench, chain, localnet, miner, plan, run, score, subnet, tasks, validator, wallet
+from neurons.commands import bench, chain, eval, localnet, miner, plan, run, score, subnet, tasks, validator, wallet
 from neurons.commands.common import OneLineErrors
 
-COMMANDS = (plan, run, score, tasks, miner, validator, localnet, chain, wallet, subnet, bench)
+COMMANDS = (plan, run, score, tasks, eval, miner, validator, localnet, chain, wallet, subnet, bench)
 
 
 def _version() -> str:

@@ -1,0 +1,213 @@
+"""`dagnet eval` as a function: a planner scored offline exactly as a validator scores it,
+beside the reference planners.
+
+For every family and seed the planner answers the package of the instance
+:func:`neurons.localrun.family_task` draws (the validator's seed draw), under the
+miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
+the validator's response check (:func:`protocol.response.check_response`) and a valid
+plan through owned execution and the scorer (:func:`validator.owned.evaluate_owned`,
+what ``dagnet run PLAN --task FAMILY --seed N`` runs). A planner that fails, or an
+answer the validator would reject, scores 0 with the reason, node by node where the
+plan check names nodes. Nothing one family does stops the others.
+
+Wiring only: planning, checking, execution and scoring are the validator's and the
+miner's own functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from benchmarks import Family, load_families
+from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
+from neurons.localrun import family_task, owned_runner
+from protocol.response import check_response
+from protocol.task import Task
+from scoring.weights import normalize_weights
+from validator.owned import evaluate_owned
+
+__all__ = ["PARTS", "REFERENCES", "Run", "evaluate_planner", "score_answer", "select_families"]
+
+REFERENCES = ("good", "naive")
+"""The planners every evaluation is shown beside."""
+PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
+"""What each run reports of its score (docs/scoring.md)."""
+
+Progress = Callable[[int, int, str], None]
+"""``(done, total, what is running now)``."""
+
+
+@dataclass
+class Run:
+    """One planner on one instance: its score's parts, or why it scored 0."""
+
+    planner: str
+    task_id: str
+    task_type: str
+    seed: int
+    score: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+    status: str = "invalid"
+    reason: str | None = None
+    findings: list[str] = field(default_factory=list)
+    """What the plan check found fatal, one finding each (``node x: ...``, a cycle...)."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Node id → why the check blocks it or why it did not succeed when executed."""
+    error: str | None = None
+    """Set when the evaluation itself failed (a family that cannot be drawn, an engine error)."""
+
+
+def select_families(ids: Sequence[str] = (), task_type: str | None = None) -> list[Family]:
+    """The shipped families, restricted to ``ids`` (in that order) and ``task_type``.
+    ``KeyError`` names an unknown id or a type no family has."""
+    families = load_families()
+    if ids:
+        by_id = {f.task_id: f for f in families}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise KeyError(f"unknown task family {unknown[0]!r}; known: {', '.join(by_id)}")
+        families = [by_id[i] for i in dict.fromkeys(ids)]
+    if task_type is not None:
+        types = sorted({f.task_type for f in load_families()})
+        if task_type not in types:
+            raise KeyError(f"unknown task type {task_type!r}; known: {', '.join(types)}")
+        families = [f for f in families if f.task_type == task_type]
+    if not families:
+        raise KeyError("no family matches --family and --type together")
+    return families
+
+
+def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S) -> Run:
+    """``planner``'s answer to ``task``'s package, checked and scored as a validator does."""
+    package = task.package()
+    run = Run(getattr(planner, "name", "?"), task.task_id, task.task_type, task.seed or 0)
+    try:
+        result = asyncio.run(run_planner(planner, package, timeout_s=timeout_s))
+        answer = answer_for(result, package, miner_uid=0)
+    except PlannerFailure as failure:
+        run.reason = f"planner {failure.kind}: {failure.reason}"
+        return run
+    checked = check_response(answer.model_dump_json(by_alias=True, exclude_none=True).encode(), package)
+    if not checked.ok or checked.synapse is None or checked.plan_check is None:
+        run.reason = checked.reason or "invalid response"
+        if checked.plan_check is not None:
+            run.findings = list(checked.plan_check.errors)
+            run.nodes = dict(checked.plan_check.node_errors)
+        return run
+    evaluation = evaluate_owned(
+        checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task),
+        total_estimated_cost=checked.synapse.total_estimated_cost,
+    )
+    score = evaluation.score
+    run.score = {part: getattr(score, part) for part in PARTS}
+    run.status = evaluation.execution.status
+    run.reason = score.details.get("S_reason") or score.details.get("reason")
+    run.nodes = {node_id: record.reason or record.status for node_id, record in evaluation.execution.nodes.items()
+                 if record.status != "success"}
+    return run
+
+
+def evaluate_planner(
+    name: str,
+    *,
+    options: Mapping[str, Any] | None = None,
+    families: Sequence[Family],
+    seeds: Iterable[int],
+    timeout_s: float = PLANNER_TIMEOUT_S,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Score planner ``name`` and the references on ``families`` × ``seeds``; the result
+    :func:`neurons.commands.eval` prints (``--json`` prints it as is).
+
+    ``PlannerLoadError`` when ``name`` cannot be loaded; nothing else raises.
+    """
+    planners = {name: load_planner(name, options)}
+    for reference in REFERENCES:
+        planners.setdefault(reference, load_planner(reference))
+    seeds = list(seeds)
+    total, done = len(families) * len(seeds) * len(planners), 0
+    rows = []
+    for family in families:
+        runs: dict[str, list[Run]] = {label: [] for label in planners}
+        for seed in seeds:
+            for label, planner in planners.items():
+                if progress is not None:
+                    progress(done, total, f"{family.task_id} seed {seed} {label}")
+                runs[label].append(_guarded(label, planner, family, seed, timeout_s))
+                done += 1
+        rows.append(_family_row(family, name, runs))
+    if progress is not None:
+        progress(total, total, "")
+    return {
+        "planner": name, "references": list(REFERENCES), "seeds": seeds, "timeout_s": timeout_s,
+        "families": rows, "types": _groups(rows, name),
+    }
+
+
+def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float) -> Run:
+    """:func:`score_answer`, with anything that breaks the evaluation kept in the run."""
+    try:
+        run = score_answer(planner, family_task(family.task_id, seed), timeout_s=timeout_s)
+    except Exception as exc:  # one family's failure is one row's error, never the run's end
+        run = Run(label, family.task_id, family.task_type, seed, error=f"{type(exc).__name__}: {exc}")
+        run.reason = run.error
+    run.planner = label
+    return run
+
+
+def _family_row(family: Family, name: str, runs: Mapping[str, list[Run]]) -> dict[str, Any]:
+    labels = [name, *REFERENCES]
+    errors = sorted({r.error for label in labels for r in runs[label] if r.error})
+    return {
+        "task_id": family.task_id,
+        "task_type": family.task_type,
+        "mean": {label: _mean(runs[label]) for label in labels},
+        "wins": _wins(runs[name], runs["good"]),
+        "error": "; ".join(errors) or None,
+        "runs": {label: [asdict(r) for r in runs[label]] for label in labels},
+    }
+
+
+def _groups(rows: list[dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
+    """Per type and over all families: mean parts (over every run), wins, weight shares."""
+    kinds = sorted({row["task_type"] for row in rows})
+    groups = {kind: [row for row in rows if row["task_type"] == kind] for kind in kinds}
+    groups["all"] = rows
+    labels = [name, *REFERENCES]
+    summary = {}
+    for kind, members in groups.items():
+        runs = {label: [Run(**r) for row in members for r in row["runs"][label]] for label in labels}
+        means = {label: _mean(runs[label]) for label in labels}
+        summary[kind] = {
+            "families": len(members), "mean": means, "wins": _wins(runs[name], runs["good"]),
+            "weights": weight_shares(name, means),
+        }
+    return summary
+
+
+def weight_shares(name: str, means: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The share of the weights each planner earns in a network of one miner each of
+    ``name``, ``good`` and ``naive`` with these mean S: the validator's own softmax."""
+    labels = [name, *REFERENCES]
+    weights = normalize_weights({uid: means[label]["S"] for uid, label in enumerate(labels)})
+    return {f"{label}" if uid else "planner": weights.get(uid, 0.0) for uid, label in enumerate(labels)}
+
+
+def _mean(runs: Sequence[Run]) -> dict[str, float]:
+    if not runs:
+        return dict.fromkeys(PARTS, 0.0)
+    return {part: math.fsum(r.score[part] for r in runs) / len(runs) for part in PARTS}
+
+
+def _wins(mine: Sequence[Run], good: Sequence[Run]) -> dict[str, int]:
+    """On how many instances ``mine`` scored above, equal to and below ``good``."""
+    pairs = list(zip(mine, good))
+    return {
+        "above": sum(a.score["S"] > b.score["S"] for a, b in pairs),
+        "equal": sum(a.score["S"] == b.score["S"] for a, b in pairs),
+        "below": sum(a.score["S"] < b.score["S"] for a, b in pairs),
+        "of": len(pairs),
+    }

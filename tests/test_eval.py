@@ -1,0 +1,152 @@
+"""`dagnet eval`: a planner scored exactly as `dagnet run --task FAMILY --seed N` and the
+validator's owned execution score it, beside good and naive; failures stay in their row."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import neurons.evaluation as evaluation
+from miner.planner import get_planner
+from neurons.commands.eval import render
+from neurons.evaluation import PARTS, evaluate_planner, select_families, weight_shares
+from neurons.localrun import family_task, owned_runner
+from protocol.plan import PlanNode, WorkflowPlan
+from protocol.response import check_response
+from validator.owned import evaluate_owned
+
+ROOT = Path(__file__).resolve().parents[1]
+DAGNET = [sys.executable, "-m", "neurons"]
+CASES = [("rag_towns", 1), ("dt_sales", 4), ("agent_trip", 2), ("code_tax", 1)]
+"""A family of every type, on hidden instances (seed 0 is the public example)."""
+
+PLANNERS = '''
+from miner.planner import GoodPlanner
+from protocol.plan import PlanNode, WorkflowPlan
+
+class FailsOnRag:
+    """good's plans, except that it raises on every rag task."""
+    name = "fails-on-rag"
+
+    def plan(self, package):
+        if package.task_type == "rag":
+            raise RuntimeError("no idea about rag")
+        return GoodPlanner().plan(package)
+
+class WrongField:
+    """One search whose hit is read by a field hits do not have."""
+    name = "wrong-field"
+
+    def plan(self, package):
+        kinds = {info.type: subnet for subnet, info in package.available_tools.items()}
+        search = PlanNode(id="hits", subnet=kinds["retrieval"], action="search", params={"query": "x"})
+        reply = PlanNode(id="reply", subnet=kinds["text"], action="text_transform",
+                         params={"op": "strip", "text": "${hits.output.artifacts.metadata.hits.0.text}"})
+        return WorkflowPlan(nodes=[search, reply], edges=[{"from": "hits", "to": "reply"}])
+
+class Teleports(WrongField):
+    """The same plan with one node on an action no subnet offers: the validator rejects it."""
+    name = "teleports"
+
+    def plan(self, package):
+        plan = super().plan(package)
+        return plan.model_copy(update={"nodes": [plan.nodes[0], plan.nodes[1].model_copy(update={"action": "teleport"})]})
+'''
+
+
+@pytest.fixture
+def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "evalplanners.py").write_text(PLANNERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "evalplanners", raising=False)
+    return tmp_path
+
+
+def _good_run(family: str, seed: int) -> dict:
+    result = evaluate_planner("good", families=select_families([family]), seeds=[seed])
+    (run,) = result["families"][0]["runs"]["good"]
+    return run
+
+
+@pytest.mark.parametrize(("family", "seed"), CASES)
+def test_eval_good_is_exactly_dagnet_run_and_evaluate_owned(family: str, seed: int, tmp_path: Path) -> None:
+    task = family_task(family, seed)
+    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(answer.model_dump_json(by_alias=True, exclude_none=True))
+    ran = subprocess.run([*DAGNET, "run", str(plan_file), "--task", family, "--seed", str(seed), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode in (0, 1), ran.stderr
+    by_cli = json.loads(ran.stdout)["score"]
+
+    checked = check_response(plan_file.read_bytes(), task.package())
+    direct = evaluate_owned(checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task),
+                            total_estimated_cost=checked.synapse.total_estimated_cost).score
+
+    run = _good_run(family, seed)
+    assert by_cli["S"] > 0.5, by_cli
+    assert run["score"] == {part: by_cli[part] for part in PARTS} == {part: getattr(direct, part) for part in PARTS}
+
+
+def test_a_failing_family_stays_in_its_row(plugins: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    draw = evaluation.family_task
+
+    def broken(task_id: str, seed: int):
+        if task_id == "dt_staff":
+            raise RuntimeError("generator broke")
+        return draw(task_id, seed)
+
+    monkeypatch.setattr(evaluation, "family_task", broken)
+    result = evaluate_planner("evalplanners:FailsOnRag", families=select_families(["rag_towns", "dt_staff", "dt_sales"]),
+                              seeds=[1, 2])
+    rows = {row["task_id"]: row for row in result["families"]}
+    assert rows["dt_staff"]["error"] == "RuntimeError: generator broke"
+    assert rows["rag_towns"]["error"] is None
+    rag_runs = rows["rag_towns"]["runs"]["evalplanners:FailsOnRag"]
+    assert [r["reason"] for r in rag_runs] == ["planner error: the planner raised RuntimeError: no idea about rag"] * 2
+    assert rows["rag_towns"]["mean"]["evalplanners:FailsOnRag"]["S"] == 0 < rows["rag_towns"]["mean"]["good"]["S"]
+    # where it plans as good does, it scores as good does: equal, not a win
+    assert rows["dt_sales"]["mean"]["evalplanners:FailsOnRag"] == rows["dt_sales"]["mean"]["good"]
+    assert rows["dt_sales"]["wins"] == {"above": 0, "equal": 2, "below": 0, "of": 2}
+    text = render(result)
+    assert "  error: RuntimeError: generator broke" in text
+    assert all(len(line) <= 80 for line in text), [line for line in text if len(line) > 80]
+
+
+def test_an_invalid_plan_says_why_node_by_node(plugins: Path) -> None:
+    result = evaluate_planner("evalplanners:WrongField", families=select_families(["rag_towns"]), seeds=[1])
+    (run,) = result["families"][0]["runs"]["evalplanners:WrongField"]
+    assert run["score"]["S"] == 0
+    assert run["status"] == "partial" and run["nodes"]["reply"].startswith("missing_field:${hits.output")
+    assert "    node reply: missing_field:${hits.output.artifacts.metadata.hits.0.text}" in render(result)
+
+    rejected = evaluate_planner("evalplanners:Teleports", families=select_families(["rag_towns"]), seeds=[1])
+    (run,) = rejected["families"][0]["runs"]["evalplanners:Teleports"]
+    assert run["status"] == "invalid" and run["reason"].startswith("invalid plan:")
+    assert run["findings"] == ["node reply: unknown action 'teleport'"]
+    assert "    node reply: unknown action 'teleport'" in render(rejected)
+
+
+def test_weight_share_is_the_validators_softmax_of_the_mean_s() -> None:
+    means = {"mine": {"S": 0.80}, "good": {"S": 0.86}, "naive": {"S": 0.0}}
+    shares = weight_shares("mine", means)
+    assert shares["naive"] == 0.0  # S 0 earns nothing
+    assert shares["good"] / shares["planner"] == pytest.approx(2.718281828, rel=1e-6)  # 0.06 behind: 1/e
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_cli_prints_json_and_refuses_unknown_names(tmp_path: Path) -> None:
+    done = subprocess.run([*DAGNET, "eval", "naive", "--family", "dt_sales", "--seeds", "1", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["seeds"] == [1] and result["types"]["all"]["families"] == 1
+    assert set(result["types"]["all"]["weights"]) == {"planner", "good", "naive"}
+    for args, message in ((["psychic"], "unknown planner 'psychic'"), (["good", "--family", "nope"], "unknown task family 'nope'"),
+                          (["good", "--type", "poetry"], "unknown task type 'poetry'")):
+        refused = subprocess.run([*DAGNET, "eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr, refused.stderr
