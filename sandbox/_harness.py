@@ -31,7 +31,7 @@ import time
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
-POLL_S = 0.01
+POLL_S = 0.02
 REAP_S = 2.0
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 CPU_LIMIT = "cpu time limit"
