@@ -27,13 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from benchmarks import FamilyTasks
 from chain.base import Chain
 from neurons.keys import open_wallet
+from miner.planner import get_planner
 from neurons.localrun import SHIPPED_TASKS, owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import Peer
+from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
+from validator.lifecycle import Reference
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.metrics import ValidatorMetrics
@@ -215,6 +218,17 @@ def start_sandbox_check() -> asyncio.Task[str | None]:
     return asyncio.get_running_loop().create_task(check(), name="sandbox-check")
 
 
+def reference() -> Reference:
+    """How the validator judges a task (validator/lifecycle.py): the ``good`` reference
+    planner, as ``dagnet plan make`` runs it, its plan run by owned execution on the
+    reference tools."""
+
+    def plan(package: TaskPackage) -> WorkflowSynapse:
+        return get_planner("good").plan(package).answer(package, miner_uid=0)
+
+    return Reference(planner=plan, runner=owned_runner)
+
+
 async def run_validator(
     config: ValidatorProcessConfig,
     *,
@@ -237,7 +251,8 @@ async def run_validator(
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
                 chain, state, client, source or load_tasks(config.tasks), providers,
-                owned_runner=owned_runner if providers is None else None, config=config.loop_config(),
+                owned_runner=owned_runner if providers is None else None, reference=reference(),
+                config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
             async with _serving(health_app(loop, metrics, start_sandbox_check()), config) as url:

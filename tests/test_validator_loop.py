@@ -23,7 +23,8 @@ from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from validator.loop import LoopConfig, ValidatorLoop
+from neurons.validator import reference
+from validator.loop import INFRASTRUCTURE, LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 
@@ -82,7 +83,7 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
         state = ValidatorState(tmp_path / "validator.sqlite")
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
-                                 config=LoopConfig(synthetic_rate=0.0, **config))
+                                 reference=reference(), config=LoopConfig(synthetic_rate=0.0, **config))
             try:
                 yield loop, chain
             finally:
@@ -175,12 +176,14 @@ async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path
         assert not await loop.maybe_set_weights(chain.head)
         assert loop.state.steps_settled() == 0
         assert loop.metrics.chain_errors.labels("metagraph")._value.get() == 1
+        assert list(loop.step_outcomes) == [INFRASTRUCTURE]
+        assert loop.metrics.infrastructure_failures.labels("chain")._value.get() == 1
 
 
 @pytest.mark.parametrize("sabotage", ["scorer", "state"])
 async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch, sabotage: str) -> None:
     async with _loop(tmp_path) as (loop, chain):
-        if sabotage == "scorer":
+        if sabotage == "scorer":  # only on miners' outputs: the reference is judged fine, so the outputs are to blame
             monkeypatch.setattr("validator.step.score_execution", _boom)
         else:
             monkeypatch.setattr(loop.state, "settle_step", _boom)
@@ -190,6 +193,8 @@ async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch,
             assert all(r.reason.startswith("scoring error") for r in loop.state.executions())
         else:
             assert summary is None and loop.metrics.steps.labels("error")._value.get() == 1
+            assert list(loop.step_outcomes) == [INFRASTRUCTURE]
+            assert loop.metrics.infrastructure_failures.labels("step")._value.get() == 1
 
 
 def _boom(*args, **kwargs):

@@ -1,14 +1,16 @@
-"""The validator's SQLite state: atomic steps, rolling windows, lifecycle, shared opening."""
+"""The validator's SQLite state: atomic steps, rolling windows, the task lifecycle, shared opening, old files."""
 
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from validator.state import (
-    ACTIVE, DEPRECATED, QUARANTINED, REMOVED, ExecutionRecord, ValidatorState, plan_hash,
+    ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ExecutionRecord, ReferenceRun, TaskLifecycle, ValidatorState,
+    plan_hash,
 )
 
 
@@ -76,33 +78,96 @@ def test_the_instance_secret_is_made_once_and_kept(tmp_path: Path) -> None:
     again.close()
 
 
-def _tempo(state: ValidatorState, tempo: int, scores: dict[str, list[float]]) -> dict[str, str]:
-    first = tempo * 10
-    for i, (task, values) in enumerate(sorted(scores.items())):
-        state.settle_step(first + i, [_record(first + i, uid, s, task=task) for uid, s in enumerate(values)])
-    return state.close_tempo(tempo, first, first + 9)
+def _judged(state: ValidatorState, block: int, task: str, failure: str | None, *, tempo: int = 10) -> bool:
+    """A step at ``block`` whose reference run on ``task`` failed (``failure``) or not; a
+    succeeded one also settles a miner's record, a failed one charges no miner."""
+    records = [] if failure else [_record(block, 1, 0.0, task=task)]
+    return state.settle_step(block, records, ReferenceRun(task, failure), tempo=tempo)
 
 
-def test_lifecycle_deprecates_quarantines_and_removes(state: ValidatorState) -> None:
-    state.task_states(["easy", "hard", "mixed"])
-    easy, hard, mixed = [0.95, 0.99, 0.92, 0.2], [0.0, 0.05, 0.01, 0.9], [0.95, 0.95, 0.5, 0.0]
-    changes = [_tempo(state, t, {"easy": easy, "hard": hard, "mixed": mixed}) for t in range(3)]
-    assert changes[:2] == [{}, {}]
-    assert changes[2] == {"easy": DEPRECATED, "hard": QUARANTINED}
-    assert _tempo(state, 3, {"mixed": mixed}) == {}
-    assert state.close_tempo(3, 30, 39) == {}  # closing a tempo twice changes nothing
-    for tempo in range(4, 7):
-        assert _tempo(state, tempo, {"mixed": mixed}) == {}
-    assert _tempo(state, 7, {"mixed": mixed}) == {"hard": REMOVED}
-    assert state.task_states() == {"easy": DEPRECATED, "hard": REMOVED, "mixed": ACTIVE}
-    assert state.lifecycle_counters()["hard"]["quarantined_tempos"] == 5
+def test_a_task_is_set_aside_after_failed_reference_runs_in_a_row(state: ValidatorState) -> None:
+    state.task_states(["broken", "fine"])
+    assert _judged(state, 100, "broken", "the reference output has quality 0")
+    assert state.task_lifecycles()["broken"] == TaskLifecycle("broken", ACTIVE, None, None, None, 1)
+    assert _judged(state, 101, "broken", None)  # one success clears the count
+    assert state.task_lifecycles()["broken"].reference_failures == 0
+    for block in range(102, 102 + SET_ASIDE_AFTER):
+        assert _judged(state, block, "broken", f"failure at {block}")
+    last = 102 + SET_ASIDE_AFTER - 1
+    assert state.task_lifecycles()["broken"] == TaskLifecycle(
+        "broken", SET_ASIDE, last, last + COOL_OFF_TEMPOS * 10, f"failure at {last}", SET_ASIDE_AFTER,
+    )
+    assert state.task_states() == {"broken": SET_ASIDE, "fine": ACTIVE}
+    assert not _judged(state, last, "broken", "again")  # a replayed step counts nothing twice
+    assert state.task_lifecycles()["broken"].reference_failures == SET_ASIDE_AFTER
+    assert state.window().means() == {1: 0.0}  # only the succeeded step charged its miner
 
 
-def test_a_high_run_broken_by_one_tempo_starts_again(state: ValidatorState) -> None:
-    state.task_states(["t"])
-    for tempo, values in enumerate([[1.0] * 4, [1.0] * 4, [1.0, 1.0, 0.0, 0.0], [1.0] * 4, [1.0] * 4]):
-        assert _tempo(state, tempo, {"t": values}) == {}
-    assert _tempo(state, 5, {"t": [1.0] * 4}) == {"t": DEPRECATED}
+def test_miners_scores_never_move_a_task(state: ValidatorState) -> None:
+    state.task_states(["hard"])
+    for block in range(100, 160):  # every miner at 0, the reference fine: the task stays
+        state.settle_step(block, [_record(block, uid, 0.0, task="hard") for uid in range(4)],
+                          ReferenceRun("hard"), tempo=10)
+    assert state.task_lifecycles()["hard"] == TaskLifecycle("hard", ACTIVE, None, None, None, 0)
+
+
+def test_a_set_aside_task_returns_at_the_end_of_its_cool_off(state: ValidatorState) -> None:
+    state.task_states(["broken"])
+    for block in (10, 11):
+        _judged(state, block, "broken", "broken generator", tempo=5)
+    until = 11 + COOL_OFF_TEMPOS * 5
+    assert state.task_lifecycles()["broken"].until_block == until
+    assert state.reinstate(until - 1) == []
+    assert state.task_states()["broken"] == SET_ASIDE
+    assert state.reinstate(until) == ["broken"]
+    assert state.task_lifecycles()["broken"] == TaskLifecycle("broken", ACTIVE, None, None, None, 0)
+    assert state.reinstate(until + 1) == []
+
+
+def test_setting_a_task_aside_without_the_tempo_settles_nothing(state: ValidatorState) -> None:
+    _judged(state, 1, "t", "broken")
+    with pytest.raises(ValueError, match="tempo"):
+        state.settle_step(2, [], ReferenceRun("t", "broken"))
+    assert state.last_step_block() == 1 and state.task_lifecycles()["t"].reference_failures == 1
+
+
+def test_reset_makes_every_task_active_again(state: ValidatorState) -> None:
+    state.task_states(["a", "b"])
+    for block in (1, 2):
+        _judged(state, block, "a", "broken")
+    _judged(state, 3, "b", "once")
+    assert state.reset_tasks() == 2
+    assert set(state.task_lifecycles().values()) == {
+        TaskLifecycle("a", ACTIVE, None, None, None, 0), TaskLifecycle("b", ACTIVE, None, None, None, 0),
+    }
+
+
+def test_a_state_file_of_the_old_schema_opens_with_every_task_active(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE tasks (task_id TEXT PRIMARY KEY, state TEXT NOT NULL, high_tempos INTEGER NOT NULL DEFAULT 0,
+            low_tempos INTEGER NOT NULL DEFAULT 0, quarantined_tempos INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO tasks VALUES ('hard', 'quarantined', 0, 3, 2), ('gone', 'removed', 0, 3, 5), ('easy', 'deprecated', 3, 0, 0);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('last_closed_tempo', 41), ('instance_secret', 1234), ('last_weights_block', 400);
+        CREATE TABLE windows (uid INTEGER PRIMARY KEY, hotkey TEXT NOT NULL, scores TEXT NOT NULL, tasks_seen INTEGER NOT NULL);
+        INSERT INTO windows VALUES (3, 'hk3', '[0.5, 1.0]', 2);
+    """)
+    old.close()
+    state = ValidatorState(path)
+    try:
+        assert state.task_lifecycles() == {}  # the miner-steered verdicts are gone
+        assert state.task_states(["hard", "gone"]) == {"gone": ACTIVE, "hard": ACTIVE}
+        assert state.instance_secret() == 1234 and state.last_weights_block() == 400
+        assert state.window().means() == {3: 0.75}
+        assert state._get_meta("last_closed_tempo") is None
+        _judged(state, 500, "hard", "broken")
+    finally:
+        state.close()
+    again = ValidatorState(path)  # a migrated file opens as it is
+    assert again.task_lifecycles()["hard"].reference_failures == 1
+    again.close()
 
 
 def _open_and_settle(path: str, worker: int, start) -> None:

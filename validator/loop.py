@@ -8,8 +8,17 @@ Each step:
    at :data:`~validator.sampling.SYNTHETIC_RATE`);
 3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
    (all of them in a small net): query, validate, execute, score;
-4. settles the step in the state store, one transaction;
-5. closes the previous tempo's task lifecycle once the tempo has turned.
+4. meanwhile plans, runs and scores the same instance with the validator's own
+   reference (:mod:`validator.lifecycle`): a reference that does not succeed
+   charges the task (set aside after :data:`~validator.state.SET_ASIDE_AFTER` such
+   steps in a row) and no miner;
+5. settles the step in the state store, one transaction.
+
+Before each step, set-aside tasks whose cool-off has ended by the block are made
+active again, whether or not any task is active. A step that fails for a reason no
+miner caused (the chain, an adapter, the reference run, the executor or the scorer
+crashing) is an infrastructure failure: skipped, counted by cause, nobody charged.
+
 
 After each step, when at least ``max(tempo, weights_rate_limit)`` blocks have
 passed since weights were last accepted, it sets weights from the windowed
@@ -42,7 +51,8 @@ from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
 from .remote import RemoteRunner
 from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
-from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ValidatorState
+from .lifecycle import InfrastructureFailure, Reference, reference_failure
+from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from .owned import OwnedRunnerFactory
 from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
 
@@ -50,9 +60,11 @@ log = logging.getLogger(__name__)
 
 SETTLED, IDLE, INFRASTRUCTURE = "settled", "idle", "infrastructure"
 STEP_OUTCOMES = (SETTLED, IDLE, INFRASTRUCTURE)
-"""How a step ends: scored and settled; nothing to do (no task, no serving miner); or
-failed for a reason no miner caused (the chain, an adapter, a scorer crash), which
-charges no miner and no task."""
+"""How a step ends: scored and settled; nothing scored (no active task, no serving
+miner, or the task's reference failed on the instance, which charges the task); or
+failed for a reason no miner caused (the chain, an adapter, the reference run, a
+scorer or executor crash), which charges no miner and no task. A head read that
+fails is recorded as an infrastructure failure too: no step could run."""
 STEP_HISTORY = 32
 """How many recent step outcomes the loop keeps for ``/health``."""
 
@@ -128,13 +140,15 @@ class ValidatorLoop:
         providers: ProviderDirectory | None = None,
         *,
         owned_runner: OwnedRunnerFactory | None = None,
+        reference: Reference | None = None,
         config: LoopConfig = LoopConfig(),
         executor_config: ExecutorConfig = ExecutorConfig(),
         metrics: ValidatorMetrics | None = None,
     ) -> None:
         """Plans run on ``owned_runner`` (the validator's own execution, simulated time)
         unless ``providers`` are given: then every node goes to those external providers
-        on the wall clock. One of the two is required."""
+        on the wall clock. One of the two is required. ``reference`` judges each step's
+        task (:mod:`validator.lifecycle`); without it no task is ever set aside."""
         if (providers is None) == (owned_runner is None):
             raise ValueError("give the loop exactly one of owned_runner (owned execution) or providers (external)")
         self.chain = chain
@@ -143,6 +157,7 @@ class ValidatorLoop:
         self.source = source
         self.providers = providers
         self.owned_runner = owned_runner
+        self.reference = reference
         self._owned = None if owned_runner is None else OwnedExecution(
             ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
         )
@@ -190,6 +205,7 @@ class ValidatorLoop:
                 block = await self.chain.block()
             except Exception as exc:
                 self._chain_error("block", exc)
+                self._infrastructure("chain")
             else:
                 done = [b for b in (self.state.last_step_block(), self._attempted) if b is not None]
                 if not done or block > max(done):
@@ -205,11 +221,17 @@ class ValidatorLoop:
         """One validation step at ``block``; never raises for a chain, miner or scorer failure."""
         started = time.perf_counter()
         try:
+            self._reinstate(block)
             summary = await self._step(block)
-        except Exception:
-            log.exception("step at block %s failed", block)
+        except InfrastructureFailure as exc:
+            log.warning("step at block %s skipped, nobody charged: %s", block, exc)
             self.metrics.steps.labels("error").inc()
-            self.step_outcomes.append(INFRASTRUCTURE)
+            self._infrastructure(exc.cause)
+            return None
+        except Exception:
+            log.exception("step at block %s failed, nobody charged", block)
+            self.metrics.steps.labels("error").inc()
+            self._infrastructure("step")
             return None
         self.metrics.phase.labels("step").observe(time.perf_counter() - started)
         if summary is not None:
@@ -222,13 +244,16 @@ class ValidatorLoop:
         tick = time.perf_counter()
         snapshot = await self._sync(block)
         if snapshot is None:
-            return None
+            raise InfrastructureFailure("chain", "no metagraph has been read yet")
         active = self._active_tasks()
         if not active:
             log.warning("no active task at block %s: nothing to send", block)
             return None
         if self.providers is not None:
-            await self.providers.refresh(_partner_subnets(active))
+            try:
+                await self.providers.refresh(_partner_subnets(active))
+            except Exception as exc:
+                raise InfrastructureFailure("adapter", f"providers: {type(exc).__name__}: {exc}") from exc
         self.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
 
         base = pick_task(self.hotkey, block, active)
@@ -242,16 +267,27 @@ class ValidatorLoop:
             log.info("no serving miner at block %s", block)
             return None
 
-        result = await validation_step(
-            task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
-            executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency, owned=self._owned,
-        )
+        tempo = None if self.reference is None else await self._tempo()
+        reference = asyncio.ensure_future(self._reference_failure(task))  # beside the miners, in a thread
+        try:
+            result = await validation_step(
+                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
+                executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency, owned=self._owned,
+            )
+        except BaseException:
+            reference.cancel()
+            raise
+        failure = await reference
         self._observe_step(result, task)
 
         tick = time.perf_counter()
+        judged = None if self.reference is None else ReferenceRun(base.task_id, failure)
+        if failure is not None:  # the task is broken on this instance: it is charged, no miner is
+            self.state.settle_step(block, [], judged, tempo=tempo)
+            self._log_reference_failure(block, base.task_id, failure)
+            return None
         records = [execution_record(block, task, base, seed, outcome) for outcome in result.outcomes]
-        self.state.settle_step(block, records)
-        self._close_tempo(block)
+        self.state.settle_step(block, records, judged, tempo=tempo)
         self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.metrics.scores(self.state.window().means())
         log.info(
@@ -288,17 +324,44 @@ class ValidatorLoop:
         self.metrics.task_states(states, LIFECYCLE_STATES)
         return [t for t in tasks if states.get(t.task_id) == ACTIVE]
 
-    def _close_tempo(self, block: int) -> None:
-        if self._hyper is None or self._hyper.tempo <= 0:
-            return
-        tempo = self._hyper.tempo
-        previous = block // tempo - 1
-        closed = self.state.last_closed_tempo()
-        if previous < 0 or (closed is not None and closed >= previous):
-            return
-        changed = self.state.close_tempo(previous, previous * tempo, (previous + 1) * tempo - 1)
-        for task_id, new_state in changed.items():
-            log.warning("task %s is now %s", task_id, new_state)
+    # -- task lifecycle and infrastructure failures -----------------------------------
+
+    def _reinstate(self, block: int) -> None:
+        for task_id in self.state.reinstate(block):
+            log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
+
+    async def _reference_failure(self, task: Task) -> str | None:
+        """Why the reference did not succeed on ``task``, run in a worker thread;
+        ``None`` when it did or when there is no reference."""
+        if self.reference is None:
+            return None
+        tick = time.perf_counter()
+        try:
+            return await asyncio.to_thread(reference_failure, self.reference, task, config=self.executor_config)
+        finally:
+            self.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
+
+    def _log_reference_failure(self, block: int, task_id: str, failure: str) -> None:
+        lifecycle = self.state.task_lifecycles()[task_id]
+        if lifecycle.state == ACTIVE:
+            log.warning(
+                "block %s: task %s's reference failed (%d in a row), no miner charged: %s",
+                block, task_id, lifecycle.reference_failures, failure,
+            )
+        else:
+            log.warning("task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure)
+
+    async def _tempo(self) -> int:
+        """The subnet's tempo, read from the chain the first time."""
+        hyper = self._hyper or await self._hyperparameters()
+        if hyper is None:
+            raise InfrastructureFailure("chain", "the subnet's hyperparameters cannot be read")
+        return hyper.tempo
+
+    def _infrastructure(self, cause: str) -> None:
+        """A step (or a head read) lost to a cause no miner or task had: counted, charged to nobody."""
+        self.metrics.infrastructure_failures.labels(cause).inc()
+        self.step_outcomes.append(INFRASTRUCTURE)
 
     # -- weights --------------------------------------------------------------------
 

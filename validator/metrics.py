@@ -15,7 +15,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from protocol.metagraph import MetagraphSnapshot
 
-PHASES = ("sync", "query", "execute", "score", "record", "weights", "step")
+from .lifecycle import INFRASTRUCTURE_CAUSES
+
+PHASES = ("sync", "query", "execute", "score", "reference", "record", "weights", "step")
 EXECUTION_STATUSES = ("completed", "partial", "budget_abort", "invalid", "not_run")
 WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
 STEP_OUTCOMES = ("settled", "error")
@@ -77,6 +79,10 @@ class ValidatorMetrics:
             "dagnet_validator_chain_errors_total", "Chain calls that failed, by call.", ["call"], registry=r
         )
         self.tasks = Gauge("dagnet_validator_tasks", "Benchmark tasks by lifecycle state.", ["state"], registry=r)
+        self.infrastructure_failures = Counter(
+            "dagnet_validator_infrastructure_failures_total",
+            "Steps skipped (or head reads lost) for a cause no miner or task had, by cause.", ["cause"], registry=r,
+        )
         self.sandbox_runs = Counter(
             "dagnet_validator_sandbox_runs_total", "Sandboxed judgements of code outputs, by outcome.", ["outcome"], registry=r
         )
@@ -95,6 +101,7 @@ class ValidatorMetrics:
         for counter, values in (
             (self.steps, STEP_OUTCOMES), (self.executions, EXECUTION_STATUSES), (self.weights_set, WEIGHTS_RESULTS),
             (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES),
+            (self.infrastructure_failures, INFRASTRUCTURE_CAUSES),
         ):
             for value in values:
                 counter.labels(value)

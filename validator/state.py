@@ -6,12 +6,14 @@
   seed, the plan and its hash, the metrics, the final output, the score and the
   reason for a 0 — enough to re-score it later (:mod:`validator.audit`);
 - **steps**: the blocks whose step is settled;
-- **tasks**: each task's lifecycle state and the counters that move it;
-- **meta**: the last block weights were set at, the last tempo closed.
+- **tasks**: each task's lifecycle: active, or set aside since a block until a
+  block for a reason, and how many steps in a row its reference plan failed;
+- **meta**: the last block weights were set at, the instance secret.
 
 A step settles in one transaction (:meth:`ValidatorState.settle_step`): its
-records, window updates and step row commit together or not at all, so a
-process killed at any moment leaves either the whole step or none of it. The
+records, window updates, step row and what its reference run said about the
+task commit together or not at all, so a process killed at any moment leaves
+either the whole step or none of it. The
 file opens through :func:`storage.open_shared`, so a second process (an audit,
 a dashboard) can read it while the validator writes.
 """
@@ -33,8 +35,18 @@ from storage import open_shared
 
 WINDOW_SIZE = 100
 
-ACTIVE, DEPRECATED, QUARANTINED, REMOVED = "active", "deprecated", "quarantined", "removed"
-LIFECYCLE_STATES = (ACTIVE, DEPRECATED, QUARANTINED, REMOVED)
+ACTIVE, SET_ASIDE = "active", "set_aside"
+LIFECYCLE_STATES = (ACTIVE, SET_ASIDE)
+
+SET_ASIDE_AFTER = 2
+"""A task is set aside after this many steps in a row whose reference plan, run by
+the validator on the instance it sent, did not succeed (docs/validator.md)."""
+COOL_OFF_TEMPOS = 3
+"""A set-aside task is active again this many tempos (in blocks) after it was set aside."""
+
+_TASKS_TABLE = """CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY, state TEXT NOT NULL, since_block INTEGER, until_block INTEGER, reason TEXT,
+    reference_failures INTEGER NOT NULL DEFAULT 0)"""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS windows (
@@ -48,9 +60,7 @@ _SCHEMA = (
         final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
-    """CREATE TABLE IF NOT EXISTS tasks (
-        task_id TEXT PRIMARY KEY, state TEXT NOT NULL, high_tempos INTEGER NOT NULL DEFAULT 0,
-        low_tempos INTEGER NOT NULL DEFAULT 0, quarantined_tempos INTEGER NOT NULL DEFAULT 0)""",
+    _TASKS_TABLE,
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS weights (uid INTEGER PRIMARY KEY, weight REAL NOT NULL)",
 )
@@ -86,16 +96,33 @@ def plan_hash(plan: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Lifecycle:
-    """The thresholds of the benchmark lifecycle: a task is deprecated when more
-    than ``share`` of its miners score above ``high`` for ``tempos`` closed tempos
-    in a row, quarantined when more than ``share`` score below ``low`` as long,
-    and removed after ``remove_after`` tempos in quarantine."""
+    """When a task is set aside and for how long: after ``set_aside_after`` failed
+    reference runs in a row, for ``cool_off_tempos`` tempos."""
 
-    share: float = 0.70
-    high: float = 0.90
-    low: float = 0.10
-    tempos: int = 3
-    remove_after: int = 5
+    set_aside_after: int = SET_ASIDE_AFTER
+    cool_off_tempos: int = COOL_OFF_TEMPOS
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLifecycle:
+    """One task's lifecycle as stored. ``since_block``, ``until_block`` and ``reason``
+    are set while the task is set aside (it is active again at ``until_block``)."""
+
+    task_id: str
+    state: str
+    since_block: int | None
+    until_block: int | None
+    reason: str | None
+    reference_failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceRun:
+    """What the validator's reference plan did on the instance of ``task_id`` a step
+    sent: ``failure`` is ``None`` when it succeeded, else why it did not."""
+
+    task_id: str
+    failure: str | None = None
 
 
 class ValidatorState:
@@ -106,6 +133,7 @@ class ValidatorState:
         self.lifecycle = lifecycle
         self._conn = open_shared(self.path, _SCHEMA)
         self._window_size = window_size
+        self._drop_old_lifecycle()
 
     def close(self) -> None:
         self._conn.close()
@@ -139,15 +167,22 @@ class ValidatorState:
 
     # -- steps ----------------------------------------------------------------------
 
-    def settle_step(self, block: int, records: Sequence[ExecutionRecord]) -> bool:
-        """Store a step's records and add their scores to the windows, atomically.
+    def settle_step(
+        self, block: int, records: Sequence[ExecutionRecord], reference: ReferenceRun | None = None,
+        *, tempo: int | None = None,
+    ) -> bool:
+        """Store a step's records, add their scores to the windows and apply its
+        reference run to the task's lifecycle (:meth:`_judge`), atomically.
 
         Returns ``False`` (and changes nothing) when the step at ``block`` is
         already settled, so a step replayed after a restart never counts twice.
+        ``tempo`` (blocks) sizes the cool-off of a task this step sets aside.
         """
         with self._transaction() as conn:
             if conn.execute("SELECT 1 FROM steps WHERE block = ?", (block,)).fetchone():
                 return False
+            if reference is not None:
+                self._judge(conn, block, reference, tempo)
             task_ids = {r.base_task_id for r in records}
             conn.execute(
                 "INSERT INTO steps (block, task_id, miners) VALUES (?, ?, ?)",
@@ -222,87 +257,81 @@ class ValidatorState:
 
     def task_states(self, task_ids: Sequence[str] = ()) -> dict[str, str]:
         """Each task's state; tasks never seen before are registered as active."""
+        return {task_id: task.state for task_id, task in self.task_lifecycles(task_ids).items()}
+
+    def task_lifecycles(self, task_ids: Sequence[str] = ()) -> dict[str, TaskLifecycle]:
+        """Every stored task's lifecycle, by id; ``task_ids`` never seen before are registered as active."""
         if task_ids:
             with self._transaction() as conn:
                 conn.executemany(
                     "INSERT OR IGNORE INTO tasks (task_id, state) VALUES (?, ?)", [(t, ACTIVE) for t in task_ids]
                 )
-        return dict(self._conn.execute("SELECT task_id, state FROM tasks ORDER BY task_id").fetchall())
+        rows = self._conn.execute(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY task_id").fetchall()
+        return {row[0]: TaskLifecycle(*row) for row in rows}
 
-    def lifecycle_counters(self) -> dict[str, dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT task_id, state, high_tempos, low_tempos, quarantined_tempos FROM tasks ORDER BY task_id"
-        ).fetchall()
-        return {
-            r[0]: {"state": r[1], "high_tempos": r[2], "low_tempos": r[3], "quarantined_tempos": r[4]} for r in rows
-        }
-
-    def close_tempo(self, tempo: int, first_block: int, last_block: int) -> dict[str, str]:
-        """Move task lifecycles by what miners scored in blocks ``[first_block, last_block]``.
-
-        Idempotent per ``tempo`` (a restart may call it twice). Returns the tasks
-        whose state changed, with their new state.
-        """
-        rule = self.lifecycle
-        changed: dict[str, str] = {}
-        with self._transaction() as conn:
-            done = conn.execute("SELECT value FROM meta WHERE key = 'last_closed_tempo'").fetchone()
-            if done is not None and done[0] >= tempo:
-                return {}
-            means = _task_means(conn, first_block, last_block)
-            for task_id, state, high, low, quarantined in conn.execute(
-                "SELECT task_id, state, high_tempos, low_tempos, quarantined_tempos FROM tasks"
-            ).fetchall():
-                new = _advance(rule, state, high, low, quarantined, means.get(task_id))
-                conn.execute(
-                    "UPDATE tasks SET state = ?, high_tempos = ?, low_tempos = ?, quarantined_tempos = ? WHERE task_id = ?",
-                    (*new, task_id),
+    def reinstate(self, block: int) -> list[str]:
+        """Make every set-aside task whose cool-off has ended by ``block`` active again;
+        returns their ids. Depends on the block alone, so calling it twice is harmless."""
+        due = [row[0] for row in self._conn.execute(
+            "SELECT task_id FROM tasks WHERE state = ? AND until_block <= ? ORDER BY task_id", (SET_ASIDE, block)
+        ).fetchall()]
+        if due:
+            with self._transaction() as conn:
+                conn.executemany(
+                    f"UPDATE tasks SET {_FRESH} WHERE task_id = ? AND state = ?", [(ACTIVE, t, SET_ASIDE) for t in due]
                 )
-                if new[0] != state:
-                    changed[task_id] = new[0]
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_closed_tempo', ?)", (tempo,))
-        return changed
+        return due
 
-    def last_closed_tempo(self) -> int | None:
-        return self._get_meta("last_closed_tempo")
+    def reset_tasks(self) -> int:
+        """Every task active again with no failures counted; returns how many tasks are stored."""
+        with self._transaction() as conn:
+            conn.execute(f"UPDATE tasks SET {_FRESH}", (ACTIVE,))
+            return conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+
+    def _judge(self, conn: sqlite3.Connection, block: int, reference: ReferenceRun, tempo: int | None) -> None:
+        """A succeeded reference run clears the task's failure count; a failed one adds
+        to it and, at :attr:`Lifecycle.set_aside_after`, sets the task aside."""
+        conn.execute("INSERT OR IGNORE INTO tasks (task_id, state) VALUES (?, ?)", (reference.task_id, ACTIVE))
+        if reference.failure is None:
+            conn.execute("UPDATE tasks SET reference_failures = 0 WHERE task_id = ?", (reference.task_id,))
+            return
+        failures = conn.execute(
+            "UPDATE tasks SET reference_failures = reference_failures + 1 WHERE task_id = ? RETURNING reference_failures",
+            (reference.task_id,),
+        ).fetchone()[0]
+        if failures < self.lifecycle.set_aside_after:
+            return
+        if tempo is None or tempo <= 0:
+            raise ValueError("setting a task aside needs the tempo, to size its cool-off")
+        conn.execute(
+            "UPDATE tasks SET state = ?, since_block = ?, until_block = ?, reason = ? WHERE task_id = ? AND state = ?",
+            (SET_ASIDE, block, block + self.lifecycle.cool_off_tempos * tempo, reference.failure, reference.task_id,
+             ACTIVE),
+        )
+
+    def _drop_old_lifecycle(self) -> None:
+        """A state file from before the reference rule kept verdicts drawn from miners'
+        scores (deprecated, quarantined, removed): drop them, every task starts active."""
+        if _has_lifecycle_columns(self._conn):
+            return
+        with self._transaction() as conn:
+            if _has_lifecycle_columns(conn):  # another process migrated it meanwhile
+                return
+            conn.execute("DROP TABLE tasks")
+            conn.execute(_TASKS_TABLE)
+            conn.execute("DELETE FROM meta WHERE key = 'last_closed_tempo'")
 
     def _get_meta(self, key: str) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
 
-def _task_means(conn: sqlite3.Connection, first: int, last: int) -> dict[str, list[float]]:
-    """Per task, each miner's mean score over the blocks (one value per hotkey)."""
-    rows = conn.execute(
-        "SELECT base_task_id, AVG(s) FROM executions WHERE block BETWEEN ? AND ? GROUP BY base_task_id, hotkey",
-        (first, last),
-    ).fetchall()
-    means: dict[str, list[float]] = {}
-    for task_id, mean in rows:
-        means.setdefault(task_id, []).append(mean)
-    return means
+def _has_lifecycle_columns(conn: sqlite3.Connection) -> bool:
+    return "reference_failures" in {row[1] for row in conn.execute("PRAGMA table_info(tasks)").fetchall()}
 
 
-def _advance(
-    rule: Lifecycle, state: str, high: int, low: int, quarantined: int, means: list[float] | None
-) -> tuple[str, int, int, int]:
-    """One closed tempo for one task: ``(state, high_tempos, low_tempos, quarantined_tempos)``.
-
-    A task nobody scored in the tempo keeps its run counters; a quarantined task
-    counts every tempo, scored or not.
-    """
-    if state == QUARANTINED:
-        quarantined += 1
-        return (REMOVED if quarantined >= rule.remove_after else QUARANTINED), high, low, quarantined
-    if state != ACTIVE or not means:
-        return state, high, low, quarantined
-    high = high + 1 if sum(m > rule.high for m in means) > rule.share * len(means) else 0
-    low = low + 1 if sum(m < rule.low for m in means) > rule.share * len(means) else 0
-    if high >= rule.tempos:
-        return DEPRECATED, high, low, quarantined
-    if low >= rule.tempos:
-        return QUARANTINED, high, low, quarantined
-    return ACTIVE, high, low, quarantined
+_TASK_COLUMNS = "task_id, state, since_block, until_block, reason, reference_failures"
+_FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, reference_failures = 0"
 
 
 _RECORD_COLUMNS = (

@@ -1,0 +1,119 @@
+"""What moves a task's lifecycle, and what stops a step without charging anyone.
+
+A task is set aside only for the validator's own reason: the validator plans the
+instance it sends with its reference planner (the ``good`` strategy, injected by
+``neurons/``), runs that plan itself through owned execution and scores it. When
+that reference run does not succeed, the task (or its generator) is broken for
+that instance; :class:`validator.state.ValidatorState` counts such steps and sets
+the task aside after :data:`~validator.state.SET_ASIDE_AFTER` of them in a row.
+How many miners fail a task never counts: no peer can move a task's lifecycle.
+
+"Does not succeed" means the reference execution's status is not ``completed``
+(a node failed, the budget or the deadline ran out) or its output quality is 0.
+A planner that cannot plan the task (it raises ``ValueError``) or plans something
+the task's own checks reject is the task's failure too.
+
+Anything that crashes on the way — the planner with any other exception, the
+executor, the scorer — is an :class:`InfrastructureFailure`: the validator's own
+machinery is broken, so the step is skipped and neither a miner nor the task is
+charged. Because the reference run uses the same executor and scorer as the
+miners' plans, it is also the validator's check that those work at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.synapse import TaskPackage, WorkflowSynapse
+from protocol.task import Task
+from protocol.validation import check_plan_for
+
+from .evaluate import score_execution
+from .executor import SUCCESS, Execution, ExecutorConfig
+from .owned import OwnedLimits, OwnedRunnerFactory, run_owned
+
+__all__ = ["INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "reference_failure"]
+
+INFRASTRUCTURE_CAUSES = ("chain", "adapter", "reference", "executor", "scorer", "step")
+"""Why a step was skipped: the chain could not be read, an external adapter failed,
+the reference planner crashed, the executor or the scorer crashed on the reference
+plan, or anything else escaped the step (``step``)."""
+
+ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
+"""The validator's own planner: a task package in, the answer a miner would send out.
+Raises ``ValueError`` when it cannot plan the task."""
+
+_REASON_CHARS = 300
+
+
+class InfrastructureFailure(Exception):
+    """A step failed for a reason no miner and no task caused; ``cause`` is one of
+    :data:`INFRASTRUCTURE_CAUSES`."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        assert cause in INFRASTRUCTURE_CAUSES, cause
+        super().__init__(f"{cause}: {message}")
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """How the validator judges a task: its planner, and the runner that plays the
+    task's partner subnets in owned execution (:func:`validator.owned.run_owned`)."""
+
+    planner: ReferencePlanner
+    runner: OwnedRunnerFactory
+    limits: OwnedLimits = OwnedLimits()
+
+
+def reference_failure(
+    reference: Reference, task: Task, *, config: ExecutorConfig = ExecutorConfig(), limits: Limits = DEFAULT_LIMITS
+) -> str | None:
+    """Why the reference did not succeed on ``task``'s instance, or ``None`` when it did.
+
+    Plans, runs and scores the instance with the reference, as a validator
+    scores a miner's plan (:func:`validator.owned.evaluate_owned`, in its two parts so
+    a crash names the part). Blocks: call it in a worker thread.
+
+    Raises :class:`InfrastructureFailure` when the planner, executor or scorer crashes.
+    """
+    package = task.package()
+    try:
+        answer = reference.planner(package)
+    except ValueError as exc:
+        return _short(f"the reference planner cannot plan it: {exc}")
+    except Exception as exc:
+        raise InfrastructureFailure("reference", f"{type(exc).__name__}: {exc}") from exc
+    check = check_plan_for(answer.workflow_plan, package, limits=limits)
+    if not check.runnable:
+        return _short(f"the reference plan is invalid: {'; '.join(check.errors)}")
+    try:
+        execution = run_owned(
+            answer.workflow_plan, check, task, reference.runner(task), total_estimated_cost=answer.total_estimated_cost,
+            config=config, limits=limits, owned=reference.limits,
+        )
+    except Exception as exc:
+        raise InfrastructureFailure("executor", f"{type(exc).__name__}: {exc}") from exc
+    try:
+        score = score_execution(task, check, execution)
+    except Exception as exc:
+        raise InfrastructureFailure("scorer", f"{type(exc).__name__}: {exc}") from exc
+    if execution.status != "completed":
+        return _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
+    if score.output_quality <= 0:
+        return _short(f"the reference output has quality 0: {score.details.get('quality')}")
+    return None
+
+
+def _first_failure(execution: Execution) -> str:
+    for node_id, node in execution.nodes.items():
+        if node.status != SUCCESS:
+            return f"node {node_id} {node.status}: {node.reason}"
+    return "no node failed"
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
