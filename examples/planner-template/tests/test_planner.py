@@ -1,0 +1,28 @@
+"""The template planner answers every shipped task family with a plan the validator
+accepts, and says so when it cannot plan. Run with ``python -m pytest tests``."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import load_families
+from miner.planner import PlanningError, load_planner
+from planner_template import TemplatePlanner
+from protocol.validation import check_plan_for
+
+
+@pytest.mark.parametrize("family", load_families(), ids=lambda f: f.task_id)
+def test_every_family_gets_a_valid_plan(family) -> None:
+    proposal = TemplatePlanner().plan(family.package)
+    check = check_plan_for(proposal.plan, family.package)
+    assert check.valid, (check.errors, check.node_errors)
+
+
+def test_a_package_without_hints_is_unplannable() -> None:
+    package = load_families()[0].package.model_copy(update={"steps": []})
+    with pytest.raises(PlanningError, match="no step hints"):
+        TemplatePlanner().plan(package)
+
+
+def test_installed_as_the_template_entry_point() -> None:
+    assert isinstance(load_planner("template", {"spare_retries": 0}), TemplatePlanner)
