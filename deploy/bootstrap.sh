@@ -5,7 +5,8 @@
 # role and the validator's stake. Every role signs with a development key; a local
 # subtensor pre-funds these accounts and the embedded chain endows every coldkey.
 #
-#   DAGNET_NETWORK  embedded:/data/chain.sqlite | ws://subtensor:9944 | local
+#   DAGNET_NETWORK  the chain: compose passes its profile, `local` (a subtensor on 127.0.0.1:9944)
+#                   or `embedded` ($DAGNET_HOME/chain.sqlite); any --network value works by hand
 #   DAGNET_NETUID   the netuid the services run on (default 1); bootstrap stops if the
 #                   subnet it finds or creates has another one
 #   DATA            where the provider list for the validator goes (default /data)
@@ -16,7 +17,8 @@ NETUID=${DAGNET_NETUID:-1}
 # role=dev key; the same table is in docker-compose.yml's commands
 ROLES="validator=//Alice miner-good=//Bob miner-naive=//Charlie miner-invalid=//Dave provider=//Eve"
 
-# The chain may still be starting: wait for it, at most two minutes.
+# Under compose the chain already answers (`net` is healthy); by hand it may still be starting:
+# wait for it, at most two minutes.
 tries=0
 until dagnet subnet list --network "$NETWORK" >/dev/null 2>&1; do
   tries=$((tries + 1))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
+import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,10 +65,15 @@ def test_dashboard_panels_have_unique_ids_and_a_query_each() -> None:
 
 
 # -- docker-compose.yml: no Docker engine here, so the file is checked by docker-compose
-# itself and its commands are run without containers.
+# itself, its structure is checked as Compose resolves it, and its commands are run
+# without containers.
 
 ROOT = DEPLOY.parent
-_AS_RUN = {"${DAGNET_NETWORK:-ws://subtensor:9944}": "embedded:/data/chain.sqlite", "${DAGNET_NETUID:-1}": "1"}
+PROFILES = ("local", "embedded")
+"""COMPOSE_PROFILES, the one switch: each is also the --network every neuron gets."""
+SWITCH = "${COMPOSE_PROFILES:-local}"
+BWRAP_CALLS = {"clone", "clone3", "unshare", "mount", "umount2", "pivot_root"}
+"""The calls bubblewrap builds a sandbox with (clone/unshare with namespace flags)."""
 
 
 def _compose() -> dict:
@@ -74,18 +81,130 @@ def _compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-@pytest.mark.parametrize("profile", ["subtensor", "embedded"])
-def test_compose_file_is_valid_for_docker_compose(profile: str) -> None:
-    env = {**os.environ, "COMPOSE_PROFILES": profile}
-    if profile == "embedded":
-        env["DAGNET_NETWORK"] = "embedded:/data/chain.sqlite"
-    done = subprocess.run([require("docker-compose"), "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
+def _docker_compose() -> str:
+    path = shutil.which("docker-compose")
+    if path is None:
+        message = "docker-compose is not on PATH: scripts/bootstrap installs it (Debian package docker-compose)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def _resolved(profile: str) -> dict[str, dict]:
+    """The services ``docker-compose config`` gives with nothing but ``COMPOSE_PROFILES`` set
+    (variables interpolated, anchors merged), less those the profile leaves out."""
+    yaml = pytest.importorskip("yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
+    done = subprocess.run([_docker_compose(), "config"], cwd=ROOT, env={**env, "COMPOSE_PROFILES": profile},
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    return {name: spec for name, spec in services.items() if profile in spec.get("profiles", [profile])}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_compose_file_is_valid_for_docker_compose(profile: str) -> None:
+    assert _resolved(profile)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_one_switch_picks_the_chain_and_every_neurons_network(profile: str) -> None:
+    services = _resolved(profile)
+    chains = {name for name, spec in services.items() if "profiles" in spec}
+    assert chains == {"local": {"subtensor"}, "embedded": {"chain"}}[profile]
+    networks = {name: spec["command"][spec["command"].index("--network") + 1]
+                for name, spec in services.items() if "--network" in spec.get("command", [])}
+    assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid", "provider"}
+    assert set(networks.values()) == {profile} and services["bootstrap"]["environment"]["DAGNET_NETWORK"] == profile
+    if profile == "local":  # Bittensor's local: ws://127.0.0.1:9944, the subtensor inside net's namespace
+        assert services["subtensor"]["network_mode"] == "service:net"
+    else:  # $DAGNET_HOME/chain.sqlite, and the image sets DAGNET_HOME=/data: the chain service's state
+        chain = services["chain"]["command"]
+        state = chain[chain.index("--state") + 1]
+        resolved = subprocess.run(
+            [sys.executable, "-c", "from chain.network import parse_network; print(parse_network('embedded').embedded_state)"],
+            env={**os.environ, "DAGNET_HOME": "/data"}, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        assert state == resolved == "/data/chain.sqlite" and "DAGNET_HOME=/data" in (DEPLOY / "Dockerfile").read_text()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_start_up_waits_on_health_checks_of_services_the_profile_runs(profile: str) -> None:
+    services = _resolved(profile)
+    for name, spec in services.items():
+        for target, rule in (spec.get("depends_on") or {}).items():
+            assert target in services, f"{name} depends on {target}, which {profile} does not run"
+            if rule["condition"] == "service_healthy":
+                assert not services[target].get("healthcheck", {}).get("disable"), f"{target} has no health check"
+    assert services["bootstrap"]["depends_on"]["net"]["condition"] == "service_healthy"
+    port = "9944"  # net is healthy once a chain answers there: the subtensor's RPC or the embedded node's
+    assert port in " ".join(services["net"]["healthcheck"]["test"])
+    chain = services["subtensor" if profile == "local" else "chain"]
+    assert port in " ".join(chain["healthcheck"]["test"])
+    if profile == "embedded":
+        assert chain["command"][chain["command"].index("--port") + 1] == port
+    for name in ("validator", "miner-good", "miner-naive", "miner-invalid", "provider"):
+        assert services[name]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
+
+
+def test_the_image_is_built_once() -> None:
+    services = _compose()["services"]
+    assert [name for name, spec in services.items() if "build" in spec] == ["net"]
+    dagnet = [name for name, spec in services.items() if spec.get("image") == "dagnet:local"]
+    assert set(dagnet) == set(services) - {"subtensor", "prometheus", "grafana"}
+
+
+def test_only_the_validator_gets_what_bubblewrap_needs() -> None:
+    services = _compose()["services"]
+    assert {name for name, spec in services.items() if "security_opt" in spec} == {"validator"}
+    options = services["validator"]["security_opt"]
+    assert "seccomp=./deploy/seccomp-bwrap.json" in options
+    assert {"apparmor=unconfined", "systempaths=unconfined", "no-new-privileges:true"} <= set(options)
+    assert not any(spec.get("privileged") or spec.get("cap_add") for spec in services.values())
+
+
+def _denied() -> set[str]:
+    profile = json.loads((DEPLOY / "seccomp-bwrap.json").read_text())
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    assert all(rule["action"] == "SCMP_ACT_ERRNO" and not rule.get("args") for rule in profile["syscalls"])
+    return {name for rule in profile["syscalls"] for name in rule["names"]}
+
+
+def test_the_seccomp_profile_lets_bubblewrap_build_its_sandbox_and_nothing_more() -> None:
+    denied = _denied()
+    assert not denied & BWRAP_CALLS
+    assert {"setns", "keyctl", "bpf", "init_module", "kexec_load", "userfaultfd", "io_uring_setup"} <= denied
+
+
+def test_the_seccomp_profile_denies_nothing_a_sandboxed_run_calls(tmp_path: Path) -> None:
+    """Every call the validator, bwrap and the judged program make in one real sandboxed
+    run (traced with strace, as this machine's user runs it) is one the profile allows."""
+    import sandbox
+
+    strace = shutil.which("strace")
+    if strace is None or sandbox.isolation_available() != sandbox.PRIVATE_ISOLATION:
+        pytest.skip("needs strace and a working bwrap on this machine")
+    trace = tmp_path / "trace"
+    program = ("from sandbox import run_python; "
+               "run = run_python({'m.py': 'import json; print(json.dumps([6 * 7]))'}, ['m.py']); "
+               "assert run.stdout.strip() == '[42]', run")
+    done = subprocess.run([strace, "-f", "-qq", "-o", str(trace), sys.executable, "-c", program],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    called = set(re.findall(r"^\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]", trace.read_text(), re.MULTILINE))
+    assert {"clone", "pivot_root", "mount"} <= called | {"clone3"}  # bwrap did run under the trace
+    assert not called & _denied()
+
+
+def _as_run(value: str) -> str:
+    """A compose value as the containers get it on the embedded chain."""
+    return {SWITCH: "embedded", "${DAGNET_NETUID:-1}": "1"}.get(value, value)
 
 
 def _dagnet_services() -> dict[str, list[str]]:
     services = _compose()["services"]
-    return {name: [_AS_RUN.get(arg, arg) for arg in spec["command"]]
+    return {name: [_as_run(arg) for arg in spec["command"]]
             for name, spec in services.items() if isinstance(spec.get("command"), list)}
 
 
@@ -107,6 +226,8 @@ def test_every_compose_command_is_one_the_cli_accepts() -> None:
 def test_every_health_check_asks_the_port_its_process_serves() -> None:
     services = _compose()["services"]
     for name, args in _dagnet_services().items():
+        if "healthcheck" in services[name]:
+            continue  # its own check, not the image's GET /health
         port = args[args.index("--port") + 1]
         assert services[name]["environment"]["DAGNET_HEALTH_PORT"] == port, name
     dockerfile = (DEPLOY / "Dockerfile").read_text()
@@ -122,31 +243,33 @@ def test_prometheus_scrapes_every_port_compose_serves_metrics_on() -> None:
 
 def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     """The chain service's command and the bootstrap script, as the containers run them,
-    with /data in a temporary folder: from a chain with no subnet to a started subnet
-    owned by //Alice with every role registered; a second run finds it all in place."""
+    with /data in a temporary folder (and DAGNET_HOME there, as the image sets it): from a chain
+    with no subnet to a started subnet owned by //Alice with every role registered; a second
+    run finds it all in place."""
     data = tmp_path / "data"
     data.mkdir()
     chain_args = [arg.replace("/data", str(data)) for arg in _dagnet_services()["chain"]]
     port = chain_args.index("--port") + 1
     chain_args[port] = "0"  # a free port: tests never take fixed ones
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": f"embedded:{data}/chain.sqlite",
-           "DATA": str(data)}
+    network = _as_run(_compose()["services"]["bootstrap"]["environment"]["DAGNET_NETWORK"])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": network,
+           "DAGNET_HOME": str(data), "DATA": str(data)}
     chain = subprocess.Popen([sys.executable, "-m", "neurons", *chain_args], cwd=ROOT, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert "listening on" in chain.stderr.readline()
-        assert "does not exist" in _dagnet("chain", "status", "--network", env["DAGNET_NETWORK"]).stderr
+        assert "does not exist" in _dagnet("chain", "status", "--network", network, env=env).stderr
         for _ in range(2):  # the second run is a restarted bootstrap container
             done = subprocess.run(["sh", str(DEPLOY / "bootstrap.sh")], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr[-2000:]
-        status = _dagnet("chain", "status", "--network", env["DAGNET_NETWORK"], "--json")
+        status = _dagnet("chain", "status", "--network", network, "--json", env=env)
         assert status.returncode == 0, status.stderr
         neurons = json.loads(status.stdout)["neurons"]
         alice = Keypair.create_from_uri("//Alice").ss58_address
         assert len(neurons) == 5 and neurons[0]["hotkey"] == alice and neurons[0]["stake"] >= 1000
-        subnets = json.loads(_dagnet("subnet", "list", "--network", env["DAGNET_NETWORK"]).stdout)
+        subnets = json.loads(_dagnet("subnet", "list", "--network", network, env=env).stdout)
         assert subnets == [{"netuid": 1, "owner_coldkey": alice}]
         providers = json.loads((data / "providers.json").read_text())
         assert providers[0]["url"] == "http://127.0.0.1:8094"
@@ -155,5 +278,6 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
         chain.wait(timeout=30)
 
 
-def _dagnet(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "neurons", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def _dagnet(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neurons", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
