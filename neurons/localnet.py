@@ -1,11 +1,11 @@
 """``dagnet localnet``: the whole subnet on one machine, on the embedded chain.
 
-One command starts, as separate processes, the embedded chain node, a tool
-provider playing each task's published subnet profile, N miners with a mix of
-strategies (good, naive, and the attackers invalid and precompute) and one
-validator. This process registers every hotkey and stakes the validator. The
-miners (and the provider) follow the chain's metagraph as they would on a live
-subnet, serving their own axons and admitting whom the chain says; the validator
+One command starts, as separate processes, the embedded chain node, N miners
+with a mix of strategies (good, naive, and the attackers invalid and precompute)
+and one validator, which executes every plan itself (owned execution, as on any
+network: no tool provider is needed). This process registers every hotkey and
+stakes the validator. The miners follow the chain's metagraph as they would on a
+live subnet, serving their own axons and admitting whom the chain says; the validator
 starts once the first epoch has given it a permit and every miner has seen it.
 Then this process watches: the chain's metagraph and the validator's state file
 feed a live leaderboard until the run ends (``tempos`` epochs or ``duration``
@@ -18,10 +18,6 @@ printed first and last). Until the first leaderboard, each phase (chain up, keys
 registered, processes started, waiting for the first epoch, …) is reported as it
 begins. The first Ctrl-C stops every process and prints what was reached; a second
 kills them.
-
-The partner subnets a task names do not exist on a one-subnet development chain,
-so the validator is given the provider by a file (``--providers``) instead of
-finding it on partner metagraphs.
 """
 
 from __future__ import annotations
@@ -51,7 +47,6 @@ from neurons.localrun import SHIPPED_TASKS
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
 COLDKEY_URI = "//Alice"
 VALIDATOR_URI = "//dagnet-localnet-validator"
-PROVIDER_URI = "//dagnet-localnet-provider"
 VALIDATOR_STAKE_TAO = 1_000.0
 _LISTENING = re.compile(r"listening on (http://\S+)")
 _START_TIMEOUT_S = 60.0
@@ -241,52 +236,43 @@ async def _run(
         for index, miner in enumerate(miners):
             miner.uid = await _register(state, _miner_uri(index, miner.strategy))
 
-        say(f"starting the tool provider and {options.miners} miners")
-        provider_url = await _start_miners(state, options, miners, processes)
+        say(f"starting {options.miners} miners")
+        await _start_miners(state, options, miners, processes)
         say(f"processes up; waiting for the first epoch (at most {options.tempo + 1} blocks)")
         ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
-        urls = [provider_url, *(m.url for m in miners)]
+        urls = [m.url for m in miners]
         if ready_block is not None:
             say(f"first epoch at block {ready_block}; waiting for the miners to sync it")
         if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
             return
-        provider_hotkey = _wallet(PROVIDER_URI).hotkey.ss58_address
-        providers_file = run_dir / "providers.json"
-        providers_file.write_text(json.dumps([{"uid": 0, "hotkey": provider_hotkey, "url": provider_url}]))
 
         validator_state = run_dir / "validator.sqlite"
         processes.start("validator", [
             "-m", "neurons.validator", "--dev-key", VALIDATOR_URI, "--network", f"embedded:{state}", "--netuid", "1",
             "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
-            "--providers", str(providers_file), "--query-timeout", "8", "--poll", "0.2",
+            "--query-timeout", "8", "--poll", "0.2",
         ])
         validator_url = await processes.url_of("validator")
         say(f"validator at {validator_url}; waiting for its first step")
-        _write_prometheus_targets(run_dir, {"validator": [validator_url], "provider": [provider_url],
-                                            "miner": [m.url for m in miners]})
+        _write_prometheus_targets(run_dir, {"validator": [validator_url], "miner": [m.url for m in miners]})
 
         await _watch(watcher, validator_state, miners, processes, options, stop, reached, on_update)
     finally:
         await watcher.close()
 
 
-async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[MinerInfo], processes: Processes) -> str:
-    """Start the provider and the miners; the provider's URL once all listen (``miner.url`` set)."""
-    # Every miner (the provider too) follows the chain, as the validator does: its
-    # blacklist admits whom the chain's metagraph says, and it serves its own axon.
+async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[MinerInfo], processes: Processes) -> None:
+    """Start the miners; returns once all listen (``miner.url`` set)."""
+    # Every miner follows the chain, as the validator does: its blacklist admits
+    # whom the chain's metagraph says, and it serves its own axon.
     common = ["--port", "0", "--network", f"embedded:{state}", "--netuid", "1", "--sync-every", "1",
               "--log-level", "warning"]
-    processes.start("provider", ["-m", "neurons.miner", "--dev-key", PROVIDER_URI, "--provider-tasks", str(options.tasks),
-                                 "--set", "max_concurrency=256", "--set", "rate_limit.per_second=1000", "--set", "rate_limit.burst=2000",
-                                 *common])
     for index, miner in enumerate(miners):
         processes.start(f"miner-{miner.uid}-{miner.strategy}",
                         ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--strategy", miner.strategy,
                          *common])
-    provider_url = await processes.url_of("provider")
     for miner in miners:
         miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")
-    return provider_url
 
 
 async def _watch(

@@ -73,7 +73,7 @@ async def test_every_panel_returns_data_from_a_running_localnet(tmp_path: Path, 
         async with httpx.AsyncClient(timeout=5.0) as client:
             def every_role_up(data: dict) -> set[str] | None:
                 roles = {s["metric"]["role"] for s in data["result"]}
-                return roles if roles >= {"validator", "miner", "provider"} else None
+                return roles if roles >= {"validator", "miner"} else None
 
             await prom.until(client, "/api/v1/query", {"query": 'up{job="dagnet-localnet"} == 1'}, every_role_up)
             # The leaderboard needs an epoch after weights were set; wait for its emission.

@@ -53,9 +53,9 @@ def test_a_short_localnet_rewards_the_good_planner_and_nothing_else(tmp_path: Pa
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
     assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] == 0
     logs = {p.name for p in run_dir.glob("*.log")}
-    assert {"chain.log", "validator.log", "provider.log"} <= logs and len(logs) == 7
+    assert {"chain.log", "validator.log"} <= logs and len(logs) == 6  # no tool provider: the validator executes
     # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
-    assert {p.name for p in run_dir.glob("*.json")} == {"providers.json", "prometheus-targets.json"}
+    assert {p.name for p in run_dir.glob("*.json")} == {"prometheus-targets.json"}
     for log in logs - {"chain.log", "validator.log"}:
         assert f"network=embedded:{run_dir / 'chain.sqlite'}" in (run_dir / log).read_text(), log
     assert not _processes_mentioning(str(run_dir))

@@ -30,7 +30,7 @@ def localnet(
         "[default: ~/.cache/dagnet/localnet-<UTC time> ($XDG_CACHE_HOME/dagnet/...), printed at start and end]"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """The subnet on this machine: embedded chain, validator, miners and a tool provider, with a live leaderboard."""
+    """The subnet on this machine: embedded chain, validator and miners, with a live leaderboard."""
     from neurons.localnet import LocalnetOptions, localnet_main
 
     if tempos is not None and duration is not None:
