@@ -1,4 +1,5 @@
-"""A real Prometheus scrapes a real miner, and stores what the miner's requests did.
+"""A real Prometheus scrapes a real miner, and stores what the miner's requests did; and
+scrapes a validator that cannot judge code, and fires the shipped alert for it.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian package ``prometheus``,
 installed by ``scripts/bootstrap``). Without them these tests skip, or fail when
@@ -9,18 +10,28 @@ The ``prometheus`` fixture (tests/support/prometheus.py) runs it on a free loopb
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
 
-from support.keys import fresh_keypair, signed_headers
+import neurons.validator as process
+from support.health import VALIDATOR, validator_loop
+from support.keys import MetagraphBuilder, fresh_keypair, signed_headers
 from support.miner import MinerUnderTest, running_miner
 from support.prometheus import require
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "prometheus.yml"
+ALERT_RULES = SAMPLE_CONFIG.with_name("alerts.yml")
 NODE = {"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "echo", "params": {"text": "hi"}}
 PACKAGE = {
     "task_id": "task-1",
@@ -91,3 +102,43 @@ def test_sample_config_is_valid_for_promtool() -> None:
     checked = subprocess.run([promtool, "check", "config", str(SAMPLE_CONFIG)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "job_name: dagnet-miner" in SAMPLE_CONFIG.read_text()
+
+
+@contextlib.asynccontextmanager
+async def _served(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` on a free loopback port, as host:port."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    sock = socket.create_server(("127.0.0.1", 0))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_prometheus_fires_the_sandbox_alert_for_a_validator_that_cannot_judge_code(
+    prometheus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validator's own ``/metrics`` with its start-up sandbox check failing, scraped with
+    the shipped alert rules loaded: the rule reads the series the validator exports."""
+    monkeypatch.setattr(process, "isolation_available", lambda: "rlimits")
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR).build()
+    async with validator_loop(tmp_path, snapshot) as (loop, chain, metrics), httpx.AsyncClient(timeout=5.0) as client:
+        check = process.start_sandbox_check()
+        async with _served(process.health_app(loop, metrics, check)) as target:
+            assert await check is not None
+            await loop.step(chain.head)
+            config = _scrape_config(target) | {"rule_files": [str(ALERT_RULES)]}
+            config["scrape_configs"][0]["job_name"] = "dagnet-validator"
+            prom = prometheus(config)
+
+            def firing(data: dict) -> list | None:
+                alerts = [a for a in data["alerts"] if a["labels"]["alertname"] == "DagnetValidatorSandboxUnavailable"]
+                return alerts if alerts and alerts[0]["state"] == "firing" else None
+
+            alerts = await prom.until(client, "/api/v1/alerts", {}, firing)
+            degraded = await prom.series(client, "dagnet_validator_degraded == 1", "reason")
+    assert [a["labels"]["instance"] for a in alerts] == [target]
+    assert alerts[0]["annotations"]["summary"].endswith("cannot judge code: every miner scores 0 on code tasks")
+    assert degraded == {("sandbox_unavailable",): 1.0}

@@ -9,28 +9,22 @@ forced to fail (the check runs off the event loop and warns once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from support.fakechain import FakeChain
+from support.health import VALIDATOR, BreakableTasks, validator_loop
 from support.keys import MetagraphBuilder, dev_keypair
 
 import neurons.validator as process
 import sandbox
-from neurons.localrun import owned_runner
 from protocol.metagraph import MetagraphSnapshot
 from validator import health
-from validator.client import MinerClient
 from validator.health import HealthInputs, assess
-from validator.loop import IDLE, INFRASTRUCTURE, SETTLED, FixedTasks, ValidatorLoop
-from validator.metrics import ValidatorMetrics
-from validator.state import ValidatorState
+from validator.loop import IDLE, INFRASTRUCTURE, SETTLED
 
-VALIDATOR = dev_keypair("Alice")
 OTHER = dev_keypair("dagnet-health-other")
 STREAK = health.INFRASTRUCTURE_STREAK
 
@@ -112,30 +106,6 @@ def test_an_unavailable_sandbox_degrades_and_every_reason_is_reported_together()
 # -- the validator's /health and /metrics -----------------------------------------------
 
 
-class _Tasks(FixedTasks):
-    """No tasks; ``broken`` makes reading them fail, a fault of the validator's own, not a miner's."""
-
-    broken = False
-
-    def tasks(self):
-        if self.broken:
-            raise RuntimeError("the task store cannot be read")
-        return super().tasks()
-
-
-@contextlib.asynccontextmanager
-async def _validator(tmp_path: Path, snapshot: MetagraphSnapshot, tasks: FixedTasks | None = None):
-    chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
-    state = ValidatorState(tmp_path / "validator.sqlite")
-    metrics = ValidatorMetrics()
-    source = tasks or FixedTasks(())
-    try:
-        async with MinerClient(VALIDATOR) as client:
-            yield ValidatorLoop(chain, state, client, source, owned_runner=owned_runner, metrics=metrics), chain, metrics
-    finally:
-        state.close()
-
-
 async def _get(app, path: str) -> httpx.Response:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://validator") as client:
         return await client.get(path)
@@ -151,8 +121,8 @@ async def _ok_sandbox() -> str | None:
 
 
 async def test_health_and_gauges_follow_the_loop(tmp_path: Path) -> None:
-    tasks = _Tasks(())
-    async with _validator(tmp_path, _snapshot(), tasks) as (loop, chain, metrics):
+    tasks = BreakableTasks(())
+    async with validator_loop(tmp_path, _snapshot(), tasks) as (loop, chain, metrics):
         app = process.health_app(loop, metrics, asyncio.ensure_future(_ok_sandbox()))
         tasks.broken = True
         for _ in range(STREAK - 1):
@@ -174,7 +144,7 @@ async def test_health_and_gauges_follow_the_loop(tmp_path: Path) -> None:
 
 
 async def test_a_validator_without_a_permit_says_so(tmp_path: Path) -> None:
-    async with _validator(tmp_path, _snapshot(permit=False)) as (loop, chain, metrics):
+    async with validator_loop(tmp_path, _snapshot(permit=False)) as (loop, chain, metrics):
         app = process.health_app(loop, metrics)
         await loop.step(chain.head)
         body = (await _get(app, "/health")).json()
@@ -195,7 +165,7 @@ async def test_an_unavailable_sandbox_is_found_at_start_and_makes_health_degrade
         monkeypatch.setattr(process, "isolation_available", lambda: sandbox.PRIVATE_ISOLATION)
         monkeypatch.setattr(process, "run_python", refuse)
     caplog.set_level(logging.WARNING, logger="dagnet.validator")
-    async with _validator(tmp_path, _snapshot()) as (loop, chain, metrics):
+    async with validator_loop(tmp_path, _snapshot()) as (loop, chain, metrics):
         check = process.start_sandbox_check()
         app = process.health_app(loop, metrics, check)
         problem = await check
