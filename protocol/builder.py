@@ -75,7 +75,12 @@ class Ref:
         self.source, self.path, self.op = source, path, op
 
     def __getitem__(self, key: str | int) -> Ref:
-        return Ref(self.source, (*self.path, str(key)), self.op)
+        path = (*self.path, str(key))
+        if self.op is not None:
+            problem = self.op.factory.spec.path_problem(path)
+            if problem is not None:
+                raise BuildError(f"{self.source}: {problem} (reading {self.op.id}{_indexes(path, self.op)})")
+        return Ref(self.source, path, self.op)
 
     def __str__(self) -> str:
         return ref(self.source, *self.path)
@@ -215,7 +220,16 @@ def _declared_path(name: str, spec: ActionSpec, target: str) -> tuple[str, ...]:
         path = ("artifacts", "metadata", target)
     if not spec.declares(path):
         raise BuildError(f"{name}: returns names {target!r}, which {spec.name} does not output")
+    problem = spec.path_problem(path)
+    if problem is not None:
+        raise BuildError(f"{name}: returns names {target!r}: {problem}")
     return path
+
+
+def _indexes(path: tuple[str, ...], op: Op) -> str:
+    """``path`` as the builder spells it: ``["hits"][0]["text"]``."""
+    shown = path[2:] if path[:2] == ("artifacts", "metadata") else path
+    return "".join(f"[{step}]" if step.isdigit() else f'["{step}"]' for step in shown)
 
 
 def tool(action: str, *, subnet: str, name: str | None = None, returns: Mapping[str, str] | None = None,

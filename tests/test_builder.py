@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,10 +75,10 @@ def test_declared_metadata_outputs_and_deeper_paths_compile_to_their_dataref():
     @graph(inputs=["question"])
     def first_hit():
         hits = search(query=PARENT["question"])
-        upper(text=hits["hits"][0]["text"], outputs={"*": PARENT})
+        upper(text=hits["hits"][0]["sentence"], outputs={"*": PARENT})
 
     plan = first_hit.compile()
-    assert plan.nodes[1].params["text"] == "${hits.output.artifacts.metadata.hits.0.text}"
+    assert plan.nodes[1].params["text"] == "${hits.output.artifacts.metadata.hits.0.sentence}"
 
 
 def test_returns_must_name_something_the_action_outputs():
@@ -192,3 +193,90 @@ def test_without_its_inputs_a_plan_reading_them_does_not_complete():
     result = CliRunner().invoke(app, ["run", str(EXAMPLES / "seed002_hello.json"), "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)["status"] != "completed"
+
+
+# --- structured outputs: the builder follows a reference into a metadata value's shape ---
+
+DOC = ROOT / "docs" / "plan-builder.md"
+
+
+def _worked_example() -> dict:
+    """The python blocks of plan-builder.md's step-by-step section, run in order."""
+    section = DOC.read_text().split("## Step by step")[1].split("## What a mistake looks like")[0]
+    namespace: dict = {}
+    for block in section.split("```python\n")[1:]:
+        exec(block.split("```")[0], namespace)
+    return namespace
+
+
+def test_the_worked_example_runs_to_completion_with_dagnet_run(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    plan = _worked_example()["plan"]
+    reply = next(n for n in plan.nodes if n.id == "reply")
+    assert reply.params["values"]["a"] == "${first.output.artifacts.metadata.hits.0.sentence}"
+    assert _edges(plan) == {("first", "reply"), ("second", "reply")}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan.to_wire()))
+    ran = subprocess.run([sys.executable, "-m", "neurons", "run", str(path), "--task", "rag_towns", "--seed", "3", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr  # 0: every node succeeded
+    report = json.loads(ran.stdout)
+    assert report["status"] == "completed" and report["score"]["output_quality"] == 1.0, report["score"]
+
+
+def test_a_field_a_hit_does_not_have_fails_as_written_with_the_documented_message() -> None:
+    @graph(inputs=["q"])
+    def wrong():
+        first = search(query=PARENT["q"])
+        upper(text=first["hits"][0]["text"])
+
+    with pytest.raises(BuildError) as raised:
+        wrong.compile()
+    assert f"\n{raised.value}\n" in DOC.read_text()
+
+
+@pytest.mark.parametrize(
+    ("read", "message"),
+    [
+        (lambda s, c: s["hits"]["best"], "hits is a list: index it with a number, not 'best'"),
+        (lambda s, c: s["hits"][0]["sentence"]["x"], "hits[0].sentence is a single value: it has no 'x'"),
+        (lambda s, c: c["value"]["x"], "value is a single value: it has no 'x'"),
+    ],
+)
+def test_reads_below_a_metadata_key_follow_its_shape(read, message) -> None:
+    calc = tool("calculator", subnet="sn2")
+
+    @graph(inputs=["q"])
+    def g():
+        s = search(query=PARENT["q"])
+        c = calc(expression="1+1")
+        upper(text=read(s, c))
+
+    with pytest.raises(BuildError, match=re.escape(message)):
+        g.compile()
+
+
+def test_reads_that_exist_compile() -> None:
+    echo = tool("echo", subnet="sn1")
+    split = tool("split", subnet="sn3")
+
+    @graph(inputs=["q", "rows"])
+    def g():
+        s = search(query=PARENT["q"])
+        e = echo(text="x", metadata={"any": {"thing": 1}})
+        parts = split(items=PARENT["rows"])
+        upper(text=f'{s["hits"][2]["score"]} {e["anything"]["at"][0]["all"]} {parts["item"]["price"]}')
+
+    assert check_plan(g.compile()).valid
+
+
+def test_returns_aliases_are_checked_against_the_shape_too() -> None:
+    def best(q):
+        return {"query": q}
+
+    with pytest.raises(BuildError, match=re.escape("best: returns names 'artifacts.metadata.hits.0.text': hits[0] is a hit")):
+        op("search", subnet="sn5", returns={"top": "artifacts.metadata.hits.0.text"})(best)
+    factory = op("search", subnet="sn5", returns={"top": "artifacts.metadata.hits.0.sentence"})(best)
+    assert factory.returns["top"] == ("artifacts", "metadata", "hits", "0", "sentence")
