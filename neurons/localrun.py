@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from benchmarks import VERSION, FamilyTasks, family
+from miner.tools.llm import LLMConfig
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from neurons.files import InputError, read_json
@@ -34,10 +35,12 @@ from validator.report import run_report
 DEFAULT_MAX_LATENCY_S = 60.0
 
 
-def owned_runner(task: Task) -> LocalRunner:
+def owned_runner(task: Task, *, llm: LLMConfig | None = None) -> LocalRunner:
     """The runner that plays ``task``'s partner subnets with the reference tools, each
-    as its profile says: what a validator's owned execution runs a plan on."""
-    return LocalRunner(default_registry(), subnets=task.available_tools or None)
+    as its profile says: what a validator's owned execution runs a plan on. ``llm``
+    answers the ``llm`` action (an operator's openai adapter); a task without partner
+    subnets gets the bare tools, with no profile's price, delay or failure."""
+    return LocalRunner(default_registry(llm=llm), subnets=task.available_tools or None)
 
 
 def fresh_seed() -> int:

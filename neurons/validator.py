@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -22,17 +22,20 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import model_validator
 
 from benchmarks import FamilyTasks
 from chain.base import Chain
+from miner.tools.llm import LLMConfig
 from neurons.keys import open_wallet
+from neurons.validator_settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
 from miner.planner import get_planner
 from neurons.localrun import SHIPPED_TASKS, owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
-from protocol.metagraph import Peer
+from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
-from protocol.task import TaskSet
+from protocol.task import Task, TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
@@ -40,7 +43,11 @@ from validator.lifecycle import Reference
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.metrics import ValidatorMetrics
-from validator.providers import FixedProviders, ProviderDirectory
+from validator.adapters import BySubnet
+from validator.owned import OwnedRunnerFactory
+from validator.providers import (
+    EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
+)
 from validator.state import ValidatorState
 
 log = logging.getLogger("dagnet.validator")
@@ -48,8 +55,9 @@ log = logging.getLogger("dagnet.validator")
 DEFAULT_TASKS = SHIPPED_TASKS
 
 
-class ValidatorProcessConfig(BaseModel):
-    """Everything one validator process needs.
+class ValidatorProcessConfig(ValidatorSettings):
+    """Everything one validator process needs: its settings, and the key and chain
+    that are not settings.
 
     The hotkey is a wallet (``wallet_name``/``wallet_hotkey``/``wallet_path``) or
     a development URI (``dev_key``), exactly one of them. ``network`` takes the
@@ -57,34 +65,12 @@ class ValidatorProcessConfig(BaseModel):
     ``embedded[:PATH]``.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     dev_key: str | None = None
     wallet_name: str | None = None
     wallet_hotkey: str = "default"
     wallet_path: str | None = None
     network: str | None = None
     chain_endpoint: str | None = None
-    netuid: int = Field(default=1, ge=0)
-    state: Path = Path("validator.sqlite")
-    tasks: Path = DEFAULT_TASKS
-    host: str = "127.0.0.1"
-    port: int = Field(default=9100, ge=0, le=65535)
-    """``/health`` and ``/metrics``; 0 picks a free port."""
-    sample_size: int = Field(default=256, ge=1)
-    query_timeout_s: float = Field(default=8.0, gt=0, lt=12.0)
-    """Bounds each miner's answer; below one 12 s block."""
-    exec_concurrency: int = Field(default=16, ge=1)
-    max_frames: int = Field(default=1000, ge=0)
-    """Frames one generator node may emit (docs/execution.md, generator nodes and frames)."""
-    max_frame_instances: int = Field(default=10_000, ge=0)
-    """Frame instances one plan's run may hold, over all its generators."""
-    poll_s: float = Field(default=1.0, gt=0)
-    providers: Path | None = None
-    """A JSON list of ``{"uid", "hotkey", "url"}`` tool providers serving every
-    subnet, instead of the partner subnets' metagraphs (local networks, where the
-    partner subnets do not exist on the chain)."""
-    log_level: str = "info"
 
     @model_validator(mode="after")
     def _one_key_source(self) -> ValidatorProcessConfig:
@@ -113,23 +99,60 @@ def load_tasks(path: Path) -> TaskSource:
     return FixedTasks(TaskSet.model_validate_json(path.read_bytes()).tasks)
 
 
-def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderDirectory | None]:
-    """The chain the config names, and the external tool providers the config names
-    (``None``: the validator executes every plan itself)."""
+def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderTable | None]:
+    """The chain the config names, and the external tool providers its adapters name
+    (``None``: no dagnet adapter, the validator executes every plan itself)."""
     from chain.network import parse_network
     from chain.sdk import SdkChain
 
-    chain = SdkChain.open(parse_network(config.network, config.chain_endpoint), wallet, config.netuid)
-    if config.providers is not None:
-        return chain, load_providers(config.providers)
-    return chain, None
+    network = parse_network(config.network, config.chain_endpoint)
+    chain = SdkChain.open(network, wallet, config.netuid)
+
+    async def read(netuid: int) -> MetagraphSnapshot:  # a read-only view of another subnet, opened once
+        if netuid not in readers:
+            readers[netuid] = SdkChain.open(network, None, netuid)
+        return await readers[netuid].metagraph()
+
+    readers: dict[int, Chain] = {}
+    return chain, provider_table(config, read)
 
 
-def load_providers(path: Path) -> FixedProviders:
-    try:
-        return FixedProviders([Peer(**entry) for entry in json.loads(path.read_text())])
-    except (OSError, ValueError, TypeError) as exc:
-        raise ValueError(f"cannot read providers file {path}: {exc}") from None
+def provider_table(settings: ValidatorSettings, read: MetagraphReader) -> ProviderTable | None:
+    """The dagnet adapters of ``settings`` as one directory; ``None`` when there is none.
+    ``read`` reads the metagraph of a netuid a ``{"netuid": N}`` adapter names."""
+    entries: dict[str, ProviderDirectory] = {}
+    for key, adapter in settings.dagnet_adapters().items():
+        if adapter.netuid is not None:
+            entries[key] = MetagraphProviders(read, adapter.netuid)
+        else:
+            entries[key] = FixedProviders([_provider(entry) for entry in adapter.providers or ()])
+    return ProviderTable(entries) if entries else None
+
+
+def _provider(entry: ProviderEntry) -> Provider:
+    return Provider(Peer(entry.uid, entry.hotkey, entry.url), entry.coldkey)
+
+
+def owned_runners(settings: ValidatorSettings) -> OwnedRunnerFactory:
+    """The owned runner, with the ``llm`` action of each subnet that has an openai adapter
+    answered by that endpoint (``"*"``: every other subnet's)."""
+    models = {key: _llm_config(adapter) for key, adapter in settings.openai_adapters().items()}
+    if not models:
+        return owned_runner
+    default = models.pop(EVERY_SUBNET, None)
+
+    def build(task: Task) -> NodeRunner:
+        routes = {subnet: owned_runner(task, llm=models[subnet]) for subnet in task.available_tools if subnet in models}
+        return BySubnet(routes, owned_runner(task, llm=default))
+
+    return build
+
+
+def _llm_config(adapter: OpenAIAdapter) -> LLMConfig:
+    key = os.environ.get(adapter.api_key_env) if adapter.api_key_env else None
+    if adapter.api_key_env and not key:
+        raise ValueError(f"adapters: the environment variable {adapter.api_key_env} (api_key_env) is not set")
+    return LLMConfig(base_url=adapter.base_url, model=adapter.model, api_key=key, timeout_s=adapter.timeout_s)
 
 
 def health_app(
@@ -251,7 +274,7 @@ async def run_validator(
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
                 chain, state, client, source or load_tasks(config.tasks), providers,
-                owned_runner=owned_runner if providers is None else None, reference=reference(),
+                owned_runner=owned_runners(config), reference=reference(),
                 config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )

@@ -23,6 +23,7 @@ from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
+from neurons.localrun import owned_runner
 from neurons.validator import reference
 from validator.loop import INFRASTRUCTURE, LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
@@ -83,7 +84,8 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
         state = ValidatorState(tmp_path / "validator.sqlite")
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
-                                 reference=reference(), config=LoopConfig(synthetic_rate=0.0, **config))
+                                 owned_runner=owned_runner, reference=reference(),
+                                 config=LoopConfig(synthetic_rate=0.0, **config))
             try:
                 yield loop, chain
             finally:

@@ -20,6 +20,7 @@ from miner.tools.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
+from neurons.localrun import owned_runner
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 
@@ -69,7 +70,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             client = await stack.enter_async_context(MinerClient(validator_key, config=ClientConfig(timeout_s=5.0)))
             provider = Peer(99, dev_keypair("dagnet-outage-provider").ss58_address, provider_url)
             loop = ValidatorLoop(validator_chain, state, client, source, FixedProviders([provider]),
-                                 config=LoopConfig(poll_s=0.1))
+                                 owned_runner=owned_runner, config=LoopConfig(poll_s=0.1))
             runner = asyncio.create_task(loop.run(stop))
 
             async def weights_set() -> bool:

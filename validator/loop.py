@@ -41,7 +41,7 @@ from typing import Protocol
 
 from chain.base import Chain, Hyperparameters
 from protocol.metagraph import MetagraphSnapshot, Peer
-from protocol.synapse import SCORING_VERSION
+from protocol.synapse import SCORING_VERSION, TaskPackage
 from protocol.task import Task
 from scoring.weights import normalize_weights, warmup_scale
 
@@ -49,7 +49,7 @@ from .client import MinerClient
 from .executor import ExecutorConfig
 from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
-from .remote import RemoteRunner
+from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
 from .lifecycle import InfrastructureFailure, Reference, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
@@ -145,12 +145,14 @@ class ValidatorLoop:
         executor_config: ExecutorConfig = ExecutorConfig(),
         metrics: ValidatorMetrics | None = None,
     ) -> None:
-        """Plans run on ``owned_runner`` (the validator's own execution, simulated time)
-        unless ``providers`` are given: then every node goes to those external providers
-        on the wall clock. One of the two is required. ``reference`` judges each step's
-        task (:mod:`validator.lifecycle`); without it no task is ever set aside."""
-        if (providers is None) == (owned_runner is None):
-            raise ValueError("give the loop exactly one of owned_runner (owned execution) or providers (external)")
+        """Plans run on ``owned_runner`` (the validator's own execution, simulated time);
+        a task one of whose subnets ``providers`` serve (the operator's dagnet adapters)
+        runs on the wall clock, those subnets' nodes going to the providers under the
+        trust rules of :mod:`validator.adapters`. At least one of the two is required.
+        ``reference`` judges each step's task (:mod:`validator.lifecycle`); without it
+        no task is ever set aside."""
+        if providers is None and owned_runner is None:
+            raise ValueError("give the loop owned_runner (owned execution), providers (external), or both")
         self.chain = chain
         self.state = state
         self.client = client
@@ -272,7 +274,8 @@ class ValidatorLoop:
         try:
             result = await validation_step(
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
-                executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency, owned=self._owned,
+                executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
+                owned=None if self._external(task) else self._owned,
             )
         except BaseException:
             reference.cancel()
@@ -296,14 +299,27 @@ class ValidatorLoop:
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
 
+    def _external(self, task: Task) -> bool:
+        """Whether ``task``'s plans run through the adapters, on the wall clock."""
+        return self.owned_runner is None or runs_external(self.providers, list(task.available_tools))
+
     def _runner_factory(self, task: Task) -> RunnerFactory:
-        """Who runs a miner's plan: the validator itself, or the external providers."""
-        if self.owned_runner is not None:
-            owned_runner = self.owned_runner
+        """Who runs a miner's plan: the validator itself, or its adapters beside it."""
+        owned_runner = self.owned_runner
+        if not self._external(task):
+            assert owned_runner is not None
             return lambda package, miner: owned_runner(task)
-        providers = self.providers
+        providers, own = self.providers, self._snapshot
         assert providers is not None
-        return lambda package, miner: RemoteRunner(self.client, providers.selector(miner.uid), package)
+        local = None if owned_runner is None else owned_runner(task)
+        rerun = None if owned_runner is None else owned_runner(tools_only(task))
+
+        def build(package: TaskPackage, miner: Peer) -> AdapterRunner:
+            neuron = None if own is None else own.by_hotkey(miner.hotkey)
+            select = trusted_selector(providers, miner, miner_coldkey=neuron.coldkey if neuron else "", own=own)
+            return AdapterRunner(self.client, select, package, serves=providers.serves, local=local, rerun=rerun)
+
+        return build
 
     async def _sync(self, block: int) -> MetagraphSnapshot | None:
         """The metagraph at ``block``, or the last one read when the chain cannot answer."""

@@ -1,89 +1,131 @@
-"""Where a validator finds the tool providers of each partner subnet.
+"""Where a validator finds the external tool providers the operator opted into.
 
-A task names its partner subnets ``sn<netuid>`` (``sn8`` is netuid 8). The
-providers of ``snN`` are the neurons serving an axon on netuid N's metagraph,
-ordered by stake (largest first, then uid), so the routing policy's ``top_k``
-asks the best-staked providers. :class:`MetagraphProviders` re-reads those
-metagraphs at most once per step; a subnet whose metagraph cannot be read keeps
-its last known providers.
+A :class:`ProviderDirectory` says which subnets it serves and, for a subnet, its
+providers in preference order, each a :class:`Provider` (the peer, and the coldkey
+that owns it when known). Three kinds:
+
+- :class:`FixedProviders`: a list the operator wrote (``--providers FILE``, a
+  ``{"kind": "dagnet", "providers": [...]}`` adapter); the list is rotated per plan
+  to spread the load;
+- :class:`MetagraphProviders`: the neurons serving an axon on one netuid's metagraph
+  (``{"kind": "dagnet", "netuid": N}``), largest stake first, then uid, so the
+  routing policy's ``top_k`` asks the best-staked ones; re-read before each step,
+  and a metagraph that cannot be read keeps its last known providers;
+- :class:`ProviderTable`: the adapters table, a directory per subnet name or ``"*"``.
+
+Nothing here decides whom to trust: :mod:`validator.adapters` filters these lists
+for each miner's plan.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from protocol.metagraph import MetagraphSnapshot, Peer
 
-from .remote import ProviderSelector, every_peer_serves
-
 log = logging.getLogger(__name__)
 
-_SUBNET = re.compile(r"sn(\d{1,5})")
+EVERY_SUBNET = "*"
+"""The table key that stands for every subnet without an entry of its own."""
 
 MetagraphReader = Callable[[int], Awaitable[MetagraphSnapshot]]
 """``netuid -> metagraph`` of that subnet at the chain head."""
 
 
-def subnet_netuid(subnet: str) -> int | None:
-    """``"sn8" -> 8``; ``None`` for a name that is not ``sn<netuid>``."""
-    match = _SUBNET.fullmatch(subnet)
-    return int(match.group(1)) if match else None
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """A tool provider: the peer the validator calls, and its coldkey (``""``: unknown)."""
+
+    peer: Peer
+    coldkey: str = ""
 
 
 class ProviderDirectory(Protocol):
+    def serves(self, subnet: str) -> bool:
+        """Whether nodes of ``subnet`` go to this directory's providers."""
+        ...
+
     async def refresh(self, subnets: Iterable[str]) -> None:
         """Bring the providers of ``subnets`` up to date before a step."""
         ...
 
-    def selector(self, offset: int) -> ProviderSelector:
-        """``subnet -> providers``; ``offset`` rotates equally good providers to spread load."""
+    def providers(self, subnet: str, offset: int) -> Sequence[Provider]:
+        """The providers of ``subnet``, best first; ``offset`` may rotate equally good ones."""
         ...
 
 
-class MetagraphProviders:
-    """Providers read from each partner subnet's metagraph."""
-
-    def __init__(self, read: MetagraphReader) -> None:
-        self._read = read
-        self._providers: dict[str, tuple[Peer, ...]] = {}
-
-    async def refresh(self, subnets: Iterable[str]) -> None:
-        for subnet in sorted(set(subnets)):
-            netuid = subnet_netuid(subnet)
-            if netuid is None:
-                continue
-            try:
-                snapshot = await self._read(netuid)
-            except Exception as exc:  # an unreadable partner subnet must not stop the step
-                log.warning("cannot read providers of %s (netuid %s): %s", subnet, netuid, exc)
-                continue
-            self._providers[subnet] = providers_of(snapshot)
-
-    def selector(self, offset: int) -> ProviderSelector:
-        known = dict(self._providers)
-        return lambda subnet: known.get(subnet, ())
-
-    def known(self) -> dict[str, tuple[Peer, ...]]:
-        return dict(self._providers)
-
-
 class FixedProviders:
-    """Every subnet served by the same peers (tests, benchmarks, single-host runs)."""
+    """The same providers for every subnet (an operator's list, tests, benchmarks)."""
 
-    def __init__(self, peers: Sequence[Peer]) -> None:
-        self._peers = tuple(peers)
+    def __init__(self, providers: Sequence[Provider | Peer]) -> None:
+        self._providers = tuple(p if isinstance(p, Provider) else Provider(p) for p in providers)
+
+    def serves(self, subnet: str) -> bool:
+        return True
 
     async def refresh(self, subnets: Iterable[str]) -> None:
         return None
 
-    def selector(self, offset: int) -> ProviderSelector:
-        return every_peer_serves(self._peers, offset=offset)
+    def providers(self, subnet: str, offset: int) -> Sequence[Provider]:
+        pool = self._providers
+        cut = offset % len(pool) if pool else 0
+        return pool[cut:] + pool[:cut]
 
 
-def providers_of(snapshot: MetagraphSnapshot) -> tuple[Peer, ...]:
+class MetagraphProviders:
+    """The serving neurons of netuid ``netuid``'s metagraph."""
+
+    def __init__(self, read: MetagraphReader, netuid: int) -> None:
+        self._read = read
+        self.netuid = netuid
+        self._providers: tuple[Provider, ...] = ()
+
+    def serves(self, subnet: str) -> bool:
+        return True
+
+    async def refresh(self, subnets: Iterable[str]) -> None:
+        try:
+            snapshot = await self._read(self.netuid)
+        except Exception as exc:  # an unreadable metagraph must not stop the step
+            log.warning("cannot read the providers on netuid %s: %s", self.netuid, exc)
+            return
+        self._providers = providers_of(snapshot)
+
+    def providers(self, subnet: str, offset: int) -> Sequence[Provider]:
+        return self._providers
+
+
+class ProviderTable:
+    """The adapters table: a directory per subnet, ``"*"`` for every other subnet."""
+
+    def __init__(self, entries: Mapping[str, ProviderDirectory]) -> None:
+        self._entries = dict(entries)
+
+    def _entry(self, subnet: str) -> ProviderDirectory | None:
+        return self._entries.get(subnet, self._entries.get(EVERY_SUBNET))
+
+    def serves(self, subnet: str) -> bool:
+        entry = self._entry(subnet)
+        return entry is not None and entry.serves(subnet)
+
+    async def refresh(self, subnets: Iterable[str]) -> None:
+        needed: dict[int, tuple[ProviderDirectory, list[str]]] = {}
+        for subnet in sorted(set(subnets)):
+            entry = self._entry(subnet)
+            if entry is not None:
+                needed.setdefault(id(entry), (entry, []))[1].append(subnet)
+        for entry, names in needed.values():  # each directory once, however many subnets it serves
+            await entry.refresh(names)
+
+    def providers(self, subnet: str, offset: int) -> Sequence[Provider]:
+        entry = self._entry(subnet)
+        return () if entry is None else entry.providers(subnet, offset)
+
+
+def providers_of(snapshot: MetagraphSnapshot) -> tuple[Provider, ...]:
     serving = [n for n in snapshot.neurons if n.axon is not None]
     serving.sort(key=lambda n: (-n.stake, n.uid))
-    return tuple(Peer.from_neuron(n) for n in serving)
+    return tuple(Provider(Peer.from_neuron(n), n.coldkey) for n in serving)

@@ -4,7 +4,9 @@
 for real executions: for each node it asks the ``top_k`` providers the task's
 routing policy names for that subnet, all at once, and aggregates what comes
 back. The node takes as long as its slowest provider and costs the sum of what
-they charged.
+they charged. That is what the providers *say*: the validator's loop never takes it
+as it is, it judges each provider's answer (:meth:`RemoteRunner.ask`) by the trust
+rules of :mod:`validator.adapters`.
 
 Which peers provide a subnet is a function (:data:`ProviderSelector`): on a
 real network it comes from partner subnets; on a local network every miner
@@ -55,7 +57,10 @@ def every_peer_serves(peers: Sequence[Peer], *, offset: int = 0) -> ProviderSele
 
 
 @dataclass(slots=True)
-class _Answer:
+class ProviderAnswer:
+    """What one provider answered to one attempt: its output or error, the cost it
+    claims, and the transport retries it took."""
+
     output: NodeOutput | None
     cost_tao: float
     error: str | None
@@ -88,14 +93,23 @@ class RemoteRunner:
         self._transport_retries = transport_retries
 
     async def run(self, call: NodeCall) -> NodeResult:
-        rule = self._package.route(call.subnet)
-        chosen = list(self._providers(call.subnet))[: rule.top_k]
+        """The providers' answers aggregated by the routing rule, at the cost they claim:
+        untrusted (the validator's loop judges the answers instead: :mod:`validator.adapters`)."""
+        asked = await self.ask(call)
+        if isinstance(asked, NodeResult):
+            return asked
+        return _combine([p for p, _ in asked], [a for _, a in asked], self._package.route(call.subnet).aggregation)
+
+    async def ask(self, call: NodeCall) -> list[tuple[Peer, ProviderAnswer]] | NodeResult:
+        """Each of the ``top_k`` chosen providers with its answer, all asked at once; the
+        failed result when there is no provider or no valid request."""
+        chosen = list(self._providers(call.subnet))[: self._package.route(call.subnet).top_k]
         synapse = _request(call, chosen)
         if isinstance(synapse, NodeResult):
             return synapse
         timeout = call.timeout_seconds + TIMEOUT_MARGIN_S
         answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
-        return _combine(chosen, answers, rule.aggregation)
+        return list(zip(chosen, answers))
 
     async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
         """Run a generator node on the first provider; emit its frames in order once its answer is in."""
@@ -109,7 +123,7 @@ class RemoteRunner:
                 break
         return NodeResult(answer.output, cost_tao=answer.cost_tao, error=answer.error, unplanned_retries=answer.retries)
 
-    async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> _Answer:
+    async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> ProviderAnswer:
         retries = 0
         while True:
             reply = await self._client.call_node(provider.url, provider.hotkey, synapse, timeout_s=timeout)
@@ -117,7 +131,7 @@ class RemoteRunner:
                 retries += 1
                 continue
             if not reply.ok:
-                return _Answer(None, 0.0, reply.error, retries)
+                return ProviderAnswer(None, 0.0, reply.error, retries)
             return _parse(reply.body or b"", retries)
 
 
@@ -134,18 +148,18 @@ def _request(call: NodeCall, chosen: Sequence[Peer]) -> NodeSynapse | NodeResult
         return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
 
 
-def _parse(body: bytes, retries: int) -> _Answer:
+def _parse(body: bytes, retries: int) -> ProviderAnswer:
     try:
         response = NodeResponse.model_validate_json(body)
     except ValidationError as exc:
-        return _Answer(None, 0.0, f"malformed node response: {format_validation_error(exc)}", retries)
+        return ProviderAnswer(None, 0.0, f"malformed node response: {format_validation_error(exc)}", retries)
     if response.error is not None or response.output is None:
         error = response.error or "provider returned no output"
-        return _Answer(None, response.cost_tao, error, retries, response.frames)
-    return _Answer(response.output, response.cost_tao, None, retries, response.frames)
+        return ProviderAnswer(None, response.cost_tao, error, retries, response.frames)
+    return ProviderAnswer(response.output, response.cost_tao, None, retries, response.frames)
 
 
-def _combine(providers: Sequence[Peer], answers: Sequence[_Answer], aggregation: str) -> NodeResult:
+def _combine(providers: Sequence[Peer], answers: Sequence[ProviderAnswer], aggregation: str) -> NodeResult:
     cost = sum(answer.cost_tao for answer in answers)
     retries = sum(answer.retries for answer in answers)
     outputs = [answer.output for answer in answers if answer.output is not None]

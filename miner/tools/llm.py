@@ -4,6 +4,9 @@ Off unless configured: :func:`miner.tools.registry.default_registry` registers i
 only when given an :class:`LLMConfig`, and the config (URL, model, key) is passed
 in by the process that reads settings — this module reads no environment.
 Requests use temperature 0 so a deterministic server gives deterministic output.
+The call is blocking, in a worker thread (:func:`~.base.run_in_thread`): so it is
+safe on the validator's simulated loop too, which runs such calls inline and never
+awaits network I/O (validator/simclock.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._common import make_output, parse_params
-from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec
+from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
 
 MAX_PROMPT_CHARS = 64 * 1024
 
@@ -49,7 +52,7 @@ def make_llm(config: LLMConfig) -> Tool:
     url = config.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
 
-    async def llm(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def llm(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         p = parse_params(LLMParams, params)
         if p.max_tokens > config.max_tokens_cap:
             raise ToolError(f"bad params: max_tokens: at most {config.max_tokens_cap}")
@@ -57,17 +60,17 @@ def make_llm(config: LLMConfig) -> Tool:
             {"role": "user", "content": p.prompt}
         ]
         body = {"model": config.model, "messages": messages, "max_tokens": p.max_tokens, "temperature": 0}
-        reply = await _post(url, body, headers, min(config.timeout_s, ctx.timeout_seconds))
+        reply = _post(url, body, headers, min(config.timeout_s, ctx.timeout_seconds))
         text, usage = _content(reply)
         return ToolResult(make_output(text, metadata={"model": config.model, "usage": usage}), config.cost_per_call)
 
-    return llm
+    return run_in_thread(llm)
 
 
-async def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> Any:
+def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> Any:
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            response = await client.post(url, json=body, headers=headers)
+        with httpx.Client(timeout=timeout_s) as client:
+            response = client.post(url, json=body, headers=headers)
     except httpx.TimeoutException:
         raise ToolError(f"llm: no answer within {timeout_s:g}s") from None
     except httpx.HTTPError as exc:

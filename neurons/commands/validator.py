@@ -18,18 +18,25 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.localrun import SHIPPED_TASKS
 from neurons.commands.common import JsonOpt, describe, error, fail, print_json
 from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
+from neurons.files import InputError
+from neurons.settings import build_settings
+from neurons.validator_settings import ValidatorSettings, providers_override
 
 
 validator_app = typer.Typer(invoke_without_command=True)  # the help is the callback's docstring
 
 StateOpt = Annotated[Path, typer.Option(help="The validator's SQLite state file.")]
+DEFAULT_STATE = ValidatorSettings.model_fields["state"].default
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(validator_app, name="validator")
+
+
+def _default(field: str) -> str:
+    return f"[default: {ValidatorSettings.model_fields[field].get_default(call_default_factory=True)}]"
 
 
 @validator_app.callback()
@@ -48,53 +55,81 @@ def validator(
     chain_endpoint: Annotated[
         Optional[str], typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]")
     ] = None,
-    netuid: Annotated[int, typer.Option(help="Subnet uid.")] = 1,
-    state: StateOpt = Path("validator.sqlite"),
+    netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,
+    state: Annotated[Optional[Path], typer.Option(help=f"The validator's SQLite state file.  {_default('state')}")] = None,
     tasks: Annotated[
-        Path, typer.Option(help="v2 (the shipped task families, a hidden instance drawn each step) or a task-set file.")
-    ] = SHIPPED_TASKS,
-    host: Annotated[str, typer.Option(help="Address of /health and /metrics.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of /health and /metrics; 0 picks a free one.")] = 9100,
-    sample_size: Annotated[int, typer.Option(help="Miners queried per step.")] = 256,
-    query_timeout: Annotated[float, typer.Option(help="Seconds a miner has to answer (< one block).")] = 8.0,
-    exec_concurrency: Annotated[int, typer.Option(help="Plans executed at once.")] = 16,
-    max_frames: Annotated[int, typer.Option(help="Frames one generator node may emit.")] = 1000,
-    max_frame_instances: Annotated[int, typer.Option(help="Frame instances one plan's run may hold.")] = 10_000,
+        Optional[Path],
+        typer.Option(help=f"v2 (the shipped task families, a hidden instance drawn each step) or a task-set file.  {_default('tasks')}"),
+    ] = None,
+    host: Annotated[Optional[str], typer.Option(help=f"Address of /health and /metrics.  {_default('host')}")] = None,
+    port: Annotated[Optional[int], typer.Option(help=f"Port of /health and /metrics; 0 picks a free one.  {_default('port')}")] = None,
+    sample_size: Annotated[Optional[int], typer.Option(help=f"Miners queried per step.  {_default('sample_size')}")] = None,
+    query_timeout: Annotated[
+        Optional[float], typer.Option(help=f"Seconds a miner has to answer (< one block).  {_default('query_timeout_s')}")
+    ] = None,
+    exec_concurrency: Annotated[Optional[int], typer.Option(help=f"Plans executed at once.  {_default('exec_concurrency')}")] = None,
+    max_frames: Annotated[Optional[int], typer.Option(help=f"Frames one generator node may emit.  {_default('max_frames')}")] = None,
+    max_frame_instances: Annotated[
+        Optional[int], typer.Option(help=f"Frame instances one plan's run may hold.  {_default('max_frame_instances')}")
+    ] = None,
     providers: Annotated[
         Optional[Path],
-        typer.Option(help="JSON [{uid, hotkey, url}]: tool providers of every subnet (local networks).  [default: none: the partner subnets' metagraphs]"),
+        typer.Option(
+            metavar="FILE",
+            help='JSON [{uid, hotkey, url}]: external tool providers of every subnet, short for --set \'adapters.*={"kind": "dagnet", "providers": [...]}\'.  [default: none: the validator executes every plan itself]',
+        ),
     ] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between looks at the chain head.")] = 1.0,
+    poll: Annotated[Optional[float], typer.Option(help=f"Seconds between looks at the chain head.  {_default('poll_s')}")] = None,
+    config_file: Annotated[
+        Optional[Path],
+        typer.Option("--config", metavar="FILE", help="Settings file (TOML or JSON) with any validator setting, the adapters table too.  [default: none]"),
+    ] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set", metavar="KEY=VALUE",
+            help="Override one setting, e.g. sample_size=64 or 'adapters.sn8={\"kind\": \"dagnet\", \"netuid\": 8}' (repeatable; after --config).",
+        ),
+    ] = None,
     replay_id: Annotated[
         Optional[int],
         typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]"),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug | info | warning | error.")] = "info",
+    log_level: Annotated[Optional[str], typer.Option(help=f"debug | info | warning | error.  {_default('log_level')}")] = None,
 ) -> None:
     """Validate: query miners, execute and score their plans, set weights once per tempo.
 
     Run with a key (--dev-key or --wallet.name) and the options below; `dagnet validator
     tasks` shows the task lifecycle kept in a state file instead.
+
+    Settings: defaults, then --config FILE, then each --set, then the flags above.
     """
     if ctx.invoked_subcommand is not None:
         return
+    flags = {
+        "netuid": netuid, "state": state, "tasks": tasks, "host": host, "port": port, "sample_size": sample_size,
+        "query_timeout_s": query_timeout, "exec_concurrency": exec_concurrency, "max_frames": max_frames,
+        "max_frame_instances": max_frame_instances, "poll_s": poll, "log_level": log_level,
+    }
+    try:
+        overrides = [*(sets or ()), *([providers_override(providers)] if providers is not None else [])]
+        settings = build_settings(ValidatorSettings, config_file=config_file, overrides=overrides, flags=flags)
+    except InputError as exc:
+        fail(str(exc))
     if replay_id is not None:
-        _replay(state, tasks, replay_id)
+        _replay(settings.state, settings.tasks, replay_id)
         return
     from neurons.validator import ValidatorProcessConfig, run_validator
 
     try:
         config = ValidatorProcessConfig(
-            dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey, wallet_path=wallet_path,
-            network=network, chain_endpoint=chain_endpoint, netuid=netuid, state=state, tasks=tasks, host=host,
-            port=port, sample_size=sample_size, query_timeout_s=query_timeout, exec_concurrency=exec_concurrency,
-            providers=providers, poll_s=poll, log_level=log_level, max_frames=max_frames,
-            max_frame_instances=max_frame_instances,
+            **dict(settings), dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
+            wallet_path=wallet_path, network=network, chain_endpoint=chain_endpoint,
         )
         config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
         fail(describe(exc))
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run_validator(config))
     except (KeyError, OSError, ValueError) as exc:
@@ -118,7 +153,7 @@ def _replay(state: Path, tasks: Path, record_id: int) -> None:
 
 @validator_app.command("tasks")
 def tasks(
-    state: StateOpt = Path("validator.sqlite"),
+    state: StateOpt = DEFAULT_STATE,
     reset: Annotated[bool, typer.Option("--reset", help="Make every task active again, no failures counted.")] = False,
     as_json: bool = JsonOpt,
 ) -> None:

@@ -1,0 +1,132 @@
+"""The validator's settings: one pydantic model, every default written here once.
+
+``dagnet validator`` builds a :class:`ValidatorSettings` from its defaults, ``--config
+FILE``, ``--set KEY=VALUE`` and its flags (:func:`neurons.settings.build_settings`);
+nothing below reads the environment. The keys a validator signs with and the chain it
+talks to are not settings: the process config adds them (:mod:`neurons.validator`). This
+module imports no server and no chain SDK, so ``dagnet --help`` can show the defaults.
+
+``adapters`` is the operator's table of external execution (docs/validator.md,
+adapters): a subnet name (``sn8``) or ``"*"`` (every subnet not named) mapped to
+:class:`DagnetAdapter` (tool providers answering ``NodeSynapse``) or
+:class:`OpenAIAdapter` (an OpenAI-compatible endpoint behind the ``llm`` action).
+A subnet without an adapter is executed by the validator itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from neurons.files import InputError, read_text
+from neurons.localrun import SHIPPED_TASKS
+from protocol.errors import format_validation_error
+from validator.providers import EVERY_SUBNET
+
+__all__ = ["Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings", "providers_override"]
+
+_ADAPTER_KEY = re.compile(r"sn\d{1,5}|\*")
+
+
+class ProviderEntry(BaseModel):
+    """One tool provider the operator names. ``coldkey``, when given, lets the trust
+    rules refuse it the plans of miners owned by the same coldkey."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    uid: int = Field(ge=0)
+    hotkey: str = Field(min_length=1)
+    url: str = Field(pattern=r"^https?://")
+    coldkey: str = ""
+
+
+class DagnetAdapter(BaseModel):
+    """Tool providers speaking ``NodeSynapse``: a fixed list, or the serving neurons of
+    one netuid's metagraph (largest stake first). Exactly one of the two."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["dagnet"]
+    providers: list[ProviderEntry] | None = None
+    netuid: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DagnetAdapter:
+        if (self.providers is None) == (self.netuid is None):
+            raise ValueError("a dagnet adapter takes exactly one of providers (a list) or netuid")
+        return self
+
+
+class OpenAIAdapter(BaseModel):
+    """The ``llm`` action of a subnet answered by an OpenAI-compatible endpoint; the API
+    key is read from the environment variable ``api_key_env`` when the validator starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["openai"]
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = Field(default=None, min_length=1)
+    timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+
+Adapter = Annotated[DagnetAdapter | OpenAIAdapter, Field(discriminator="kind")]
+
+
+class ValidatorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    netuid: int = Field(default=1, ge=0)
+    state: Path = Path("validator.sqlite")
+    """The SQLite state file (scores, records, task lifecycle)."""
+    tasks: Path = SHIPPED_TASKS
+    """``v2`` (the shipped task families, a hidden instance drawn each step) or a task-set file."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=9100, ge=0, le=65535)
+    """``/health`` and ``/metrics``; 0 picks a free port."""
+    sample_size: int = Field(default=256, ge=1)
+    """Miners queried per step."""
+    query_timeout_s: float = Field(default=8.0, gt=0, lt=12.0)
+    """Bounds each miner's answer; below one 12 s block."""
+    exec_concurrency: int = Field(default=16, ge=1)
+    """Plans executed at once."""
+    max_frames: int = Field(default=1000, ge=0)
+    """Frames one generator node may emit (docs/execution.md, generator nodes and frames)."""
+    max_frame_instances: int = Field(default=10_000, ge=0)
+    """Frame instances one plan's run may hold, over all its generators."""
+    poll_s: float = Field(default=1.0, gt=0)
+    """Seconds between looks at the chain head."""
+    log_level: str = "info"
+    adapters: dict[str, Adapter] = Field(default_factory=dict)
+    """External execution by subnet (see the module); empty: the validator runs every node."""
+
+    @model_validator(mode="after")
+    def _adapter_keys(self) -> ValidatorSettings:
+        bad = sorted(key for key in self.adapters if not _ADAPTER_KEY.fullmatch(key))
+        if bad:
+            raise ValueError(f"adapters: {', '.join(map(repr, bad))} is not a subnet (snN) or \"*\"")
+        return self
+
+    def dagnet_adapters(self) -> dict[str, DagnetAdapter]:
+        return {key: a for key, a in self.adapters.items() if isinstance(a, DagnetAdapter)}
+
+    def openai_adapters(self) -> dict[str, OpenAIAdapter]:
+        return {key: a for key, a in self.adapters.items() if isinstance(a, OpenAIAdapter)}
+
+
+_PROVIDER_LIST = TypeAdapter(list[ProviderEntry])
+
+
+def providers_override(path: Path) -> str:
+    """``--providers FILE`` as the ``--set`` it stands for: ``adapters.*`` = a dagnet adapter
+    with the file's ``[{"uid", "hotkey", "url"}, ...]``."""
+    try:
+        entries = _PROVIDER_LIST.validate_json(read_text(path))
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a providers list: {format_validation_error(exc)}") from None
+    adapter = {"kind": "dagnet", "providers": [entry.model_dump() for entry in entries]}
+    return f"adapters.{EVERY_SUBNET}={json.dumps(adapter)}"

@@ -1,0 +1,355 @@
+"""External providers are untrusted (validator/adapters.py): the self-dealing attack of issue 17.
+
+A miner that also runs the top-staked provider of a partner subnet answers with a
+one-node plan carrying every ``${input.*}`` of the task; its provider "solves" the
+hidden instance from those inputs (it runs the good plan on them, as any cheater can)
+and charges nothing. Without the trust rules that plan beats the good planner; with
+them it scores no more than the good plan, whether the provider shares the miner's
+coldkey (it is never asked) or has unrelated keys (its answer fails the validator's
+re-run). A provider that fails every competitor's node cannot sink the good miner
+when it is excluded (its hotkey is registered on the validator's netuid) or
+out-voted (``top_k`` honest providers agree).
+
+Everything here is a real step of a :class:`ValidatorLoop` against signed HTTP
+miners and providers on loopback, as ``tests/test_network_fidelity.py`` runs one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from support.fakechain import FakeChain
+from support.keys import dev_keypair
+from support.peers import serve_asgi
+from support.tasks import SomeFamilies, provider_profiles
+
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import get_planner
+from miner.tools.registry import default_registry
+from miner.tools.runner import LocalRunner
+from neurons.localrun import family_task, owned_runner, run_document
+from protocol.documents import load_plan_document
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
+from protocol.output import NodeOutput
+from protocol.plan import PlanNode, WorkflowPlan
+from protocol.runner import NodeCall, NodeResult
+from protocol.synapse import RoutingRule, TaskPackage
+from protocol.task import Task
+from validator.adapters import settle, trusted_selector
+from validator.client import ClientConfig, MinerClient
+from validator.loop import LoopConfig, ValidatorLoop
+from validator.providers import FixedProviders, MetagraphProviders, Provider
+from validator.remote import ProviderAnswer, RemoteRunner, every_peer_serves
+from validator.state import ValidatorState
+from validator.step import validation_step
+
+FAMILY = "dt_inventory"
+"""A data_transform family with a roomy latency limit (2.6 s) for loopback HTTP."""
+PARTNER_NETUID = 12
+TOLERANCE = 0.02
+"""Wall-clock latency over loopback may move S a little (tests/test_network_fidelity.py)."""
+SOLVE = "solve"
+VALIDATOR = dev_keypair("Alice")
+GOOD = dev_keypair("dagnet-trust-good")
+CHEAT = dev_keypair("dagnet-trust-cheat")
+CHEAT_PROVIDER = dev_keypair("dagnet-trust-cheat-provider")
+HONEST = (dev_keypair("dagnet-trust-honest-0"), dev_keypair("dagnet-trust-honest-1"))
+CHEAT_COLDKEY, OTHER_COLDKEY = "5CheatColdkey", "5SomeoneElse"
+
+
+class CheatPlanner:
+    """One node that hands a provider every input of the task; its output is the answer.
+    The node goes to the fastest subnet that asks a single provider: the cheat's own."""
+
+    name = "cheat"
+
+    def plan(self, package: TaskPackage) -> WorkflowPlan:
+        data = {name: f"${{input.{name}}}" for name in package.example}
+        tools = package.available_tools
+        subnet = min(tools, key=lambda s: (package.route(s).top_k, tools[s].avg_latency))
+        return WorkflowPlan(nodes=[PlanNode(id=SOLVE, subnet=subnet, action="json_transform", params={"data": data, "ops": []})])
+
+
+@dataclass
+class CheatProvider:
+    """The cheater's provider: solves the cheat's node from its inputs (it runs the good
+    plan on them) at no charge; on every other node it is honest, or fails (``sabotage``)."""
+
+    sabotage: bool = False
+    calls: list[str] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/NodeSynapse", self._node, methods=["POST"])])
+
+    async def _node(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self.calls.append(body["node_id"])
+        if body["node_id"] == SOLVE:
+            return JSONResponse({"output": await _solve(body["task_id"], body["params"]["data"]), "cost_tao": 0.0})
+        if self.sabotage:
+            return JSONResponse({"output": None, "cost_tao": 0.0, "error": "subnet busy"})
+        task = family_task(body["task_id"], 0)
+        result = await LocalRunner(default_registry(), subnets=task.available_tools).run(NodeCall(
+            task_id=body["task_id"], node_id=body["node_id"], subnet=body["subnet"], action=body["action"],
+            params=body["params"], timeout_seconds=body["timeout_seconds"], attempt=body["attempt"],
+        ))
+        output = None if result.output is None else result.output.model_dump(mode="json", exclude_none=True)
+        return JSONResponse({"output": output, "cost_tao": result.cost_tao, "error": result.error})
+
+
+async def _solve(task_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The instance's answer from its inputs: the good plan for the public package, run on them."""
+    report = await run_document(_good_document(family_task(task_id, 0)), inputs=inputs)
+    return report["final_output"]
+
+
+def _good_document(task: Task) -> Any:
+    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=1)
+    return load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+class Routed(SomeFamilies):
+    """The family with every subnet asked ``top_k`` providers at once, and the budget to pay them."""
+
+    def __init__(self, top_k: int) -> None:
+        super().__init__(FAMILY)
+        self.top_k = top_k
+
+    def _routed(self, task: Task) -> Task:
+        budget = task.constraints.max_budget_tao * self.top_k
+        return task.model_copy(update={
+            "routing_policy": {"default": RoutingRule(top_k=self.top_k)},
+            "constraints": task.constraints.model_copy(update={"max_budget_tao": budget}),
+        })
+
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(self._routed(task) for task in super().tasks())
+
+    def instance(self, task: Task, seed: int) -> Task:
+        return self._routed(super().instance(task, seed))
+
+
+@dataclass
+class Network:
+    """The validator's netuid (validator, good miner, cheat miner) and the partner subnet's providers."""
+
+    own: MetagraphSnapshot
+    partner: MetagraphSnapshot
+    cheat_provider: CheatProvider
+
+
+def _axon(url: str) -> Axon:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return Axon(host, int(port))
+
+
+@contextlib.asynccontextmanager
+async def _network(*, provider_hotkey: str, provider_coldkey: str, sabotage: bool) -> AsyncIterator[Network]:
+    served = (GOOD, CHEAT, *HONEST)  # each app serves only while it sees its own hotkey registered
+    bare = MetagraphSnapshot(7, 100, (Neuron(0, VALIDATOR.ss58_address, 1_000.0, True),
+                                      *(Neuron(i + 1, key.ss58_address) for i, key in enumerate(served))))
+    profiles = provider_profiles(SomeFamilies(FAMILY).tasks())
+    cheat_provider = CheatProvider(sabotage=sabotage)
+    async with contextlib.AsyncExitStack() as stack:
+        async def serve(key: Any, **settings: Any) -> Axon:
+            planner = CheatPlanner() if key is CHEAT else get_planner("good")
+            app = create_app(MinerSettings(port=0, **settings), keypair=key, metagraph=StaticMetagraph(bare),
+                             registry=default_registry(), planner=planner)
+            return _axon(await stack.enter_async_context(serve_asgi(app)))
+
+        own = MetagraphSnapshot(7, 100, (
+            Neuron(0, VALIDATOR.ss58_address, 1_000.0, True, coldkey="5ValidatorColdkey"),
+            Neuron(1, GOOD.ss58_address, 10.0, axon=await serve(GOOD), coldkey="5GoodColdkey"),
+            Neuron(2, CHEAT.ss58_address, 10.0, axon=await serve(CHEAT), coldkey=CHEAT_COLDKEY),
+        ))
+        cheat_axon = _axon(await stack.enter_async_context(serve_asgi(cheat_provider.app())))
+        honest = [
+            Neuron(i + 1, key.ss58_address, 100.0 - i, axon=await serve(key, provider_tasks=profiles),
+                   coldkey=f"5HonestColdkey{i}")
+            for i, key in enumerate(HONEST)
+        ]
+        top = Neuron(0, provider_hotkey, 5_000.0, axon=cheat_axon, coldkey=provider_coldkey)  # the top-staked provider
+        partner = MetagraphSnapshot(PARTNER_NETUID, 100, (top, *honest))
+        yield Network(own, partner, cheat_provider)
+
+
+async def _step(network: Network, tmp_path: Path, source: SomeFamilies) -> dict[str, dict[str, Any]]:
+    """One step of a validator whose adapters send every subnet to the partner netuid's
+    providers; each miner's record by name."""
+
+    async def read(netuid: int) -> MetagraphSnapshot:
+        assert netuid == PARTNER_NETUID
+        return network.partner
+
+    chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=network.own)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    state = ValidatorState(tmp_path / "validator.sqlite")
+    try:
+        async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
+            providers = MetagraphProviders(read, PARTNER_NETUID)
+            loop = ValidatorLoop(chain, state, client, source, providers, owned_runner=owned_runner,
+                                 config=LoopConfig(synthetic_rate=0.0))
+            assert await loop.step(chain.head) is not None
+        names = {GOOD.ss58_address: "good", CHEAT.ss58_address: "cheat"}
+        return {names[record.hotkey]: dataclasses.asdict(record) for record in state.executions()}
+    finally:
+        state.close()
+
+
+async def _owned_score(record: dict[str, Any]) -> float:
+    """What owned execution gives the good plan on the record's instance (``dagnet run --task``)."""
+    task = family_task(FAMILY, record["instance_seed"])
+    return (await run_document(_good_document(task), task=task))["score"]["S"]
+
+
+async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
+    """The attack is real in this harness: taken at its word, the cheat's provider makes a
+    one-node plan beat the good planner (the untrusted runner, as main had it)."""
+    task = family_task(FAMILY, 4242)
+    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
+                        sabotage=False) as network:
+        miners = [Peer.from_neuron(n) for n in network.own.neurons if n.axon is not None]
+        cheat = [Peer.from_neuron(network.partner.neurons[0])]
+        async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
+            result = await validation_step(
+                task=task, miners=miners, client=client,
+                runner_factory=lambda package, _: RemoteRunner(client, every_peer_serves(cheat), package),
+            )
+    good, cheat_outcome = result.outcomes
+    assert network.cheat_provider.calls.count(SOLVE) == 1
+    assert cheat_outcome.score.output_quality == 1.0 and cheat_outcome.execution.metrics.cost_tao == 0.0
+    assert cheat_outcome.score.S > good.score.S > 0.5
+
+
+@pytest.mark.parametrize("keys", ["same_coldkey", "unrelated_keys"])
+async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, keys: str) -> None:
+    coldkey = CHEAT_COLDKEY if keys == "same_coldkey" else OTHER_COLDKEY
+    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=coldkey,
+                        sabotage=False) as network:
+        records = await _step(network, tmp_path, SomeFamilies(FAMILY))
+    good, cheat = records["good"], records["cheat"]
+    assert good["score"]["S"] > 0.5 and good["metrics"]["clock"] == "wall"
+    assert cheat["score"]["S"] <= good["score"]["S"]
+    assert cheat["score"]["output_quality"] < 1.0
+    if keys == "same_coldkey":
+        assert SOLVE not in network.cheat_provider.calls  # never asked to serve its owner's plan
+    else:
+        assert network.cheat_provider.calls.count(SOLVE) >= 1  # asked, and its answer failed the re-run
+        assert cheat["final_output"] is None and cheat["metrics"]["completion_ratio"] == 0.0
+    assert good["score"]["S"] >= await _owned_score(good) - TOLERANCE
+
+
+@pytest.mark.parametrize("guard", ["excluded", "out_voted"])
+async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_path: Path, guard: str) -> None:
+    """Excluded: the provider runs under the cheat miner's own hotkey, registered on the
+    validator's netuid, so it serves nobody. Out-voted: unrelated keys, every subnet asks
+    three providers, and the two honest ones agree."""
+    if guard == "excluded":
+        context = _network(provider_hotkey=CHEAT.ss58_address, provider_coldkey=CHEAT_COLDKEY, sabotage=True)
+        source: SomeFamilies = SomeFamilies(FAMILY)
+    else:
+        context = _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY, sabotage=True)
+        source = Routed(top_k=3)
+    async with context as network:
+        records = await _step(network, tmp_path, source)
+    good, cheat = records["good"], records["cheat"]
+    assert good["metrics"]["completion_ratio"] == 1.0 and good["score"]["output_quality"] == 1.0
+    assert cheat["score"]["S"] <= good["score"]["S"]
+    if guard == "excluded":
+        assert network.cheat_provider.calls == []
+        assert good["score"]["S"] >= await _owned_score(good) - TOLERANCE
+    else:
+        assert "rows" in network.cheat_provider.calls  # it was asked for the good plan's nodes, and failed them
+        async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
+                            sabotage=False) as honest:
+            control = (await _step(honest, tmp_path / "control", source))["good"]
+        assert good["score"]["S"] >= control["score"]["S"] - TOLERANCE > 0.5  # as if every provider were honest
+
+
+# -- the rules one by one ---------------------------------------------------------------------
+
+
+def _peer(uid: int) -> Peer:
+    return Peer(uid, f"5Provider{uid}", f"http://p{uid}")
+
+
+def _call(action: str = "json_transform") -> NodeCall:
+    return NodeCall(task_id="t", node_id="n", subnet="sn1", action=action, params={}, timeout_seconds=1.0, attempt=1)
+
+
+def _said(uid: int, text: str | None, cost: float = 0.0) -> tuple[Peer, ProviderAnswer]:
+    output = None if text is None else NodeOutput(text=text)
+    return _peer(uid), ProviderAnswer(output, cost, None if text is not None else "down", 0)
+
+
+class Rerun:
+    def __init__(self, text: str | None) -> None:
+        self.text, self.calls = text, 0
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        self.calls += 1
+        if self.text is None:
+            return NodeResult(None, error="bad params")
+        return NodeResult(NodeOutput(text=self.text))
+
+
+async def test_two_agreeing_providers_need_no_rerun_and_the_price_is_the_validators() -> None:
+    rerun = Rerun("other")
+    result = await settle(_call(), [_said(1, "x", 9.0), _said(2, "x", 9.0), _said(3, "y")], price=0.25,
+                          aggregation="majority_vote", rerun=rerun)
+    assert result.output.text == "x" and result.cost_tao == 0.25 and rerun.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("answers", "local", "text", "error"),
+    [
+        ([_said(1, "x")], "x", "x", None),
+        ([_said(1, "forged")], "x", None, "answer of provider uid 1 (5Provider1) differs from the validator's re-run"),
+        ([_said(1, "x"), _said(2, "y")], "y", "y", None),  # a tie: the re-run decides
+        ([_said(1, "x"), _said(2, None)], "x", "x", None),  # a failing provider does not block the answer
+        ([_said(1, "x")], None, None, "the validator's re-run failed: bad params"),
+        ([_said(1, None), _said(2, None)], "x", None, "uid 1: down; uid 2: down"),
+    ],
+)
+async def test_a_deterministic_answer_counts_only_when_confirmed(answers, local, text, error) -> None:
+    result = await settle(_call(), answers, price=0.1, aggregation="majority_vote", rerun=Rerun(local))
+    assert (result.output.text if result.output else None) == text
+    assert result.error is None if error is None else error in result.error
+    assert result.cost_tao == 0.1
+
+
+async def test_without_a_rerun_a_single_answer_is_refused_and_llm_answers_are_voted() -> None:
+    refused = await settle(_call(), [_said(1, "x")], price=0.0, aggregation="majority_vote", rerun=None)
+    assert refused.output is None and "unconfirmed" in refused.error
+    voted = await settle(_call("llm"), [_said(1, "a"), _said(2, "b"), _said(3, "b")], price=0.0,
+                         aggregation="majority_vote", rerun=None)
+    assert voted.output.text == "b"
+
+
+def test_the_selector_drops_the_validators_netuid_and_the_miners_own_keys() -> None:
+    own = MetagraphSnapshot(7, 1, (Neuron(0, "5Validator"), Neuron(1, "5Miner", coldkey="5MinerCold"), Neuron(2, "5Rival")))
+    directory = FixedProviders([
+        Provider(Peer(10, "5Miner", "http://a")),  # the miner's own hotkey
+        Provider(Peer(11, "5Rival", "http://b")),  # registered on the validator's netuid
+        Provider(Peer(12, "5Sibling", "http://c"), coldkey="5MinerCold"),  # the miner's coldkey
+        Provider(Peer(13, "5Stranger", "http://d"), coldkey="5Other"),
+        Provider(Peer(14, "5Anonymous", "http://e")),
+    ])
+    miner = Peer(1, "5Miner", "http://m")
+    select = trusted_selector(directory, miner, miner_coldkey="5MinerCold", own=own)
+    assert [p.uid for p in select("sn1")] == [13, 14]
+    rival = trusted_selector(directory, Peer(2, "5Rival", "http://r"), miner_coldkey="", own=own)
+    assert [p.uid for p in rival("sn1")] == [12, 13, 14]
