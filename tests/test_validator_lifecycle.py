@@ -206,6 +206,18 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
             assert loop.step_outcomes[-1] == SETTLED
 
 
+async def test_a_machine_that_cannot_judge_code_charges_no_code_task(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("scoring.quality.code.isolation_available", lambda: "none")
+    async with _validator(tmp_path, SomeFamilies("code_fizzbuzz"), ["good"]) as (loop, chain, _):
+        for _ in range(SET_ASIDE_AFTER + 1):
+            assert await loop.step(chain.head) is None
+            chain.advance()
+        assert list(loop.step_outcomes) == [INFRASTRUCTURE] * (SET_ASIDE_AFTER + 1)
+        assert loop.metrics.infrastructure_failures.labels("scorer")._value.get() == SET_ASIDE_AFTER + 1
+        assert loop.state.task_lifecycles()["code_fizzbuzz"].reference_failures == 0
+        assert loop.state.executions() == []
+
+
 async def test_a_lost_head_read_is_recorded_as_an_infrastructure_failure(tmp_path: Path) -> None:
     import asyncio
 

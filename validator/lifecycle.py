@@ -16,7 +16,8 @@ the task's own checks reject is the task's failure too.
 Anything that crashes on the way — the planner with any other exception, the
 executor, the scorer — is an :class:`InfrastructureFailure`: the validator's own
 machinery is broken, so the step is skipped and neither a miner nor the task is
-charged. Because the reference run uses the same executor and scorer as the
+charged. So is a reference scored 0 because this machine cannot judge code (no
+sandbox, or one that cannot hide the validator's files: :func:`no_sandbox`). Because the reference run uses the same executor and scorer as the
 miners' plans, it is also the validator's check that those work at all.
 """
 
@@ -29,12 +30,15 @@ from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
+from scoring.composite import Score
 
 from .evaluate import score_execution
 from .executor import SUCCESS, Execution, ExecutorConfig
 from .owned import OwnedLimits, OwnedRunnerFactory, run_owned
 
-__all__ = ["INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "reference_failure"]
+__all__ = [
+    "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "no_sandbox", "reference_failure",
+]
 
 INFRASTRUCTURE_CAUSES = ("chain", "adapter", "reference", "executor", "scorer", "step")
 """Why a step was skipped: the chain could not be read, an external adapter failed,
@@ -46,6 +50,9 @@ ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
 Raises ``ValueError`` when it cannot plan the task."""
 
 _REASON_CHARS = 300
+
+_NO_SANDBOX = ("sandbox unavailable", "code is judged only under")
+"""How the code scorer says this machine cannot judge code (scoring/quality/code.py)."""
 
 
 class InfrastructureFailure(Exception):
@@ -102,9 +109,17 @@ def reference_failure(
         raise InfrastructureFailure("scorer", f"{type(exc).__name__}: {exc}") from exc
     if execution.status != "completed":
         return _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
+    if no_sandbox(score):
+        raise InfrastructureFailure("scorer", _short(f"this machine cannot judge code: {score.details['quality']}"))
     if score.output_quality <= 0:
         return _short(f"the reference output has quality 0: {score.details.get('quality')}")
     return None
+
+
+def no_sandbox(score: Score) -> bool:
+    """Whether ``score`` is 0 because this machine cannot judge code, not because of the code."""
+    quality = score.details.get("quality")
+    return isinstance(quality, dict) and str(quality.get("reason", "")).startswith(_NO_SANDBOX)
 
 
 def _first_failure(execution: Execution) -> str:

@@ -51,7 +51,7 @@ from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
-from .lifecycle import InfrastructureFailure, Reference, reference_failure
+from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from .owned import OwnedRunnerFactory
 from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
@@ -485,8 +485,7 @@ def _sandbox_outcome(outcome: MinerOutcome) -> str:
     quality = outcome.score.details.get("quality", {})
     if "isolation" in quality:
         return "ran"
-    unavailable = ("sandbox unavailable", "code is judged only under")  # no sandbox, or one that cannot hide files
-    return "unavailable" if str(quality.get("reason", "")).startswith(unavailable) else "not_run"
+    return "unavailable" if no_sandbox(outcome.score) else "not_run"
 
 
 def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
