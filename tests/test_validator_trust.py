@@ -353,3 +353,45 @@ def test_the_selector_drops_the_validators_netuid_and_the_miners_own_keys() -> N
     assert [p.uid for p in select("sn1")] == [13, 14]
     rival = trusted_selector(directory, Peer(2, "5Rival", "http://r"), miner_coldkey="", own=own)
     assert [p.uid for p in rival("sn1")] == [12, 13, 14]
+
+
+# -- an openai adapter: the llm action on owned execution ---------------------------------------
+
+
+async def test_an_openai_adapter_answers_llm_nodes_on_simulated_time(monkeypatch) -> None:
+    """The endpoint is called from the simulated loop (a blocking call in line), and the
+    node takes its profile's latency, not the HTTP round trip's."""
+    import asyncio
+
+    from fastapi import FastAPI
+
+    from neurons.settings import build_settings
+    from neurons.validator import owned_runners
+    from neurons.validator_settings import ValidatorSettings
+    from protocol.synapse import Constraints, ToolInfo
+    from protocol.validation import check_plan_for
+    from validator.owned import run_owned
+
+    endpoint, seen = FastAPI(), []
+
+    @endpoint.post("/v1/chat/completions")
+    async def complete(body: dict) -> dict:
+        seen.append(body)
+        return {"choices": [{"message": {"content": f"{body['model']}: {body['messages'][-1]['content']}"}}]}
+
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    task = Task(task_id="ask", task_type="agent", inputs=schema, example={"q": "hi"}, instance_inputs={"q": "hello"},
+                constraints=Constraints(max_budget_tao=1.0, max_latency_seconds=10.0, allowed_subnets=["sn21"]),
+                available_tools={"sn21": ToolInfo(type="model", avg_cost=0.01, avg_latency=0.75)})
+    plan = WorkflowPlan(nodes=[PlanNode(id="ask", subnet="sn21", action="llm", params={"prompt": "${input.q}"})])
+    monkeypatch.setenv("DAGNET_TEST_LLM_KEY", "k")
+    async with serve_asgi(endpoint) as url:
+        settings = build_settings(ValidatorSettings, overrides=[
+            f'adapters.sn21={{"kind": "openai", "base_url": "{url}/v1", "model": "tiny", "api_key_env": "DAGNET_TEST_LLM_KEY"}}',
+        ])
+        execution = await asyncio.to_thread(
+            run_owned, plan, check_plan_for(plan, task), task, owned_runners(settings)(task), total_estimated_cost=None,
+        )
+    assert execution.status == "completed", execution.nodes
+    assert execution.final_output["text"] == "tiny: hello" and len(seen) == 1
+    assert execution.metrics.latency_s == 0.75  # the profile's, on simulated time
