@@ -36,13 +36,10 @@ from validator.client import ClientConfig, MinerClient
 from validator.step import OwnedExecution, validation_step
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = TaskPackage(
-    task_id="task-7",
-    task_type="rag",
-    description="say hello",
-    constraints={"max_budget_tao": 1.0, "max_latency_seconds": 10.0, "allowed_subnets": ["sn7"]},
-    available_tools={"sn7": {"type": "text", "avg_cost": 0.001, "avg_latency": 0.0}},
-)
+PACKAGE = TaskPackage.model_validate({
+    "task_id": "task-7", "task_type": "rag", "description": "say hello",
+    "constraints": {"max_budget_tao": 1.0, "allowed_subnets": ["sn7"]}, "available_tools": {"sn7": {"type": "text"}},
+})
 DOOMED = "doomed"
 """The task id the misbehaving planners below fail on; every other task they plan."""
 
