@@ -19,7 +19,6 @@ active again, whether or not any task is active. A step that fails for a reason 
 miner caused (the chain, an adapter, the reference run, the executor or the scorer
 crashing) is an infrastructure failure: skipped, counted by cause, nobody charged.
 
-
 After each step, when at least ``max(tempo, weights_rate_limit)`` blocks have
 passed since weights were last accepted, it sets weights from the windowed
 scores. A refusal is logged with the chain's reason and tried again at the next
