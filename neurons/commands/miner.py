@@ -86,7 +86,7 @@ def miner(
     ] = False,
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error.")] = "info",
 ) -> None:
-    """Run a miner: the signed HTTP API with a reference planner and tools, until interrupted.
+    """Run a miner: the signed HTTP API with its planner (--planner) and the reference tools, until interrupted.
 
     Settings: defaults, then --config FILE, then each --set, then the flags above.
     """
