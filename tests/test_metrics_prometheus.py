@@ -10,24 +10,19 @@ The ``prometheus`` fixture (tests/support/prometheus.py) runs it on a free loopb
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import socket
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 import neurons.validator as process
 from support.health import VALIDATOR, validator_loop
 from support.keys import MetagraphBuilder, fresh_keypair, signed_headers
 from support.miner import MinerUnderTest, running_miner
+from support.peers import serve_asgi
 from support.prometheus import require
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "prometheus.yml"
@@ -104,19 +99,6 @@ def test_sample_config_is_valid_for_promtool() -> None:
     assert "job_name: dagnet-miner" in SAMPLE_CONFIG.read_text()
 
 
-@contextlib.asynccontextmanager
-async def _served(app: FastAPI) -> AsyncIterator[str]:
-    """``app`` on a free loopback port, as host:port."""
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    sock = socket.create_server(("127.0.0.1", 0))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def test_prometheus_fires_the_sandbox_alert_for_a_validator_that_cannot_judge_code(
     prometheus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,7 +108,8 @@ async def test_prometheus_fires_the_sandbox_alert_for_a_validator_that_cannot_ju
     snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR).build()
     async with validator_loop(tmp_path, snapshot) as (loop, chain, metrics), httpx.AsyncClient(timeout=5.0) as client:
         check = process.start_sandbox_check()
-        async with _served(process.health_app(loop, metrics, check)) as target:
+        async with serve_asgi(process.health_app(loop, metrics, check)) as url:
+            target = url.removeprefix("http://")
             assert await check is not None
             await loop.step(chain.head)
             config = _scrape_config(target) | {"rule_files": [str(ALERT_RULES)]}
