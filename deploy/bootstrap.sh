@@ -9,13 +9,11 @@
 #                   or `embedded` ($DAGNET_HOME/chain.sqlite); any --network value works by hand
 #   DAGNET_NETUID   the netuid the services run on (default 1); bootstrap stops if the
 #                   subnet it finds or creates has another one
-#   DATA            where the provider list for the validator goes (default /data)
 set -eu
 NETWORK=${DAGNET_NETWORK:?set DAGNET_NETWORK}
-DATA=${DATA:-/data}
 NETUID=${DAGNET_NETUID:-1}
 # role=dev key; the same table is in docker-compose.yml's commands
-ROLES="validator=//Alice miner-good=//Bob miner-naive=//Charlie miner-invalid=//Dave provider=//Eve"
+ROLES="validator=//Alice miner-good=//Bob miner-naive=//Charlie miner-invalid=//Dave"
 
 # Under compose the chain already answers (`net` is healthy); by hand it may still be starting:
 # wait for it, at most two minutes.
@@ -41,6 +39,4 @@ for entry in $ROLES; do
 done
 dagnet subnet stake 1000 --network "$NETWORK" --netuid "$NETUID" --dev-key //Alice >/dev/null
 
-provider=$(python -c "from bittensor.sp_core import Keypair; print(Keypair.create_from_uri('//Eve').ss58_address)")
-printf '[{"uid": 0, "hotkey": "%s", "url": "http://127.0.0.1:8094"}]\n' "$provider" > "$DATA/providers.json"
 echo "bootstrap: subnet $NETUID ready on $NETWORK"

@@ -115,7 +115,7 @@ def test_one_switch_picks_the_chain_and_every_neurons_network(profile: str) -> N
     assert chains == {"local": {"subtensor"}, "embedded": {"chain"}}[profile]
     networks = {name: spec["command"][spec["command"].index("--network") + 1]
                 for name, spec in services.items() if "--network" in spec.get("command", [])}
-    assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid", "provider"}
+    assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid"}
     assert set(networks.values()) == {profile} and services["bootstrap"]["environment"]["DAGNET_NETWORK"] == profile
     if profile == "local":  # Bittensor's local: ws://127.0.0.1:9944, the subtensor inside net's namespace
         assert services["subtensor"]["network_mode"] == "service:net"
@@ -144,7 +144,7 @@ def test_start_up_waits_on_health_checks_of_services_the_profile_runs(profile: s
     assert port in " ".join(chain["healthcheck"]["test"])
     if profile == "embedded":
         assert chain["command"][chain["command"].index("--port") + 1] == port
-    for name in ("validator", "miner-good", "miner-naive", "miner-invalid", "provider"):
+    for name in ("validator", "miner-good", "miner-naive", "miner-invalid"):
         assert services[name]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
 
 
@@ -254,7 +254,7 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     bin_dir = str(Path(sys.executable).parent)
     network = _as_run(_compose()["services"]["bootstrap"]["environment"]["DAGNET_NETWORK"])
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": network,
-           "DAGNET_HOME": str(data), "DATA": str(data)}
+           "DAGNET_HOME": str(data)}
     chain = subprocess.Popen([sys.executable, "-m", "neurons", *chain_args], cwd=ROOT, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -268,11 +268,9 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
         assert status.returncode == 0, status.stderr
         neurons = json.loads(status.stdout)["neurons"]
         alice = Keypair.create_from_uri("//Alice").ss58_address
-        assert len(neurons) == 5 and neurons[0]["hotkey"] == alice and neurons[0]["stake"] >= 1000
+        assert len(neurons) == 4 and neurons[0]["hotkey"] == alice and neurons[0]["stake"] >= 1000
         subnets = json.loads(_dagnet("subnet", "list", "--network", network, env=env).stdout)
         assert subnets == [{"netuid": 1, "owner_coldkey": alice}]
-        providers = json.loads((data / "providers.json").read_text())
-        assert providers[0]["url"] == "http://127.0.0.1:8094"
     finally:
         chain.terminate()
         chain.wait(timeout=30)
