@@ -33,6 +33,8 @@ PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
      [("max by (uid) (dagnet_validator_miner_incentive)", "uid {{uid}}")]),
     ("Subnet", "Emission on chain per tempo", "timeseries", "none",
      [("max by (uid) (dagnet_validator_miner_emission_tao)", "uid {{uid}}")]),
+    ("Validator", "Degraded, by reason (1 while /health gives it)", "timeseries", "none",
+     [("max by (reason) (dagnet_validator_degraded)", "{{reason}}")]),
     ("Validator", "Steps per minute by outcome", "timeseries", "none",
      [(f"sum by (outcome) (rate(dagnet_validator_steps_total[{RATE}])) * 60", "{{outcome}}")]),
     ("Validator", "Step phase duration (p90)", "timeseries", "s",
