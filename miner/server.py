@@ -1,10 +1,16 @@
-"""The miner's connection guard: limits enforced on each connection, below the ASGI app.
+"""The connection guard of dagnet's servers: limits enforced on each connection, below the ASGI app.
+
+The miner serves through it, and so does the validator's ``/health`` + ``/metrics``
+server (``neurons.validator``), with its own :class:`ServerLimits`.
 
 uvicorn's httptools protocol, with what a server facing anyone on the internet
 needs and uvicorn does not give it:
 
 - *head size*: a request line plus headers over ``max_head_bytes`` gets 431 and
-  the connection closes, before the parser has buffered more than one read past it;
+  the connection closes, before the parser has buffered more than one read past it.
+  The close is gentle: the 431 is followed by a half-close, reading stops, and the
+  connection is reset :data:`LINGER_S` later, so the client can read the answer
+  (closing at once with its bytes unread would reset the connection, 431 and all);
 - *head timeout*: a connection must finish a request head within ``head_timeout_s``
   of opening (or of its previous response);
 - *body timeout*: once the head is in, the whole body must arrive within
@@ -32,6 +38,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .config import ServerLimits
 
+LINGER_S = 1.0
+"""How long a refused connection stays half-closed, reading paused, before it is reset."""
+
 FD_RESERVE = 128
 """Descriptors kept free for everything but client connections (logs, SQLite, sandboxes)."""
 
@@ -43,7 +52,7 @@ def connection_cap(limits: ServerLimits) -> int:
     return ceiling if limits.max_connections is None else min(limits.max_connections, ceiling)
 
 
-_HEAD, _BODY, _SERVING = "head", "body", "serving"
+_HEAD, _BODY, _SERVING, _REFUSED = "head", "body", "serving", "refused"
 _LIMITS = "dagnet_server_limits"
 _DEFAULT = ServerLimits()
 _TOO_LARGE_BODY = b'{"error":"request head too large","reason":"head_too_large"}'
@@ -82,14 +91,15 @@ class GuardedProtocol(HttpToolsProtocol):
             super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._phase == _REFUSED:
+            return
         if self._phase != _HEAD:
             super().data_received(data)
             return
         self._head_bytes += len(data)
         super().data_received(data)
         if self._phase == _HEAD and self._head_bytes > self.limits.max_head_bytes and not self.transport.is_closing():
-            self.transport.write(_TOO_LARGE)
-            self.transport.close()
+            self._refuse_head()
 
     def on_headers_complete(self) -> None:
         self._enter(_BODY, self.limits.body_timeout_s)
@@ -103,6 +113,15 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if not self.transport.is_closing():
             self._enter(_HEAD, self.limits.head_timeout_s)
+
+    def _refuse_head(self) -> None:
+        """431, then half-close and stop reading: nothing more of the head is taken in,
+        and the reset comes :data:`LINGER_S` later, after the client could read the 431."""
+        self.transport.write(_TOO_LARGE)
+        self.transport.pause_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._enter(_REFUSED, LINGER_S)
 
     # -- phases and timers ------------------------------------------------------------
 

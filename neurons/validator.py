@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -26,6 +27,8 @@ from pydantic import model_validator
 
 from benchmarks import FamilyTasks
 from chain.base import Chain
+from miner.config import ServerLimits
+from miner.server import guarded_config
 from miner.tools.llm import LLMConfig
 from neurons.keys import open_wallet
 from neurons.validator_settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
@@ -51,6 +54,17 @@ from validator.providers import (
 from validator.state import ValidatorState
 
 log = logging.getLogger("dagnet.validator")
+
+HEALTH_LIMITS = ServerLimits(head_timeout_s=5.0, body_timeout_s=5.0, max_connections=64)
+"""The ``/health`` + ``/metrics`` server's per-connection limits, enforced by the
+miner's connection guard (:mod:`miner.server`): heads of at most 16 KiB, 5 s to send
+one (a scraper sends its GET at once), and 64 connections, so a flood on this port
+never takes the descriptors the validator's miner queries need."""
+
+
+class PortInUseError(Exception):
+    """The ``/health`` port is held by another process."""
+
 
 DEFAULT_TASKS = SHIPPED_TASKS
 
@@ -263,11 +277,16 @@ async def run_validator(
     """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers``/``source``
     replace what the config would open (tests)."""
     wallet = config.wallet()
-    if chain is None:
-        chain, providers = open_chain(config, wallet)
+    sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
+    try:
+        if chain is None:
+            chain, providers = open_chain(config, wallet)
+        state = ValidatorState(config.state)
+    except BaseException:
+        sock.close()
+        raise
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
-    state = ValidatorState(config.state)
     metrics = ValidatorMetrics()
     client_config = ClientConfig(timeout_s=config.query_timeout_s)
     try:
@@ -278,24 +297,35 @@ async def run_validator(
                 config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
-            async with _serving(health_app(loop, metrics, start_sandbox_check()), config) as url:
+            async with _serving(health_app(loop, metrics, start_sandbox_check()), sock) as url:
                 _announce(
                     f"dagnet validator listening on {url} hotkey={loop.hotkey} netuid={chain.netuid} "
                     f"state={config.state} resumed_at_block={state.last_step_block()}"
                 )
                 await loop.run(stop)
     finally:
+        sock.close()
         state.close()
         await chain.close()
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket of ``/health`` and ``/metrics``."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(f"port {port} is in use (--port)") from None
+        raise
+
+
 @contextlib.asynccontextmanager
-async def _serving(app: FastAPI, config: ValidatorProcessConfig):
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    )
+async def _serving(app: FastAPI, sock: socket.socket):
+    """Serve ``app`` on ``sock`` from this event loop, behind the connection guard
+    (:data:`HEALTH_LIMITS`); yields the URL."""
+    config = guarded_config(app, HEALTH_LIMITS, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # the validator owns SIGINT/SIGTERM
-    sock = socket.create_server((config.host, config.port))
     host, port = sock.getsockname()[:2]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

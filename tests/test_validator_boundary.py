@@ -3,37 +3,56 @@
 Replies: a miner or a tool provider answering with a layered gzip bomb (gzip of
 gzip of gzip of 1 GiB of zeros, 230 bytes on the wire) is refused on its headers;
 the validator's peak memory, the call's time and the step's other miners show it.
+
+The ``/health`` + ``/metrics`` server: a real validator process
+(``tests/support/validator_process.py``, ``run_validator`` on a clock-driven chain)
+with 1,024 descriptors, as a container gives it, takes 1,000 trickling connections and
+one 64 MiB header while its steps query and score two real miners.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import resource
+import signal
+import socket
 import struct
+import subprocess
+import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from starlette.applications import Starlette
+from typer.testing import CliRunner
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import raw_peer, reply_with, serve_asgi
+from support.tasks import provider_profiles
+from support.validator_process import SOURCE
 
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
+from neurons.cli import app as dagnet
 from neurons.localrun import family_task
+from neurons.validator import HEALTH_LIMITS
 from protocol.metagraph import Peer
 from protocol.runner import NodeCall
 from protocol.synapse import NodeSynapse, TaskPackage
 from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
+from validator.state import ValidatorState
 from validator.step import validation_step
 
 MIB = 1 << 20
@@ -189,3 +208,233 @@ async def test_in_a_step_only_the_bomber_scores_zero(bomb: bytes) -> None:
     assert honest.reason is None and honest.execution is not None and honest.execution.status == "completed"
     assert honest.score.S > 0
     assert growth["kib"] < PEAK_GROWTH_BOUND_KIB
+
+
+# -- the /health + /metrics server ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATOR_PROCESS = ROOT / "tests" / "support" / "validator_process.py"
+OPEN_FILES = 1024
+FLOOD_CONNECTIONS = 1021
+"""The flood of the report: with 1,024 descriptors, it left the validator none for its miners."""
+TRICKLE_EVERY_S = 0.5
+HUGE_HEADER_BYTES = 64 * MIB
+HEADER_GROWTH_BOUND_KIB = 8 * 1024
+"""The validator's peak memory growth while the 64 MiB header arrives (a step running
+meanwhile); unguarded, the header alone cost +66 MiB."""
+FLOOD_STEPS = 2
+"""Steps that must settle, every miner answered and scored, while the flood is held."""
+NAIVE = dev_keypair("dagnet-boundary-naive")
+
+
+def _limited_files() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, hard))
+
+
+@contextlib.asynccontextmanager
+async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, str, Path]]:
+    """Two miners (good, naive) and a provider in this loop; the validator process
+    querying them, with 1,024 descriptors. Yields the process, its /health URL, its state file."""
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(GOOD).miner(NAIVE).build()
+    state, log = tmp_path / "validator.sqlite", tmp_path / "validator.log"
+    async with contextlib.AsyncExitStack() as stack:
+        axons = {}
+        for key, planner in ((GOOD, "good"), (NAIVE, "naive")):
+            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
+                             registry=default_registry(), planner=get_planner(planner))
+            host, port = (await stack.enter_async_context(serve_asgi(app))).removeprefix("http://").rsplit(":", 1)
+            axons[key.ss58_address] = [host, int(port)]
+        provider_app = create_app(MinerSettings(port=0, provider_tasks=provider_profiles(SOURCE.tasks())),
+                                  keypair=PROVIDER, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
+                                  planner=get_planner("good"))
+        provider_url = await stack.enter_async_context(serve_asgi(provider_app))
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({
+            "state": str(state), "hotkey": VALIDATOR.ss58_address, "start": time.time(), "block_time": 0.5,
+            "provider": {"uid": 99, "hotkey": PROVIDER.ss58_address, "url": provider_url},
+            "neurons": [{"uid": n.uid, "hotkey": n.hotkey, "stake": n.stake, "permit": n.validator_permit,
+                         "axon": axons.get(n.hotkey)} for n in snapshot.neurons],
+        }))
+        process = subprocess.Popen([sys.executable, str(VALIDATOR_PROCESS), str(spec)], cwd=ROOT,
+                                   stdout=log.open("wb"), stderr=subprocess.STDOUT, preexec_fn=_limited_files)
+        try:
+            url = await _health_url(process, log)
+            yield process, url, state
+        finally:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(process.wait, 30)
+
+
+async def _health_url(process: subprocess.Popen, log: Path) -> str:
+    async with asyncio.timeout(60):
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            for line in log.read_text().splitlines():
+                if "listening on" in line:
+                    return line.split("listening on ", 1)[1].split()[0]
+            await asyncio.sleep(0.05)
+
+
+def _steps(state_path: Path) -> dict[int, list]:
+    """The settled steps' records by block."""
+    state = ValidatorState(state_path)
+    try:
+        steps: dict[int, list] = {}
+        for record in state.executions():
+            steps.setdefault(record.block, []).append(record)
+        return steps
+    finally:
+        state.close()
+
+
+async def _until_steps(state_path: Path, count: int, process: subprocess.Popen, within_s: float) -> dict[int, list]:
+    """The settled steps once there are ``count``, or all there are after ``within_s``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within_s):
+            while len(_steps(state_path)) < count:
+                assert process.poll() is None, "the validator exited"
+                await asyncio.sleep(0.05)
+    return _steps(state_path)
+
+
+def _process_memory_kib(pid: int) -> tuple[int, int]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+class _Trickle:
+    """``count`` connections to ``url`` each sending a request head one byte every
+    ``TRICKLE_EVERY_S``, never finishing it; counts what the server refused or closed."""
+
+    def __init__(self) -> None:
+        self.writers: list[asyncio.StreamWriter] = []
+        self.refused = 0
+        self.closed = 0
+        self._closing = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    async def open(self, url: str, count: int) -> None:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        for _ in range(count):
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"GET /health HTTP/1.1\r\nHost: validator\r\nX-Pad: ")
+            except OSError:
+                self.refused += 1
+                continue
+            self.writers.append(writer)
+            self._tasks.append(asyncio.create_task(self._until_closed(reader)))
+        self._tasks.append(asyncio.create_task(self._drip()))
+
+    async def _until_closed(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(OSError):
+            while await reader.read(4096):
+                pass
+        self.closed += 1
+        self._closing.set()
+
+    async def shed(self, count: int, within_s: float) -> None:
+        """Until the server has closed ``count`` of the connections, or ``within_s`` has passed."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s):
+                while self.closed < count:
+                    self._closing.clear()
+                    await self._closing.wait()
+
+    async def _drip(self) -> None:
+        while True:
+            await asyncio.sleep(TRICKLE_EVERY_S)
+            for writer in self.writers:
+                if not writer.transport.is_closing():
+                    writer.write(b"a")
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for writer in self.writers:
+            writer.transport.abort()
+
+
+async def _huge_header(url: str, total: int) -> tuple[bytes, int]:
+    """Send one ``total``-byte header to ``/health`` while reading; returns the status line
+    the server answered (``b""`` if none) and how many header bytes went out."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    answer = asyncio.create_task(reader.readline())
+    written, chunk = 0, b"a" * 65536
+    try:
+        async with asyncio.timeout(10):
+            writer.write(b"GET /health HTTP/1.1\r\nHost: validator\r\nX-Big: ")
+            while written < total and not answer.done():
+                writer.write(chunk)
+                await writer.drain()
+                written += len(chunk)
+    except (OSError, TimeoutError):
+        pass
+    try:
+        async with asyncio.timeout(5):
+            status = await answer
+    except (OSError, TimeoutError):
+        status = b""
+    writer.transport.abort()
+    return status, written
+
+
+async def _health_status(url: str) -> int | str:
+    try:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(url + "/health", timeout=5)).status_code
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+async def test_health_floods_leave_miner_queries_answered_and_scored(tmp_path: Path) -> None:
+    """The flood opens before the first step, so every connection to a miner is made under it."""
+    async with _validator(tmp_path) as (process, url, state):
+        flood = _Trickle()
+        started = time.perf_counter()
+        try:
+            await flood.open(url, FLOOD_CONNECTIONS)
+            steps = await _until_steps(state, FLOOD_STEPS, process, 30)
+            held_s = time.perf_counter() - started
+            await flood.shed(FLOOD_CONNECTIONS - HEALTH_LIMITS.max_connections, 5)  # else the header is evicted
+            closed = flood.closed
+            quiet_rss, _ = _process_memory_kib(process.pid)
+            Path(f"/proc/{process.pid}/clear_refs").write_text("5")
+            (status, written), _ = await asyncio.gather(
+                _huge_header(url, HUGE_HEADER_BYTES), _until_steps(state, FLOOD_STEPS + 1, process, 10))
+            _, peak = _process_memory_kib(process.pid)
+            health = await _health_status(url)
+        finally:
+            flood.close()
+    during = [records for _, records in sorted(steps.items())]
+    figures = {
+        "steps_s": round(held_s, 2), "connections": len(flood.writers), "refused": flood.refused,
+        "closed_by_server": closed, "header_status": status.decode().strip(), "header_sent_kib": written // 1024,
+        "header_peak_rss_growth_kib": peak - quiet_rss, "health_after": health,
+        "scores_during": [[round(r.score["S"], 3) for r in records] for records in during],
+    }
+    print("\nhealth flood: " + json.dumps(figures))
+    assert len(during) >= FLOOD_STEPS, figures
+    for records in during:
+        assert sorted(r.uid for r in records) == [1, 2], figures
+        assert all(r.reason is None for r in records), [r.reason for r in records]
+        good = next(r for r in records if r.hotkey == GOOD.ss58_address)
+        assert good.score["S"] > 0, figures
+    assert status.startswith(b"HTTP/1.1 431"), figures
+    assert written < 8 * MIB, figures
+    assert peak - quiet_rss < HEADER_GROWTH_BOUND_KIB, figures
+    assert health == 200, figures  # an honest scraper still gets in
+
+
+def test_a_port_in_use_is_one_line_exit_2_and_no_state_file(tmp_path: Path) -> None:
+    state = tmp_path / "validator.sqlite"
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(dagnet, ["validator", "--dev-key", "//Alice", "--port", str(port), "--state", str(state),
+                                          "--network", f"embedded:{tmp_path / 'chain.sqlite'}"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == f"error: port {port} is in use (--port)"
+    assert list(tmp_path.iterdir()) == []  # neither the state file nor the chain was created

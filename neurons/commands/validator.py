@@ -119,7 +119,7 @@ def validator(
     if replay_id is not None:
         _replay(settings.state, settings.tasks, replay_id)
         return
-    from neurons.validator import ValidatorProcessConfig, run_validator
+    from neurons.validator import PortInUseError, ValidatorProcessConfig, run_validator
 
     try:
         config = ValidatorProcessConfig(
@@ -132,6 +132,8 @@ def validator(
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(run_validator(config))
+    except PortInUseError as exc:
+        fail(str(exc))
     except (KeyError, OSError, ValueError) as exc:
         error(str(exc))
         raise typer.Exit(1) from None
