@@ -92,3 +92,34 @@ async def test_the_follower_warns_once_for_many_failed_polls_then_recovers(caplo
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "cannot reach the chain at ws://127.0.0.1:1" in m]) == 1
     assert any(m.startswith("chain reachable again") for m in messages)
+
+
+async def test_a_validator_without_its_chain_backs_off_and_warns_once(tmp_path, caplog):
+    """The validator's loop names the endpoint and the cause once, not a line per poll, and
+    waits longer between looks at a head that does not answer."""
+    import asyncio
+
+    from support.health import validator_loop
+    from support.keys import MetagraphBuilder
+
+    from validator.loop import LoopConfig
+
+    snapshot = MetagraphBuilder(netuid=1).build()
+    async with validator_loop(tmp_path, snapshot) as (loop, chain, metrics):
+        loop.config = LoopConfig(poll_s=0.01)
+        looks: list[float] = []
+
+        async def unreachable() -> int:
+            looks.append(asyncio.get_running_loop().time())
+            if len(looks) >= 7:
+                stop.set()
+            raise ChainUnreachable("ws://127.0.0.1:1", "[Errno 111] Connect call failed", what="read the block")
+
+        chain.block = unreachable
+        stop = asyncio.Event()
+        with caplog.at_level(logging.WARNING, logger="validator.loop"):
+            assert await loop._next_block(stop) is None
+    warnings = [r.getMessage() for r in caplog.records if "cannot reach" in r.getMessage()]
+    assert len(warnings) == 1 and "ws://127.0.0.1:1" in warnings[0] and "Connect call failed" in warnings[0]
+    gaps = [b - a for a, b in zip(looks, looks[1:])]
+    assert gaps[-1] > 4 * gaps[0], gaps

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chain.base import Chain, Hyperparameters
+from chain.network import ChainUnreachable, OutageWarner
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.synapse import SCORING_VERSION, TaskPackage
 from protocol.task import Task
@@ -65,6 +66,8 @@ failed for a reason no miner caused (the chain, an adapter, the reference run, a
 scorer or executor crash), which charges no miner and no task. A head read that
 fails is recorded as an infrastructure failure too: no step could run."""
 STEP_HISTORY = 32
+MAX_BACKOFF_S = 30.0
+"""The longest wait between two looks at a chain head that does not answer."""
 """How many recent step outcomes the loop keeps for ``/health``."""
 
 
@@ -172,6 +175,7 @@ class ValidatorLoop:
         self._hyper: Hyperparameters | None = None
         self._attempted: int | None = None
         self.last_step: StepSummary | None = None
+        self._outage = OutageWarner(log)
         self.step_outcomes: deque[str] = deque(maxlen=STEP_HISTORY)
         """How each recent step ended, newest last: one of :data:`STEP_OUTCOMES`."""
 
@@ -201,19 +205,23 @@ class ValidatorLoop:
     async def _next_block(self, stop: asyncio.Event) -> int | None:
         """The chain head once it is past the last step settled or tried (a step that
         settled nothing is not tried again at the same block); ``None`` when stopped."""
+        failures = 0
         while not stop.is_set():
             try:
                 block = await self.chain.block()
             except Exception as exc:
                 self._chain_error("block", exc)
                 self._infrastructure("chain")
+                failures += 1
             else:
+                self._outage.recovered()
+                failures = 0
                 done = [b for b in (self.state.last_step_block(), self._attempted) if b is not None]
                 if not done or block > max(done):
                     self._attempted = block
                     return block
-            try:
-                await asyncio.wait_for(stop.wait(), self.config.poll_s)
+            try:  # poll the head; back off while the chain does not answer
+                await asyncio.wait_for(stop.wait(), min(MAX_BACKOFF_S, self.config.poll_s * 2 ** min(failures, 8)))
             except TimeoutError:
                 pass
         return None
@@ -446,8 +454,13 @@ class ValidatorLoop:
         return self._hyper
 
     def _chain_error(self, call: str, exc: Exception) -> None:
-        log.warning("chain %s failed: %s", call, exc)
+        """Count a failed chain call; an unreachable chain is logged once a minute (it names
+        the endpoint and the cause), anything else each time."""
         self.metrics.chain_errors.labels(call).inc()
+        if isinstance(exc, ChainUnreachable):
+            self._outage.failed(exc, f"the validator's {call} call")
+        else:
+            log.warning("chain %s failed: %s", call, exc)
 
     # -- metrics --------------------------------------------------------------------
 

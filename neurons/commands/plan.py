@@ -74,7 +74,7 @@ def _frame_lines(frames: FrameScopes) -> list[str]:
 def plan_make(
     task: Path = typer.Argument(..., metavar="TASK", help="A task, or a task set with --task-id."),
     task_id: Optional[str] = TaskIdOpt,
-    strategy: str = typer.Option("good", "--strategy", help="Reference planner strategy: good | naive."),
+    strategy: str = typer.Option("good", "--strategy", help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr."),
 ) -> None:
     """Plan a task with a reference strategy and print the miner's WorkflowSynapse answer."""
     from miner.planner import PlanningError, get_planner

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.commands.common import JsonOpt, describe, error, fail, print_json
+from neurons.commands.common import JsonOpt, configure_logging, describe, error, fail, print_json
 from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
 from neurons.files import InputError
 from neurons.settings import build_settings
@@ -129,7 +128,7 @@ def validator(
         config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
         fail(describe(exc))
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(config.log_level, timestamps=True)
     try:
         asyncio.run(run_validator(config))
     except PortInUseError as exc:

@@ -148,12 +148,25 @@ def script(block: Block) -> str:
 
 
 def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """Run a plain block to completion in ``tmp``; the process, for its status and output."""
+    """Run a plain block to completion in ``tmp``; the process, for its status and output.
+
+    Whatever the block leaves running (a command that never ends, a ``&``) is stopped
+    with its whole process group, timed out or not.
+    """
     env = workspace(tmp)
-    return subprocess.run(
-        ["bash", "-c", script(block)], cwd=tmp, env=env, capture_output=True, text=True,
-        timeout=LINE_TIMEOUT_S * max(1, len(commands(block.text))), start_new_session=True,
+    process = subprocess.Popen(
+        ["bash", "-c", script(block)], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = process.communicate(timeout=LINE_TIMEOUT_S * max(1, len(commands(block.text))))
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        out, err = process.communicate()
+        err += f"\ndoc-test: timed out: is this a long-running command? mark the block `doc-test: serve URL`"
+    finally:
+        _stop(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def serve_block(block: Block, tmp: Path) -> tuple[bool, str]:
@@ -184,11 +197,13 @@ def _wait_for(url: str, process: subprocess.Popen) -> bool:
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """Stop ``process``'s whole group (it leads its own session), even after it exited."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=20)
     except ProcessLookupError:
         return
+    try:
+        process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
