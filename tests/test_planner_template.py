@@ -1,6 +1,10 @@
 """The planner template, as a miner uses it: copied, `pip install -e` into a fresh venv,
 its own tests run, served by `dagnet miner --planner template` to a signed query, and
-evaluated by `dagnet eval template` beside good and naive."""
+evaluated by `dagnet eval template` beside good and naive.
+
+These are the steps of docs/mining.md's blocks marked `<!-- recipe: planner-template -->`
+(run here in a fresh venv rather than the reader's own environment);
+:func:`test_the_mining_page_shows_these_steps` keeps the page and this file in step."""
 
 from __future__ import annotations
 
@@ -104,3 +108,13 @@ def test_evaluated_by_dagnet_eval_beside_good_and_naive(venv: Path) -> None:
     share = next(line for line in lines if line.strip().startswith("all ") and "good" in line).split()
     assert share[1] == "template" and share[3] == "good" and share[5] == "naive"
     assert abs(sum(float(share[i]) for i in (2, 4, 6)) - 1.0) < 0.01
+
+
+def test_the_mining_page_shows_these_steps() -> None:
+    from support import doccmds
+
+    blocks = [b for b in doccmds.blocks(ROOT / "docs" / "mining.md") if b.directive == "recipe planner-template"]
+    shown = [c.split("#")[0].strip() for block in blocks for c in doccmds.commands(block.text)]
+    for step in ("pip install -e .", "python -m pytest tests", "dagnet eval template"):
+        assert step in shown, (step, shown)
+    assert any(c.startswith("dagnet miner --planner template") for c in shown), shown
