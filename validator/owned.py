@@ -21,15 +21,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.plan import WorkflowPlan
 from protocol.runner import Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
 from protocol.task import Task
 from protocol.validation import PlanCheck
 
 from .evaluate import Evaluation, run_task, score_execution
-from .executor import Event, Execution, ExecutorConfig
+from .executor import Execution
 from .simclock import run_simulated
 
 __all__ = ["CPU_EXHAUSTED", "OwnedLimits", "OwnedRunnerFactory", "evaluate_owned", "run_owned"]
@@ -102,39 +102,16 @@ class _PlainMetered:
 
 
 def run_owned(
-    plan: WorkflowPlan,
-    check: PlanCheck,
-    task: Task,
-    runner: NodeRunner,
-    *,
-    total_estimated_cost: float | None,
-    config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS,
-    owned: OwnedLimits = OwnedLimits(),
-    on_event: Callable[[Event], None] | None = None,
+    plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, owned: OwnedLimits = OwnedLimits(),
+    **options: Any,
 ) -> Execution:
-    """Execute ``plan`` on ``task``'s instance on simulated time. Blocks this thread."""
-    return run_simulated(run_task(
-        plan, check, task, metered(runner, owned), total_estimated_cost=total_estimated_cost,
-        config=config, limits=limits, on_event=on_event,
-    ))
+    """Execute ``plan`` on ``task``'s instance on simulated time, its tools' CPU bounded by
+    ``owned``; ``options`` are :func:`~validator.evaluate.run_task`'s. Blocks this thread."""
+    return run_simulated(run_task(plan, check, task, metered(runner, owned), **options))
 
 
-def evaluate_owned(
-    plan: WorkflowPlan,
-    check: PlanCheck,
-    task: Task,
-    runner: NodeRunner,
-    *,
-    total_estimated_cost: float | None,
-    config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS,
-    owned: OwnedLimits = OwnedLimits(),
-    on_event: Callable[[Event], None] | None = None,
-) -> Evaluation:
-    """Execute ``plan`` on simulated time and score it: what a validator pays for it. Blocks."""
-    execution = run_owned(
-        plan, check, task, runner, total_estimated_cost=total_estimated_cost, config=config, limits=limits,
-        owned=owned, on_event=on_event,
-    )
+def evaluate_owned(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any) -> Evaluation:
+    """Execute ``plan`` on simulated time and score it: what a validator pays for it.
+    ``options`` are :func:`run_owned`'s. Blocks."""
+    execution = run_owned(plan, check, task, runner, **options)
     return Evaluation(execution, score_execution(task, check, execution))
