@@ -6,7 +6,7 @@ the validator's peak memory, the call's time and the step's other miners show it
 
 The ``/health`` + ``/metrics`` server: a real validator process
 (``tests/support/validator_process.py``, ``run_validator`` on a clock-driven chain)
-with 1,024 descriptors, as a container gives it, takes 1,000 trickling connections and
+with 1,024 descriptors, as a container gives it, takes 1,021 trickling connections and
 one 64 MiB header while its steps query and score two real miners.
 """
 
