@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -22,7 +23,7 @@ from protocol.actions import is_generator
 from protocol.errors import format_validation_error
 from protocol.output import NodeOutput
 from protocol.routes import error_body
-from protocol.runner import NodeCall, NodeResult
+from protocol.runner import ERROR_MAX_CHARS, NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
 
 from .asgi import BODY
@@ -38,7 +39,6 @@ log = logging.getLogger("dagnet.miner")
 
 _JSON = "application/json"
 _MAX_ERRORS_LISTED = 20
-_ERROR_MAX_CHARS = 4096  # NodeResponse.error's limit
 MAX_FRAMES = 10_000
 """The most frames one generator call answers with; the tool stops at the next one."""
 
@@ -121,20 +121,12 @@ class MinerEndpoints:
         synapse = await _parse(request, NodeSynapse)
         if isinstance(synapse, Response):
             return synapse
-        call = NodeCall(
-            task_id=synapse.task_id,
-            node_id=synapse.node_id,
-            subnet=synapse.subnet,
-            action=synapse.action,
-            params=synapse.params,
-            timeout_seconds=synapse.timeout_seconds,
-            attempt=synapse.attempt,
-        )
+        call = synapse.call()
         frames: list[NodeOutput] | None = [] if is_generator(call.action) else None
         result, outcome = await self._run(call, frames)
         self.metrics.node_call(call.action, outcome)
-        error = result.error[:_ERROR_MAX_CHARS] if result.error is not None else None
-        response = NodeResponse(output=result.output, frames=frames, cost_tao=result.cost_tao, error=error)
+        error = result.error[:ERROR_MAX_CHARS] if result.error is not None else None
+        response = NodeResponse.of(replace(result, frames=frames, error=error))
         return _json(response.model_dump_json(exclude={"frames"} if frames is None else None))
 
     async def _run(self, call: NodeCall, frames: list[NodeOutput] | None) -> tuple[NodeResult, str]:

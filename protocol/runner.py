@@ -12,39 +12,58 @@ generator is still producing the next.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Protocol, runtime_checkable
+
+from pydantic import Field
 
 from .output import NodeOutput
+from .plan import NODE_ID_PATTERN
+
+ERROR_MAX_CHARS = 4096
+"""The longest error message a node's outcome carries over the wire."""
 
 
 @dataclass(slots=True)
 class NodeCall:
-    """One attempt at one node, with its DataRefs already resolved."""
+    """One attempt at one node, with its DataRefs already resolved.
 
-    task_id: str
-    node_id: str
-    subnet: str
-    action: str
-    params: dict
-    timeout_seconds: float
-    attempt: int  # 1-based
+    The one definition of a node call: the executor hands it to a runner, a tool
+    provider receives it as the body of ``POST /NodeSynapse`` (its wire model,
+    :class:`protocol.synapse.NodeSynapse`, is derived from these fields), and a
+    tool sees it through :class:`miner.tools.base.ToolContext`. The constraints
+    bind where a call is validated, on the wire; building one in-process checks
+    nothing, so the executor's hot path stays a plain dataclass.
+    """
+
+    task_id: Annotated[str, Field(min_length=1, max_length=128)]
+    node_id: Annotated[str, Field(pattern=NODE_ID_PATTERN)]
+    subnet: Annotated[str, Field(min_length=1, max_length=64)]
+    action: Annotated[str, Field(min_length=1, max_length=128)]
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    attempt: Annotated[int, Field(ge=1)] = 1  # 1-based
 
 
 @dataclass(slots=True)
 class NodeResult:
-    """What one attempt produced.
+    """What one attempt produced: the one definition of a node's outcome.
 
     ``output`` is ``None`` exactly when the attempt failed; ``error`` then says why.
     Runners validate what they receive (``NodeOutput``) so oversize or malformed
     output arrives here as a failure, never truncated. ``unplanned_retries`` counts
-    transport retries the runner made on its own.
+    transport retries the runner made on its own (never on the wire). ``frames``
+    holds every frame of a generator call answered in one piece (a provider's
+    response), in order; a runner that streams frames emits them instead and leaves
+    it ``None``. A provider's answer (:class:`protocol.synapse.NodeResponse`) is
+    derived from these fields, and a tool returns one (``ToolResult``).
     """
 
-    output: NodeOutput | None
-    cost_tao: float = 0.0
-    error: str | None = None
+    output: NodeOutput | None = None
+    cost_tao: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    error: Annotated[str | None, Field(max_length=ERROR_MAX_CHARS)] = None
     unplanned_retries: int = 0
+    frames: list[NodeOutput] | None = None
 
 
 Emit = Callable[[NodeOutput], bool]

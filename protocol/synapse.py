@@ -1,13 +1,21 @@
-"""Neuron-to-neuron messages: the task package (``WorkflowSynapse``) and ``NodeSynapse``."""
+"""Neuron-to-neuron messages: the task package (``WorkflowSynapse``) and the node call.
+
+A node call and its outcome are defined once, in :mod:`protocol.runner`; ``NodeSynapse``
+and ``NodeResponse`` here are their wire views, derived from those fields, with
+``of`` and ``call``/``result`` to convert.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+from typing import Any, Literal, Self, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .output import NodeOutput
 from .plan import NODE_ID_PATTERN, WorkflowPlan
+from .runner import NodeCall, NodeResult
+
+_M = TypeVar("_M", bound=BaseModel)
 
 SCORING_VERSION = 1
 """Published as the integer ``version_key`` with weights and in ``/health``."""
@@ -112,27 +120,56 @@ MINER_FIELDS = (
 )
 
 
-class NodeSynapse(BaseModel):
-    """One resolved node, sent to a tool provider of its subnet."""
+class _NodeCallWire(BaseModel):
+    """The wire view of :class:`~protocol.runner.NodeCall` (``POST /NodeSynapse``'s body)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str = Field(min_length=1, max_length=128)
-    node_id: str = Field(min_length=1, max_length=64)
-    subnet: str = Field(min_length=1, max_length=64)
-    action: str = Field(min_length=1, max_length=128)
-    params: dict[str, Any] = Field(default_factory=dict)
-    timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
-    attempt: int = Field(default=1, ge=1)
+    @classmethod
+    def of(cls, call: NodeCall) -> Self:
+        """``call`` as a request, validated (``ValidationError`` when it breaks a field's rule)."""
+        return cls.model_validate(call, from_attributes=True)
+
+    def call(self) -> NodeCall:
+        return NodeCall(**dict(self))
 
 
-class NodeResponse(BaseModel):
-    """A provider's answer to one node call. For a generator action, ``frames`` holds
-    every frame it yielded, in order, and ``output`` their summary."""
+class _NodeResultWire(BaseModel):
+    """The wire view of :class:`~protocol.runner.NodeResult`: a provider's answer to one call.
+
+    For a generator action, ``frames`` holds every frame it yielded, in order, and
+    ``output`` their summary. Transport retries are the caller's count, not the provider's."""
 
     model_config = ConfigDict(extra="forbid")
 
-    output: NodeOutput | None = None
-    frames: list[NodeOutput] | None = None
-    cost_tao: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    error: str | None = Field(default=None, max_length=4096)
+    @classmethod
+    def of(cls, result: NodeResult) -> Self:
+        return cls.model_validate(result, from_attributes=True)
+
+    def result(self, unplanned_retries: int = 0) -> NodeResult:
+        return NodeResult(**dict(self), unplanned_retries=unplanned_retries)
+
+
+def _wire_model(shape: type, name: str, base: type[_M], *, leave_out: frozenset[str] = frozenset()) -> type[_M]:
+    """A pydantic model of dataclass ``shape``'s fields (types, constraints, defaults)
+    on ``base``: the wire view of a shape defined once in :mod:`protocol.runner`."""
+    hints = get_type_hints(shape, include_extras=True)
+    fields: dict[str, Any] = {}
+    for spec in dataclasses.fields(shape):
+        if spec.name in leave_out:
+            continue
+        if spec.default is not dataclasses.MISSING:
+            default: Any = spec.default
+        elif spec.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=spec.default_factory)
+        else:
+            default = ...
+        fields[spec.name] = (hints[spec.name], default)
+    return create_model(name, __base__=base, __module__=__name__, __doc__=base.__doc__, **fields)
+
+
+NodeSynapse = _wire_model(NodeCall, "NodeSynapse", _NodeCallWire)
+"""One resolved node, sent to a tool provider of its subnet: :class:`NodeCall` on the wire."""
+
+NodeResponse = _wire_model(NodeResult, "NodeResponse", _NodeResultWire, leave_out=frozenset({"unplanned_retries"}))
+"""A provider's answer to one node call: :class:`NodeResult` on the wire."""

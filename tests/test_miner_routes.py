@@ -100,6 +100,12 @@ async def test_node_schema_violation_names_the_field(miner_server: MinerUnderTes
     assert response.json()["errors"][0]["loc"] == "timeout_seconds"
 
 
+async def test_node_id_follows_the_rule_of_plan_node_ids(miner_server: MinerUnderTest) -> None:
+    response = await miner_server.post("/NodeSynapse", _node(node_id="n 1"))
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == "node_id"
+
+
 async def test_node_echo_returns_its_output(miner_server: MinerUnderTest) -> None:
     params = {"text": "hello", "code": "print(1)", "metadata": {"k": [1, 2]}, "cost": 0.25}
     response = await miner_server.post("/NodeSynapse", _node(params=params))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 
@@ -132,6 +133,16 @@ async def test_connection_closed_is_retried_then_fails() -> None:
     assert result.output is None and result.error.startswith("connection closed")
     assert result.unplanned_retries == 1
     assert peer.connections == 2
+
+
+async def test_a_call_is_sent_as_its_own_fields_and_a_bad_node_id_is_never_sent() -> None:
+    provider = FakeProvider("a")
+    bad = NodeCall("t1", "not a node id", "sn1", "echo", {}, 5.0, 1)
+    async with providers(provider) as peers:
+        await _run(peers, _package())
+        refused = await _run(peers, _package(), bad)
+    assert provider.calls == [dataclasses.asdict(_call())]  # the wire body is the NodeCall, field for field
+    assert refused.output is None and refused.error.startswith("cannot build node request: node_id")
 
 
 async def test_garbage_response_is_a_failed_attempt_and_never_retried() -> None:

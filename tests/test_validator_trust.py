@@ -52,7 +52,7 @@ from validator.adapters import settle, trusted_selector
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders, MetagraphProviders, Provider
-from validator.remote import ProviderAnswer, RemoteRunner, every_peer_serves
+from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
 from validator.step import validation_step
 
@@ -290,9 +290,9 @@ def _call(action: str = "json_transform") -> NodeCall:
     return NodeCall(task_id="t", node_id="n", subnet="sn1", action=action, params={}, timeout_seconds=1.0, attempt=1)
 
 
-def _said(uid: int, text: str | None, cost: float = 0.0) -> tuple[Peer, ProviderAnswer]:
+def _said(uid: int, text: str | None, cost: float = 0.0) -> tuple[Peer, NodeResult]:
     output = None if text is None else NodeOutput(text=text)
-    return _peer(uid), ProviderAnswer(output, cost, None if text is not None else "down", 0)
+    return _peer(uid), NodeResult(output, cost, None if text is not None else "down", 0)
 
 
 class Rerun:

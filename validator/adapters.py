@@ -44,7 +44,7 @@ from protocol.task import Task
 from .client import MinerClient
 from .evaluate import expected_prices
 from .providers import Provider, ProviderDirectory
-from .remote import ProviderAnswer, ProviderSelector, RemoteRunner
+from .remote import ProviderSelector, RemoteRunner
 from .routing import aggregate
 
 __all__ = ["AdapterRunner", "BySubnet", "UNVERIFIABLE", "deterministic", "runs_external", "settle", "tools_only", "trusted_selector"]
@@ -153,7 +153,7 @@ class BySubnet:
 
 async def settle(
     call: NodeCall,
-    answers: Sequence[tuple[Peer, ProviderAnswer]],
+    answers: Sequence[tuple[Peer, NodeResult]],
     *,
     price: float,
     aggregation: str,
@@ -165,7 +165,7 @@ async def settle(
     ``rerun_result`` is the validator's re-run when it was already made; otherwise
     ``rerun`` makes it when rule 3 needs it.
     """
-    retries = sum(answer.retries for _, answer in answers)
+    retries = sum(answer.unplanned_retries for _, answer in answers)
 
     def result(output: NodeOutput | None, error: str | None = None) -> NodeResult:
         return NodeResult(output, cost_tao=price, error=error, unplanned_retries=retries)

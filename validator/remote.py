@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 from pydantic import ValidationError
 
 from protocol.errors import format_validation_error
 from protocol.metagraph import Peer
-from protocol.output import NodeOutput
 from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 
@@ -54,18 +53,6 @@ def every_peer_serves(peers: Sequence[Peer], *, offset: int = 0) -> ProviderSele
     cut = offset % len(pool) if pool else 0
     ordered = pool[cut:] + pool[:cut]
     return lambda subnet: ordered
-
-
-@dataclass(slots=True)
-class ProviderAnswer:
-    """What one provider answered to one attempt: its output or error, the cost it
-    claims, and the transport retries it took."""
-
-    output: NodeOutput | None
-    cost_tao: float
-    error: str | None
-    retries: int
-    frames: list[NodeOutput] | None = None
 
 
 class RemoteRunner:
@@ -100,9 +87,10 @@ class RemoteRunner:
             return asked
         return _combine([p for p, _ in asked], [a for _, a in asked], self._package.route(call.subnet).aggregation)
 
-    async def ask(self, call: NodeCall) -> list[tuple[Peer, ProviderAnswer]] | NodeResult:
-        """Each of the ``top_k`` chosen providers with its answer, all asked at once; the
-        failed result when there is no provider or no valid request."""
+    async def ask(self, call: NodeCall) -> list[tuple[Peer, NodeResult]] | NodeResult:
+        """Each of the ``top_k`` chosen providers with its answer (the cost it claims, the
+        transport retries it took), all asked at once; the failed result when there is no
+        provider or no valid request."""
         chosen = list(self._providers(call.subnet))[: self._package.route(call.subnet).top_k]
         synapse = _request(call, chosen)
         if isinstance(synapse, NodeResult):
@@ -121,9 +109,9 @@ class RemoteRunner:
         for frame in answer.frames or ():
             if not emit(frame):
                 break
-        return NodeResult(answer.output, cost_tao=answer.cost_tao, error=answer.error, unplanned_retries=answer.retries)
+        return replace(answer, frames=None)
 
-    async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> ProviderAnswer:
+    async def _ask(self, provider: Peer, synapse: NodeSynapse, timeout: float) -> NodeResult:
         retries = 0
         while True:
             reply = await self._client.call_node(provider.url, provider.hotkey, synapse, timeout_s=timeout)
@@ -131,7 +119,7 @@ class RemoteRunner:
                 retries += 1
                 continue
             if not reply.ok:
-                return ProviderAnswer(None, 0.0, reply.error, retries)
+                return NodeResult(None, error=reply.error, unplanned_retries=retries)
             return _parse(reply.body or b"", retries)
 
 
@@ -140,28 +128,24 @@ def _request(call: NodeCall, chosen: Sequence[Peer]) -> NodeSynapse | NodeResult
     if not chosen:
         return NodeResult(output=None, error=f"no provider for subnet {call.subnet}")
     try:
-        return NodeSynapse(
-            task_id=call.task_id, node_id=call.node_id, subnet=call.subnet, action=call.action,
-            params=call.params, timeout_seconds=call.timeout_seconds, attempt=call.attempt,
-        )
+        return NodeSynapse.of(call)
     except ValidationError as exc:
         return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
 
 
-def _parse(body: bytes, retries: int) -> ProviderAnswer:
+def _parse(body: bytes, retries: int) -> NodeResult:
     try:
-        response = NodeResponse.model_validate_json(body)
+        answer = NodeResponse.model_validate_json(body).result(unplanned_retries=retries)
     except ValidationError as exc:
-        return ProviderAnswer(None, 0.0, f"malformed node response: {format_validation_error(exc)}", retries)
-    if response.error is not None or response.output is None:
-        error = response.error or "provider returned no output"
-        return ProviderAnswer(None, response.cost_tao, error, retries, response.frames)
-    return ProviderAnswer(response.output, response.cost_tao, None, retries, response.frames)
+        return NodeResult(None, error=f"malformed node response: {format_validation_error(exc)}", unplanned_retries=retries)
+    if answer.error is not None or answer.output is None:
+        return replace(answer, output=None, error=answer.error or "provider returned no output")
+    return answer
 
 
-def _combine(providers: Sequence[Peer], answers: Sequence[ProviderAnswer], aggregation: str) -> NodeResult:
+def _combine(providers: Sequence[Peer], answers: Sequence[NodeResult], aggregation: str) -> NodeResult:
     cost = sum(answer.cost_tao for answer in answers)
-    retries = sum(answer.retries for answer in answers)
+    retries = sum(answer.unplanned_retries for answer in answers)
     outputs = [answer.output for answer in answers if answer.output is not None]
     if not outputs:
         errors = "; ".join(f"uid {p.uid}: {a.error}" for p, a in zip(providers, answers))

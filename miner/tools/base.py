@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.output import NodeOutput
+from protocol.runner import NodeCall, NodeResult
 
 
 class ToolError(Exception):
@@ -28,16 +28,23 @@ class ToolError(Exception):
 
 @dataclass(slots=True)
 class ToolContext:
+    """A tool's view of the :class:`~protocol.runner.NodeCall` it serves: which node,
+    which attempt, and how long it has (its params come separately; its subnet is none
+    of its business)."""
+
     task_id: str
     node_id: str
     attempt: int  # 1-based
     timeout_seconds: float
 
+    @classmethod
+    def of(cls, call: NodeCall) -> ToolContext:
+        return cls(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
 
-@dataclass(slots=True)
-class ToolResult:
-    output: NodeOutput
-    cost_tao: float = 0.0
+
+ToolResult = NodeResult
+"""A tool answers with a node's outcome: its ``output`` and the ``cost_tao`` of making it
+(a failure is raised as :class:`ToolError`, so ``error`` stays unset)."""
 
 
 Tool = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

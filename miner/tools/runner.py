@@ -92,18 +92,17 @@ class LocalRunner:
         return await work(call, info.avg_cost)
 
     async def _run_tool(self, call: NodeCall, surcharge: float) -> NodeResult:
-        ctx = ToolContext(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
         try:
-            result = await self._registry.call(call.action, call.params, ctx)
+            result = await self._registry.call(call.action, call.params, ToolContext.of(call))
             output, cost = _checked(result.output, result.cost_tao)
         except Exception as exc:  # a tool bug must fail the node, never the executor
             return _failure(exc, surcharge)
         return NodeResult(output, cost_tao=cost + surcharge)
 
     async def _stream_tool(self, call: NodeCall, surcharge: float, emit: Emit) -> NodeResult:
-        ctx = ToolContext(call.task_id, call.node_id, call.attempt, call.timeout_seconds)
         count, spent = 0, surcharge
         try:
+            ctx = ToolContext.of(call)
             async with contextlib.aclosing(self._registry.frames(call.action, call.params, ctx)) as frames:
                 async for frame in frames:
                     output, cost = _checked(frame.output, frame.cost_tao)
