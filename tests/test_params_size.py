@@ -20,6 +20,7 @@ from protocol.dataref import DataRefError, compile_params
 from protocol.limits import Limits
 from protocol.synapse import NodeSynapse
 from validator.client import MinerClient
+from validator.errors import RequestOversize
 
 OUTPUTS: dict[str, Any] = {
     "a": {"text": "héllo \"world\"\n", "artifacts": {"code": "print(1)", "metadata": {"n": [1, 2.5, None], "s": "\u2028"}}},
@@ -66,5 +67,5 @@ async def test_a_request_body_over_the_cap_is_refused_unsent() -> None:
     async with raw_peer(HANG) as peer, MinerClient(dev_keypair("Alice"), limits=Limits(max_request_bytes=4_096)) as client:
         reply = await client.call_node(peer.url, dev_keypair("Bob").ss58_address, node)
     assert not reply.ok and not reply.retryable
-    assert "over the 4096-byte limit; not sent" in reply.error
+    assert isinstance(reply.error, RequestOversize) and "over the 4096-byte limit; not sent" in str(reply.error)
     assert peer.connections == 0

@@ -30,6 +30,9 @@ from validator.client import ClientConfig, MinerClient
 from validator.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step
+from validator.errors import PeerClosed, PeerOversize, PeerTimeout
+from validator.loop import _observe_outcome
+from validator.metrics import ValidatorMetrics
 
 TASK_ID = "code_fizzbuzz"
 """A v2 family with a roomy latency budget (loopback HTTP on a busy machine) whose
@@ -151,6 +154,13 @@ async def test_misbehaving_miners_score_zero_with_a_reason_and_leave_honest_ones
     assert "cycle: a -> b -> a" in reasons["cyclic"]
     assert "300" in reasons["too_many_nodes"] and "256" in reasons["too_many_nodes"]
     assert reasons["garbage"] and "json" in reasons["garbage"].lower()
+    failures = {name: type(by_uid[peer.uid].failure) for name, peer in bad.items()}
+    assert (failures["hanging"], failures["closing"], failures["oversize"]) == (PeerTimeout, PeerClosed, PeerOversize)
+    assert failures["cyclic"] is failures["garbage"] is type(None)  # they answered; the answer was wrong
+    metrics = ValidatorMetrics()
+    for outcome in crowded.outcomes:
+        _observe_outcome(metrics, outcome, task)
+    assert metrics.timeouts.labels("query")._value.get() == 1  # the hanging miner's, read from its type
 
     for before, after in zip(alone.outcomes, crowded.outcomes[: len(honest)]):
         assert after.reason is None and after.uid == before.uid

@@ -50,6 +50,7 @@ from protocol.metagraph import Peer
 from protocol.runner import NodeCall
 from protocol.synapse import NodeSynapse, TaskPackage
 from validator.client import ClientConfig, MinerClient
+from validator.errors import PeerBadEncoding
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
 from validator.step import validation_step
@@ -155,7 +156,7 @@ async def test_a_miner_s_gzip_bomb_costs_a_few_kib_and_under_a_second(bomb: byte
             reply = await client.query_workflow(peer.url, BOMBER.ss58_address, package)
             elapsed = time.perf_counter() - started
     print(f"\nminer bomb: {len(bomb)} bytes, peak growth {growth['kib']} KiB, {1e3 * elapsed:.1f} ms")
-    assert reply.error == f"unrequested content-encoding {ENCODING}"
+    assert isinstance(reply.error, PeerBadEncoding) and str(reply.error) == f"unrequested content-encoding {ENCODING}"
     assert not reply.retryable and peer.connections == 1
     assert elapsed < CALL_BOUND_S
     assert growth["kib"] < PEAK_GROWTH_BOUND_KIB

@@ -1,4 +1,4 @@
-"""MinerClient: signed requests a real receiver accepts, and every peer failure as a Reply."""
+"""MinerClient: signed requests a real receiver accepts, and every peer failure as a Reply holding its typed error."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from support.keys import dev_keypair
 from support.peers import CLOSE, GARBAGE, HANG, endless, raw_peer, reply_with, serve_asgi, slow
 
 from protocol.limits import Limits
-from protocol.synapse import NodeSynapse, TaskPackage
+from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 from validator.client import ClientConfig, MinerClient
+from validator import errors
 
 VALIDATOR = dev_keypair("Alice")
 MINER = dev_keypair("Bob")
@@ -69,7 +70,9 @@ async def test_request_signed_for_another_receiver_is_rejected_and_reported() ->
     async with serve_asgi(_verifying_app(store)) as url, MinerClient(VALIDATOR) as client:
         reply = await client.call_node(url, VALIDATOR.ss58_address, _node())
     assert reply.status == 401
-    assert reply.error is not None and "WrongReceiver" in reply.error
+    assert isinstance(reply.error, errors.PeerBadStatus) and reply.error.status == 401
+    assert "WrongReceiver" in reply.error.excerpt and str(reply.error).startswith("http 401: ")
+    assert (reply.error.url, reply.error.hotkey) == (url, VALIDATOR.ss58_address)
     assert not reply.retryable
 
 
@@ -77,7 +80,9 @@ async def test_a_peer_that_never_answers_times_out_as_a_reply() -> None:
     async with raw_peer(HANG) as peer, MinerClient(VALIDATOR) as client:
         reply = await client.call_node(peer.url, MINER.ss58_address, _node(), timeout_s=0.3)
     assert reply.status is None and reply.body is None
-    assert reply.error == "timeout after 0.3s"
+    assert isinstance(reply.error, errors.PeerTimeout) and reply.error.limit_s == 0.3
+    assert str(reply.error) == "timeout after 0.3s"
+    assert (reply.error.url, reply.error.hotkey) == (peer.url, MINER.ss58_address)
     assert not reply.retryable
 
 
@@ -86,7 +91,7 @@ async def test_a_per_request_timeout_overrides_the_default_in_both_directions() 
         patient = await client.call_node(peer.url, MINER.ss58_address, _node(), timeout_s=5.0)
         hasty = await client.call_node(peer.url, MINER.ss58_address, _node())
     assert patient.ok, patient.error
-    assert hasty.error == "timeout after 0.1s"
+    assert isinstance(hasty.error, errors.PeerTimeout) and str(hasty.error) == "timeout after 0.1s"
 
 
 @pytest.mark.parametrize("content_length", [True, False], ids=["declared", "chunked"])
@@ -96,14 +101,17 @@ async def test_oversize_body_is_an_error(content_length: bool) -> None:
     async with raw_peer(behaviour) as peer, MinerClient(VALIDATOR, limits=limits) as client:
         reply = await client.call_node(peer.url, MINER.ss58_address, _node())
     assert reply.body is None
-    assert reply.error is not None and reply.error.startswith("response over 1000 bytes")
+    assert isinstance(reply.error, errors.PeerOversize) and reply.error.limit_bytes == 1000
+    assert reply.error.declared == (len(b"[" + b"1," * 1000 + b"1]") if content_length else None)
+    assert str(reply.error).startswith("response over 1000 bytes")
+    assert not reply.retryable
 
 
 async def test_endless_body_is_cut_off_without_reading_it_all() -> None:
     limits = Limits(max_response_bytes=256 * 1024)
     async with raw_peer(endless()) as peer, MinerClient(VALIDATOR, limits=limits) as client:
         reply = await client.call_node(peer.url, MINER.ss58_address, _node(), timeout_s=5)
-    assert reply.error == "response over 262144 bytes"
+    assert isinstance(reply.error, errors.PeerOversize) and str(reply.error) == "response over 262144 bytes"
     assert reply.body is None
 
 
@@ -111,7 +119,8 @@ async def test_connection_closed_without_response_is_a_retryable_error() -> None
     async with raw_peer(CLOSE) as peer, MinerClient(VALIDATOR) as client:
         reply = await client.call_node(peer.url, MINER.ss58_address, _node())
     assert reply.status is None
-    assert reply.error is not None and reply.error.startswith("connection closed")
+    assert isinstance(reply.error, errors.PeerClosed) and str(reply.error).startswith("connection closed: ")
+    assert reply.error.__cause__ is not None  # httpx's own exception, kept as evidence
     assert reply.retryable
 
 
@@ -131,7 +140,7 @@ async def test_a_query_is_tried_again_once_when_the_miner_closes_the_connection_
         recovered = await client.query_workflow(flaky.url, MINER.ss58_address, _package())
         lost = await client.query_workflow(gone.url, MINER.ss58_address, _package())
     assert recovered.ok and recovered.body == b'{"ok": true}' and flaky.connections == 2
-    assert lost.error.startswith("connection closed") and gone.connections == 2  # once more, not forever
+    assert isinstance(lost.error, errors.PeerClosed) and gone.connections == 2  # once more, not forever
 
 
 async def test_nobody_listening_is_a_retryable_connect_error() -> None:
@@ -139,7 +148,8 @@ async def test_nobody_listening_is_a_retryable_connect_error() -> None:
         url = peer.url
     async with MinerClient(VALIDATOR) as client:
         reply = await client.call_node(url, MINER.ss58_address, _node())
-    assert reply.error is not None and reply.error.startswith("connect error")
+    assert isinstance(reply.error, errors.PeerRefused) and str(reply.error).startswith("connect error: ")
+    assert reply.error.url == url
     assert reply.retryable
 
 
@@ -149,8 +159,10 @@ async def test_server_error_is_retryable_and_client_error_is_not() -> None:
         unavailable = await client.call_node(busy.url, MINER.ss58_address, _node())
         rejected = await client.call_node(picky.url, MINER.ss58_address, _node())
     assert unavailable.status == 503 and unavailable.retryable
-    assert unavailable.error == 'http 503: {"error":"busy"}'
+    assert isinstance(unavailable.error, errors.PeerBadStatus) and unavailable.error.status == 503
+    assert str(unavailable.error) == 'http 503: {"error":"busy"}'
     assert rejected.status == 422 and not rejected.retryable
+    assert isinstance(rejected.error, errors.PeerBadStatus) and rejected.error.status == 422
     assert rejected.body == b'{"error":"bad field"}'
 
 
@@ -158,12 +170,41 @@ async def test_garbage_is_returned_as_bytes_for_the_caller_to_judge() -> None:
     async with raw_peer(GARBAGE) as peer, MinerClient(VALIDATOR) as client:
         reply = await client.call_node(peer.url, MINER.ss58_address, _node())
     assert reply.ok and reply.body == b"\x00\xffnot json at all{{{"
+    with pytest.raises(errors.PeerBadPayload) as raised:
+        reply.parsed(NodeResponse, "node response")
+    assert str(raised.value).startswith("malformed node response: ") and "JSON" in raised.value.evidence
+    assert (raised.value.url, raised.value.hotkey) == (peer.url, MINER.ss58_address)
+
+
+async def test_json_of_the_wrong_shape_is_a_bad_payload_naming_the_field() -> None:
+    async with raw_peer(reply_with(200, b'{"output": null, "cost_tao": -1}')) as peer, MinerClient(VALIDATOR) as client:
+        reply = await client.call_node(peer.url, MINER.ss58_address, _node())
+    assert reply.ok
+    with pytest.raises(errors.PeerBadPayload, match="cost_tao"):
+        reply.parsed(NodeResponse, "node response")
+
+
+async def test_an_unrequested_encoding_is_refused_before_the_body_is_read() -> None:
+    behaviour = reply_with(200, b"\x1f\x8b" + b"x" * 100, headers=("Content-Encoding: gzip",))
+    async with raw_peer(behaviour) as peer, MinerClient(VALIDATOR) as client:
+        reply = await client.call_node(peer.url, MINER.ss58_address, _node())
+    assert isinstance(reply.error, errors.PeerBadEncoding) and reply.error.encoding == "gzip"
+    assert str(reply.error) == "unrequested content-encoding gzip" and reply.body is None
+    assert not reply.retryable
+
+
+async def test_a_request_over_the_limit_is_never_sent() -> None:
+    async with raw_peer(HANG) as peer, MinerClient(VALIDATOR, limits=Limits(max_request_bytes=200)) as client:
+        reply = await client.call_node(peer.url, MINER.ss58_address, _node(text="x" * 500))
+    assert isinstance(reply.error, errors.RequestOversize) and reply.error.limit_bytes == 200
+    assert reply.error.size > 500 and peer.connections == 0
 
 
 async def test_malformed_url_is_an_error_not_an_exception() -> None:
     async with MinerClient(VALIDATOR) as client:
         reply = await client.call_node("not a url", MINER.ss58_address, _node())
-    assert reply.error is not None and reply.status is None
+    assert isinstance(reply.error, errors.PeerTransportError) and reply.status is None
+    assert isinstance(reply.error, errors.PeerError) and not reply.retryable
 
 
 async def test_concurrency_is_bounded() -> None:

@@ -2,8 +2,9 @@
 
 Every request is signed with ``btauth/1`` over the exact bytes sent, with a fresh
 nonce per request (a retry is a new request). A peer can be slow, silent, huge,
-rude or gone: each of those comes back as a :class:`Reply` with ``error`` set,
-never as an exception, so one bad miner cannot disturb a validation step.
+rude or gone: each of those comes back as a :class:`Reply` whose ``error`` is a
+:class:`~validator.errors.PeerError` of that kind (returned, never raised), so one
+bad miner cannot disturb a validation step.
 
 A reply is read as the bytes on the wire, under the size cap. The client asks for
 ``Accept-Encoding: identity`` and decodes nothing: a reply that declares any other
@@ -17,17 +18,32 @@ import asyncio
 import ssl
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import bittensor as bt
 import httpx
+from pydantic import BaseModel, ValidationError
 
+from protocol.errors import format_validation_error
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.routes import NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
+from .errors import (
+    PeerBadEncoding,
+    PeerBadPayload,
+    PeerBadStatus,
+    PeerClosed,
+    PeerError,
+    PeerOversize,
+    PeerRefused,
+    PeerTimeout,
+    PeerTransportError,
+    RequestOversize,
+)
+
 _ERROR_EXCERPT = 200
-_CLOSED = "connection closed"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +51,35 @@ class Reply:
     """What one request produced.
 
     ``status`` is ``None`` when no HTTP response arrived. ``error`` is ``None``
-    exactly when the peer answered 2xx with a body within the size cap.
-    ``retryable`` marks transport failures (connect error, connection closed,
-    5xx) that a caller may retry; timeouts are not retryable: the time is spent.
+    exactly when the peer answered 2xx with a body within the size cap; otherwise
+    it says what went wrong by its type (:mod:`validator.errors`).
     """
 
     status: int | None
     body: bytes | None
-    error: str | None
+    error: PeerError | None
     elapsed_s: float
-    retryable: bool = False
+    url: str | None = None
+    hotkey: str | None = None
+    """The peer asked: its axon URL and hotkey."""
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def retryable(self) -> bool:
+        """A transport failure (connect error, connection closed, 5xx) a caller may
+        retry; timeouts are not retryable: the time is spent."""
+        return self.error is not None and self.error.retryable
+
+    def parsed(self, model: type[_M], what: str) -> _M:
+        """The body as ``model``; :class:`PeerBadPayload` (naming ``what`` was expected)
+        when it is not one. Only for a reply that is ``ok``."""
+        try:
+            return model.model_validate_json(self.body or b"")
+        except ValidationError as exc:
+            raise PeerBadPayload(what, format_validation_error(exc)).of_peer(self.url, self.hotkey) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +124,6 @@ class _OriginPools(httpx.AsyncBaseTransport):
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             await pool.aclose()
-
-
-class _Refused(Exception):
-    """A reply the client will not read: over the size cap, or in an encoding it did not ask for."""
 
 
 class MinerClient:
@@ -162,7 +189,7 @@ class MinerClient:
         started = time.perf_counter()
         reply = await self.post(axon_url, hotkey, WORKFLOW_PATH, body, timeout_s=timeout)
         left = timeout - (time.perf_counter() - started)
-        if reply.ok or not reply.error.startswith(_CLOSED) or left <= 0:
+        if not isinstance(reply.error, PeerClosed) or left <= 0:
             return reply
         again = await self.post(axon_url, hotkey, WORKFLOW_PATH, body, timeout_s=left)
         return replace(again, elapsed_s=time.perf_counter() - started)
@@ -180,35 +207,25 @@ class MinerClient:
             raise RuntimeError("MinerClient is not open: use 'async with MinerClient(...)'")
         timeout = self._config.timeout_s if timeout_s is None else timeout_s
         if len(body) > self._limits.max_request_bytes:
-            return _failure(f"request body of {len(body)} bytes over the {self._limits.max_request_bytes}-byte limit; not sent",
-                            time.perf_counter())
+            too_large = RequestOversize(len(body), self._limits.max_request_bytes)
+            return _failure(too_large.of_peer(axon_url, hotkey), time.perf_counter())
         async with self._slots:
             self.requests += 1
             started = time.perf_counter()
             try:
                 async with asyncio.timeout(timeout):
-                    return await self._exchange(axon_url + path, hotkey, path, body, timeout, started)
-            except TimeoutError:
-                return _failure(f"timeout after {timeout:g}s", started)
-            except _Refused as exc:
-                return _failure(str(exc), started)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                return _failure(f"connect error: {_describe(exc)}", started, retryable=True)
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                return _failure(f"{_CLOSED}: {_describe(exc)}", started, retryable=True)
-            except httpx.TimeoutException as exc:
-                return _failure(f"timeout: {_describe(exc)}", started)
-            except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
-                return _failure(f"transport error: {_describe(exc)}", started)
+                    return await self._exchange(axon_url, hotkey, path, body, timeout, started)
+            except (PeerError, TimeoutError, httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
+                return _failure(_classified(exc, timeout).of_peer(axon_url, hotkey), started)
 
-    async def _exchange(self, url: str, hotkey: str, path: str, body: bytes, timeout: float, started: float) -> Reply:
+    async def _exchange(self, axon_url: str, hotkey: str, path: str, body: bytes, timeout: float, started: float) -> Reply:
         tick = time.perf_counter()
         headers = bt.http_auth.sign(
             self._signer, method="POST", path=path, body=body, receiver_ss58=hotkey, nonce_ns=self._next_nonce()
         )
         self.own_s += time.perf_counter() - tick
         phases = httpx.Timeout(timeout, connect=min(timeout, self._config.connect_timeout_s))
-        request = self._http.build_request("POST", url, content=body, headers=headers, timeout=phases)
+        request = self._http.build_request("POST", axon_url + path, content=body, headers=headers, timeout=phases)
         response = await self._http.send(request, stream=True)
         try:
             data = await self._read_capped(response)
@@ -216,28 +233,26 @@ class MinerClient:
             await response.aclose()
         elapsed = time.perf_counter() - started
         if 200 <= response.status_code < 300:
-            return Reply(response.status_code, data, None, elapsed)
+            return Reply(response.status_code, data, None, elapsed, axon_url, hotkey)
         excerpt = data[:_ERROR_EXCERPT].decode("utf-8", "replace")
-        return Reply(
-            response.status_code, data, f"http {response.status_code}: {excerpt}", elapsed,
-            retryable=response.status_code >= 500,
-        )
+        error = PeerBadStatus(response.status_code, excerpt).of_peer(axon_url, hotkey)
+        return Reply(response.status_code, data, error, elapsed, axon_url, hotkey)
 
     async def _read_capped(self, response: httpx.Response) -> bytes:
         """The body as sent (``aiter_raw``: nothing decoded), at most ``max_response_bytes``."""
         encoding = _unrequested_encoding(response.headers)
         if encoding is not None:
-            raise _Refused(f"unrequested content-encoding {encoding}")
+            raise PeerBadEncoding(encoding)
         cap = self._limits.max_response_bytes
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise _Refused(f"response over {cap} bytes (content-length {declared})")
+            raise PeerOversize(cap, int(declared))
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_raw():
             size += len(chunk)
             if size > cap:
-                raise _Refused(f"response over {cap} bytes")
+                raise PeerOversize(cap)
             chunks.append(chunk)
         tick = time.perf_counter()
         data = b"".join(chunks)
@@ -257,8 +272,26 @@ class MinerClient:
         return nonce
 
 
-def _failure(error: str, started: float, *, retryable: bool = False) -> Reply:
-    return Reply(None, None, error, time.perf_counter() - started, retryable=retryable)
+def _failure(error: PeerError, started: float) -> Reply:
+    return Reply(None, None, error, time.perf_counter() - started, error.url, error.hotkey)
+
+
+def _classified(exc: BaseException, timeout: float) -> PeerError:
+    """What a failed exchange means, as its :class:`PeerError` (``exc`` as its cause)."""
+    if isinstance(exc, PeerError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        error: PeerError = PeerTimeout(timeout)
+    elif isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        error = PeerRefused(_describe(exc))
+    elif isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        error = PeerClosed(_describe(exc))
+    elif isinstance(exc, httpx.TimeoutException):
+        error = PeerTimeout(None, _describe(exc))
+    else:
+        error = PeerTransportError(_describe(exc))
+    error.__cause__ = exc
+    return error
 
 
 def _describe(exc: BaseException) -> str:

@@ -46,6 +46,7 @@ from protocol.task import Task
 from scoring.weights import normalize_weights, warmup_scale
 
 from .client import MinerClient
+from .errors import PeerTimeout
 from .executor import ExecutorConfig
 from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
@@ -477,7 +478,7 @@ def _observe_outcome(m: ValidatorMetrics, outcome: MinerOutcome, task: Task) -> 
     execution = outcome.execution
     if execution is None:
         m.executions.labels("not_run").inc()
-        if outcome.reason and outcome.reason.startswith("query failed: timeout"):
+        if isinstance(outcome.failure, PeerTimeout):
             m.timeouts.labels("query").inc()
         return
     m.executions.labels(execution.status).inc()

@@ -32,7 +32,8 @@ from protocol.metagraph import Peer
 from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 
-from .client import MinerClient
+from .client import MinerClient, Reply
+from .errors import PeerBadPayload
 from .routing import aggregate
 
 ProviderSelector = Callable[[str], Sequence[Peer]]
@@ -118,9 +119,9 @@ class RemoteRunner:
             if reply.retryable and retries < self._transport_retries:
                 retries += 1
                 continue
-            if not reply.ok:
-                return NodeResult(None, error=reply.error, unplanned_retries=retries)
-            return _parse(reply.body or b"", retries)
+            if reply.error is not None:
+                return NodeResult(None, error=str(reply.error), unplanned_retries=retries)
+            return _answer(reply, retries)
 
 
 def _request(call: NodeCall, chosen: Sequence[Peer]) -> NodeSynapse | NodeResult:
@@ -133,11 +134,12 @@ def _request(call: NodeCall, chosen: Sequence[Peer]) -> NodeSynapse | NodeResult
         return NodeResult(output=None, error=f"cannot build node request: {format_validation_error(exc)}")
 
 
-def _parse(body: bytes, retries: int) -> NodeResult:
+def _answer(reply: Reply, retries: int) -> NodeResult:
+    """A provider's answer from its ``ok`` reply; a malformed one is a failed attempt."""
     try:
-        answer = NodeResponse.model_validate_json(body).result(unplanned_retries=retries)
-    except ValidationError as exc:
-        return NodeResult(None, error=f"malformed node response: {format_validation_error(exc)}", unplanned_retries=retries)
+        answer = reply.parsed(NodeResponse, "node response").result(unplanned_retries=retries)
+    except PeerBadPayload as exc:
+        return NodeResult(None, error=str(exc), unplanned_retries=retries)
     if answer.error is not None or answer.output is None:
         return replace(answer, output=None, error=answer.error or "provider returned no output")
     return answer

@@ -42,6 +42,7 @@ from scoring.composite import Score, composite, invalid_score
 from scoring.quality.base import output_code
 
 from .client import MinerClient, Reply
+from .errors import PeerError
 from .evaluate import run_task, score_execution
 from .executor import Execution, ExecutorConfig
 from .owned import OwnedLimits, run_owned
@@ -78,6 +79,8 @@ class MinerOutcome:
     clock: str = WALL
     """What the execution's times were measured on: :data:`SIMULATED` (owned execution)
     or :data:`WALL` (external adapters)."""
+    failure: PeerError | None = None
+    """Why no answer came from the miner, when none did (``reason`` is its message)."""
 
     def summary(self) -> dict[str, Any] | None:
         """The execution's status and metrics as plain JSON, or ``None`` when it never ran."""
@@ -205,7 +208,9 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
 
 def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
     if isinstance(entry, str):
-        return MinerOutcome(miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s, clock=clock)
+        return MinerOutcome(
+            miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s, clock=clock, failure=reply.error
+        )
     plan = entry.synapse.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if entry.score is None:
         reason = entry.failure or "not scored"
