@@ -5,7 +5,7 @@ For every family and seed the planner answers the package of the instance
 :func:`neurons.localrun.family_task` draws (the validator's seed draw), under the
 miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
 the validator's response check (:func:`protocol.response.check_response`) and a valid
-plan through owned execution and the scorer (:func:`validator.owned.evaluate_owned`,
+plan through owned execution and the scorer (:func:`engine.owned.evaluate_owned`,
 what ``dagnet run PLAN --task FAMILY --seed N`` runs). A planner that fails, or an
 answer the validator would reject, scores 0 with the reason, node by node where the
 plan check names nodes. Nothing one family does stops the others.
@@ -28,7 +28,7 @@ from neurons.localrun import family_task, owned_runner
 from protocol.response import check_response
 from protocol.task import Task
 from scoring.weights import normalize_weights
-from validator.owned import evaluate_owned
+from engine.owned import evaluate_owned
 
 __all__ = ["PARTS", "REFERENCES", "Run", "evaluate_planner", "score_answer", "select_families"]
 

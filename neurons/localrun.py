@@ -27,10 +27,10 @@ from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import invalid_score, score_run
-from validator.evaluate import DEADLINE_FACTOR
-from validator.owned import evaluate_owned
-from validator.executor import Event, ExecutorConfig, budget_ceiling, execute
-from validator.report import run_report
+from engine.evaluate import DEADLINE_FACTOR, budget_ceiling
+from engine.owned import evaluate_owned
+from engine.executor import Event, ExecutorConfig, execute
+from engine.report import run_report
 
 DEFAULT_MAX_LATENCY_S = 60.0
 
@@ -152,7 +152,7 @@ async def run_document(
     """Execute ``document`` locally and return the run report.
 
     With a task, the plan runs on the task's drawn instance exactly as a validator
-    runs it (:func:`validator.owned.evaluate_owned`: the reference tools playing the
+    runs it (:func:`engine.owned.evaluate_owned`: the reference tools playing the
     task's subnets, on simulated time) and the report gains ``score``,
     ``task_id`` and ``seed``. Without one, its ceiling is 1.5 × its declared estimate.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).

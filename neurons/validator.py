@@ -41,13 +41,13 @@ from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task, TaskSet
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from validator.executor import ExecutorConfig
+from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
 from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.metrics import ValidatorMetrics
 from validator.adapters import BySubnet
-from validator.owned import OwnedRunnerFactory
+from engine.owned import OwnedRunnerFactory
 from validator.providers import (
     EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
 )

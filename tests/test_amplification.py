@@ -29,7 +29,7 @@ import asyncio, json, resource, sys
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from protocol.plan import WorkflowPlan
-from validator.executor import execute
+from engine.executor import execute
 
 plan = WorkflowPlan.model_validate_json(sys.stdin.read())
 execution = asyncio.run(execute(plan, LocalRunner(default_registry()), task_id="amp",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "validator", "miner", "neurons", "benchmarks"}
+OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "benchmarks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
@@ -14,7 +14,8 @@ ALLOWED = {
     "benchmarks": {"protocol"},
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox", "storage", "chain"},
+    "engine": {"protocol", "scoring", "sandbox"},
+    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine"},
     "miner": {"protocol", "sandbox", "storage"},
     "neurons": OURS,
 }
@@ -43,6 +44,15 @@ def test_package_imports_only_the_layers_below_it(package):
         if bad:
             offenders[relative] = sorted(bad)
     assert offenders == {}
+
+
+MAX_ENGINE_MODULE_LINES = 500
+
+
+def test_no_engine_module_is_over_500_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "engine").rglob("*.py")}
+    assert sizes, "engine/ holds no modules"
+    assert {path: n for path, n in sizes.items() if n > MAX_ENGINE_MODULE_LINES} == {}
 
 
 def test_protocol_does_no_io():

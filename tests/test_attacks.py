@@ -24,7 +24,7 @@ from protocol.documents import PlanDocument
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from validator.evaluate import expected_prices, run_task
+from engine.evaluate import expected_prices, run_task
 
 HIDDEN = 4242
 FAMILIES = load_families()

@@ -16,7 +16,7 @@ from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import Constraints, ToolInfo
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from validator.evaluate import ceiling, expected_prices, run_task
+from engine.evaluate import ceiling, expected_prices, run_task
 
 SUBNETS = {"cheap": 0.001, "mid": 0.004, "dear": 0.02}
 

@@ -17,7 +17,7 @@ from neurons.evaluation import PARTS, evaluate_planner, select_families, weight_
 from neurons.localrun import family_task, owned_runner
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.response import check_response
-from validator.owned import evaluate_owned
+from engine.owned import evaluate_owned
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGNET = [sys.executable, "-m", "neurons"]

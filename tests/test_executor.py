@@ -15,7 +15,8 @@ from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from protocol.validation import check_plan
-from validator.executor import Event, Execution, ExecutorConfig, budget_ceiling, execute
+from engine.evaluate import budget_ceiling
+from engine.executor import Event, Execution, ExecutorConfig, execute
 
 FINAL = {"success", "failed", "blocked", "budget_abort"}
 

@@ -17,7 +17,7 @@ from protocol.limits import Limits
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
-from validator.executor import execute
+from engine.executor import execute
 
 
 class PricedRunner:

@@ -21,8 +21,8 @@ from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.validation import check_plan
-from validator.executor import Event, Execution, ExecutorConfig, execute
-from validator.report import run_report
+from engine.executor import Event, Execution, ExecutorConfig, execute
+from engine.report import run_report
 
 ROOT = Path(__file__).resolve().parent.parent
 

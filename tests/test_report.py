@@ -10,8 +10,8 @@ from rich.console import Console
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
-from validator.executor import Execution, execute
-from validator.report import DISPLAY_OUTPUT_CHARS, render_report, run_report
+from engine.executor import Execution, execute
+from engine.report import DISPLAY_OUTPUT_CHARS, render_report, run_report
 
 REQUIRED = {
     "status", "completion_ratio", "steps_completed", "total_steps", "latency_s", "cost_tao",

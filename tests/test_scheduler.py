@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.graph import Graph
-from validator.scheduler import Scheduler
+from engine.scheduler import Scheduler
 
 
 def make(

@@ -1,5 +1,5 @@
 """Owned execution runs on simulated time: a plan's score is a pure function of plan,
-task and seed, whatever the machine is doing (validator/simclock.py, validator/owned.py)."""
+task and seed, whatever the machine is doing (engine/simclock.py, engine/owned.py)."""
 
 import asyncio
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.simclock import SimulatedLoop, run_simulated
+from engine.simclock import SimulatedLoop, run_simulated
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ from benchmarks import FamilyTasks
 from miner.planner import get_planner
 from neurons.localrun import family_task, owned_runner
 from protocol.validation import check_plan_for
-from validator.owned import evaluate_owned
+from engine.owned import evaluate_owned
 
 seed = int(sys.argv[1])
 scores = {}

@@ -27,7 +27,7 @@ from protocol.synapse import TaskPackage
 from protocol.task import Task
 from scoring.evaluate import score_run
 from validator.client import ClientConfig, MinerClient
-from validator.executor import ExecutorConfig
+from engine.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step
 from validator.errors import PeerClosed, PeerOversize, PeerTimeout

@@ -188,7 +188,7 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
     async with _validator(tmp_path, SomeFamilies("dt_inventory"), ["good", "naive"], judge=judge) as (loop, chain, _):
         with monkeypatch.context() as patch:
             if cause == "scorer":  # the scorer itself: every judgement raises
-                patch.setattr("validator.evaluate.score_run", _boom)
+                patch.setattr("engine.evaluate.score_run", _boom)
             chain.down = cause == "chain"
             assert await loop.step(chain.head) is None
         assert list(loop.step_outcomes) == [INFRASTRUCTURE]

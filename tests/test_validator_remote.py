@@ -19,7 +19,7 @@ from protocol.plan import PlanNode, WorkflowPlan
 from protocol.runner import NodeCall
 from protocol.synapse import RoutingRule, TaskPackage
 from validator.client import MinerClient
-from validator.executor import execute
+from engine.executor import execute
 from validator.remote import RemoteRunner, every_peer_serves
 
 VALIDATOR = dev_keypair("Alice")

@@ -370,7 +370,7 @@ async def test_an_openai_adapter_answers_llm_nodes_on_simulated_time(monkeypatch
     from neurons.validator_settings import ValidatorSettings
     from protocol.synapse import Constraints, ToolInfo
     from protocol.validation import check_plan_for
-    from validator.owned import run_owned
+    from engine.owned import run_owned
 
     endpoint, seen = FastAPI(), []
 

@@ -13,7 +13,7 @@ provider may do is decided here, and only here (docs/validator.md, trust model):
    hotkey or the coldkey of the miner whose plan runs. A node left without a
    provider runs on the owned runner.
 2. **What a node costs.** The validator's price for its subnet, ``avg_cost × top_k``
-   (:func:`validator.evaluate.expected_prices`), for every attempt that reached a
+   (:func:`engine.evaluate.expected_prices`), for every attempt that reached a
    provider: what the providers claim to charge is never read.
 3. **Which answer counts.** For a deterministic action (every action but ``llm``), an
    output that at least two providers gave and no other output matched as often; else
@@ -42,7 +42,7 @@ from protocol.synapse import TaskPackage
 from protocol.task import Task
 
 from .client import MinerClient
-from .evaluate import expected_prices
+from engine.evaluate import expected_prices
 from .providers import Provider, ProviderDirectory
 from .remote import ProviderSelector, RemoteRunner
 from .routing import aggregate

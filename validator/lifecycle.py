@@ -32,9 +32,9 @@ from protocol.task import Task
 from protocol.validation import check_plan_for
 from scoring.composite import Score
 
-from .evaluate import score_execution
-from .executor import SUCCESS, Execution, ExecutorConfig
-from .owned import OwnedLimits, OwnedRunnerFactory, run_owned
+from engine.evaluate import score_execution
+from engine.executor import SUCCESS, Execution, ExecutorConfig
+from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
 
 __all__ = [
     "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "no_sandbox", "reference_failure",
@@ -68,7 +68,7 @@ class InfrastructureFailure(Exception):
 @dataclass(frozen=True, slots=True)
 class Reference:
     """How the validator judges a task: its planner, and the runner that plays the
-    task's partner subnets in owned execution (:func:`validator.owned.run_owned`)."""
+    task's partner subnets in owned execution (:func:`engine.owned.run_owned`)."""
 
     planner: ReferencePlanner
     runner: OwnedRunnerFactory
@@ -81,7 +81,7 @@ def reference_failure(
     """Why the reference did not succeed on ``task``'s instance, or ``None`` when it did.
 
     Plans, runs and scores the instance with the reference, as a validator
-    scores a miner's plan (:func:`validator.owned.evaluate_owned`, in its two parts so
+    scores a miner's plan (:func:`engine.owned.evaluate_owned`, in its two parts so
     a crash names the part). Blocks: call it in a worker thread.
 
     Raises :class:`InfrastructureFailure` when the planner, executor or scorer crashes.

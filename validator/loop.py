@@ -47,14 +47,14 @@ from scoring.weights import normalize_weights, warmup_scale
 
 from .client import MinerClient
 from .errors import PeerTimeout
-from .executor import ExecutorConfig
+from engine.executor import ExecutorConfig
 from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
 from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
-from .owned import OwnedRunnerFactory
+from engine.owned import OwnedRunnerFactory
 from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """One run as a self-contained HTML page: the plan's DAG, a timeline, the score.
 
-:func:`render_run_page` draws a run report (:func:`validator.report.run_report`),
-the plan it ran and the lifecycle transitions of the run (:mod:`validator.trace`)
+:func:`render_run_page` draws a run report (:func:`engine.report.run_report`),
+the plan it ran and the lifecycle transitions of the run (:mod:`engine.trace`)
 as one HTML file with inline SVG, CSS and a few lines of script. It fetches
 nothing: a Content-Security-Policy forbids every network load, and the only
 script allowed is the page's own (pinned by its hash).
@@ -130,7 +130,7 @@ def render_run_page(
     *,
     title: str = "dagnet run",
 ) -> str:
-    """The page for one run. ``events`` are :mod:`validator.trace` records, in order."""
+    """The page for one run. ``events`` are :mod:`engine.trace` records, in order."""
     rows = _rows(plan, report, events)
     graph = _graph(plan)
     critical = _critical(graph, rows) if graph is not None else []

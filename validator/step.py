@@ -5,7 +5,7 @@ The step is a pipeline of three phases, each concurrent across miners:
 1. *query* — every miner gets the task package at once through the shared client;
 2. *execute* — each valid plan runs on its own node runner (at most
    ``exec_concurrency`` at a time) on the task's drawn instance, under the budget
-   and deadline of :func:`validator.evaluate.run_task`: by default the validator's
+   and deadline of :func:`engine.evaluate.run_task`: by default the validator's
    own runner on simulated time in a worker thread (:class:`OwnedExecution`), else
    the configured external adapters on the wall clock;
 3. *score* — each execution is scored against the task's reference (each
@@ -43,9 +43,9 @@ from scoring.quality.base import output_code
 
 from .client import MinerClient, Reply
 from .errors import PeerError
-from .evaluate import run_task, score_execution
-from .executor import Execution, ExecutorConfig
-from .owned import OwnedLimits, run_owned
+from engine.evaluate import run_task, score_execution
+from engine.executor import Execution, ExecutorConfig
+from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ RunnerFactory = Callable[[TaskPackage, Peer], NodeRunner]
 
 @dataclass(frozen=True, slots=True)
 class OwnedExecution:
-    """Plans run by the validator itself on simulated time (validator/owned.py): the
+    """Plans run by the validator itself on simulated time (engine/owned.py): the
     worker threads they run in, and what one plan may cost."""
 
     pool: Executor

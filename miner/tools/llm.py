@@ -6,7 +6,7 @@ in by the process that reads settings — this module reads no environment.
 Requests use temperature 0 so a deterministic server gives deterministic output.
 The call is blocking, in a worker thread (:func:`~.base.run_in_thread`): so it is
 safe on the validator's simulated loop too, which runs such calls inline and never
-awaits network I/O (validator/simclock.py).
+awaits network I/O (engine/simclock.py).
 """
 
 from __future__ import annotations

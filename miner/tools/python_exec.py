@@ -4,7 +4,7 @@ The code never runs in this process: :func:`sandbox.run_python` starts a separat
 isolated interpreter with CPU, memory, process and file-size limits and no network.
 
 The tool is a blocking one run in a worker thread (:func:`run_in_thread`), so on a
-validator's simulated clock (owned execution, ``validator/simclock.py``) it runs inline
+validator's simulated clock (owned execution, ``engine/simclock.py``) it runs inline
 and takes no simulated time of its own: the subnet's profile gives the node its latency.
 The program's CPU is capped by the node's timeout (at least one second: RLIMIT_CPU counts
 whole seconds), and its wall time by a multiple of that, so a loaded machine reaches the

@@ -51,7 +51,7 @@ from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import Emit, NodeCall, NodeResult, NodeRunner
 from protocol.validation import PlanCheck, check_plan
-from validator.executor import ExecutorConfig, execute
+from engine.executor import ExecutorConfig, execute
 
 __all__ = ["render_executor_bench", "run_executor_bench"]
 

@@ -17,7 +17,7 @@ Two measurements, each repeated and reported as medians:
    ports, hosted by ``miner_processes`` child processes (each runs many uvicorn
    servers on one event loop); the validator runs in this process with the real
    client, its own execution of every plan (the reference tools playing the
-   family's subnets on simulated time, ``validator/owned.py``, in the loop's
+   family's subnets on simulated time, ``engine/owned.py``, in the loop's
    worker pool) and the scorer. The step's records are then settled in a fresh
    validator state file, as the loop does. Reported: step wall time, its phases
    (query, execute, score, record), the share spent in the validator's own client,
@@ -154,7 +154,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
     from neurons.localrun import owned_runner
     from protocol.metagraph import Peer
     from validator.client import ClientConfig, MinerClient
-    from validator.executor import ExecutorConfig
+    from engine.executor import ExecutorConfig
     from validator.loop import LoopConfig
     from validator.step import OwnedExecution, validation_step
 

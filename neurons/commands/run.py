@@ -55,9 +55,9 @@ def run(
     seed is printed; --seed replays it) and is scored as a validator scores it. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
-    from validator.report import render_report
+    from engine.report import render_report
     from validator.runpage import render_run_page
-    from validator.trace import RunTrace
+    from engine.trace import RunTrace
 
     document, loaded_task = load_inputs(plan, task, task_id, seed)
     bound = None if inputs is None else _inputs(inputs, loaded_task is not None)

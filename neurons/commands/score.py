@@ -30,7 +30,7 @@ def score(
 
     For a task family the instance is the one the report ran on (its ``seed``)
     unless --seed names another. A report of a run against another task is refused."""
-    from validator.report import render_score
+    from engine.report import render_score
 
     try:
         saved = load_report(report)

@@ -3,7 +3,7 @@
 A validator does not need anyone else to execute a miner's plan: the partner subnets
 of a task are played by the reference tools (``dagnet run``'s registry, wired in by
 ``neurons/``), each subnet priced, delayed and failing as the task's published profile
-says. The run happens on a :class:`~validator.simclock.SimulatedLoop`, so its latency,
+says. The run happens on a :class:`~engine.simclock.SimulatedLoop`, so its latency,
 timeouts and deadline are the profile's, not the machine's: the same plan, task and seed
 give the same execution and the same score on every validator, quiet or loaded, and
 ``dagnet run --task`` gives a miner exactly the score a validator would.
@@ -106,7 +106,7 @@ def run_owned(
     **options: Any,
 ) -> Execution:
     """Execute ``plan`` on ``task``'s instance on simulated time, its tools' CPU bounded by
-    ``owned``; ``options`` are :func:`~validator.evaluate.run_task`'s. Blocks this thread."""
+    ``owned``; ``options`` are :func:`~engine.evaluate.run_task`'s. Blocks this thread."""
     return run_simulated(run_task(plan, check, task, metered(runner, owned), **options))
 
 

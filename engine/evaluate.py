@@ -3,7 +3,7 @@ budget ceiling and the deadline (:func:`run_task`), score (:func:`score_executio
 
 ``dagnet run --task``, the validation step and ``dagnet bench tasks`` all go through
 here — on the validator's own execution and simulated time by default
-(:mod:`validator.owned`) — so a plan scores the same wherever it runs.
+(:mod:`engine.owned`) — so a plan scores the same wherever it runs.
 
 Budget: every node is priced at the larger of its declared ``estimated_cost`` and what
 the validator expects its subnet to charge (``avg_cost × top_k``). Those prices are the
@@ -27,9 +27,9 @@ from protocol.validation import PlanCheck
 from scoring.composite import Score, invalid_score
 from scoring.evaluate import score_run
 
-from .executor import Event, Execution, ExecutorConfig, budget_ceiling, execute
+from .executor import Event, Execution, ExecutorConfig, execute
 
-__all__ = ["DEADLINE_FACTOR", "Evaluation", "expected_prices", "run_task", "score_execution"]
+__all__ = ["DEADLINE_FACTOR", "Evaluation", "budget_ceiling", "expected_prices", "run_task", "score_execution"]
 
 DEADLINE_FACTOR = 2.0
 """The global deadline is this many times the task's ``max_latency_seconds``."""
@@ -39,6 +39,16 @@ DEADLINE_FACTOR = 2.0
 class Evaluation:
     execution: Execution
     score: Score
+
+
+def budget_ceiling(max_budget_tao: float | None, total_estimated_cost: float) -> float | None:
+    """``min(max_budget, 1.5 × estimate)``; an estimate of 0 contributes nothing; None when neither."""
+    bounds = []
+    if max_budget_tao is not None:
+        bounds.append(max_budget_tao)
+    if total_estimated_cost > 0:
+        bounds.append(1.5 * total_estimated_cost)
+    return min(bounds) if bounds else None
 
 
 def expected_prices(package: TaskPackage) -> dict[str, float]:
