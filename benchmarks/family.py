@@ -10,23 +10,19 @@ is wrong on nearly every other instance.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.synapse import Constraints, TaskPackage
-from protocol.task import Task
+from protocol.synapse import TaskPackage
+from protocol.task import Task, synthetic_variant
 
 from .seed import EXAMPLE_SEED, Draw
 
-__all__ = ["SYNTHETIC_TIGHTEN", "Family", "Generator", "Instance"]
+__all__ = ["Family", "Generator", "Instance"]
 
 Generator = Callable[[Draw], tuple[dict[str, Any], dict[str, Any]]]
 """``draw -> (input values, reference)``; plain Python, independent of the tools."""
-
-SYNTHETIC_TIGHTEN = 0.8
-"""A synthetic variant keeps this fraction of the family's budget and latency."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +65,6 @@ class Family:
         })
 
     def synthetic(self, seed: int) -> Family:
-        """A variant a miner cannot look up by id: ``syn_<8 hex>``, budget and latency
-        tightened by :data:`SYNTHETIC_TIGHTEN`. Its instances are drawn fresh like any other."""
-        tag = hashlib.sha256(f"{self.task_id}:{seed}".encode()).hexdigest()[:8]
-        limits = self.package.constraints
-        constraints = Constraints(
-            max_budget_tao=None if limits.max_budget_tao is None else limits.max_budget_tao * SYNTHETIC_TIGHTEN,
-            max_latency_seconds=limits.max_latency_seconds * SYNTHETIC_TIGHTEN,
-            allowed_subnets=limits.allowed_subnets,
-        )
-        package = self.package.model_copy(update={"task_id": f"syn_{tag}", "constraints": constraints}, deep=True)
-        return Family(package, self.generate)
+        """The family under its :func:`~protocol.task.synthetic_variant` package; its
+        instances are drawn fresh like any other."""
+        return Family(synthetic_variant(self.package, seed), self.generate)

@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .synapse import TaskPackage
+from .synapse import Constraints, TaskPackage
+
+SYNTHETIC_PREFIX = "syn_"
+SYNTHETIC_TIGHTEN = 0.8
+"""A synthetic variant keeps this fraction of the original budget and latency."""
+
+P = TypeVar("P", bound=TaskPackage)
 
 
 class Task(TaskPackage):
@@ -32,6 +39,21 @@ class Task(TaskPackage):
 
 
 _VALIDATOR_ONLY = {"reference", "requires_model", "instance_inputs", "seed"}
+
+
+def synthetic_variant(package: P, seed: int) -> P:
+    """A fresh-looking copy of ``package`` (a task or a family's package) that a miner
+    cannot look up by id: the id becomes ``syn_<8 hex>`` of the original id and
+    ``seed`` (stable for a draw, opaque to miners), budget and latency are tightened by
+    :data:`SYNTHETIC_TIGHTEN`; everything else, the reference included, is unchanged."""
+    tag = hashlib.sha256(f"{package.task_id}:{seed}".encode()).hexdigest()[:8]
+    limits = package.constraints
+    constraints = Constraints(
+        max_budget_tao=None if limits.max_budget_tao is None else limits.max_budget_tao * SYNTHETIC_TIGHTEN,
+        max_latency_seconds=limits.max_latency_seconds * SYNTHETIC_TIGHTEN,
+        allowed_subnets=limits.allowed_subnets,
+    )
+    return package.model_copy(update={"task_id": f"{SYNTHETIC_PREFIX}{tag}", "constraints": constraints}, deep=True)
 
 
 class TaskSet(BaseModel):

@@ -15,6 +15,7 @@ from miner.tools.registry import default_registry
 from miner.tools.base import ToolContext
 from protocol.dataref import find_refs
 from protocol.validation import check_plan_for
+from protocol.task import synthetic_variant
 
 FAMILIES = load_families()
 IDS = [f.task_id for f in FAMILIES]
@@ -79,6 +80,8 @@ def test_synthetic_variant_is_opaque_tighter_and_draws_fresh_instances() -> None
     assert variant.package.constraints.max_budget_tao < fam.package.constraints.max_budget_tao
     assert variant.package.constraints.max_latency_seconds < fam.package.constraints.max_latency_seconds
     assert variant.instance(3).inputs == fam.instance(3).inputs
+    # the same rule as the validator's draw: variant of the instance == instance of the variant
+    assert variant.task(variant.instance(42)) == synthetic_variant(fam.task(fam.instance(42)), 42)
 
 
 def test_draws_are_pinned_so_every_validator_makes_the_same_instances() -> None:

@@ -85,7 +85,7 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
                                  owned_runner=owned_runner, reference=reference(),
-                                 config=LoopConfig(synthetic_rate=0.0, **config))
+                                 config=LoopConfig(**{"synthetic_rate": 0.0, **config}))
             try:
                 yield loop, chain
             finally:
@@ -123,6 +123,36 @@ async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> No
     async with _loop(tmp_path) as (loop, chain):
         summary = await loop.step(chain.head)
         assert summary.base_task_id == pick_task(VALIDATOR.ss58_address, chain.head, _tasks()).task_id
+
+
+async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+    from validator.sampling import SYNTHETIC_RATE, draw_task
+
+    async with _loop(tmp_path, synthetic_rate=SYNTHETIC_RATE) as (loop, chain):
+        tasks = _tasks()
+        draws = {b: draw_task(loop.hotkey, loop._secret, b, tasks, synthetic_rate=loop.config.synthetic_rate)
+                 for b in range(chain.head, chain.head + 4000)}
+        assert abs(sum(d.synthetic for d in draws.values()) / len(draws) - SYNTHETIC_RATE) < 0.025
+        synthetic = [b for b, d in draws.items() if d.synthetic][:2]
+        plain = [b for b, d in draws.items() if not d.synthetic][:2]
+        for block in sorted(synthetic + plain):
+            chain.head = block
+            assert await loop.step(block) is not None
+        records = loop.state.executions()
+        assert {r.block for r in records} == set(synthetic + plain) and len(records) == 8
+        for record in records:
+            expected = draws[record.block]
+            assert (record.base_task_id, record.instance_seed, record.synthetic) == (
+                expected.base.task_id, expected.seed, expected.synthetic)
+            assert record.task_id.startswith("syn_") == record.synthetic
+            assert replay(record, loop.source).identical, record
+        stored = next(r for r in records if r.synthetic and r.metrics is not None)
+    result = CliRunner().invoke(app, ["validator", "--state", str(tmp_path / "validator.sqlite"),
+                                      "--replay", str(stored.id)])
+    assert result.exit_code == 0 and '"identical": true' in result.stdout, result.output
 
 
 async def test_a_refused_set_weights_is_logged_and_retried_when_allowed(tmp_path: Path, caplog) -> None:

@@ -8,14 +8,15 @@ import pytest
 
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 from protocol.synapse import Constraints
-from protocol.task import Task
+from protocol.task import Task, synthetic_variant
 from validator.sampling import (
     SYNTHETIC_RATE,
+    TaskDraw,
+    draw_task,
+    instance_seed,
     is_synthetic,
     pick_task,
     sample_miners,
-    synthetic_variant,
-    task_for_step,
 )
 
 HOTKEY = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
@@ -55,7 +56,7 @@ def test_synthetic_rate_is_about_17_5_percent_and_deterministic() -> None:
 
 def test_synthetic_variant_has_an_opaque_id_tighter_limits_and_the_same_reference() -> None:
     task = _tasks(1)[0]
-    variant = synthetic_variant(task, rng_seed=42)
+    variant = synthetic_variant(task, 42)
     assert variant.task_id.startswith("syn_") and len(variant.task_id) == 12
     int(variant.task_id[4:], 16)
     assert task.task_id not in variant.task_id
@@ -63,8 +64,8 @@ def test_synthetic_variant_has_an_opaque_id_tighter_limits_and_the_same_referenc
     assert variant.constraints.max_latency_seconds < task.constraints.max_latency_seconds
     assert variant.constraints.allowed_subnets == task.constraints.allowed_subnets
     assert variant.reference == task.reference
-    assert synthetic_variant(task, rng_seed=42) == variant
-    assert synthetic_variant(task, rng_seed=43).task_id != variant.task_id
+    assert synthetic_variant(task, 42) == variant
+    assert synthetic_variant(task, 43).task_id != variant.task_id
     assert task.task_id == "task-0"  # the original is untouched
 
 
@@ -73,15 +74,23 @@ def test_synthetic_variant_without_budget_keeps_none() -> None:
     assert synthetic_variant(task, 1).constraints.max_budget_tao is None
 
 
-def test_task_for_step_uses_the_variant_exactly_when_the_step_is_synthetic() -> None:
+def _instance(task: Task, seed: int) -> Task:
+    return task.model_copy(update={"seed": seed})
+
+
+def test_the_draw_at_the_real_rate_is_the_pick_the_secret_seed_and_the_synthetic_flag() -> None:
     tasks = _tasks(4)
-    for block in range(60):
-        chosen = task_for_step(HOTKEY, block, tasks)
-        picked = pick_task(HOTKEY, block, tasks)
-        if is_synthetic(HOTKEY, block):
-            assert chosen.task_id.startswith("syn_") and chosen.reference == picked.reference
-        else:
-            assert chosen is picked
+    draws = [draw_task(HOTKEY, 99, block, tasks) for block in range(4000)]
+    assert abs(sum(d.synthetic for d in draws) / len(draws) - SYNTHETIC_RATE) < 0.025
+    for block, draw in enumerate(draws[:300]):
+        assert draw.base is pick_task(HOTKEY, block, tasks)
+        assert draw.seed == instance_seed(99, block, draw.base.task_id) != instance_seed(98, block, draw.base.task_id)
+        assert draw.synthetic == is_synthetic(HOTKEY, block)
+        sent = draw.task(_instance)
+        assert sent.seed == draw.seed and sent.reference == draw.base.reference
+        assert sent.task_id.startswith("syn_") == draw.synthetic
+        assert sent == TaskDraw(draw.base, draw.seed, draw.synthetic).task(_instance)  # rebuilt from a record
+    assert not any(draw_task(HOTKEY, 99, block, tasks, synthetic_rate=0.0).synthetic for block in range(100))
 
 
 def _snapshot() -> MetagraphSnapshot:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -167,6 +168,32 @@ def test_a_state_file_of_the_old_schema_opens_with_every_task_active(tmp_path: P
         state.close()
     again = ValidatorState(path)  # a migrated file opens as it is
     assert again.task_lifecycles()["hard"].reference_failures == 1
+    again.close()
+
+
+def test_records_of_an_old_state_file_get_their_synthetic_flag_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE executions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, uid INTEGER NOT NULL,
+            hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
+            instance_seed INTEGER NOT NULL, plan_hash TEXT, plan TEXT, metrics TEXT,
+            final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, UNIQUE (block, uid));
+        INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, score, s)
+            VALUES (1, 1, 'hk1', 'syn_0a1b2c3d', 'dt_sales', 5, '{"S": 0.5}', 0.5),
+                   (2, 1, 'hk1', 'dt_sales', 'dt_sales', 6, '{"S": 0.25}', 0.25);
+    """)
+    old.close()
+    state = ValidatorState(path)
+    try:
+        assert [(r.task_id, r.synthetic) for r in state.executions()] == [("syn_0a1b2c3d", True), ("dt_sales", False)]
+        state.settle_step(3, [dataclasses.replace(_record(3, 2, 0.5), synthetic=True)])
+        assert state.executions(block=3)[0].synthetic
+    finally:
+        state.close()
+    again = ValidatorState(path)  # migrated once: the stored flags are read as they are
+    assert [r.synthetic for r in again.executions()] == [True, False, True]
     again.close()
 
 

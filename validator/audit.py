@@ -1,9 +1,10 @@
 """Re-scoring a stored execution record, to check it bit for bit.
 
-The record holds the task id, the instance seed, the measured metrics and the
-final output; the task source rebuilds the same instance from the seed, and the
-same scorer the step used scores it again. Anyone holding the validator's state
-file can rerun the judgement and compare it with what was settled.
+The record holds the step's task draw (base task id, instance seed, synthetic or
+not), the measured metrics and the final output; the task source rebuilds the same
+task from the draw, and the same scorer the step used scores it again. Anyone
+holding the validator's state file can rerun the judgement and compare it with
+what was settled.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from protocol.metrics import RunMetrics
 from scoring.composite import invalid_score
 from scoring.evaluate import score_run
 
-from .loop import TaskSource, task_instance
+from .loop import TaskSource
+from .sampling import TaskDraw
 from .state import ExecutionRecord, canonical_json
-
-SYNTHETIC_PREFIX = "syn_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +40,7 @@ def replay(record: ExecutionRecord, source: TaskSource) -> Replay:
         base = next((t for t in source.tasks() if t.task_id == record.base_task_id), None)
         if base is None:
             raise KeyError(f"task {record.base_task_id!r} is not in the task source")
-        synthetic = record.task_id.startswith(SYNTHETIC_PREFIX)
-        task = task_instance(source, base, record.instance_seed, synthetic=synthetic)
+        task = TaskDraw(base, record.instance_seed, record.synthetic).task(source.instance)
         recomputed = score_run(task, metrics=_metrics(record.metrics), final_output=record.final_output)
     return Replay(record.id, record.score, recomputed.model_dump(mode="json"))
 

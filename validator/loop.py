@@ -3,9 +3,10 @@
 Each step:
 
 1. syncs the metagraph at the chain head;
-2. picks the task, ``sha256(f"{hotkey}:{block}") mod len(active tasks)``, and draws
-   its hidden instance from a seed only this validator knows (a synthetic variant
-   at :data:`~validator.sampling.SYNTHETIC_RATE`);
+2. draws the step's task (:func:`~validator.sampling.draw_task`): the task,
+   ``sha256(f"{hotkey}:{block}") mod len(active tasks)``, its hidden instance's seed,
+   which only this validator knows, and whether it goes out as a synthetic variant
+   (at :data:`~validator.sampling.SYNTHETIC_RATE`);
 3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
    (all of them in a small net): query, validate, execute, score;
 4. meanwhile plans, runs and scores the same instance with the validator's own
@@ -31,7 +32,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -51,7 +51,7 @@ from engine.executor import ExecutorConfig
 from .metrics import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
-from .sampling import SYNTHETIC_RATE, is_synthetic, pick_task, sample_miners, step_digest, synthetic_variant
+from .sampling import SYNTHETIC_RATE, TaskDraw, draw_task, sample_miners, step_digest
 from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from engine.owned import OwnedRunnerFactory
@@ -95,19 +95,6 @@ class FixedTasks:
 
     def instance(self, task: Task, seed: int) -> Task:
         return task
-
-
-def instance_seed(secret: int, block: int, task_id: str) -> int:
-    """The seed of the instance a validator sends at ``block``: 63 bits of
-    ``sha256(f"{secret}:{block}:{task_id}")``, unguessable without the secret."""
-    digest = hashlib.sha256(f"{secret}:{block}:{task_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-def task_instance(source: TaskSource, base: Task, seed: int, *, synthetic: bool) -> Task:
-    """The task a step sends and scores: the instance, or its synthetic variant."""
-    task = source.instance(base, seed)
-    return synthetic_variant(task, seed) if synthetic else task
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,10 +253,9 @@ class ValidatorLoop:
                 raise InfrastructureFailure("adapter", f"providers: {type(exc).__name__}: {exc}") from exc
         self.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
 
-        base = pick_task(self.hotkey, block, active)
-        seed = instance_seed(self._secret, block, base.task_id)
-        synthetic = is_synthetic(self.hotkey, block, self.config.synthetic_rate)
-        task = task_instance(self.source, base, seed, synthetic=synthetic).model_copy(update={"send_block": block})
+        draw = draw_task(self.hotkey, self._secret, block, active, synthetic_rate=self.config.synthetic_rate)
+        base = draw.base
+        task = draw.task(self.source.instance).model_copy(update={"send_block": block})
         digest = int.from_bytes(step_digest(self.hotkey, block), "big")
         neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
         miners = [Peer.from_neuron(n) for n in neurons]
@@ -297,7 +283,7 @@ class ValidatorLoop:
             self.state.settle_step(block, [], judged, tempo=tempo)
             self._log_reference_failure(block, base.task_id, failure)
             return None
-        records = [execution_record(block, task, base, seed, outcome) for outcome in result.outcomes]
+        records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.metrics.scores(self.state.window().means())
@@ -505,12 +491,13 @@ def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
     return {subnet for task in tasks for subnet in task.available_tools}
 
 
-def execution_record(block: int, task: Task, base: Task, seed: int, outcome: MinerOutcome) -> ExecutionRecord:
-    """What the state keeps of one miner's part in the step at ``block``."""
+def execution_record(block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome) -> ExecutionRecord:
+    """What the state keeps of one miner's part in the step at ``block``: ``task`` as
+    sent, and the ``draw`` it came from, to rebuild it (:mod:`validator.audit`)."""
     execution = outcome.execution
     return ExecutionRecord(
-        block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=base.task_id,
-        instance_seed=seed, plan=outcome.plan, metrics=outcome.summary(),
+        block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
+        instance_seed=draw.seed, synthetic=draw.synthetic, plan=outcome.plan, metrics=outcome.summary(),
         final_output=None if execution is None else execution.final_output,
         score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
     )

@@ -1,28 +1,32 @@
 """Which task a validator sends at a block, and to which miners (docs/validator.md).
 
-Everything here is a pure function of its inputs, so any observer who knows a
-validator's hotkey, the block and the active task list can recompute the choice.
+A step's **task draw** (:func:`draw_task`) is the one definition of what a step
+sends: which task (family), the seed of its hidden instance, and whether it goes out
+as a synthetic variant. The loop sends what it draws and the state stores the draw
+(``base_task_id``, ``instance_seed``, ``synthetic``), so an audit rebuilds the same
+task from the record (:meth:`TaskDraw.task`). Everything here is a pure function of
+its inputs: any observer who knows a validator's hotkey, the block and the active
+task list can recompute the task and whether it is synthetic; the instance seed
+also needs the validator's secret.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from protocol.metagraph import MetagraphSnapshot, Neuron
-from protocol.synapse import Constraints
-from protocol.task import Task
+from protocol.task import Task, synthetic_variant
 
 SYNTHETIC_RATE = 0.175
-SYNTHETIC_TIGHTEN = 0.8
-"""A synthetic variant keeps this fraction of the original budget and latency."""
 
 _FRACTION_BYTES = 8
 
 
 def step_digest(hotkey: str, block: int) -> bytes:
-    """``sha256(f"{hotkey}:{block}")``: the one source of every per-step choice."""
+    """``sha256(f"{hotkey}:{block}")``: the one source of every public per-step choice."""
     return hashlib.sha256(f"{hotkey}:{block}".encode()).digest()
 
 
@@ -40,29 +44,35 @@ def is_synthetic(hotkey: str, block: int, rate: float = SYNTHETIC_RATE) -> bool:
     return fraction < rate
 
 
-def synthetic_variant(task: Task, rng_seed: int) -> Task:
-    """A fresh-looking copy of ``task`` that a miner cannot look up by id.
-
-    The id becomes ``syn_<8 hex>`` (derived from the original id and the seed,
-    so it is stable for a step yet opaque), budget and latency are tightened by
-    :data:`SYNTHETIC_TIGHTEN`; the reference, and so the scoring, is unchanged.
-    """
-    tag = hashlib.sha256(f"{task.task_id}:{rng_seed}".encode()).hexdigest()[:8]
-    limits = task.constraints
-    constraints = Constraints(
-        max_budget_tao=None if limits.max_budget_tao is None else limits.max_budget_tao * SYNTHETIC_TIGHTEN,
-        max_latency_seconds=limits.max_latency_seconds * SYNTHETIC_TIGHTEN,
-        allowed_subnets=limits.allowed_subnets,
-    )
-    return task.model_copy(update={"task_id": f"syn_{tag}", "constraints": constraints}, deep=True)
+def instance_seed(secret: int, block: int, task_id: str) -> int:
+    """The seed of the instance a validator sends at ``block``: 63 bits of
+    ``sha256(f"{secret}:{block}:{task_id}")``, unguessable without the secret."""
+    digest = hashlib.sha256(f"{secret}:{block}:{task_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
-def task_for_step(hotkey: str, block: int, tasks: Sequence[Task], *, synthetic_rate: float = SYNTHETIC_RATE) -> Task:
-    """:func:`pick_task`, replaced by its :func:`synthetic_variant` at ``synthetic_rate``."""
-    task = pick_task(hotkey, block, tasks)
-    if not is_synthetic(hotkey, block, synthetic_rate):
-        return task
-    return synthetic_variant(task, int.from_bytes(step_digest(hotkey, block), "big"))
+@dataclass(frozen=True, slots=True)
+class TaskDraw:
+    """One step's task: the ``base`` task as listed, the ``seed`` of its hidden
+    instance, and whether it is sent as its synthetic variant."""
+
+    base: Task
+    seed: int
+    synthetic: bool
+
+    def task(self, instance: Callable[[Task, int], Task]) -> Task:
+        """The task sent and scored: ``instance(base, seed)`` (a task source's draw of
+        the hidden instance), under its synthetic variant when the draw says so."""
+        task = instance(self.base, self.seed)
+        return synthetic_variant(task, self.seed) if self.synthetic else task
+
+
+def draw_task(hotkey: str, secret: int, block: int, tasks: Sequence[Task], *,
+              synthetic_rate: float = SYNTHETIC_RATE) -> TaskDraw:
+    """The draw of the step at ``block``: :func:`pick_task`, :func:`instance_seed`,
+    :func:`is_synthetic`."""
+    base = pick_task(hotkey, block, tasks)
+    return TaskDraw(base, instance_seed(secret, block, base.task_id), is_synthetic(hotkey, block, synthetic_rate))
 
 
 def serving_miners(snapshot: MetagraphSnapshot, *, self_hotkey: str | None = None) -> list[Neuron]:

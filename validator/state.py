@@ -2,8 +2,9 @@
 
 - **windows**: the last 100 scores of each miner uid (a :class:`RollingWindow`)
   with the hotkey they belong to and how many tasks that hotkey has been scored on;
-- **executions**: one record per scored miner per step — the task, its instance
-  seed, the plan and its hash, the metrics, the final output, the score and the
+- **executions**: one record per scored miner per step — the task as sent and the
+  draw it came from (base task, instance seed, synthetic or not), the plan and its
+  hash, the metrics, the final output, the score and the
   reason for a 0 — enough to re-score it later (:mod:`validator.audit`);
 - **steps**: the blocks whose step is settled;
 - **tasks**: each task's lifecycle: active, or set aside since a block until a
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.task import SYNTHETIC_PREFIX
 from scoring.window import RollingWindow
 from storage import open_shared
 
@@ -56,7 +58,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS executions (
         id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, uid INTEGER NOT NULL,
         hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
-        instance_seed INTEGER NOT NULL, plan_hash TEXT, plan TEXT, metrics TEXT,
+        instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, plan_hash TEXT, plan TEXT, metrics TEXT,
         final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
@@ -82,6 +84,8 @@ class ExecutionRecord:
     final_output: Any
     score: dict[str, Any]
     reason: str | None
+    synthetic: bool = False
+    """Whether the step sent the synthetic variant of ``base_task_id``'s instance."""
     id: int | None = None
 
     @property
@@ -134,6 +138,7 @@ class ValidatorState:
         self._conn = open_shared(self.path, _SCHEMA)
         self._window_size = window_size
         self._drop_old_lifecycle()
+        self._add_synthetic_column()
 
     def close(self) -> None:
         self._conn.close()
@@ -189,9 +194,9 @@ class ValidatorState:
                 (block, ",".join(sorted(task_ids)), len(records)),
             )
             conn.executemany(
-                """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed,
+                """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic,
                    plan_hash, plan, metrics, final_output, score, s, reason)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [_execution_row(block, r) for r in records],
             )
             for record in records:
@@ -321,13 +326,34 @@ class ValidatorState:
             conn.execute(_TASKS_TABLE)
             conn.execute("DELETE FROM meta WHERE key = 'last_closed_tempo'")
 
+    def _add_synthetic_column(self) -> None:
+        """A state file from before records stored their draw's ``synthetic`` flag:
+        add the column and derive it once, here, from the variant's id prefix (a base
+        task id never starts with it); from then on the record's flag is the truth."""
+        if _has_synthetic_column(self._conn):
+            return
+        with self._transaction() as conn:
+            if _has_synthetic_column(conn):  # another process migrated it meanwhile
+                return
+            conn.execute("ALTER TABLE executions ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
+            conn.execute("UPDATE executions SET synthetic = 1 WHERE substr(task_id, 1, ?) = ?",
+                         (len(SYNTHETIC_PREFIX), SYNTHETIC_PREFIX))
+
     def _get_meta(self, key: str) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
 
 def _has_lifecycle_columns(conn: sqlite3.Connection) -> bool:
-    return "reference_failures" in {row[1] for row in conn.execute("PRAGMA table_info(tasks)").fetchall()}
+    return "reference_failures" in _columns(conn, "tasks")
+
+
+def _has_synthetic_column(conn: sqlite3.Connection) -> bool:
+    return "synthetic" in _columns(conn, "executions")
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
 
 _TASK_COLUMNS = "task_id, state, since_block, until_block, reason, reference_failures"
@@ -335,21 +361,22 @@ _FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, refe
 
 
 _RECORD_COLUMNS = (
-    "id, block, uid, hotkey, task_id, base_task_id, instance_seed, plan, metrics, final_output, score, reason"
+    "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, plan, metrics, final_output, score, reason"
 )
 
 
 def _execution_row(block: int, r: ExecutionRecord) -> tuple:
     return (
-        block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, r.plan_hash,
+        block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.plan_hash,
         _dump(r.plan), _dump(r.metrics), _dump(r.final_output), canonical_json(r.score), float(r.score["S"]), r.reason,
     )
 
 
 def _record(row: tuple) -> ExecutionRecord:
-    rid, block, uid, hotkey, task_id, base, seed, plan, metrics, final_output, score, reason = row
+    rid, block, uid, hotkey, task_id, base, seed, synthetic, plan, metrics, final_output, score, reason = row
     return ExecutionRecord(
         block=block, uid=uid, hotkey=hotkey, task_id=task_id, base_task_id=base, instance_seed=seed,
+        synthetic=bool(synthetic),
         plan=_load(plan), metrics=_load(metrics), final_output=_load(final_output), score=json.loads(score),
         reason=reason, id=rid,
     )

@@ -213,12 +213,13 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     """Settle the step's records as the validator loop does; returns the seconds it took."""
     from validator.loop import execution_record
+    from validator.sampling import TaskDraw
     from validator.state import ValidatorState
 
     started = time.perf_counter()
     state = ValidatorState(path)
     try:
-        state.settle_step(block, [execution_record(block, task, task, task.seed, o) for o in result.outcomes])
+        state.settle_step(block, [execution_record(block, task, TaskDraw(task, task.seed, False), o) for o in result.outcomes])
     finally:
         state.close()
     return time.perf_counter() - started
