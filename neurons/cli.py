@@ -6,6 +6,14 @@ itself with ``register(app)``; adding one is a module and a line in ``COMMANDS``
 command function, so ``dagnet --help`` and ``dagnet run`` never load a web server
 or the chain SDK.
 
+Imports run one way: this module → the command modules → the process modules
+(:mod:`neurons.miner`, :mod:`neurons.validator`, imported inside the command). A
+process module never imports this one, except under its ``if __name__ ==
+"__main__":`` guard, which makes ``python -m neurons.miner`` mean ``dagnet miner``:
+that file then runs as ``__main__``, so the guard is an entry point, not an import
+cycle (tests/test_architecture.py checks the whole graph, function-level imports
+included).
+
 Stable: scripts depend on the flags, output and exit codes (docs/cli.md).
 """
 

@@ -1,6 +1,7 @@
 """Imports flow one way (docs/architecture.md): a layer never imports one above it."""
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,70 @@ def test_protocol_does_no_io():
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
         assert not names & forbidden, f"{path.name} imports {names & forbidden}"
+
+
+ENTRY_OR_TYPES_ONLY = ('__name__ == "__main__"', "__name__ == '__main__'", "TYPE_CHECKING")
+"""Blocks whose imports are no edge of the module graph: a ``__main__`` guard runs only
+when the file is the program (``python -m neurons.miner`` is then a module of its own,
+``__main__``, so ``neurons.cli`` importing ``neurons.miner`` again loads a fresh module
+with the guard false: no import waits on itself), and ``TYPE_CHECKING`` never runs."""
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in OURS:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(tree: ast.AST):
+    """Every import statement, at module level or in a function, outside the blocks above."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ENTRY_OR_TYPES_ONLY:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _imports(node)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The dotted names ``node`` imports: for ``from m import x``, ``m.x`` (a submodule
+    or a name in ``m``) — relative imports resolved against ``module``."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
+        base = ".".join(anchor + ([node.module] if node.module else []))
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the modules of ours it imports (the longest known prefix of each name)."""
+    modules = _modules()
+    graph = {}
+    for module, path in modules.items():
+        deps = set()
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for name in _targets(node, module, path.name == "__init__.py"):
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    deps.add(name)
+        graph[module] = deps
+    return graph
+
+
+def test_the_import_graph_has_no_cycle():
+    try:
+        tuple(graphlib.TopologicalSorter(_import_graph()).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_the_cycle_check_sees_function_level_imports():
+    graph = _import_graph()
+    assert "neurons.miner" in graph["neurons.commands.miner"]  # imported inside the command function
+    assert "neurons.cli" not in graph["neurons.miner"]  # only under its __main__ guard

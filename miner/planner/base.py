@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import threading
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -32,12 +33,13 @@ from typing import Any, Literal, Protocol, Union
 from pydantic import ValidationError
 
 from protocol.errors import format_validation_error
+from protocol.graph import Graph
 from protocol.plan import WorkflowPlan
 from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 __all__ = [
     "FAILURE_KINDS", "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
-    "PlannerFailure", "PlanningError", "answer_for", "run_planner",
+    "PlannerFailure", "PlanningError", "answer_for", "estimate", "run_planner",
 ]
 
 PLANNER_INTERFACE = 1
@@ -153,13 +155,24 @@ def answer_for(result: PlanResult, package: TaskPackage, miner_uid: int) -> Work
 
 def _bare(plan: WorkflowPlan) -> PlanProposal:
     """A bare plan with the plan's own estimates (the critical path for latency)."""
-    from .steps import estimate  # steps builds on this module
-
     try:
         cost, latency = estimate(plan)
     except Exception:  # a cyclic or overflowing plan: the validator says what is wrong with it
         cost, latency = 0.0, 0.0
     return PlanProposal(plan, cost, latency, 0.5, "a plan without notes")
+
+
+def estimate(plan: WorkflowPlan) -> tuple[float, float]:
+    """Total estimated cost and latency from the nodes' estimates.
+
+    The latency is the critical path, which is what a dependency-driven executor
+    takes when every node meets its estimate.
+    """
+    latencies = [node.estimated_latency for node in plan.nodes]
+    cost, latency = plan.estimated_cost(), Graph.from_plan(plan).critical_path(latencies)
+    if not math.isfinite(cost + latency):
+        raise PlanningError("the plan's total estimates overflow")
+    return cost, latency
 
 
 async def _in_thread(fn: Any, arg: Any) -> Any:

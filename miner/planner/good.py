@@ -29,8 +29,8 @@ from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY
 from protocol.synapse import TaskPackage
 
-from .base import PlanningError, PlanProposal
-from .steps import Option, Placement, compile_plan, estimate, options, read_steps, step_graph
+from .base import PlanningError, PlanProposal, estimate
+from .steps import Option, Placement, compile_plan, options, read_steps, step_graph
 
 _SPARE_RETRIES = 1
 _MAX_RETRIES = 10  # ErrorPolicy's ceiling

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from protocol.synapse import TaskPackage
 
-from .base import PlanProposal
-from .steps import Placement, compile_plan, estimate, options, read_steps
+from .base import PlanProposal, estimate
+from .steps import Placement, compile_plan, options, read_steps
 
 _CONFIDENCE = 0.5
 

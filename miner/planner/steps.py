@@ -193,16 +193,3 @@ def step_graph(package: TaskPackage, edges: Sequence[tuple[str, str]]) -> Graph:
     """The graph over the package's steps (indexed by step order) with ``edges``."""
     index = {step.id: i for i, step in enumerate(package.steps)}
     return Graph([step.id for step in package.steps], [(index[a], index[b]) for a, b in edges])
-
-
-def estimate(plan: WorkflowPlan) -> tuple[float, float]:
-    """Total estimated cost and latency from the nodes' estimates.
-
-    The latency is the critical path, which is what a dependency-driven executor
-    takes when every node meets its estimate.
-    """
-    latencies = [node.estimated_latency for node in plan.nodes]
-    cost, latency = plan.estimated_cost(), Graph.from_plan(plan).critical_path(latencies)
-    if not math.isfinite(cost + latency):
-        raise PlanningError("the plan's total estimates overflow")
-    return cost, latency
