@@ -3,7 +3,8 @@ budget ceiling and the deadline (:func:`run_task`), score (:func:`score_executio
 
 ``dagnet run --task``, the validation step and ``dagnet bench tasks`` all go through
 here — on the validator's own execution and simulated time by default
-(:mod:`engine.owned`) — so a plan scores the same wherever it runs.
+(:mod:`engine.owned`) — so a plan scores the same wherever it runs. A plan run with
+no task (``dagnet run PLAN``) gets its ceiling and deadline here too (:func:`run_plan`).
 
 Budget: every node is priced at the larger of its declared ``estimated_cost`` and what
 the validator expects its subnet to charge (``avg_cost × top_k``). Those prices are the
@@ -15,8 +16,9 @@ nodes already in flight at the crossing cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.plan import WorkflowPlan
@@ -29,10 +31,15 @@ from scoring.evaluate import score_run
 
 from .executor import Event, Execution, ExecutorConfig, execute
 
-__all__ = ["DEADLINE_FACTOR", "Evaluation", "budget_ceiling", "expected_prices", "run_task", "score_execution"]
+__all__ = [
+    "DEADLINE_FACTOR", "NO_TASK_LATENCY_S", "Evaluation", "budget_ceiling", "expected_prices", "run_plan", "run_task",
+    "score_execution",
+]
 
 DEADLINE_FACTOR = 2.0
 """The global deadline is this many times the task's ``max_latency_seconds``."""
+NO_TASK_LATENCY_S = 60.0
+"""The latency limit a plan run without a task is held to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,28 @@ async def run_task(
         deadline_s=DEADLINE_FACTOR * task.constraints.max_latency_seconds,
         config=config, check=check, limits=limits, on_event=on_event,
         inputs=task.instance_inputs, prices=expected_prices(task),
+    )
+
+
+async def run_plan(
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    runner: NodeRunner,
+    *,
+    total_estimated_cost: float | None,
+    config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[Event], None] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> Execution:
+    """Execute ``plan`` with no task: the ceiling is 1.5 × its declared estimate (the
+    sum of its nodes' when it declares none), the deadline ``DEADLINE_FACTOR ×``
+    :data:`NO_TASK_LATENCY_S`; ``inputs`` bind its ``${input.*}`` refs."""
+    estimate = plan.estimated_cost() if total_estimated_cost is None else total_estimated_cost
+    return await execute(
+        plan, runner, task_id="local",
+        budget_ceiling=budget_ceiling(None, estimate), deadline_s=DEADLINE_FACTOR * NO_TASK_LATENCY_S,
+        config=config, check=check, limits=limits, on_event=on_event, inputs=inputs,
     )
 
 

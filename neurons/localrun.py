@@ -1,7 +1,10 @@
 """`dagnet run` as a function: load a plan document, execute it on the local tool
-registry, optionally score it against a task, and return the run report (docs/cli.md).
+registry, optionally score it against a task, and return the run report (docs/cli.md);
+and the files those commands read (a plan, a task, a task set, a saved report).
 
-Wiring only: the executor, the tools and the scorers do the work.
+Wiring only: the documents' shapes are :mod:`protocol.documents`'s, the budget and
+deadline of a run :mod:`engine.evaluate`'s, the shipped families :mod:`benchmarks`'s,
+offline scoring :mod:`scoring.evaluate`'s.
 """
 
 from __future__ import annotations
@@ -20,19 +23,17 @@ from miner.tools.llm import LLMConfig
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
 from neurons.files import InputError, read_json
-from protocol.documents import PlanDocument, load_plan_document
+from protocol.documents import PlanDocument, document_shape, load_plan_document
 from protocol.errors import format_validation_error
 from protocol.limits import DEFAULT_LIMITS, Limits
-from protocol.metrics import RunMetrics
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
-from scoring.evaluate import invalid_score, score_run
-from engine.evaluate import DEADLINE_FACTOR, budget_ceiling
+from scoring.evaluate import saved_metrics
+from engine.evaluate import run_plan
 from engine.owned import evaluate_owned
-from engine.executor import Event, ExecutorConfig, execute
+from engine.executor import Event, ExecutorConfig
 from engine.report import run_report
-
-DEFAULT_MAX_LATENCY_S = 60.0
+from validator.loop import FixedTasks, TaskSource
 
 
 def owned_runner(task: Task, *, llm: LLMConfig | None = None) -> LocalRunner:
@@ -54,9 +55,10 @@ def load_task(path: Path, task_id: str | None = None, seed: int | None = None) -
     if not path.exists() and path.name == str(path):
         return family_task(str(path), fresh_seed() if seed is None else seed)
     doc = read_json(path)
-    if _is_taskset(doc):
+    shape = document_shape(doc)
+    if shape == "taskset":
         return _select_task(_taskset(doc, path), task_id, path)
-    if _is_plan(doc):
+    if shape == "plan":
         raise InputError(f"{path}: is a workflow plan, not a task")
     try:
         return Task.model_validate(doc)
@@ -77,14 +79,20 @@ SHIPPED_TASKS = Path(VERSION)
 """``--tasks v2``: the shipped task families (each shown with its public example)."""
 
 
-def load_taskset(path: Path) -> list[Task]:
-    """Every task of a task-set file, or of the shipped families for ``v2``."""
+def load_task_source(path: Path) -> TaskSource:
+    """``--tasks``: the shipped families for ``v2`` (a hidden instance drawn per step),
+    else the fixed tasks of a task-set file."""
     if path == SHIPPED_TASKS:
-        return list(FamilyTasks().tasks())
+        return FamilyTasks()
     doc = read_json(path)
-    if not _is_taskset(doc):
+    if document_shape(doc) != "taskset":
         raise InputError(f"{path}: not a task set (no \"tasks\" list)")
-    return _taskset(doc, path)
+    return FixedTasks(_taskset(doc, path))
+
+
+def load_taskset(path: Path) -> list[Task]:
+    """Every task of :func:`load_task_source`, each family with its public example."""
+    return list(load_task_source(path).tasks())
 
 
 def _taskset(doc: dict, path: Path) -> list[Task]:
@@ -92,18 +100,6 @@ def _taskset(doc: dict, path: Path) -> list[Task]:
         return TaskSet.model_validate(doc).tasks
     except ValidationError as exc:
         raise InputError(f"{path}: not a task set: {format_validation_error(exc)}") from None
-
-
-def _is_taskset(doc: Any) -> bool:
-    return isinstance(doc, dict) and "tasks" in doc
-
-
-def _is_plan(doc: Any) -> bool:
-    return isinstance(doc, dict) and any(key in doc for key in ("nodes", "workflow_plan", "dag"))
-
-
-def _is_task(doc: Any) -> bool:
-    return isinstance(doc, dict) and "task_id" in doc and not _is_plan(doc)
 
 
 def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:
@@ -118,8 +114,9 @@ def _select_task(tasks: list[Task], task_id: str | None, path: Path) -> Task:
 def load_plan(path: Path) -> PlanDocument:
     """A plan in any shape :func:`load_plan_document` accepts."""
     doc = read_json(path)
-    if _is_taskset(doc) or _is_task(doc):
-        raise InputError(f"{path}: is a task{' set' if _is_taskset(doc) else ''}, not a plan")
+    shape = document_shape(doc)
+    if shape in ("task", "taskset"):
+        raise InputError(f"{path}: is a task{' set' if shape == 'taskset' else ''}, not a plan")
     try:
         return load_plan_document(doc)
     except ValueError as exc:
@@ -154,7 +151,7 @@ async def run_document(
     With a task, the plan runs on the task's drawn instance exactly as a validator
     runs it (:func:`engine.owned.evaluate_owned`: the reference tools playing the
     task's subnets, on simulated time) and the report gains ``score``,
-    ``task_id`` and ``seed``. Without one, its ceiling is 1.5 × its declared estimate.
+    ``task_id`` and ``seed``; without one, :func:`engine.evaluate.run_plan` runs it.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
     ``inputs`` bind the plan's ``${input.*}`` refs when there is no task (with a task,
     its instance binds them).
@@ -162,59 +159,25 @@ async def run_document(
     if task is not None and inputs is not None:
         raise ValueError("inputs come from the task's instance: give a task or inputs, not both")
     check = check_document(document, task=task, limits=limits)
-    estimate = document.total_estimated_cost
-    if estimate is None:
-        estimate = document.plan.estimated_cost()
     if task is None:
-        execution = await execute(
-            document.plan, LocalRunner(default_registry()), task_id="local",
-            budget_ceiling=budget_ceiling(None, estimate),
-            deadline_s=DEADLINE_FACTOR * DEFAULT_MAX_LATENCY_S, config=config, check=check, limits=limits,
-            on_event=on_event, inputs=inputs,
+        execution = await run_plan(
+            document.plan, check, LocalRunner(default_registry()), total_estimated_cost=document.total_estimated_cost,
+            config=config, limits=limits, on_event=on_event, inputs=inputs,
         )
         return run_report(execution)
     evaluation = await asyncio.to_thread(
         evaluate_owned, document.plan, check, task, owned_runner(task),
-        total_estimated_cost=estimate, config=config, limits=limits, on_event=on_event,
+        total_estimated_cost=document.total_estimated_cost, config=config, limits=limits, on_event=on_event,
     )
     report = run_report(evaluation.execution, score=evaluation.score.model_dump())
     return {**report, "task_id": task.task_id, "seed": task.seed}
-
-
-_METRIC_FIELDS = {
-    "completion_ratio": float, "latency_s": float, "cost_tao": float,
-    "retries": int, "unplanned_retries": int, "timeouts": int, "hard_failures": int,
-}
 
 
 def load_report(path: Path) -> dict[str, Any]:
     """A run report saved by ``dagnet run --json``, checked for the fields scoring reads."""
     report = read_json(path)
     try:
-        metrics_from_report(report)
-    except InputError as exc:
+        saved_metrics(report)
+    except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
     return report
-
-
-def metrics_from_report(report: Any) -> RunMetrics:
-    """Rebuild the metrics of a saved run report (for offline scoring)."""
-    if not isinstance(report, dict):
-        raise InputError(f"not a run report: expected a JSON object, got {type(report).__name__}")
-    values = {}
-    for field, kind in _METRIC_FIELDS.items():
-        if field not in report:
-            raise InputError(f"not a run report: missing {field!r}")
-        try:
-            values[field] = kind(report[field])
-        except (TypeError, ValueError):
-            raise InputError(f"not a run report: {field!r} is not a number") from None
-    return RunMetrics(**values)
-
-
-def score_report(report: dict[str, Any], task: Task) -> dict[str, Any]:
-    """Score a saved run report against ``task`` exactly as ``dagnet run --task`` would."""
-    metrics = metrics_from_report(report)
-    if report.get("status") == "invalid":
-        return invalid_score("invalid plan").model_dump()
-    return score_run(task, metrics=metrics, final_output=report.get("final_output")).model_dump()

@@ -25,7 +25,6 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import model_validator
 
-from benchmarks import FamilyTasks
 from chain.base import Chain
 from miner.config import ServerLimits
 from miner.server import guarded_config
@@ -33,17 +32,17 @@ from miner.tools.llm import LLMConfig
 from neurons.keys import open_wallet
 from neurons.validator_settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
 from miner.planner import get_planner
-from neurons.localrun import SHIPPED_TASKS, owned_runner
+from neurons.localrun import SHIPPED_TASKS, load_task_source, owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
-from protocol.task import Task, TaskSet
+from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
-from validator.loop import FixedTasks, LoopConfig, TaskSource, ValidatorLoop
+from validator.loop import LoopConfig, TaskSource, ValidatorLoop
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.metrics import ValidatorMetrics
 from validator.adapters import BySubnet
@@ -104,13 +103,6 @@ class ValidatorProcessConfig(ValidatorSettings):
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)
-
-
-def load_tasks(path: Path) -> TaskSource:
-    """The shipped families (hidden instances drawn per step) for ``v2``, else a fixed task-set file."""
-    if path == SHIPPED_TASKS:
-        return FamilyTasks()
-    return FixedTasks(TaskSet.model_validate_json(path.read_bytes()).tasks)
 
 
 def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderTable | None]:
@@ -292,7 +284,7 @@ async def run_validator(
     try:
         async with MinerClient(wallet.hotkey, config=client_config) as client:
             loop = ValidatorLoop(
-                chain, state, client, source or load_tasks(config.tasks), providers,
+                chain, state, client, source or load_task_source(config.tasks), providers,
                 owned_runner=owned_runners(config), reference=reference(),
                 config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
@@ -355,7 +347,7 @@ def replay_record(config_state: Path, tasks: Path, record_id: int) -> dict[str, 
         state.close()
     if record is None:
         raise LookupError(f"no execution record {record_id} in {config_state}")
-    result = replay(record, load_tasks(tasks))
+    result = replay(record, load_task_source(tasks))
     return {"record": record_id, "identical": result.identical, "stored": result.stored, "recomputed": result.recomputed}
 
 

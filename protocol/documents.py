@@ -4,7 +4,8 @@ Three shapes are accepted (docs/protocol.md): a bare workflow plan, a miner's
 ``WorkflowSynapse`` response (only ``workflow_plan`` and ``total_estimated_cost``
 are read, so a response saved without its task fields still loads), and a task-list
 ``{"dag": [...]}`` document (:mod:`protocol.seed004`). This module checks shape only; graph rules are
-:func:`protocol.validation.check_plan`'s.
+:func:`protocol.validation.check_plan`'s. :func:`document_shape` tells a plan from a
+task or a task set, so a command handed the wrong one can say so.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from .errors import format_validation_error
 from .plan import WorkflowPlan
 from .seed004 import import_seed004, is_seed004
 
-__all__ = ["PlanDocument", "PlanLoadError", "load_plan_document"]
+__all__ = ["PlanDocument", "PlanLoadError", "document_shape", "load_plan_document"]
 
 DocumentKind = Literal["plan", "synapse", "seed004"]
+DocumentShape = Literal["plan", "task", "taskset"]
+_PLAN_KEYS = ("nodes", "workflow_plan", "dag")
 
 
 class PlanLoadError(ValueError):
@@ -41,6 +44,18 @@ class _SynapseAnswer(BaseModel):
 
     workflow_plan: WorkflowPlan
     total_estimated_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+def document_shape(doc: Any) -> DocumentShape | None:
+    """What a parsed JSON document looks like, by its keys: a task set (``tasks``), a
+    plan in one of the accepted shapes, a task (``task_id`` and no plan), or ``None``."""
+    if not isinstance(doc, dict):
+        return None
+    if "tasks" in doc:
+        return "taskset"
+    if any(key in doc for key in _PLAN_KEYS):
+        return "plan"
+    return "task" if "task_id" in doc else None
 
 
 def load_plan_document(doc: Any) -> PlanDocument:

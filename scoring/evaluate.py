@@ -1,10 +1,14 @@
 """Score one execution of a task: output quality, then the composite (docs/scoring.md).
 
-This is what ``dagnet run --task`` and the validator call.
+This is what ``dagnet run --task`` and the validator call, and what re-scores a run
+offline from what was saved of it: a run report (``dagnet score``) or an execution
+record (the validator's audit), through :func:`saved_metrics`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from protocol.metrics import RunMetrics
@@ -39,3 +43,31 @@ def score_run(
     )
     details = {**score.details, "task_type": task.task_type, "quality": quality.details}
     return score.model_copy(update={"details": details})
+
+
+_KINDS = {"float": float, "int": int}
+_METRIC_KINDS = {f.name: _KINDS[f.type] for f in dataclasses.fields(RunMetrics)}
+
+
+def saved_metrics(saved: Any) -> RunMetrics:
+    """The metrics of a saved run (a run report, a record's metrics summary); raises
+    ``ValueError`` naming the field that is missing or not a number."""
+    if not isinstance(saved, Mapping):
+        raise ValueError(f"not a run report: expected a JSON object, got {type(saved).__name__}")
+    values = {}
+    for field, kind in _METRIC_KINDS.items():
+        if field not in saved:
+            raise ValueError(f"not a run report: missing {field!r}")
+        try:
+            values[field] = kind(saved[field])
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"not a run report: {field!r} is not a number") from None
+    return RunMetrics(**values)
+
+
+def score_report(report: Mapping[str, Any], task: Task) -> Score:
+    """Score a saved run report against ``task`` exactly as ``dagnet run --task`` did."""
+    metrics = saved_metrics(report)
+    if report.get("status") == "invalid":
+        return invalid_score("invalid plan")
+    return score_run(task, metrics=metrics, final_output=report.get("final_output"))

@@ -134,3 +134,14 @@ async def test_good_plan_completes_with_the_reference_answer_and_scores_at_least
     assert good["status"] == "completed", good["nodes"]
     assert good["score"]["output_quality"] == 1.0, good["score"]
     assert good["score"]["S"] >= naive["score"]["S"], (good["score"], naive["score"])
+
+
+@pytest.mark.parametrize("doc, shape", [
+    ({"tasks": []}, "taskset"), ({"tasks": [], "nodes": []}, "taskset"),
+    ({"nodes": []}, "plan"), ({"workflow_plan": {}, "task_id": "t"}, "plan"), ({"dag": []}, "plan"),
+    ({"task_id": "t"}, "task"), ({"version": "v2"}, None), ([1], None),
+])
+def test_a_document_is_told_apart_by_its_keys(doc, shape) -> None:
+    from protocol.documents import document_shape
+
+    assert document_shape(doc) == shape

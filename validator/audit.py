@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.metrics import RunMetrics
 from scoring.composite import invalid_score
-from scoring.evaluate import score_run
+from scoring.evaluate import saved_metrics, score_run
 
 from .loop import TaskSource
 from .sampling import TaskDraw
@@ -41,10 +40,5 @@ def replay(record: ExecutionRecord, source: TaskSource) -> Replay:
         if base is None:
             raise KeyError(f"task {record.base_task_id!r} is not in the task source")
         task = TaskDraw(base, record.instance_seed, record.synthetic).task(source.instance)
-        recomputed = score_run(task, metrics=_metrics(record.metrics), final_output=record.final_output)
+        recomputed = score_run(task, metrics=saved_metrics(record.metrics), final_output=record.final_output)
     return Replay(record.id, record.score, recomputed.model_dump(mode="json"))
-
-
-def _metrics(summary: dict[str, Any]) -> RunMetrics:
-    return RunMetrics(**{name: summary[name] for name in RunMetrics.__dataclass_fields__})
-

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from neurons.commands.common import JsonOpt, TaskIdOpt, fail, print_json
 from neurons.files import InputError
-from neurons.localrun import load_report, load_task, score_report
+from neurons.localrun import load_report, load_task
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +31,7 @@ def score(
     For a task family the instance is the one the report ran on (its ``seed``)
     unless --seed names another. A report of a run against another task is refused."""
     from engine.report import render_score
+    from scoring.evaluate import score_report
 
     try:
         saved = load_report(report)
@@ -40,7 +41,7 @@ def score(
         ran_on = saved.get("task_id")
         if isinstance(ran_on, str) and ran_on != loaded.task_id:
             fail(f"{report}: the report is a run of task {ran_on!r}, not {loaded.task_id!r} (--task)")
-        result = score_report(saved, loaded)
+        result = score_report(saved, loaded).model_dump()
     except InputError as exc:
         fail(str(exc))
     if as_json:
