@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 
 __all__ = [
     "BLOCKED", "BUDGET_ABORT", "BUDGET_REASON", "DEADLINE_REASON", "FAILED", "PENDING", "READY", "RUNNING",

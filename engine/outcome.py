@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 from protocol.plan import WorkflowPlan
 from protocol.validation import PlanCheck
 

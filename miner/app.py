@@ -38,7 +38,7 @@ from .config import MinerSettings
 from .handlers import MinerEndpoints, dagnet_version, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware
 from .metagraph import MetagraphSource
-from .metrics import MinerMetrics, RequestMetricsMiddleware
+from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
 from .planner.base import Planner
 from .priority import StakePriorityMiddleware

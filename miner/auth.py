@@ -24,7 +24,7 @@ from bittensor.http_auth import AuthError, NonceStore
 
 from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, send_error
 from .config import AuthWindow
-from .metrics import MinerMetrics
+from .prometheus import MinerMetrics
 
 _REASONS: tuple[tuple[type[AuthError], str], ...] = (
     (http_auth.BadSignature, "bad_signature"),

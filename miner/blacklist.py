@@ -14,7 +14,7 @@ from protocol.metagraph import MetagraphSnapshot, Neuron
 
 from .asgi import HOTKEY, STAKE, ASGIApp, Receive, Scope, Send, send_error
 from .metagraph import MetagraphSource
-from .metrics import MinerMetrics
+from .prometheus import MinerMetrics
 
 
 class Blacklist:

@@ -28,7 +28,7 @@ from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPac
 
 from .asgi import BODY
 from .metagraph import MetagraphSource
-from .metrics import MinerMetrics
+from .prometheus import MinerMetrics
 from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
 from .readiness import readiness
 from .tools.runner import LocalRunner

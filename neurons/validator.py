@@ -44,7 +44,7 @@ from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
 from validator.loop import LoopConfig, TaskSource, ValidatorLoop
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
-from validator.metrics import ValidatorMetrics
+from validator.prometheus import ValidatorMetrics
 from validator.adapters import BySubnet
 from engine.owned import OwnedRunnerFactory
 from validator.providers import (

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 from protocol.score_weights import GATE, W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
 

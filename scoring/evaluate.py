@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 from protocol.task import Task
 from sandbox import SandboxLimits
 

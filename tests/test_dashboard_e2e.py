@@ -30,8 +30,8 @@ def _panel_queries() -> list[tuple[str, str]]:
 
 
 def _exported_metric_names() -> set[str]:
-    from miner.metrics import MinerMetrics
-    from validator.metrics import ValidatorMetrics
+    from miner.prometheus import MinerMetrics
+    from validator.prometheus import ValidatorMetrics
 
     names = set()
     for registry in (ValidatorMetrics().registry, MinerMetrics().registry):

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 from protocol.task import Task
 from sandbox import isolation_available
 from sandbox.calls import BUDGET_EXHAUSTED, CallBudget, CallsReport

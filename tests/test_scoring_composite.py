@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from protocol.metrics import RunMetrics
+from protocol.run_metrics import RunMetrics
 from protocol.synapse import Constraints
 from protocol.task import Task
 from scoring import Score, composite, invalid_score, score_run

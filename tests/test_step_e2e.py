@@ -32,7 +32,7 @@ from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step
 from validator.errors import PeerClosed, PeerOversize, PeerTimeout
 from validator.loop import _observe_outcome
-from validator.metrics import ValidatorMetrics
+from validator.prometheus import ValidatorMetrics
 
 TASK_ID = "code_fizzbuzz"
 """A v2 family with a roomy latency budget (loopback HTTP on a busy machine) whose

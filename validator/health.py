@@ -3,7 +3,7 @@
 Pure: :func:`assess` reads a :class:`HealthInputs` (what the loop knows, taken at one
 moment) and returns :class:`Health`, ``ok`` or ``degraded`` with one :class:`Reason` per
 condition that holds. ``neurons/validator.py`` builds the inputs from the running loop for
-``/health``, and :class:`~validator.metrics.ValidatorMetrics` exports one 0/1 gauge per
+``/health``, and :class:`~validator.prometheus.ValidatorMetrics` exports one 0/1 gauge per
 reason code (``dagnet_validator_degraded{reason=...}``) that the alert rules watch.
 """
 

@@ -48,7 +48,7 @@ from scoring.weights import normalize_weights, warmup_scale
 from .client import MinerClient
 from .errors import PeerTimeout
 from engine.executor import ExecutorConfig
-from .metrics import ValidatorMetrics
+from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .sampling import SYNTHETIC_RATE, TaskDraw, draw_task, sample_miners, step_digest

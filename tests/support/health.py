@@ -15,7 +15,7 @@ from protocol.metagraph import MetagraphSnapshot
 from protocol.task import Task
 from validator.client import MinerClient
 from validator.loop import FixedTasks, ValidatorLoop
-from validator.metrics import ValidatorMetrics
+from validator.prometheus import ValidatorMetrics
 from validator.state import ValidatorState
 
 VALIDATOR = dev_keypair("Alice")
