@@ -3,7 +3,7 @@ registry, optionally score it against a task, and return the run report (docs/cl
 and the files those commands read (a plan, a task, a task set, a saved report).
 
 Wiring only: the documents' shapes are :mod:`protocol.documents`'s, the budget and
-deadline of a run :mod:`engine.evaluate`'s, the shipped families :mod:`benchmarks`'s,
+deadline of a run :mod:`engine.evaluate`'s, the shipped families :mod:`tasks`'s,
 offline scoring :mod:`scoring.evaluate`'s.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from benchmarks import VERSION, FamilyTasks, family
+from tasks import VERSION, FamilyTasks, family
 from miner.tools.llm import LLMConfig
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner

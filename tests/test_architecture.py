@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "benchmarks"}
+OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
     "storage": set(),
-    "benchmarks": {"protocol"},
+    "tasks": {"protocol"},
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
     "engine": {"protocol", "scoring", "sandbox"},
@@ -20,7 +20,7 @@ ALLOWED = {
     "miner": {"protocol", "sandbox", "storage"},
     "neurons": OURS,
 }
-BESIDES = {"miner/planner/attackers.py": {"benchmarks"}}
+BESIDES = {"miner/planner/attackers.py": {"tasks"}}
 """Files that may import more than their layer: the precompute attacker reads the public
 task families, as any cheater can."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import Family, load_families
+from tasks import Family, load_families
 from miner.planner import get_planner
 from miner.planner.attackers import answer_plan, example_answer
 from miner.tools.registry import default_registry

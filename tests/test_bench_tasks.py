@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from benchmarks import load_families
+from tasks import load_families
 from neurons.bench.tasks import COPIES_WITHIN, STRATEGIES, network_weights, run_copies, summarize
 
 

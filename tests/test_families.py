@@ -8,8 +8,8 @@ from collections import Counter
 import jsonschema
 import pytest
 
-from benchmarks import FamilyTasks, family, load_families
-from benchmarks.seed import Draw
+from tasks import FamilyTasks, family, load_families
+from tasks.seed import Draw
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
 from miner.tools.base import ToolContext

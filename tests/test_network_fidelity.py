@@ -21,7 +21,7 @@ from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
 from support.tasks import provider_profiles
 
-from benchmarks import FamilyTasks
+from tasks import FamilyTasks
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks import load_families
+from tasks import load_families
 from miner.planner import STRATEGIES, GoodPlanner, PlanningError, get_planner
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse

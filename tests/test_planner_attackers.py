@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import Family, family, load_families
+from tasks import Family, family, load_families
 from miner.planner import PlanningError, get_planner
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument

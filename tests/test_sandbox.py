@@ -258,7 +258,7 @@ def _validator_paths(tmp_path: Path) -> dict[str, Path]:
     return {
         "repo": REPO / "scoring" / "weights.py",
         "installed package": Path(scoring.__file__),
-        "task generators": REPO / "benchmarks" / "code_families.py",
+        "task generators": REPO / "tasks" / "code_families.py",
         "work tree root": REPO.parent,
         "home": Path.home(),
         "virtualenv": Path(sys.prefix),

@@ -92,7 +92,7 @@ def test_the_loop_is_closed_and_left_tasks_are_cancelled():
 
 SCORE_ALL = """
 import json, sys
-from benchmarks import FamilyTasks
+from tasks import FamilyTasks
 from miner.planner import get_planner
 from neurons.localrun import family_task, owned_runner
 from protocol.validation import check_plan_for

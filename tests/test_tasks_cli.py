@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks import family, load_families
+from tasks import family, load_families
 from neurons.cli import app
 from neurons.commands.tasks import family_lines
 from protocol.synapse import TaskPackage

@@ -2,8 +2,8 @@
 
 `tests/test_families.py` checks each family's schema, example and determinism by seed;
 `tests/test_architecture.py` keeps the generators independent of the tools (the
-``benchmarks`` package imports only ``protocol``). Here: drawn instances written as a
-task-set file match ``benchmarks/task.schema.json``; every step can run where the
+``tasks`` package imports only ``protocol``). Here: drawn instances written as a
+task-set file match ``tasks/task.schema.json``; every step can run where the
 package lets it; references hold what their scorer reads; the limits are fair to a plain
 plan. The last test is the measuring loop: a few cheap families, one hidden instance
 each, planned by both reference strategies and run through the one path a validator
@@ -21,7 +21,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from benchmarks import VERSION, load_families
+from tasks import VERSION, load_families
 from miner.planner import get_planner
 from miner.tools.registry import default_registry
 from neurons.localrun import family_task, run_document
@@ -29,7 +29,7 @@ from protocol.dataref import find_refs
 from protocol.documents import load_plan_document
 from protocol.task import Task, TaskSet
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "task.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "tasks" / "task.schema.json").read_text())
 FAMILIES = load_families()
 PACKAGES = [found.package for found in FAMILIES]
 SEEDS = (1, 77, 2**40 + 3)

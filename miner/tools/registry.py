@@ -22,8 +22,8 @@ from .retrieval import search_spec
 from .text import TEXT_TRANSFORM
 from .transform import CSV_TO_JSON, JSON_TO_CSV, JSON_TRANSFORM
 
-DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus"
-"""The corpus shipped with the repository (``benchmarks/corpus/``)."""
+DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tasks" / "corpus"
+"""The corpus shipped with the repository (``tasks/corpus/``)."""
 
 
 def default_registry(

@@ -65,7 +65,7 @@ from protocol.synapse import NodeSynapse
 from protocol.task import Task
 
 if TYPE_CHECKING:
-    from benchmarks import Family
+    from tasks import Family
 
 VALIDATOR_URI = "//dagnet-bench-validator"
 MINER_URI = "//dagnet-bench-miner-{}"
@@ -245,7 +245,7 @@ def _step_summary(result: Any, record_s: float, validator_cpu_s: float) -> dict[
 
 def _bench_family(task_id: str | None) -> Family:
     """The v2 family ``task_id``, else the first ``rag`` family."""
-    from benchmarks import family, load_families
+    from tasks import family, load_families
 
     if task_id is not None:
         return family(task_id)

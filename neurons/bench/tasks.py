@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks import Family, load_families
+from tasks import Family, load_families
 from miner.planner import PlanProposal, get_planner
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 @tasks_app.command("list")
 def tasks_list(as_json: bool = JsonOpt) -> None:
     """One line per task family: its id, its type and the start of its description."""
-    from benchmarks import load_families
+    from tasks import load_families
 
     rows = [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description} for f in load_families()]
     if as_json:
@@ -66,7 +66,7 @@ def tasks_show(
     The package is the same for every instance (miners never see the instance);
     --seed adds that instance's seed and hidden inputs.
     """
-    from benchmarks import family
+    from tasks import family
 
     try:
         found = family(family_id)

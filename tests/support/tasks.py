@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import VERSION, FamilyTasks, family
+from tasks import VERSION, FamilyTasks, family
 from protocol.task import Task, TaskSet
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import load_families
+from tasks import load_families
 from miner.planner import PlanningError, load_planner
 from planner_template import TemplatePlanner
 from protocol.validation import check_plan_for

@@ -1,7 +1,7 @@
 """The deterministic choices a family's generator makes from a seed.
 
 A validator draws each execution's instance from a seed made of its secret, the block
-and the task (``validator.loop.instance_seed``): it can replay and audit its own
+and the task (``validator.sampling.instance_seed``): it can replay and audit its own
 scores, and two validators given the same seed make the same instance. :class:`Draw`
 is sha256 in counter mode rather than :mod:`random`, whose ``shuffle`` and ``sample``
 algorithms are not promised to stay the same across Python versions; an instance must

@@ -1,4 +1,4 @@
-"""The shipped corpus (``benchmarks/corpus/*.txt``: a title line, then the body), as
+"""The shipped corpus (``tasks/corpus/*.txt``: a title line, then the body), as
 documents a family can put into an instance."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The v2 benchmark: task families, their generators, seeds, and the shipped corpus.
+"""The task catalogue (v2): task families, their generators, seeds, and the shipped corpus.
 
-A family (:class:`~benchmarks.family.Family`) is the package a miner sees plus the
+A family (:class:`~tasks.family.Family`) is the package a miner sees plus the
 generator a validator runs to make a hidden instance from a seed. The v2 set holds ten
 families of each type: ``data_transform`` on hidden records, ``rag`` over a document
 collection that comes with the instance, ``agent`` over hidden entities and numbers,
