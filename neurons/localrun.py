@@ -33,7 +33,7 @@ from engine.evaluate import run_plan
 from engine.owned import evaluate_owned
 from engine.executor import Event, ExecutorConfig
 from engine.report import run_report
-from validator.loop import FixedTasks, TaskSource
+from validator.sampling import FixedTasks, TaskSource
 
 
 def owned_runner(task: Task, *, llm: LLMConfig | None = None) -> LocalRunner:

@@ -15,7 +15,7 @@ from typing import Any
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_run
 
-from .loop import TaskSource
+from .sampling import TaskSource
 from .sampling import TaskDraw
 from .state import ExecutionRecord, canonical_json
 

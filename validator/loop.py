@@ -36,7 +36,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from chain.base import Chain, Hyperparameters
 from chain.network import ChainUnreachable, OutageWarner
@@ -51,7 +50,7 @@ from engine.executor import ExecutorConfig
 from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
-from .sampling import SYNTHETIC_RATE, TaskDraw, draw_task, sample_miners, step_digest
+from .sampling import SYNTHETIC_RATE, TaskDraw, TaskSource, draw_task, sample_miners, step_digest
 from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from engine.owned import OwnedRunnerFactory
@@ -70,31 +69,6 @@ STEP_HISTORY = 32
 MAX_BACKOFF_S = 30.0
 """The longest wait between two looks at a chain head that does not answer."""
 """How many recent step outcomes the loop keeps for ``/health``."""
-
-
-class TaskSource(Protocol):
-    """The benchmark tasks (families) and how one instance of a task is drawn."""
-
-    def tasks(self) -> Sequence[Task]:
-        """Every task the validator knows, by id; the lifecycle decides which are active."""
-        ...
-
-    def instance(self, task: Task, seed: int) -> Task:
-        """The instance of ``task`` for ``seed``: its inputs and the reference they imply."""
-        ...
-
-
-class FixedTasks:
-    """Tasks without hidden inputs: every instance of a task is the task itself."""
-
-    def __init__(self, tasks: Sequence[Task]) -> None:
-        self._tasks = tuple(tasks)
-
-    def tasks(self) -> Sequence[Task]:
-        return self._tasks
-
-    def instance(self, task: Task, seed: int) -> Task:
-        return task
 
 
 @dataclass(frozen=True, slots=True)

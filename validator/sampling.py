@@ -16,6 +16,7 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.task import Task, synthetic_variant
@@ -93,3 +94,28 @@ def sample_miners(snapshot: MetagraphSnapshot, k: int, seed: int, *, self_hotkey
         return candidates
     chosen = random.Random(seed).sample(candidates, max(0, k))
     return sorted(chosen, key=lambda n: n.uid)
+
+
+class TaskSource(Protocol):
+    """The benchmark tasks (families) and how one instance of a task is drawn."""
+
+    def tasks(self) -> Sequence[Task]:
+        """Every task the validator knows, by id; the lifecycle decides which are active."""
+        ...
+
+    def instance(self, task: Task, seed: int) -> Task:
+        """The instance of ``task`` for ``seed``: its inputs and the reference they imply."""
+        ...
+
+
+class FixedTasks:
+    """Tasks without hidden inputs: every instance of a task is the task itself."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        self._tasks = tuple(tasks)
+
+    def tasks(self) -> Sequence[Task]:
+        return self._tasks
+
+    def instance(self, task: Task, seed: int) -> Task:
+        return task

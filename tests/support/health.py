@@ -14,7 +14,8 @@ from neurons.localrun import owned_runner
 from protocol.metagraph import MetagraphSnapshot
 from protocol.task import Task
 from validator.client import MinerClient
-from validator.loop import FixedTasks, ValidatorLoop
+from validator.loop import ValidatorLoop
+from validator.sampling import FixedTasks
 from validator.prometheus import ValidatorMetrics
 from validator.state import ValidatorState
 
