@@ -254,25 +254,31 @@ class Scheduler:
 
     def _settle(self, i: int) -> None:
         """Mark ``i`` settled and release successors, cascading through removed ones."""
-        npred, succs, state, removed = self._npred, self._succs, self._state, self._removed
+        npred, state, removed = self._npred, self._state, self._removed
         heap, pos, on_ready = self._heap, self._pos, self._on_ready
-        stack = [i]
-        while stack:
-            v = stack.pop()
+        stack: list[int] | None = None  # removed nodes and joins that settle in turn
+        v = i
+        while True:
             state[v] = _SETTLED
             self._nsettled += 1
-            for s in succs[v]:
+            for s in self._succs[v]:
                 npred[s] -= 1
                 if npred[s] == 0:
                     if removed[s]:
                         if removed[s] == _JOIN and self._on_join is not None:
                             self._on_join(s)
-                        stack.append(s)
+                        if stack is None:
+                            stack = [s]
+                        else:
+                            stack.append(s)
                         continue
                     state[s] = _READY
                     heapq.heappush(heap, pos[s])
                     if on_ready is not None:
                         on_ready(s)
+            if not stack:
+                return
+            v = stack.pop()
 
     def _release(self, i: int) -> None:
         """Queue a node whose predecessors have all settled (a root, at prepare)."""

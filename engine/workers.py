@@ -170,7 +170,7 @@ class _Pool:
         runner that answers without suspending costs no loop turn at all.
         """
         queue, runner, run, watchdog = self._queue, self._runner, self._run, self._watchdog
-        clock, t0 = self._loop.time, run.t0
+        clock, t0, begin, record, settle = run.clock, run.t0, run.begin, run.record, run.settle
         while True:
             if not queue:
                 future = self._loop.create_future()
@@ -188,7 +188,7 @@ class _Pool:
                 deadline = slot.deadline = start + node.timeout
                 if deadline < watchdog.next_at:
                     watchdog.arm(deadline)
-                call = run.begin(node, attempt, start)
+                call = begin(node, attempt, start)
                 try:
                     result = await (run.frames(node, call) if node.emits else runner.run(call))
                 except asyncio.CancelledError:
@@ -205,8 +205,8 @@ class _Pool:
                     watchdog.recover(slot)
                     error = run.timed_out(node)
                 else:
-                    error = run.record(node, result)
+                    error = record(node, result)
                 if error is None or node.frames or attempt == node.max_attempts:  # no retry after a frame
                     break
                 node.log = (*node.log, Attempt(start - t0, clock() - t0, error))
-            run.settle(node, error)
+            settle(node, error)
