@@ -345,25 +345,19 @@ class _Run:
         if refusal is not None:
             generator.frame_error = refusal
             return False
-        frame = len(generator.frames)  # type: ignore[arg-type]
-        generator.frames.append(output.as_dict())  # type: ignore[union-attr]
-        for member in self._frames.members[generator.index]:
-            self._add_instance(member, frame)
+        frames = self._frames
+        for member, inst in frames.add(generator, output):  # type: ignore[arg-type]
+            if self._halted:  # the budget stopped dispatching: this instance never runs
+                self._set(inst, BUDGET_ABORT, BUDGET_REASON)
+                continue
+            spec = frames.specs[member.index]
+            self._sched.add(
+                frames.preds(member, inst.frame), member.index,  # type: ignore[arg-type]
+                touches=spec.touches, parallel_safe=spec.parallel_safe,
+            )
         if not self._halted:
             self._pump()
         return True
-
-    def _add_instance(self, member: _Node, frame: int) -> None:
-        inst = member.instance(frame, len(self._nodes))
-        self._nodes.append(inst)
-        member.instances.append(inst)  # type: ignore[union-attr]
-        if self._halted:  # the budget stopped dispatching: this instance never runs
-            self._set(inst, BUDGET_ABORT, BUDGET_REASON)
-            return
-        spec = self._frames.specs[member.index]
-        self._sched.add(
-            self._frames.preds(member, frame), member.index, touches=spec.touches, parallel_safe=spec.parallel_safe,
-        )
 
     def _on_join(self, i: int) -> None:
         node = self._nodes[i]

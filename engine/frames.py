@@ -14,8 +14,9 @@ __all__ = ["_Frames"]
 
 
 class _Frames:
-    """What the run knows about frames that does not change: each generator's scoped
-    nodes (in topological order), each node's edges and spec, and the frame limits."""
+    """What the run knows about frames: each generator's scoped nodes (in topological
+    order), each node's edges and spec, the frame limits; and the frame instances,
+    made as their frames arrive."""
 
     __slots__ = ("members", "specs", "_preds", "_nodes", "_max_frames", "_instances_left", "_max_instances")
 
@@ -50,6 +51,19 @@ class _Frames:
             return f"frame_instance_limit:{self._max_instances}"
         self._instances_left -= needed
         return None
+
+    def add(self, generator: _Node, output: NodeOutput) -> list[tuple[_Node, _Node]]:
+        """Keep ``generator``'s new frame and make each scoped node's instance on it,
+        appended to the run's nodes; returns (scoped node, instance) pairs in order."""
+        frame = len(generator.frames)  # type: ignore[arg-type]
+        generator.frames.append(output.as_dict())  # type: ignore[union-attr]
+        added = []
+        for member in self.members[generator.index]:
+            inst = member.instance(frame, len(self._nodes))
+            self._nodes.append(inst)
+            member.instances.append(inst)  # type: ignore[union-attr]
+            added.append((member, inst))
+        return added
 
     def preds(self, member: _Node, frame: int) -> list[int]:
         """What ``member``'s instance on ``frame`` waits for: the instances on the same
