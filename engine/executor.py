@@ -120,7 +120,7 @@ class _Run:
 
     __slots__ = (
         "_budget", "_done", "_frame_runner", "_frames", "_halted", "_inflight", "_nodes", "_on_event", "_outputs",
-        "_pool", "_sched", "_static_errors", "_task_id", "_watchdog", "clock", "flow", "t0", "t_first", "t_last",
+        "_pool", "_sched", "_static_errors", "_submit", "_task_id", "_watchdog", "clock", "flow", "t0", "t_first", "t_last",
     )
 
     def __init__(
@@ -158,6 +158,7 @@ class _Run:
         self._watchdog = _Watchdog(loop)
         units = parallel if check.frames.members else min(parallel, len(nodes))  # instances come and go
         self._pool = _Pool(self, runner, self._watchdog, units)
+        self._submit = self._pool.submit
         self.clock = _clock(loop)
         self.t0 = self.clock()
         self.t_first: float | None = None  # first dispatch, from the start
@@ -219,12 +220,15 @@ class _Run:
         Dispatching is inlined here: it runs once per node, so a call saved is a
         measurable share of a zero-delay node's cost (docs/benchmarks.md).
         """
-        sched, nodes, budget, flow, submit = self._sched, self._nodes, self._budget, self.flow, self._pool.submit
+        sched = self._sched
+        ready = sched.get_ready()
+        if not ready:
+            return
+        nodes, budget, flow, submit = self._nodes, self._budget, self.flow, self._submit
         quiet = self._on_event is None
-        settled = True  # get_ready() can only offer more after a done()
-        while settled:
-            settled = False
-            for i in sched.get_ready():
+        while ready:
+            settled = False  # get_ready() can only offer more after a done()
+            for i in ready:
                 if budget is not None and budget.exhausted():
                     self._abort_budget()
                     return
@@ -246,6 +250,7 @@ class _Run:
                 else:
                     self._set(node, RUNNING, None)
                 submit(node)
+            ready = sched.get_ready() if settled else None
 
     def _abort_budget(self) -> None:
         self._halted = True
