@@ -22,7 +22,13 @@ from protocol.dataref import DataRefError, compile_params, find_refs
 from protocol.documents import PlanLoadError, load_plan_document
 from protocol.response import check_response
 from protocol.synapse import Constraints, NodeResponse, TaskPackage
-from validator.remote import _parse as parse_node_response
+from validator.client import Reply
+from validator.remote import _answer
+
+
+def parse_node_response(raw: bytes, retries: int):
+    """A provider's 200 reply carrying ``raw``, read as the remote runner reads it."""
+    return _answer(Reply(200, raw, None, 0.0), retries)
 
 REQUEST = TaskPackage(task_id="t", task_type="rag", constraints=Constraints(allowed_subnets=["s"]))
 DIGIT_BOMB = "${a.output." + "9" * 4_301 + "}"
