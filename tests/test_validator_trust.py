@@ -59,8 +59,10 @@ from validator.step import validation_step
 FAMILY = "dt_inventory"
 """A data_transform family with a roomy latency limit (2.6 s) for loopback HTTP."""
 PARTNER_NETUID = 12
-TOLERANCE = 0.02
-"""Wall-clock latency over loopback may move S a little (tests/test_network_fidelity.py)."""
+UNMOVED = ("S_success", "S_cost", "S_reliability", "output_quality", "completion_ratio")
+"""The parts of a score no machine load can move. A run through an adapter is on the wall
+clock, so its latency term (and S with it) depends on how busy the machine is; every
+other part must be exactly what owned execution gives."""
 SOLVE = "solve"
 VALIDATOR = dev_keypair("Alice")
 GOOD = dev_keypair("dagnet-trust-good")
@@ -209,10 +211,14 @@ async def _step(network: Network, tmp_path: Path, source: SomeFamilies) -> dict[
         state.close()
 
 
-async def _owned_score(record: dict[str, Any]) -> float:
+async def _owned_score(record: dict[str, Any]) -> dict[str, Any]:
     """What owned execution gives the good plan on the record's instance (``dagnet run --task``)."""
     task = family_task(FAMILY, record["instance_seed"])
-    return (await run_document(_good_document(task), task=task))["score"]["S"]
+    return (await run_document(_good_document(task), task=task))["score"]
+
+
+def _unmoved(score: dict[str, Any]) -> dict[str, float]:
+    return {part: round(score[part], 9) for part in UNMOVED}
 
 
 async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
@@ -249,7 +255,7 @@ async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, ke
     else:
         assert network.cheat_provider.calls.count(SOLVE) >= 1  # asked, and its answer failed the re-run
         assert cheat["final_output"] is None and cheat["metrics"]["completion_ratio"] == 0.0
-    assert good["score"]["S"] >= await _owned_score(good) - TOLERANCE
+    assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
 
 
 @pytest.mark.parametrize("guard", ["excluded", "out_voted"])
@@ -270,13 +276,14 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
     assert cheat["score"]["S"] <= good["score"]["S"]
     if guard == "excluded":
         assert network.cheat_provider.calls == []
-        assert good["score"]["S"] >= await _owned_score(good) - TOLERANCE
+        assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
     else:
         assert "rows" in network.cheat_provider.calls  # it was asked for the good plan's nodes, and failed them
         async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
                             sabotage=False) as honest:
             control = (await _step(honest, tmp_path / "control", source))["good"]
-        assert good["score"]["S"] >= control["score"]["S"] - TOLERANCE > 0.5  # as if every provider were honest
+        assert control["score"]["S"] > 0.5
+        assert _unmoved(good["score"]) == _unmoved(control["score"])  # as if every provider were honest
 
 
 # -- the rules one by one ---------------------------------------------------------------------
