@@ -60,6 +60,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neurons.bench.flood import quantile
+from neurons.columns import ALWAYS, Column, fit_table
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task
@@ -548,6 +549,22 @@ def _answer(payload: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- rendering
 
 
+STEP_COLUMNS = (
+    Column("wall s", lambda m: f"{m['wall_s']:.3f}", keep=ALWAYS),
+    Column("query s", lambda m: f"{m['query_s']:.3f}", keep=8),
+    Column("execute s", lambda m: f"{m['execute_s']:.3f}", keep=8),
+    Column("score s", lambda m: f"{m['score_s']:.3f}", keep=5),
+    Column("record s", lambda m: f"{m['record_s']:.3f}", keep=4),
+    Column("query share", lambda m: f"{m['query_share']:.0%}", keep=2),
+    Column("client own", lambda m: f"{m['client_own_share']:.1%}", keep=1),
+    Column("validator CPU", lambda m: f"{m['validator_cpu_share']:.0%}", keep=7),
+    Column("mean S", lambda m: f"{m['mean_score']:.3f}", keep=ALWAYS),
+    Column("invalid", lambda m: f"{m['invalid']:g}", keep=6),
+    Column("S = dry run", lambda m: f"{m['same_as_dry_run']:.0%}", keep=9),
+)
+"""The step table, most important columns kept when the terminal is narrow (neurons/columns.py)."""
+
+
 def render_network_bench(result: dict[str, Any], console: Console) -> None:
     tp = result["throughput"]
     table = Table(title=f"One miner process, signed POST /NodeSynapse (concurrency {tp['concurrency']}, medians)")
@@ -579,17 +596,10 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
 
     step = result["step"]
     m = step["median"]
-    table = Table(title=f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
-                        f"task {step['task_id']} ({step['task_type']}, instances of seeds "
-                        f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, owned execution, medians")
-    columns = ("wall s", "query s", "execute s", "score s", "record s", "query share", "client own", "validator CPU",
-               "mean S", "invalid", "S = dry run")
-    for column in columns:
-        table.add_column(column, justify="right")
-    table.add_row(f"{m['wall_s']:.3f}", f"{m['query_s']:.3f}", f"{m['execute_s']:.3f}", f"{m['score_s']:.3f}",
-                  f"{m['record_s']:.3f}",
-                  f"{m['query_share']:.0%}", f"{m['client_own_share']:.1%}", f"{m['validator_cpu_share']:.0%}",
-                  f"{m['mean_score']:.3f}", f"{m['invalid']:g}", f"{m['same_as_dry_run']:.0%}")
+    title = (f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
+             f"task {step['task_id']} ({step['task_type']}, instances of seeds "
+             f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, owned execution, medians")
+    table = fit_table(STEP_COLUMNS, [m], console.width, title=title)
     console.print(table)
     verdict = "[green]inside[/green]" if step["meets_target"] else "[red]not inside[/red]"
     console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s); "
