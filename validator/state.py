@@ -26,7 +26,7 @@ import hashlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,27 +317,36 @@ class ValidatorState:
     def _drop_old_lifecycle(self) -> None:
         """A state file from before the reference rule kept verdicts drawn from miners'
         scores (deprecated, quarantined, removed): drop them, every task starts active."""
-        if _has_lifecycle_columns(self._conn):
-            return
-        with self._transaction() as conn:
-            if _has_lifecycle_columns(conn):  # another process migrated it meanwhile
-                return
+
+        def drop(conn: sqlite3.Connection) -> None:
             conn.execute("DROP TABLE tasks")
             conn.execute(_TASKS_TABLE)
             conn.execute("DELETE FROM meta WHERE key = 'last_closed_tempo'")
+
+        self._migrate(_has_lifecycle_columns, drop)
 
     def _add_synthetic_column(self) -> None:
         """A state file from before records stored their draw's ``synthetic`` flag:
         add the column and derive it once, here, from the variant's id prefix (a base
         task id never starts with it); from then on the record's flag is the truth."""
-        if _has_synthetic_column(self._conn):
-            return
-        with self._transaction() as conn:
-            if _has_synthetic_column(conn):  # another process migrated it meanwhile
-                return
+
+        def add(conn: sqlite3.Connection) -> None:
             conn.execute("ALTER TABLE executions ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
             conn.execute("UPDATE executions SET synthetic = 1 WHERE substr(task_id, 1, ?) = ?",
                          (len(SYNTHETIC_PREFIX), SYNTHETIC_PREFIX))
+
+        self._migrate(_has_synthetic_column, add)
+
+    def _migrate(
+        self, done: Callable[[sqlite3.Connection], bool], apply: Callable[[sqlite3.Connection], None]
+    ) -> None:
+        """Apply one schema change once, in one transaction, even when several processes
+        open an old file together (the check is repeated inside the transaction)."""
+        if done(self._conn):
+            return
+        with self._transaction() as conn:
+            if not done(conn):  # another process may have migrated it meanwhile
+                apply(conn)
 
     def _get_meta(self, key: str) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
