@@ -16,11 +16,10 @@ nodes already in flight at the crossing cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage
@@ -29,7 +28,7 @@ from protocol.validation import PlanCheck
 from scoring.composite import Score, invalid_score
 from scoring.evaluate import score_run
 
-from .executor import Event, Execution, ExecutorConfig, execute
+from .executor import Execution, execute
 
 __all__ = [
     "DEADLINE_FACTOR", "NO_TASK_LATENCY_S", "Evaluation", "budget_ceiling", "expected_prices", "run_plan", "run_task",
@@ -72,46 +71,32 @@ def ceiling(package: TaskPackage, plan: WorkflowPlan, total_estimated_cost: floa
 
 
 async def run_task(
-    plan: WorkflowPlan,
-    check: PlanCheck,
-    task: Task,
-    runner: NodeRunner,
-    *,
-    total_estimated_cost: float | None,
-    config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
+    plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, total_estimated_cost: float | None,
+    **options: Any,
 ) -> Execution:
-    """Execute ``plan`` on ``task``'s instance under the validator's budget and deadline."""
+    """Execute ``plan`` on ``task``'s instance under the validator's budget and deadline.
+    ``options`` are :func:`~engine.executor.execute`'s ``config``, ``limits`` and ``on_event``."""
     return await execute(
-        plan, runner,
-        task_id=task.task_id,
+        plan, runner, task_id=task.task_id, check=check,
         budget_ceiling=ceiling(task, plan, total_estimated_cost),
         deadline_s=DEADLINE_FACTOR * task.constraints.max_latency_seconds,
-        config=config, check=check, limits=limits, on_event=on_event,
-        inputs=task.instance_inputs, prices=expected_prices(task),
+        inputs=task.instance_inputs, prices=expected_prices(task), **options,
     )
 
 
 async def run_plan(
-    plan: WorkflowPlan,
-    check: PlanCheck,
-    runner: NodeRunner,
-    *,
-    total_estimated_cost: float | None,
-    config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
-    inputs: Mapping[str, Any] | None = None,
+    plan: WorkflowPlan, check: PlanCheck, runner: NodeRunner, *, total_estimated_cost: float | None,
+    inputs: Mapping[str, Any] | None = None, **options: Any,
 ) -> Execution:
     """Execute ``plan`` with no task: the ceiling is 1.5 × its declared estimate (the
     sum of its nodes' when it declares none), the deadline ``DEADLINE_FACTOR ×``
-    :data:`NO_TASK_LATENCY_S`; ``inputs`` bind its ``${input.*}`` refs."""
+    :data:`NO_TASK_LATENCY_S`; ``inputs`` bind its ``${input.*}`` refs; ``options`` as
+    :func:`run_task`'s."""
     estimate = plan.estimated_cost() if total_estimated_cost is None else total_estimated_cost
     return await execute(
-        plan, runner, task_id="local",
+        plan, runner, task_id="local", check=check,
         budget_ceiling=budget_ceiling(None, estimate), deadline_s=DEADLINE_FACTOR * NO_TASK_LATENCY_S,
-        config=config, check=check, limits=limits, on_event=on_event, inputs=inputs,
+        inputs=inputs, **options,
     )
 
 
