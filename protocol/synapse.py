@@ -12,6 +12,7 @@ from typing import Any, Literal, Self, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .hints import EXAMPLES, HintTier, PublicExample
 from .plan import NODE_ID_PATTERN, WorkflowPlan
 from .runner import NodeCall, NodeResult
 
@@ -86,6 +87,10 @@ class TaskPackage(BaseModel):
     available_tools: dict[str, ToolInfo] = Field(default_factory=dict)
     routing_policy: dict[str, RoutingRule] = Field(default_factory=dict)
     steps: list[StepHint] = Field(default_factory=list, max_length=256)
+    hint_tier: HintTier = "full"
+    """How much of the plan ``steps`` hands over (:mod:`protocol.hints`)."""
+    examples: list[PublicExample] = Field(default_factory=list, max_length=2 * EXAMPLES)
+    """Public instances with their answers, drawn from seeds never scored on."""
     send_block: int = Field(default=0, ge=0)
     scoring_version: int = SCORING_VERSION
 

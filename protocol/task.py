@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .hints import TIERS, HintTier
 from .synapse import Constraints, TaskPackage
 
 SYNTHETIC_PREFIX = "syn_"
@@ -32,13 +33,16 @@ class Task(TaskPackage):
     """The hidden input values of this instance, bound to ``${input.*}`` at execution."""
     seed: int | None = None
     """The seed the instance was drawn from, to replay it."""
+    holdings: dict[str, Any] = Field(default_factory=dict)
+    """Data the task's subnets hold for this instance, by the ids its inputs name: only a
+    node on a subnet whose type reads held data gets it (docs/tasks.md, "Held data")."""
 
     def package(self) -> TaskPackage:
         """The task as sent to miners: everything but the instance."""
         return TaskPackage.model_validate(self.model_dump(exclude=_VALIDATOR_ONLY))
 
 
-_VALIDATOR_ONLY = {"reference", "requires_model", "instance_inputs", "seed"}
+_VALIDATOR_ONLY = {"reference", "requires_model", "instance_inputs", "seed", "holdings"}
 
 
 def synthetic_variant(package: P, seed: int) -> P:
@@ -54,6 +58,20 @@ def synthetic_variant(package: P, seed: int) -> P:
         allowed_subnets=limits.allowed_subnets,
     )
     return package.model_copy(update={"task_id": f"{SYNTHETIC_PREFIX}{tag}", "constraints": constraints}, deep=True)
+
+
+def at_tier(package: P, tier: HintTier) -> P:
+    """``package`` (a family's full package or a task) as sent at hint ``tier``
+    (:mod:`protocol.hints`): the steps kept, reduced to an outline, or left out."""
+    if tier == "full":
+        steps = list(package.steps)
+    elif tier == "outline":
+        steps = [step.model_copy(update={"id": f"s{i}", "params": {}}) for i, step in enumerate(package.steps, 1)]
+    elif tier == "goal":
+        steps = []
+    else:
+        raise ValueError(f"unknown hint tier {tier!r}; known: {', '.join(TIERS)}")
+    return package.model_copy(update={"steps": steps, "hint_tier": tier})
 
 
 class TaskSet(BaseModel):

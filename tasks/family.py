@@ -11,18 +11,32 @@ is wrong on nearly every other instance.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.hints import EXAMPLES, PublicExample
 from protocol.synapse import TaskPackage
 from protocol.task import Task, synthetic_variant
 
-from .seed import EXAMPLE_SEED, Draw
+from .seed import EXAMPLE_SEED, Draw, public_seed
 
-__all__ = ["Family", "Generator", "Instance"]
+__all__ = ["Family", "Generator", "Instance", "example_output"]
 
-Generator = Callable[[Draw], tuple[dict[str, Any], dict[str, Any]]]
-"""``draw -> (input values, reference)``; plain Python, independent of the tools."""
+Generator = Callable[[Draw], tuple[dict[str, Any], ...]]
+"""``draw -> (input values, reference[, holdings])``; plain Python, independent of the
+tools. ``holdings`` is the data the task's subnets hold for the instance, by id."""
+
+
+def example_output(task_type: str, reference: dict[str, Any]) -> dict[str, Any]:
+    """What a correct plan answers, as a public example shows it (``PublicExample.output``)."""
+    if task_type == "code":
+        return {"entry_point": reference["entry_point"], "cases": reference["cases"]}
+    if task_type == "rag":
+        return {"text": reference["reference_answer"]}
+    if task_type == "agent":
+        return {"json": {item["key"]: item["equals"] for item in reference["goal_checklist"]
+                         if item["type"] == "json_key"}}
+    return {"json": reference["expected_output"]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +46,7 @@ class Instance:
     seed: int
     inputs: dict[str, Any]
     reference: dict[str, Any]
+    holdings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +65,28 @@ class Family:
         return self.package.task_type
 
     def instance(self, seed: int) -> Instance:
-        inputs, reference = self.generate(Draw(seed))
-        return Instance(seed, inputs, reference)
+        inputs, reference, *held = self.generate(Draw(seed))
+        return Instance(seed, inputs, reference, held[0] if held else {})
 
     def example(self) -> Instance:
         """The public instance shown in the package."""
         return self.instance(EXAMPLE_SEED)
 
+    def public_examples(self, k: int = EXAMPLES) -> list[PublicExample]:
+        """The package's ``k`` public examples (:func:`~tasks.seed.public_seed`), with the
+        answer each calls for."""
+        out = []
+        for index in range(k):
+            found = self.instance(public_seed(self.task_id, index))
+            out.append(PublicExample(inputs=found.inputs, holdings=found.holdings,
+                                     output=example_output(self.task_type, found.reference)))
+        return out
+
     def task(self, instance: Instance) -> Task:
         """The package with ``instance``: what the validator executes and scores."""
         return Task.model_validate({
             **self.package.model_dump(), "reference": instance.reference,
-            "instance_inputs": instance.inputs, "seed": instance.seed,
+            "instance_inputs": instance.inputs, "seed": instance.seed, "holdings": instance.holdings,
         })
 
     def synthetic(self, seed: int) -> Family:

@@ -73,8 +73,8 @@ def make_family(
         steps=list(steps),
     )
     family = Family(package, generate)
-    example = family.example()
-    return Family(package.model_copy(update={"example": example.inputs}), generate)
+    update = {"example": family.example().inputs, "examples": family.public_examples()}
+    return Family(package.model_copy(update=update), generate)
 
 
 def _r(x: float) -> float:

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["EXAMPLE_SEED", "Draw", "text_seed"]
+__all__ = ["EXAMPLE_SEED", "Draw", "public_seed", "text_seed"]
 
 T = TypeVar("T")
 
@@ -22,6 +22,17 @@ EXAMPLE_SEED = 0
 """The seed of the public example instance every package shows."""
 
 _SEED_BYTES = 8
+_PUBLIC_BIT = 1 << 63
+
+
+def public_seed(task_id: str, index: int) -> int:
+    """The seed of a package's public example ``index`` (``0`` is :data:`EXAMPLE_SEED`).
+
+    The others have the top bit of 64 set; a validator's instance seeds are 63 bits
+    (``validator.sampling.instance_seed``), so no public example is ever scored."""
+    if index == 0:
+        return EXAMPLE_SEED
+    return _PUBLIC_BIT | (text_seed(f"dagnet public example:{task_id}:{index}") & (_PUBLIC_BIT - 1))
 
 
 def text_seed(text: str) -> int:
