@@ -109,10 +109,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def network_weights(good: float, other: float) -> dict[str, dict[str, float]]:
     """Each miner's weight when ``good`` and ``other`` are windowed mean scores: in a
-    2-miner network (one of each) and a 10-miner one (five of each)."""
+    2-miner network (one of each) and a 10-miner one (five of each); 0 for a miner the
+    weights leave out (every score 0)."""
     two = normalize_weights({0: good, 1: other})
     ten = normalize_weights({uid: good if uid < 5 else other for uid in range(10)})
-    return {"2_miners": {"good": two[0], "other": two[1]}, "10_miners": {"good": ten[0], "other": ten[9]}}
+    return {"2_miners": {"good": two.get(0, 0.0), "other": two.get(1, 0.0)},
+            "10_miners": {"good": ten.get(0, 0.0), "other": ten.get(9, 0.0)}}
 
 
 async def run_copies(

@@ -48,9 +48,21 @@ def bench_tasks(
     window: int = typer.Option(100, "--window", min=0, help="Tasks two copies of good answer side by side; 0 skips."),
     as_json: bool = JsonOpt,
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Families run at once."),
+    tiers: bool = typer.Option(False, "--tiers", help="Per hint tier and type: good, naive, naive+retries, the "
+                               "oracle and the headroom, over the curated and --drawn drawn families."),
+    drawn: int = typer.Option(40, "--drawn", min=0, help="With --tiers: families drawn from the grammar."),
+    secret: int = typer.Option(0, "--secret", min=0, help="With --tiers: the secret the drawn families come from."),
 ) -> None:
     """Good vs naive vs naive-with-retries on every v2 task family, the weights each gets,
-    and how close two copies of good come over a window of tasks."""
+    and how close two copies of good come over a window of tasks; with ``--tiers``, the
+    same per hint tier, with the oracle and the headroom above good."""
+    if tiers:
+        from neurons.bench.tiers import render_tiers_bench, run_tiers_bench
+
+        result = asyncio.run(run_tiers_bench(seed=seed, seeds=seeds, drawn=drawn, secret=secret,
+                                             concurrency=concurrency))
+        print_json(result) if as_json else render_tiers_bench(result, Console())
+        return
     from neurons.bench.tasks import render_tasks_bench, run_tasks_bench
 
     result = asyncio.run(run_tasks_bench(seed=seed, seeds=seeds, window=window, concurrency=concurrency))

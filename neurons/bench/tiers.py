@@ -1,0 +1,221 @@
+"""`dagnet bench tasks --tiers`: how much planning pays, per hint tier and task type.
+
+Every family (the curated ones and ``drawn`` families drawn from the grammar with
+``secret``, tempo 0) is sent at each hint tier (``protocol.hints``: ``full``,
+``outline``, ``goal``) and planned by ``good``, ``naive`` and ``naive+retries``; each plan
+runs on the hidden instances of ``seeds`` consecutive seeds exactly as a validator runs
+it (owned execution, simulated clock) and is scored. A strategy that cannot plan a tier
+(``naive`` without step hints) scores 0 there, as a miner that answers nothing would.
+
+The **oracle** is what the family's own program (its full-tier steps, the generator's
+program) scores on the best subnets for the profile: every assignment of one allowed
+subnet per kind is weighed by the score's own terms (``W_COST`` per share of the budget,
+``W_LATENCY`` per share of the latency limit, the retries each subnet's known failures
+need), the best is run, and the oracle keeps the better of that run and ``good``'s on
+the full tier. It does not depend on the tier. **Headroom** is oracle − good: what a
+better planner could still win at that tier.
+
+Per tier and type the table gives the mean of each family's median S over the seeds,
+the share of ``good``'s runs that solved their instance (completed with quality 1), the
+headroom, and the weights ``normalize_weights`` gives one good miner against one
+naive-with-retries miner.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from miner.planner import PlanningError, PlanProposal
+from neurons.localrun import run_document
+from protocol.documents import PlanDocument
+from protocol.hints import TIERS, HintTier
+from protocol.plan import ErrorPolicy, WorkflowPlan
+from protocol.score_weights import W_COST, W_LATENCY
+from protocol.synapse import TaskPackage
+from protocol.task import Task, at_tier
+from tasks import Family, load_families
+
+from .tasks import _bounded, network_weights, propose
+
+__all__ = ["render_tiers_bench", "run_tiers_bench"]
+
+STRATEGIES = ("good", "naive", "naive+retries")
+ORACLE = "oracle"
+RATIO_TARGET = 3.0
+"""good's weight over naive-with-retries' in a 2-miner network, on every type and tier."""
+SOLVED_TARGET = 0.8
+"""Share of goal instances good must solve, per type."""
+_RETRY_PAD = 1  # good's spare retry (miner/planner/good.py)
+
+
+def bench_families(drawn: int, secret: int) -> list[Family]:
+    """The curated families, then ``drawn`` families of tempo 0 drawn with ``secret``."""
+    families = list(load_families())
+    if drawn:
+        from tasks.drawn import drawn_families
+
+        families += drawn_families(secret, 0, drawn)
+    return families
+
+
+async def _run(proposal: PlanProposal | None, task: Task) -> dict[str, Any]:
+    """The run of ``proposal`` on ``task`` (S 0 and ``planning`` when there is none)."""
+    if proposal is None:
+        return {"S": 0.0, "solved": False, "status": "no plan"}
+    document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
+    report = await run_document(document, task=task)
+    score = report["score"]
+    solved = report["status"] == "completed" and score["output_quality"] >= 1.0
+    return {"S": score["S"], "solved": solved, "status": report["status"]}
+
+
+def _propose(family: Family, package: TaskPackage, strategy: str) -> PlanProposal | None:
+    try:
+        return propose(Family(package, family.generate), strategy)
+    except PlanningError:
+        return None
+
+
+def oracle_plan(package: TaskPackage, plan: WorkflowPlan) -> WorkflowPlan:
+    """``plan`` (the full tier's program) with each kind on the allowed subnet that the
+    score's cost and latency terms favour most, over every assignment of one subnet per kind."""
+    tools = package.available_tools
+    allowed = package.constraints.allowed_subnets or list(tools)
+    kinds = sorted({tools[node.subnet].type for node in plan.nodes})
+    offers = [[name for name in allowed if tools[name].type == kind] for kind in kinds]
+    best = min(itertools.product(*offers), key=lambda choice: _loss(package, plan, dict(zip(kinds, choice))))
+    return _assigned(package, plan, dict(zip(kinds, best)))
+
+
+def _assigned(package: TaskPackage, plan: WorkflowPlan, subnet_of: dict[str, str]) -> WorkflowPlan:
+    tools = package.available_tools
+    nodes, policies = [], dict(plan.error_handling)
+    for node in plan.nodes:
+        subnet = subnet_of[tools[node.subnet].type]
+        info = tools[subnet]
+        nodes.append(node.model_copy(update={"subnet": subnet, "estimated_cost": info.avg_cost * (1 + info.fail_first),
+                                             "estimated_latency": info.avg_latency * (1 + info.fail_first)}))
+        old = policies.get(node.id, ErrorPolicy())
+        policies[node.id] = old.model_copy(update={"retry_count": min(10, info.fail_first + _RETRY_PAD)})
+    return plan.model_copy(update={"nodes": nodes, "error_handling": policies})
+
+
+def _loss(package: TaskPackage, plan: WorkflowPlan, subnet_of: dict[str, str]) -> float:
+    """``W_COST`` × cost ÷ budget + ``W_LATENCY`` × critical path ÷ latency limit, by the
+    profile's prices and latencies with each subnet's known failures retried."""
+    tools, route = package.available_tools, package.route
+    limits = package.constraints
+    cost, finish = 0.0, {}
+    preds: dict[str, set[str]] = {node.id: set() for node in plan.nodes}
+    for edge in plan.edges:
+        preds[edge.to].add(edge.source)
+    by_id = {node.id: node for node in plan.nodes}
+    for node_id in graphlib.TopologicalSorter(preds).static_order():
+        node = by_id[node_id]
+        subnet = subnet_of[tools[node.subnet].type]
+        info, attempts = tools[subnet], 1 + tools[subnet].fail_first
+        cost += info.avg_cost * attempts * route(subnet).top_k
+        finish[node.id] = max((finish.get(p, 0.0) for p in preds[node.id]), default=0.0) + info.avg_latency * attempts
+    latency = max(finish.values(), default=0.0)
+    budget = limits.max_budget_tao or math.inf
+    return W_COST * cost / budget + W_LATENCY * latency / limits.max_latency_seconds
+
+
+async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per tier: each strategy's runs and the oracle's on every seed."""
+    good_full = _propose(family, family.package, "good")
+    oracle = None
+    if good_full is not None:
+        plan = oracle_plan(family.package, good_full.plan)
+        oracle = PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, "oracle")
+    tasks = [family.task(family.instance(seed)) for seed in seeds]
+    oracle_runs = []
+    for task in tasks:
+        runs = [await _run(oracle, task), await _run(good_full, task)]
+        oracle_runs.append(max(runs, key=lambda run: run["S"]))
+    rows = []
+    for tier in TIERS:
+        package = at_tier(family.package, tier)
+        row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type, "tier": tier,
+                               ORACLE: _median(oracle_runs)}
+        for strategy in STRATEGIES:
+            proposal = _propose(family, package, strategy)
+            row[strategy] = _median([await _run(proposal, at_tier(task, tier)) for task in tasks])
+        rows.append(row)
+    return rows
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"S": statistics.median(run["S"] for run in runs), "solved": sum(run["solved"] for run in runs),
+            "runs": len(runs)}
+
+
+async def run_tiers_bench(*, seed: int = 1, seeds: int = 3, drawn: int = 40, secret: int = 0,
+                          concurrency: int = 4, families: Sequence[Family] = ()) -> dict[str, Any]:
+    """Every family × tier × strategy on the instances of ``seed .. seed + seeds - 1``
+    (``families``, else :func:`bench_families`)."""
+    chosen = list(range(seed, seed + seeds))
+    families = list(families) or bench_families(drawn, secret)
+    per_family = await _bounded([_family_rows(family, chosen) for family in families], concurrency)
+    rows = [row for family_rows in per_family for row in family_rows]
+    return {"seed": seed, "seeds": seeds, "drawn": drawn, "secret": secret, "families": len(families),
+            "rows": rows, "summary": summarize_tiers(rows)}
+
+
+def summarize_tiers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per ``tier/type`` (and ``tier/all``): mean S per strategy and the oracle, the headroom,
+    the share of good's runs that solved their instance, good's wins over naive, the weights."""
+    summary: dict[str, dict[str, Any]] = {}
+    for tier in TIERS:
+        at = [r for r in rows if r["tier"] == tier]
+        groups = {t: [r for r in at if r["task_type"] == t] for t in sorted({r["task_type"] for r in at})}
+        groups["all"] = at
+        for name, typed in groups.items():
+            means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in (*STRATEGIES, ORACLE)}
+            weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
+            summary[f"{tier}/{name}"] = {
+                "tier": tier, "type": name, "families": len(typed), "mean_S": means,
+                "headroom": means[ORACLE] - means["good"],
+                "solved": sum(r["good"]["solved"] for r in typed) / sum(r["good"]["runs"] for r in typed),
+                "good_beats_naive": sum(r["good"]["S"] > r["naive"]["S"] for r in typed),
+                "weights": weights,
+                "ratio": _ratio(weights["good"], weights["other"]),
+            }
+    return summary
+
+
+def _ratio(good: float, other: float) -> float | None:
+    """good ÷ other; infinite when only good scores, ``None`` when neither does."""
+    if other > 0:
+        return good / other
+    return math.inf if good > 0 else None
+
+
+def render_tiers_bench(result: dict[str, Any], console: Console) -> None:
+    seeds = f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
+    table = Table(title=f"{result['families']} families ({result['drawn']} drawn) per hint tier, mean of "
+                        f"median S over {seeds}")
+    for column in ("tier", "type", "good", "naive", "+retries", "oracle", "headroom", "solved", "good>naive",
+                   "weight good / +retries", "ratio"):
+        table.add_column(column, justify="left" if column in ("tier", "type") else "right", no_wrap=True)
+    for entry in result["summary"].values():
+        means, weights = entry["mean_S"], entry["weights"]
+        ratio = "-" if entry["ratio"] is None else "inf" if math.isinf(entry["ratio"]) else f"{entry['ratio']:.2f}"
+        table.add_row(
+            entry["tier"], entry["type"], *(f"{means[s]:.3f}" for s in (*STRATEGIES, ORACLE)),
+            f"{entry['headroom']:+.3f}", f"{entry['solved']:.0%}", f"{entry['good_beats_naive']}/{entry['families']}",
+            f"{weights['good']:.3f} / {weights['other']:.3f}", ratio,
+        )
+    console.print(table)
+    console.print(
+        f"targets: good's weight ≥ {RATIO_TARGET:g} × naive+retries' on every type and tier; naive 0 on goal; "
+        f"good solves ≥ {SOLVED_TARGET:.0%} of goal instances of every type; headroom > 0 on every type"
+    )

@@ -1,0 +1,46 @@
+"""`dagnet bench tasks --tiers`: the oracle, the headroom and the per-tier summary."""
+
+from __future__ import annotations
+
+import asyncio
+
+from miner.planner import get_planner
+from neurons.bench.tiers import oracle_plan, run_tiers_bench
+from protocol.hints import TIERS
+from tasks import load_families
+
+
+def _one_per_type():
+    seen: dict[str, object] = {}
+    for family in load_families():
+        seen.setdefault(family.task_type, family)
+    return list(seen.values())
+
+
+def test_the_oracle_puts_each_kind_on_one_allowed_subnet_and_retries_its_known_failures():
+    for family in load_families():
+        good = get_planner("good").plan(family.package).plan
+        oracle = oracle_plan(family.package, good)
+        tools = family.package.available_tools
+        allowed = family.package.constraints.allowed_subnets or list(tools)
+        assert [n.id for n in oracle.nodes] == [n.id for n in good.nodes]
+        assert [n.params for n in oracle.nodes] == [n.params for n in good.nodes]
+        subnets: dict[str, set[str]] = {}
+        for node in oracle.nodes:
+            subnets.setdefault(tools[node.subnet].type, set()).add(node.subnet)
+            assert node.subnet in allowed
+            assert oracle.error_handling[node.id].retry_count >= tools[node.subnet].fail_first
+        assert all(len(names) == 1 for names in subnets.values())
+
+
+def test_every_tier_and_type_is_summarised_and_the_oracle_bounds_good_on_the_full_tier():
+    families = _one_per_type()
+    result = asyncio.run(run_tiers_bench(seeds=1, drawn=0, families=families))
+    types = {f.task_type for f in families}
+    assert set(result["summary"]) == {f"{tier}/{name}" for tier in TIERS for name in (*types, "all")}
+    for row in result["rows"]:
+        assert row["oracle"]["S"] >= row["good"]["S"] - 1e-9 if row["tier"] == "full" else True
+    full = result["summary"]["full/all"]
+    assert full["headroom"] >= 0
+    assert full["mean_S"]["good"] > full["mean_S"]["naive"]
+    assert result["summary"]["goal/all"]["mean_S"]["naive"] == 0.0
