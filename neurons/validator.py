@@ -102,7 +102,8 @@ class ValidatorProcessConfig(ValidatorSettings):
         return ExecutorConfig(max_frames=self.max_frames, max_frame_instances=self.max_frame_instances)
 
     def loop_config(self) -> LoopConfig:
-        return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s)
+        return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s,
+                          tier_shares=self.tier_shares)
 
 
 def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderTable | None]:

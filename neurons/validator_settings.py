@@ -26,6 +26,7 @@ from neurons.files import InputError, read_text
 from neurons.localrun import SHIPPED_TASKS
 from protocol.errors import format_validation_error
 from validator.providers import EVERY_SUBNET
+from validator.sampling import DEFAULT_TIER_SHARES, tier_shares_problem
 
 __all__ = ["Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings", "providers_override"]
 
@@ -100,9 +101,20 @@ class ValidatorSettings(BaseModel):
     """Frame instances one plan's run may hold, over all its generators."""
     poll_s: float = Field(default=1.0, gt=0)
     """Seconds between looks at the chain head."""
+    tier_shares: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    """The share of steps sent at each hint tier (``full``, ``outline``, ``goal``), summing to 1."""
+    drawn_per_tempo: int = Field(default=8, ge=0, le=64)
+    """Families drawn from the secret each tempo, offered besides the curated ones (shipped tasks only)."""
     log_level: str = "info"
     adapters: dict[str, Adapter] = Field(default_factory=dict)
     """External execution by subnet (see the module); empty: the validator runs every node."""
+
+    @model_validator(mode="after")
+    def _tier_shares(self) -> ValidatorSettings:
+        problem = tier_shares_problem(self.tier_shares)
+        if problem is not None:
+            raise ValueError(f"tier_shares: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _adapter_keys(self) -> ValidatorSettings:

@@ -4,15 +4,16 @@ Each step:
 
 1. syncs the metagraph at the chain head;
 2. draws the step's task (:func:`~validator.sampling.draw_task`): the task,
-   ``sha256(f"{hotkey}:{block}") mod len(active tasks)``, its hidden instance's seed,
-   which only this validator knows, and whether it goes out as a synthetic variant
-   (at :data:`~validator.sampling.SYNTHETIC_RATE`);
+   ``sha256(f"{hotkey}:{block}") mod len(tasks)`` over the active curated tasks and
+   the families drawn for this tempo (when a drawn source is wired), its hidden
+   instance's seed and its hint tier, which only this validator knows, and whether it
+   goes out as a synthetic variant (at :data:`~validator.sampling.SYNTHETIC_RATE`);
 3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
    (all of them in a small net): query, validate, execute, score;
-4. meanwhile plans, runs and scores the same instance with the validator's own
-   reference (:mod:`validator.lifecycle`): a reference that does not succeed
-   charges the task (set aside after :data:`~validator.state.SET_ASIDE_AFTER` such
-   steps in a row) and no miner;
+4. meanwhile plans, runs and scores the same instance at the ``full`` tier with the
+   validator's own reference (:mod:`validator.lifecycle`): a reference that does not
+   succeed charges the task (set aside after :data:`~validator.state.SET_ASIDE_AFTER`
+   such steps in a row; a drawn family is never set aside) and no miner;
 5. settles the step in the state store, one transaction.
 
 Before each step, set-aside tasks whose cool-off has ended by the block are made
@@ -34,11 +35,12 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from chain.base import Chain, Hyperparameters
 from chain.network import ChainUnreachable, OutageWarner
+from protocol.hints import HintTier
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.synapse import SCORING_VERSION, TaskPackage
 from protocol.task import Task
@@ -50,7 +52,10 @@ from engine.executor import ExecutorConfig
 from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
-from .sampling import SYNTHETIC_RATE, TaskDraw, TaskSource, draw_task, sample_miners, step_digest
+from .sampling import (
+    DEFAULT_TIER_SHARES, SYNTHETIC_RATE, DrawnFamilies, TaskDraw, TaskSource, draw_task, sample_miners, source_of,
+    step_digest, tempo_of,
+)
 from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from engine.owned import OwnedRunnerFactory
@@ -80,6 +85,8 @@ class LoopConfig:
     poll_s: float = 1.0
     """How often the loop asks for the chain head while it waits for a new block."""
     synthetic_rate: float = SYNTHETIC_RATE
+    tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    """The share of steps sent at each hint tier (:func:`~validator.sampling.draw_tier`)."""
     warmup_full_at: int = 20
 
 
@@ -105,6 +112,7 @@ class ValidatorLoop:
         *,
         owned_runner: OwnedRunnerFactory | None = None,
         reference: Reference | None = None,
+        drawn: DrawnFamilies | None = None,
         config: LoopConfig = LoopConfig(),
         executor_config: ExecutorConfig = ExecutorConfig(),
         metrics: ValidatorMetrics | None = None,
@@ -114,7 +122,8 @@ class ValidatorLoop:
         runs on the wall clock, those subnets' nodes going to the providers under the
         trust rules of :mod:`validator.adapters`. At least one of the two is required.
         ``reference`` judges each step's task (:mod:`validator.lifecycle`); without it
-        no task is ever set aside."""
+        no task is ever set aside. ``drawn`` gives the families drawn per tempo, offered
+        besides the curated ones (``None``: curated only)."""
         if providers is None and owned_runner is None:
             raise ValueError("give the loop owned_runner (owned execution), providers (external), or both")
         self.chain = chain
@@ -124,6 +133,8 @@ class ValidatorLoop:
         self.providers = providers
         self.owned_runner = owned_runner
         self.reference = reference
+        self.drawn = drawn
+        self._drawn_cache: tuple[int, TaskSource] | None = None
         self._owned = None if owned_runner is None else OwnedExecution(
             ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
         )
@@ -216,7 +227,9 @@ class ValidatorLoop:
         snapshot = await self._sync(block)
         if snapshot is None:
             raise InfrastructureFailure("chain", "no metagraph has been read yet")
-        active = self._active_tasks()
+        tempo = None if self.reference is None and self.drawn is None else await self._tempo()
+        drawn = await self._drawn_tasks(block, tempo)
+        active = [*self._active_tasks(), *drawn]
         if not active:
             log.warning("no active task at block %s: nothing to send", block)
             return None
@@ -227,9 +240,13 @@ class ValidatorLoop:
                 raise InfrastructureFailure("adapter", f"providers: {type(exc).__name__}: {exc}") from exc
         self.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
 
-        draw = draw_task(self.hotkey, self._secret, block, active, synthetic_rate=self.config.synthetic_rate)
+        draw = draw_task(
+            self.hotkey, self._secret, block, active, synthetic_rate=self.config.synthetic_rate,
+            tier_shares=self.config.tier_shares,
+            drawn=dict.fromkeys((t.task_id for t in drawn), None if tempo is None else tempo_of(block, tempo)),
+        )
         base = draw.base
-        task = draw.task(self.source.instance).model_copy(update={"send_block": block})
+        task = self._sent(draw, block)
         digest = int.from_bytes(step_digest(self.hotkey, block), "big")
         neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
         miners = [Peer.from_neuron(n) for n in neurons]
@@ -237,8 +254,8 @@ class ValidatorLoop:
             log.info("no serving miner at block %s", block)
             return None
 
-        tempo = None if self.reference is None else await self._tempo()
-        reference = asyncio.ensure_future(self._reference_failure(task))  # beside the miners, in a thread
+        full = task if draw.tier == "full" else self._sent(replace(draw, tier="full"), block)
+        reference = asyncio.ensure_future(self._reference_failure(full))  # beside the miners, in a thread
         try:
             result = await validation_step(
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
@@ -252,20 +269,44 @@ class ValidatorLoop:
         self._observe_step(result, task)
 
         tick = time.perf_counter()
-        judged = None if self.reference is None else ReferenceRun(base.task_id, failure)
+        curated = draw.drawn_tempo is None  # a drawn family is never set aside: it is gone next tempo
+        judged = None if self.reference is None or not curated else ReferenceRun(base.task_id, failure)
         if failure is not None:  # the task is broken on this instance: it is charged, no miner is
             self.state.settle_step(block, [], judged, tempo=tempo)
-            self._log_reference_failure(block, base.task_id, failure)
+            self._log_reference_failure(block, base.task_id, failure, curated=curated)
             return None
         records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.metrics.scores(self.state.window().means())
         log.info(
-            "block %s: task %s (%s) scored %d miners in %.2fs",
-            block, task.task_id, base.task_id, len(records), result.timings.wall_s,
+            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs",
+            block, task.task_id, base.task_id, draw.tier, len(records), result.timings.wall_s,
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
+
+    def _sent(self, draw: TaskDraw, block: int) -> Task:
+        """The task ``draw`` sends at ``block``, its instance drawn by the source it came from."""
+        source = source_of(draw.drawn_tempo, self.source, None if self.drawn is None else self._drawn_for, self._secret)
+        return draw.task(source.instance).model_copy(update={"send_block": block})
+
+    async def _drawn_tasks(self, block: int, tempo: int | None) -> Sequence[Task]:
+        """The families drawn for ``block``'s tempo (none without a drawn source), drawn
+        and checked in a worker thread the first time a tempo asks."""
+        if self.drawn is None or tempo is None:
+            return ()
+        source = await asyncio.to_thread(self._drawn_for, self._secret, tempo_of(block, tempo))
+        return source.tasks()
+
+    def _drawn_for(self, secret: int, index: int) -> TaskSource:
+        """The families drawn for tempo ``index``, kept until the next tempo."""
+        assert self.drawn is not None
+        if self._drawn_cache is None or self._drawn_cache[0] != index:
+            tick = time.perf_counter()
+            self._drawn_cache = (index, self.drawn(secret, index))
+            log.info("tempo %s: %d families drawn in %.2fs", index, len(self._drawn_cache[1].tasks()),
+                     time.perf_counter() - tick)
+        return self._drawn_cache[1]
 
     def _external(self, task: Task) -> bool:
         """Whether ``task``'s plans run through the adapters, on the wall clock."""
@@ -325,7 +366,10 @@ class ValidatorLoop:
         finally:
             self.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
 
-    def _log_reference_failure(self, block: int, task_id: str, failure: str) -> None:
+    def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
+        if not curated:
+            log.warning("block %s: drawn family %s's reference failed, nobody charged: %s", block, task_id, failure)
+            return
         lifecycle = self.state.task_lifecycles()[task_id]
         if lifecycle.state == ACTIVE:
             log.warning(
@@ -436,12 +480,13 @@ class ValidatorLoop:
 
 def _observe_outcome(m: ValidatorMetrics, outcome: MinerOutcome, task: Task) -> None:
     execution = outcome.execution
+    m.execution_score.labels(task.hint_tier).observe(outcome.score.S)
     if execution is None:
-        m.executions.labels("not_run").inc()
+        m.executions.labels("not_run", task.hint_tier).inc()
         if isinstance(outcome.failure, PeerTimeout):
             m.timeouts.labels("query").inc()
         return
-    m.executions.labels(execution.status).inc()
+    m.executions.labels(execution.status, task.hint_tier).inc()
     if execution.status == "budget_abort":
         m.budget_aborts.inc()
     m.cost.observe(execution.metrics.cost_tao)
@@ -471,7 +516,8 @@ def execution_record(block: int, task: Task, draw: TaskDraw, outcome: MinerOutco
     execution = outcome.execution
     return ExecutionRecord(
         block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
-        instance_seed=draw.seed, synthetic=draw.synthetic, plan=outcome.plan, metrics=outcome.summary(),
+        instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
+        plan=outcome.plan, metrics=outcome.summary(),
         final_output=None if execution is None else execution.final_output,
         score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
     )

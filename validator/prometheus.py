@@ -2,8 +2,8 @@
 
 Names carry their unit (``_seconds``, ``_tao``, ``_block``) and counters end in
 ``_total``. Labels are bounded: miners are labelled by ``uid`` (at most 256 per
-subnet), never by hotkey; subnets by the names the task set publishes; statuses
-and phases by fixed vocabularies.
+subnet), never by hotkey; subnets by the names the task set publishes; statuses,
+phases and hint tiers by fixed vocabularies.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from protocol.hints import TIERS
 from protocol.metagraph import MetagraphSnapshot
 
 from .lifecycle import INFRASTRUCTURE_CAUSES
@@ -24,6 +25,7 @@ STEP_OUTCOMES = ("settled", "error")
 SANDBOX_OUTCOMES = ("ran", "unavailable", "not_run")
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 60.0)
+_SCORE = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 _TAO = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 
 
@@ -38,8 +40,13 @@ class ValidatorMetrics:
             "dagnet_validator_step_phase_seconds", "Wall time of each phase of a step.", ["phase"], buckets=_SECONDS, registry=r
         )
         self.executions = Counter(
-            "dagnet_validator_executions_total", "Miner answers handled, by execution status (not_run: never executed).",
-            ["status"], registry=r,
+            "dagnet_validator_executions_total",
+            "Miner answers handled, by execution status (not_run: never executed) and the hint tier sent.",
+            ["status", "tier"], registry=r,
+        )
+        self.execution_score = Histogram(
+            "dagnet_validator_execution_score", "The score S of each miner answer handled, by the hint tier sent.",
+            ["tier"], buckets=_SCORE, registry=r,
         )
         self.node_latency = Histogram(
             "dagnet_validator_node_latency_seconds", "Time from a node's dispatch to its settlement, by subnet.",
@@ -99,12 +106,16 @@ class ValidatorMetrics:
         # Every label value of a fixed vocabulary exists from the start, at 0, so a rate
         # or an alert over it has data before the first event of that kind.
         for counter, values in (
-            (self.steps, STEP_OUTCOMES), (self.executions, EXECUTION_STATUSES), (self.weights_set, WEIGHTS_RESULTS),
+            (self.steps, STEP_OUTCOMES), (self.weights_set, WEIGHTS_RESULTS),
             (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES),
             (self.infrastructure_failures, INFRASTRUCTURE_CAUSES),
         ):
             for value in values:
                 counter.labels(value)
+        for tier in TIERS:
+            self.execution_score.labels(tier)
+            for status in EXECUTION_STATUSES:
+                self.executions.labels(status, tier)
 
     def synced(self, snapshot: MetagraphSnapshot) -> None:
         """A fresh metagraph: its block, and each serving miner's incentive and emission."""

@@ -3,8 +3,8 @@
 - **windows**: the last 100 scores of each miner uid (a :class:`RollingWindow`)
   with the hotkey they belong to and how many tasks that hotkey has been scored on;
 - **executions**: one record per scored miner per step — the task as sent and the
-  draw it came from (base task, instance seed, synthetic or not), the plan and its
-  hash, the metrics, the final output, the score and the
+  draw it came from (base task, instance seed, synthetic or not, hint tier, the tempo
+  of a drawn family), the plan and its hash, the metrics, the final output, the score and the
   reason for a 0 — enough to re-score it later (:mod:`validator.audit`);
 - **steps**: the blocks whose step is settled;
 - **tasks**: each task's lifecycle: active, or set aside since a block until a
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.hints import HintTier
 from protocol.task import SYNTHETIC_PREFIX
 from scoring.window import RollingWindow
 from storage import open_shared
@@ -58,7 +59,8 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS executions (
         id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, uid INTEGER NOT NULL,
         hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
-        instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, plan_hash TEXT, plan TEXT, metrics TEXT,
+        instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, hint_tier TEXT NOT NULL DEFAULT 'full',
+        drawn_tempo INTEGER, plan_hash TEXT, plan TEXT, metrics TEXT,
         final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
@@ -86,6 +88,10 @@ class ExecutionRecord:
     reason: str | None
     synthetic: bool = False
     """Whether the step sent the synthetic variant of ``base_task_id``'s instance."""
+    hint_tier: HintTier = "full"
+    """The hint tier the task was sent at (:mod:`protocol.hints`)."""
+    drawn_tempo: int | None = None
+    """The tempo ``base_task_id`` was drawn for, when it is a drawn family; ``None``: curated."""
     id: int | None = None
 
     @property
@@ -139,6 +145,7 @@ class ValidatorState:
         self._window_size = window_size
         self._drop_old_lifecycle()
         self._add_synthetic_column()
+        self._add_draw_columns()
 
     def close(self) -> None:
         self._conn.close()
@@ -195,8 +202,8 @@ class ValidatorState:
             )
             conn.executemany(
                 """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic,
-                   plan_hash, plan, metrics, final_output, score, s, reason)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [_execution_row(block, r) for r in records],
             )
             for record in records:
@@ -337,6 +344,19 @@ class ValidatorState:
 
         self._migrate(_has_synthetic_column, add)
 
+    def _add_draw_columns(self) -> None:
+        """A state file from before records stored their hint tier and a drawn family's
+        tempo: every old record was sent at ``full``, of a curated family."""
+
+        def add(conn: sqlite3.Connection) -> None:
+            have = _columns(conn, "executions")
+            if "hint_tier" not in have:
+                conn.execute("ALTER TABLE executions ADD COLUMN hint_tier TEXT NOT NULL DEFAULT 'full'")
+            if "drawn_tempo" not in have:
+                conn.execute("ALTER TABLE executions ADD COLUMN drawn_tempo INTEGER")
+
+        self._migrate(_has_draw_columns, add)
+
     def _migrate(
         self, done: Callable[[sqlite3.Connection], bool], apply: Callable[[sqlite3.Connection], None]
     ) -> None:
@@ -361,6 +381,10 @@ def _has_synthetic_column(conn: sqlite3.Connection) -> bool:
     return "synthetic" in _columns(conn, "executions")
 
 
+def _has_draw_columns(conn: sqlite3.Connection) -> bool:
+    return {"hint_tier", "drawn_tempo"} <= _columns(conn, "executions")
+
+
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
@@ -370,22 +394,24 @@ _FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, refe
 
 
 _RECORD_COLUMNS = (
-    "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, plan, metrics, final_output, score, reason"
+    "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, hint_tier, drawn_tempo, plan, metrics, "
+    "final_output, score, reason"
 )
 
 
 def _execution_row(block: int, r: ExecutionRecord) -> tuple:
     return (
-        block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.plan_hash,
+        block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.hint_tier,
+        r.drawn_tempo, r.plan_hash,
         _dump(r.plan), _dump(r.metrics), _dump(r.final_output), canonical_json(r.score), float(r.score["S"]), r.reason,
     )
 
 
 def _record(row: tuple) -> ExecutionRecord:
-    rid, block, uid, hotkey, task_id, base, seed, synthetic, plan, metrics, final_output, score, reason = row
+    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, plan, metrics, final_output, score, reason = row
     return ExecutionRecord(
         block=block, uid=uid, hotkey=hotkey, task_id=task_id, base_task_id=base, instance_seed=seed,
-        synthetic=bool(synthetic),
+        synthetic=bool(synthetic), hint_tier=tier, drawn_tempo=tempo,
         plan=_load(plan), metrics=_load(metrics), final_output=_load(final_output), score=json.loads(score),
         reason=reason, id=rid,
     )

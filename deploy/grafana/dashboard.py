@@ -41,6 +41,8 @@ PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
      [(f"histogram_quantile(0.9, sum by (le, phase) (rate(dagnet_validator_step_phase_seconds_bucket[{RATE}])))", "{{phase}}")]),
     ("Validator", "Executions per minute by status", "timeseries", "none",
      [(f"sum by (status) (rate(dagnet_validator_executions_total[{RATE}])) * 60", "{{status}}")]),
+    ("Validator", "Mean score by tier", "timeseries", "none",
+     [(f"sum by (tier) (rate(dagnet_validator_execution_score_sum[{RATE}])) / sum by (tier) (rate(dagnet_validator_execution_score_count[{RATE}]))", "{{tier}}")]),
     ("Validator", "Node latency by subnet (p95)", "timeseries", "s",
      [(f"histogram_quantile(0.95, sum by (le, subnet) (rate(dagnet_validator_node_latency_seconds_bucket[{RATE}])))", "{{subnet}}")]),
     ("Validator", "Cost per execution (mean)", "timeseries", "none",
