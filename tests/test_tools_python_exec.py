@@ -44,6 +44,12 @@ async def test_the_node_timeout_caps_the_cpu_time():
         await TOOL({"code": "while True:\n    pass"}, ctx(timeout_seconds=1.0))
 
 
+async def test_a_program_and_its_stdin_may_fill_the_input_bound_exactly():
+    code = "import sys\nprint(len(sys.stdin.read()))\n"
+    stdin = "x" * (8 * 1024 - len(code))
+    assert (await TOOL({"code": code, "stdin": stdin}, ctx())).output.text == f"{len(stdin)}\n"
+
+
 async def test_a_sleeping_program_is_stopped_by_the_wall_cap():
     with pytest.raises(ToolError, match=r"timed out \(wall limit 3s\)"):
         await TOOL({"code": "import time\ntime.sleep(30)"}, ctx(timeout_seconds=1.0))
@@ -51,8 +57,10 @@ async def test_a_sleeping_program_is_stopped_by_the_wall_cap():
 
 @pytest.mark.parametrize(
     "params, field",
-    [({}, "code"), ({"code": ""}, "code"), ({"code": "x" * (64 * 1024 + 1)}, "code"),
-     ({"code": "é" * (33 * 1024)}, "code"), ({"code": "1", "args": "a b"}, "args"), ({"code": "1", "env": {}}, "env")],
+    [({}, "code"), ({"code": ""}, "code"), ({"code": "x" * (8 * 1024 + 1)}, "code"),
+     ({"code": "é" * (5 * 1024)}, "code"), ({"code": "1", "stdin": "x" * (8 * 1024 + 1)}, "stdin"),
+     ({"code": "#" * 5000, "stdin": "x" * 5000}, "code, stdin and args"),
+     ({"code": "1", "args": "a b"}, "args"), ({"code": "1", "env": {}}, "env")],
 )
 async def test_bad_params_name_the_field(params, field):
     with pytest.raises(ToolError, match=field):

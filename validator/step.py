@@ -45,6 +45,7 @@ from .client import MinerClient, Reply
 from .errors import PeerError
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
+from engine.holdings import holding
 from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ async def _execute(
     owned: OwnedExecution | None,
 ) -> None:
     synapse = candidate.synapse
-    runner = runner_factory(package, candidate.miner)
+    runner = holding(runner_factory(package, candidate.miner), task.holdings)  # providers get data, never ids
     async with slots:
         try:
             if owned is None:

@@ -35,6 +35,12 @@ def parse_params(model: type[M], params: Any) -> M:
         raise ToolError(f"bad params: {format_validation_error(exc)}") from None
 
 
+def unresolved_held(param: str, held_id: str) -> str:
+    """Why a call naming held data by id reached a tool: only the validator running the
+    task holds it (``engine/holdings.py``)."""
+    return f"{param} {held_id[:80]!r} is held data: only the validator running its task resolves it"
+
+
 def make_output(text: str = "", *, code: str = "", metadata: dict[str, Any] | None = None) -> NodeOutput:
     """A validated :class:`NodeOutput`; oversize parts raise ``ToolError``, never truncate."""
     try:

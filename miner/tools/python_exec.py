@@ -10,6 +10,10 @@ The program's CPU is capped by the node's timeout (at least one second: RLIMIT_C
 whole seconds), and its wall time by a multiple of that, so a loaded machine reaches the
 same outcome as a quiet one unless the program sleeps. Its output carries nothing the
 machine measured (no wall time): a plan's output must not depend on the validator's load.
+
+Its input is bounded (:data:`INPUT_MAX_BYTES` for code, stdin and args together) and it
+reads no held data (``engine/holdings.py``): a call is priced by its subnet as a fixed
+CPU allowance (the node's timeout caps its CPU), so nothing large is shipped into it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.limits import OUTPUT_CODE_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
+from protocol.limits import OUTPUT_TEXT_MAX_BYTES
 from sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_python
 
 from ._common import make_output, parse_params
@@ -31,11 +35,16 @@ WALL_PER_CPU = 3.0
 """The wall-clock cap is this many times the CPU cap: slack for a loaded machine."""
 
 
+INPUT_MAX_BYTES = 8 * 1024
+"""The most a call may ship into the sandbox: its code, stdin and args together (UTF-8).
+An exec subnet computes; it is not a place to send data (docs/hardening.md)."""
+
+
 class PythonExecParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    code: str = Field(min_length=1, max_length=OUTPUT_CODE_MAX_BYTES)
-    stdin: str = Field(default="", max_length=1024 * 1024)
+    code: str = Field(min_length=1, max_length=INPUT_MAX_BYTES)
+    stdin: str = Field(default="", max_length=INPUT_MAX_BYTES)
     args: list[str] = Field(default_factory=list, max_length=64)
 
 
@@ -44,8 +53,9 @@ def make_python_exec(limits: SandboxLimits) -> Tool:
 
     def python_exec(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         p = parse_params(PythonExecParams, params)
-        if len(p.code.encode("utf-8", "surrogatepass")) > OUTPUT_CODE_MAX_BYTES:
-            raise ToolError(f"bad params: code: longer than {OUTPUT_CODE_MAX_BYTES} bytes")
+        shipped = sum(len(part.encode("utf-8", "surrogatepass")) for part in (p.code, p.stdin, *p.args))
+        if shipped > INPUT_MAX_BYTES:
+            raise ToolError(f"bad params: code, stdin and args: {shipped} bytes, more than {INPUT_MAX_BYTES}")
         cpu = min(limits.cpu_seconds, max(1.0, ctx.timeout_seconds))
         run_limits = dataclasses.replace(
             limits,

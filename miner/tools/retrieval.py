@@ -1,7 +1,10 @@
 """``search``: BM25 retrieval over the sentences of a small text corpus.
 
 The corpus is the shipped one, or the ``documents`` given in the params (a task
-instance's own collection: ``[{"id", "title", "text"}, ...]``), indexed per call.
+instance's own collection: ``[{"id", "title", "text"}, ...]``), indexed per call. A
+task's collection is held by id (``collection``): the validator running the task puts
+its documents in ``documents`` (``engine/holdings.py``); an id that reaches the tool
+was not resolved, and the call fails saying so.
 
 A corpus is a directory of ``*.txt`` documents: the first line is the title,
 the rest is the body. The document id is the file name without ``.txt``. Each
@@ -28,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._common import make_output, parse_params
+from ._common import make_output, parse_params, unresolved_held
 from .base import Tool, ToolContext, ToolError, ToolResult, ToolSpec
 
 K1 = 1.5
@@ -138,6 +141,8 @@ class SearchParams(BaseModel):
     query: str = Field(min_length=1, max_length=1024)
     k: int = Field(default=3, ge=1, le=20)
     documents: list[Document] | None = Field(default=None, min_length=1, max_length=MAX_DOCUMENTS)
+    collection: str | None = Field(default=None, max_length=128)
+    """A held collection's id: only the validator running the task resolves it to ``documents``."""
 
 
 def make_search(corpus_dir: Path) -> Tool:
@@ -146,6 +151,8 @@ def make_search(corpus_dir: Path) -> Tool:
 
     async def search(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         p = parse_params(SearchParams, params)
+        if p.collection is not None:
+            raise ToolError(unresolved_held("collection", p.collection))
         if not tokenize(p.query):
             raise ToolError("bad params: query: has no searchable words")
         corpus = load_corpus(directory) if p.documents is None else _given_corpus(p.documents)

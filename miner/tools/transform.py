@@ -23,7 +23,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ._common import BoundedText, canonical_json, ensure_fits, json_output, load_json_param, make_output, parse_params
+from ._common import (
+    BoundedText, canonical_json, ensure_fits, json_output, load_json_param, make_output, parse_params, unresolved_held,
+)
 from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
 
 MAX_OPS = 64
@@ -312,7 +314,9 @@ _FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d{1,3})?")
 class CsvToJsonParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    csv: str = Field(max_length=MAX_CSV_CHARS)
+    csv: str | None = Field(default=None, max_length=MAX_CSV_CHARS)
+    table: str | None = Field(default=None, max_length=128)
+    """A held table's id: only the validator running the task resolves it to ``csv``."""
     delimiter: str = Field(default=",", min_length=1, max_length=1)
     numeric: bool = False
 
@@ -332,6 +336,10 @@ def _cell(text: str, numeric: bool) -> Any:
 def _csv_to_json(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Rows → a list of objects keyed by the header row; ``numeric`` converts number cells."""
     p = parse_params(CsvToJsonParams, params)
+    if p.table is not None:
+        raise ToolError(unresolved_held("table", p.table))
+    if p.csv is None:
+        raise ToolError("bad params: csv: field required")
     rows = (row for row in csv.reader(io.StringIO(p.csv), delimiter=p.delimiter, strict=True) if row)
     try:
         header = next(rows, None)
