@@ -1,0 +1,192 @@
+"""Families without end: fresh families drawn per tempo from a validator's secret.
+
+:func:`drawn_families` draws ``count`` families from the grammar of typed compositions
+(:mod:`tasks.grammar_data`: parse → filter/sort/group/aggregate → assemble;
+:mod:`tasks.grammar_lookup`: search per subject → join, or → extract → calculate →
+report; :mod:`tasks.grammar_calc`: drawn formulas → report; :mod:`tasks.grammar_code`:
+function bodies with drawn constants). Each family is built by the curated builders,
+so it holds its data and writes its steps, profile and public examples as the curated
+ones do; its id is ``gen_<12 hex>``, named by the secret, the tempo and the draw. The
+types come in turn (data, rag, agent, code, from a turn the secret and tempo choose), so
+forty drawn families are ten of each.
+
+Every candidate is checked before use (:func:`check`); one that fails is replaced by
+the next draw, so the result depends on the arguments alone:
+
+- it needs subnets of at least two types;
+- its description shows no value of any instance it was checked on;
+- every answer value is exact (an integer, or a float of at most three decimals that
+  prints as it is), on its public examples and :data:`HIDDEN` hidden instances;
+- where the production can check its own program cheaply (a code body run here, with
+  the instance's constants, on its cases), it agrees with the reference on them;
+- its public examples determine it: no neighbour of the drawn production (another
+  choice of the grammar at one slot of the answer) agrees with every example's answer
+  yet differs on a hidden instance;
+- with ``verify`` (the executing check, which ``tasks`` cannot run itself:
+  ``neurons.drawcheck.reference_solves``), its reference plan solves instances.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.hints import EXAMPLES
+
+from .family import Family, Instance
+from .grammar import Production, exact, slots
+from .grammar_calc import draw_job
+from .grammar_code import draw_code
+from .grammar_data import draw_data
+from .grammar_lookup import draw_lookup, draw_rag
+from .seed import Draw, public_seed, text_seed
+
+__all__ = [
+    "HIDDEN", "PREFIX", "TYPES", "DrawnSet", "Verifier", "candidate", "check", "check_seeds", "draw_set",
+    "drawn_families",
+]
+
+PREFIX = "gen_"
+HIDDEN = 8
+"""Hidden instances every candidate's answers are checked on (besides its examples)."""
+_ATTEMPTS_PER_FAMILY = 25
+_PROFILE_INDICES = 60
+
+Verifier = Callable[[Family], "str | None"]
+"""Runs a family's reference plan; why it fails to solve an instance, or None."""
+
+TYPES = ("data_transform", "rag", "agent", "code")
+"""Drawn families take these types in turn, so any ``count`` of them is balanced."""
+_PRODUCTIONS: dict[str, tuple[Callable[[Draw, int], Production], ...]] = {
+    "data_transform": (draw_data,), "rag": (draw_rag,), "agent": (draw_lookup, draw_job), "code": (draw_code,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DrawnSet:
+    """The families drawn, and every candidate the checks turned down: ``(id, reason)``."""
+
+    families: tuple[Family, ...]
+    rejected: tuple[tuple[str, str], ...]
+
+
+def drawn_families(secret: int, tempo: int, count: int, verify: Verifier | None = None) -> tuple[Family, ...]:
+    """``count`` checked families drawn for ``tempo`` from ``secret`` (deterministic)."""
+    return draw_set(secret, tempo, count, verify).families
+
+
+@functools.lru_cache(maxsize=16)
+def draw_set(secret: int, tempo: int, count: int, verify: Verifier | None = None) -> DrawnSet:
+    """:func:`drawn_families` with the candidates turned down; cached per arguments."""
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    families: list[Family] = []
+    rejected: list[tuple[str, str]] = []
+    attempt, turn = 0, text_seed(f"dagnet drawn types:{secret}:{tempo}") % len(TYPES)
+    while len(families) < count:
+        kind = TYPES[(turn + len(families)) % len(TYPES)]
+        for _ in range(_ATTEMPTS_PER_FAMILY):
+            production = candidate(secret, tempo, attempt, kind)
+            attempt += 1
+            reason = check(production, verify)
+            if reason is None:
+                families.append(production.family)
+                break
+            rejected.append((production.family.task_id, reason))
+        else:
+            raise RuntimeError(f"no {kind} candidate passed the checks in {_ATTEMPTS_PER_FAMILY} draws; "
+                               f"last turned down: {rejected[-1]}")
+    return DrawnSet(tuple(families), tuple(rejected))
+
+
+def candidate(secret: int, tempo: int, attempt: int, task_type: str) -> Production:
+    """The ``task_type`` production of draw ``attempt`` for (``secret``, ``tempo``), under its ``gen_`` id."""
+    digest = hashlib.sha256(f"dagnet drawn family:{secret}:{tempo}:{attempt}".encode()).digest()
+    draw = Draw(int.from_bytes(digest[8:16], "big"))
+    production = draw.choice(_PRODUCTIONS[task_type])(draw, draw.below(_PROFILE_INDICES))
+    return Production(_renamed(production.family, PREFIX + digest[:6].hex()), production.neighbours)
+
+
+def _renamed(family: Family, task_id: str) -> Family:
+    """``family`` under ``task_id``, its public examples drawn again for that id."""
+    package = family.package.model_copy(update={"task_id": task_id})
+    examples = Family(package, family.generate).public_examples()
+    return Family(package.model_copy(update={"examples": examples}), family.generate)
+
+
+def check_seeds(task_id: str, n: int = HIDDEN) -> list[int]:
+    """The hidden instance seeds a family's checks use (63-bit, like a validator's)."""
+    return [text_seed(f"dagnet drawn check:{task_id}:{i}") >> 1 for i in range(n)]
+
+
+def check(production: Production, verify: Verifier | None = None) -> str | None:
+    """Why ``production``'s family may not be used, or ``None`` (the checks above)."""
+    family = production.family
+    types = {info.type for info in family.package.available_tools.values()}
+    if len(types) < 2:
+        return f"needs two subnet types, has {sorted(types)}"
+    examples = [family.instance(public_seed(family.task_id, i)) for i in range(EXAMPLES)]
+    hidden = [family.instance(seed) for seed in check_seeds(family.task_id)]
+    for instance in (*examples, *hidden):
+        shown = _shown_value(family.package.description, instance.inputs)
+        if shown is not None:
+            return f"description shows the instance value {shown!r} (seed {instance.seed})"
+        if not exact(slots(family.task_type, instance.reference)):
+            return f"inexact reference value (seed {instance.seed})"
+        disagreement = production.consistent(instance) if production.consistent else None
+        if disagreement is not None:
+            return f"program and reference disagree (seed {instance.seed}): {disagreement}"
+    reason = undetermined(production, examples, hidden)
+    if reason is None and verify is not None:
+        reason = verify(family)
+    return reason
+
+
+def undetermined(production: Production, examples: list[Instance], hidden: list[Instance]) -> str | None:
+    """Why the examples do not determine the task: a neighbour that agrees with every
+    example but not with a hidden instance; ``None`` when there is none."""
+    kind = production.family.task_type
+    answers = {id(i): slots(kind, i.reference) for i in (*examples, *hidden)}
+    for slot, options in production.neighbours.items():
+        for name, answer in options.items():
+            if all(_same(answer, i, answers[id(i)][slot]) for i in examples):
+                for i in hidden:
+                    if not _same(answer, i, answers[id(i)][slot]):
+                        return f"examples do not determine `{slot}`: {name} agrees with them but not on seed {i.seed}"
+    return None
+
+
+def _same(answer: Callable[[Instance], Any], instance: Instance, expected: Any) -> bool:
+    try:
+        got = answer(instance)
+    except (ArithmeticError, ValueError, TypeError, KeyError, IndexError):
+        return False
+    return json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+def _shown_value(description: str, inputs: dict[str, Any]) -> str | None:
+    """An input value of the instance (a string of three or more characters, a number
+    of three or more digits) that ``description`` contains as a whole word."""
+    for value in _leaves(inputs):
+        text = str(value)
+        if isinstance(value, bool) or len(text.lstrip("-")) < 3:
+            continue
+        if re.search(rf"(?<![\w-]){re.escape(text)}(?![\w-])", description):
+            return text
+    return None
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
