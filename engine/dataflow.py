@@ -80,10 +80,10 @@ class _DataFlow:
         """What ``node``'s refs read on ``frame``: each source's value there, and the inputs."""
         values = {INPUT: self.outputs[INPUT]}
         for source in node.sources:
-            if frame is not None and source.frames is not None:
-                values[source.id] = source.frames[frame]
-            elif frame is not None and source.instances is not None:
-                values[source.id] = source.instances[frame].output
+            if frame is not None and source.emitted is not None:
+                values[source.id] = source.emitted[frame]
+            elif frame is not None and source.per_frame is not None:
+                values[source.id] = source.per_frame[frame].output
             else:
                 values[source.id] = self.outputs.get(source.id)
         return values
@@ -96,13 +96,13 @@ def _frames_read(node: _Node) -> list[int | None]:
     """The frames whose slices ``node`` reads: its own, or every one a gather joins."""
     if node.frame is not None:
         return [node.frame]
-    if node.generator is not None and node.generator.frames is not None:
-        return list(range(len(node.generator.frames)))
+    if node.generator is not None and node.generator.emitted is not None:
+        return list(range(len(node.generator.emitted)))
     return [None]
 
 
 def _in_frame(source: _Node, frame: int | None) -> _Node:
     """``source`` as seen on ``frame``: its instance there when it is frame-scoped."""
-    if frame is not None and source.instances is not None:
-        return source.instances[frame]
+    if frame is not None and source.per_frame is not None:
+        return source.per_frame[frame]
     return source

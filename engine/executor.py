@@ -140,7 +140,7 @@ class _Run:
         self._nodes = nodes
         self._task_id = task_id
         self._on_event = on_event
-        self._static_errors = {nodes[graph.index[k]]: v for k, v in check.node_errors.items()}
+        self._static_errors = {graph.index[k]: v for k, v in check.node_errors.items()}
         self._budget = budget
         self.flow = _DataFlow(check.compiled, max_params_bytes)
         self._outputs = self.flow.outputs
@@ -168,11 +168,11 @@ class _Run:
         self._done: asyncio.Future[None] = loop.create_future()
 
     async def run(self, deadline_s: float | None) -> None:
-        for node, reason in self._static_errors.items():
-            self._set(node, BLOCKED, reason)
-            self._sched.remove(node.index)
+        for i, reason in self._static_errors.items():
+            self._set(self._nodes[i], BLOCKED, reason)
+            self._sched.remove(i)
         for node in self._nodes:
-            if node.instances is not None:
+            if node.per_frame is not None:
                 self._sched.join(node.index)
         self._sched.prepare()
         self._pump()
@@ -202,7 +202,7 @@ class _Run:
         self.t_last = now
         for node in self._nodes:
             if node.status == RUNNING:
-                node.finished = now
+                node.finished_s = now
                 self._set(node, FAILED, DEADLINE_REASON)
             elif node.status == PENDING or node.status == READY:
                 self._set(node, BLOCKED, DEADLINE_REASON)
@@ -262,9 +262,9 @@ class _Run:
 
     def begin(self, node: _Node, attempt: int, start: float) -> NodeCall:
         """Count an attempt that starts at loop time ``start`` and build its call."""
-        node.attempt_started = start - self.t0
+        node.last_started_s = start - self.t0
         if attempt == 1:
-            node.started = node.attempt_started
+            node.started_s = node.last_started_s
         node.attempts = attempt
         return NodeCall(
             self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
@@ -290,28 +290,27 @@ class _Run:
         if cost:  # 0 is the common case, and needs no charge
             if type(cost) is not float and type(cost) is not int or not 0 < cost < _INF:
                 return f"runner reported an invalid cost: {cost!r}"
-            node.cost += cost
+            node.cost_tao += cost
             if self._budget is not None:
                 self._budget.charge(cost)
         elif type(cost) is not float and type(cost) is not int:
             return f"runner reported an invalid cost: {cost!r}"
         extra = result.unplanned_retries
         if extra and type(extra) is int and extra > 0:
-            node.unplanned += extra
+            node.unplanned_retries += extra
         output = result.output
         if output is None:
             return result.error or "no output"
         if type(output) is not NodeOutput and not isinstance(output, NodeOutput):
             return f"runner returned malformed output ({type(output).__name__})"
+        node.output = out = output.as_dict()
         if node.frame is None:
-            self._outputs[node.id] = output.as_dict()
-        else:
-            node.output = output.as_dict()
+            self._outputs[node.id] = out
         return None
 
     def settle(self, node: _Node, error: str | None) -> None:
         """Finish a node that ran (``error`` is None on success) and dispatch what follows."""
-        self.t_last = node.finished = self.clock() - self.t0
+        self.t_last = node.finished_s = self.clock() - self.t0
         self._inflight -= 1
         if self._budget is not None:
             self._budget.release(node.held)

@@ -44,7 +44,7 @@ class _Frames:
         """Why this frame is refused, or None after counting its instances."""
         if not isinstance(output, NodeOutput):
             return f"malformed frame ({type(output).__name__})"
-        if len(generator.frames) >= self._max_frames:  # type: ignore[arg-type]
+        if len(generator.emitted) >= self._max_frames:  # type: ignore[arg-type]
             return f"frame_limit:{self._max_frames}"
         needed = len(self.members[generator.index])
         if needed > self._instances_left:
@@ -55,13 +55,13 @@ class _Frames:
     def add(self, generator: _Node, output: NodeOutput) -> list[tuple[_Node, _Node]]:
         """Keep ``generator``'s new frame and make each scoped node's instance on it,
         appended to the run's nodes; returns (scoped node, instance) pairs in order."""
-        frame = len(generator.frames)  # type: ignore[arg-type]
-        generator.frames.append(output.as_dict())  # type: ignore[union-attr]
+        frame = len(generator.emitted)  # type: ignore[arg-type]
+        generator.emitted.append(output.as_dict())  # type: ignore[union-attr]
         added = []
         for member in self.members[generator.index]:
             inst = member.instance(frame, len(self._nodes))
             self._nodes.append(inst)
-            member.instances.append(inst)  # type: ignore[union-attr]
+            member.per_frame.append(inst)  # type: ignore[union-attr]
             added.append((member, inst))
         return added
 
@@ -75,8 +75,8 @@ class _Frames:
             pred = self._nodes[p]
             if pred is generator:
                 continue
-            if pred.instances is not None and pred.generator is generator:
-                out.append(pred.instances[frame].index)
+            if pred.per_frame is not None and pred.generator is generator:
+                out.append(pred.per_frame[frame].index)
             else:
                 out.append(p)
         return out

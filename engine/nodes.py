@@ -1,6 +1,6 @@
 """Node state: one :class:`_Node` per plan node (graphlib's ``_NodeInfo`` with time
-added) and, for frames, one per frame instance; :meth:`_Node.record` is what the run
-report keeps of it. :func:`build_nodes` makes them from a checked plan.
+added) and, for frames, one per frame instance; each is also the :class:`NodeRecord`
+the run report keeps of it. :func:`build_nodes` makes them from a checked plan.
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ from protocol.actions import ACTIONS
 from protocol.plan import WorkflowPlan
 from protocol.validation import PlanCheck
 
-from .model import BLOCKED, PENDING, SUCCESS, Attempt, ExecutorConfig, NodeRecord
+from .model import BLOCKED, PENDING, SUCCESS, ExecutorConfig, NodeRecord
 
 __all__ = ["_FramedNode", "_Node", "build_nodes", "scoped_outcome"]
 
 _NO_OUTPUTS: dict[str, dict] = {}
 
 
-class _Node:
-    """One node's state during a run; :meth:`record` is what the report keeps of it."""
+class _Node(NodeRecord):
+    """One node's state during a run, and the :class:`NodeRecord` the report keeps of it:
+    one slotted object per node, whose record fields fill in as the node runs (so
+    settling a run builds no second object per node)."""
 
     __slots__ = (
         # Fixed for the run.
@@ -28,21 +30,15 @@ class _Node:
         "held",
         # Resolved at dispatch when the node holds refs (None until then).
         "params",
-        # What happened; times are seconds from the start of execution.
-        "status", "reason", "attempts", "cost", "started", "finished", "timeouts", "unplanned",
-        # The attempts that were retried, and when the last one began (see NodeRecord).
-        "log", "attempt_started",
     )
 
     # A plain node plays no part in frames; a _FramedNode has these as its own slots.
     emits = False
-    frames: list[dict] | None = None
+    emitted: list[dict] | None = None
     frame_error: str | None = None
     generator: _Node | None = None
     gathers = False
-    instances: list[_Node] | None = None
-    frame: int | None = None
-    output: dict | None = None
+    per_frame: list[_Node] | None = None
 
     def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
         self.index = index
@@ -55,16 +51,21 @@ class _Node:
         self.sources: tuple[_Node, ...] = ()  # referenced nodes, in order of first reference
         self.held = 0.0
         self.params: dict | None = None
+        # The record; times are seconds from the start of execution.
         self.status = PENDING
-        self.reason: str | None = None
+        self.reason = None
         self.attempts = 0
-        self.cost = 0.0
-        self.started: float | None = None
-        self.finished: float | None = None
+        self.cost_tao = 0.0
+        self.started_s = None
+        self.finished_s = None
+        self.output = None
         self.timeouts = 0
-        self.unplanned = 0
-        self.log: tuple[Attempt, ...] = ()
-        self.attempt_started: float | None = None
+        self.unplanned_retries = 0
+        self.retried = ()
+        self.last_started_s = None
+        self.frame = None
+        self.frames = None
+        self.instances = ()
 
     @property
     def label(self) -> str:
@@ -80,57 +81,49 @@ class _Node:
         inst.frame = frame
         return inst
 
-    def record(self, output: dict | None) -> NodeRecord:
-        return NodeRecord(
-            self.status, self.reason, self.attempts, self.cost, self.started, self.finished,
-            output, self.timeouts, self.unplanned, self.log, self.attempt_started,
-        )
+    def record(self) -> NodeRecord:
+        """What the report keeps of the node once the run is over: the node itself."""
+        return self
 
 
 class _FramedNode(_Node):
     """A node with a part in frames (protocol.frames): a generator ``emits`` and keeps
-    its ``frames`` (and ``frame_error``, why it fails although its runner did not); a
-    frame-scoped node keeps its ``instances``; an instance has its ``frame`` and keeps
-    its ``output``; a gather ``gathers``. ``generator`` is whose frames it reads."""
+    the frames it ``emitted`` (and ``frame_error``, why it fails although its runner did
+    not); a frame-scoped node keeps its instances ``per_frame``; an instance has its
+    ``frame``; a gather ``gathers``. ``generator`` is whose frames it reads."""
 
-    __slots__ = ("emits", "frames", "frame_error", "generator", "gathers", "instances", "frame", "output")
+    __slots__ = ("emits", "emitted", "frame_error", "generator", "gathers", "per_frame")
 
     def __init__(self, index: int, node_id: str, subnet: str, action: str, estimate: float, timeout: float) -> None:
         super().__init__(index, node_id, subnet, action, estimate, timeout)
         self.emits = False
-        self.frames = None
+        self.emitted = None
         self.frame_error = None
         self.generator = None
         self.gathers = False
-        self.instances = None
-        self.frame = None
-        self.output = None
+        self.per_frame = None
 
-    def record(self, output: dict | None) -> NodeRecord:
-        if self.instances is not None:
-            return _scoped_record(self)
-        record = super().record(output if self.frame is None else self.output)
-        record.frame = self.frame
-        record.frames = None if self.frames is None else len(self.frames)
-        return record
-
-
-def _scoped_record(node: _Node) -> NodeRecord:
-    """A frame-scoped node's record: its instances', summed, under its own status."""
-    instances = tuple(inst.record(None) for inst in node.instances or ())
-    starts = [r.started_s for r in instances if r.started_s is not None]
-    ends = [r.finished_s for r in instances if r.finished_s is not None]
-    return NodeRecord(
-        node.status, node.reason, sum(r.attempts for r in instances), sum(r.cost_tao for r in instances),
-        min(starts, default=None), max(ends, default=None), None,
-        sum(r.timeouts for r in instances), sum(r.unplanned_retries for r in instances), instances=instances,
-    )
+    def record(self) -> NodeRecord:
+        """The record, with a generator's count of frames, or a frame-scoped node's
+        instances (in frame order) and their attempts, costs and times summed."""
+        if self.emitted is not None:
+            self.frames = len(self.emitted)
+        if self.per_frame is not None:
+            instances = self.instances = tuple(inst.record() for inst in self.per_frame)
+            starts = [r.started_s for r in instances if r.started_s is not None]
+            ends = [r.finished_s for r in instances if r.finished_s is not None]
+            self.attempts = sum(r.attempts for r in instances)
+            self.cost_tao = sum(r.cost_tao for r in instances)
+            self.started_s, self.finished_s = min(starts, default=None), max(ends, default=None)
+            self.timeouts = sum(r.timeouts for r in instances)
+            self.unplanned_retries = sum(r.unplanned_retries for r in instances)
+        return self
 
 
 def scoped_outcome(node: _Node) -> tuple[str, str | None]:
     """A frame-scoped node's status once everything it waits for settled: its first
     instance (in frame order) that did not succeed, else its generator's failure."""
-    for inst in node.instances or ():
+    for inst in node.per_frame or ():
         if inst.status != SUCCESS:
             return inst.status, f"{inst.label}: {inst.reason}"
     generator = node.generator
@@ -185,11 +178,11 @@ def _frame_roles(nodes: list[_Node], check: PlanCheck) -> None:
     for generator_id in scopes.members:
         generator = nodes[graph.index[generator_id]]
         generator.emits = True
-        generator.frames = []
+        generator.emitted = []
     for node_id, generator_id in scopes.generator_of.items():
         node = nodes[graph.index[node_id]]
         node.generator = nodes[graph.index[generator_id]]
-        node.instances = []
+        node.per_frame = []
     for node in nodes:
         if isinstance(node, _FramedNode) and node.action in _GATHERS and node.id in check.compiled:
             node.gathers = True

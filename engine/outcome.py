@@ -33,10 +33,11 @@ def execution(
     planned = nodes[: len(plan.nodes)]
     statuses = [node.status for node in planned]
     output_node = _output_node(plan, check, planned)
+    metrics = _metrics(nodes, planned, statuses, *span)  # before record() sums instances into their node
     return Execution(
         status=_overall(statuses), errors=[],
-        nodes={node.id: node.record(outputs.get(node.id)) for node in planned},
-        metrics=_metrics(nodes, planned, statuses, *span),
+        nodes={node.id: node.record() for node in planned},
+        metrics=metrics,
         budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
         final_output=outputs.get(output_node) if output_node is not None else None,
         output_node=output_node, total_steps=len(planned),
@@ -55,9 +56,9 @@ def _metrics(
     return RunMetrics(
         completion_ratio=completed / len(planned),
         latency_s=latency,
-        cost_tao=sum([node.cost for node in nodes]),
+        cost_tao=sum([node.cost_tao for node in nodes]),
         retries=sum([node.attempts - 1 for node in nodes if node.attempts > 1]),
-        unplanned_retries=sum([node.unplanned for node in nodes]),
+        unplanned_retries=sum([node.unplanned_retries for node in nodes]),
         timeouts=sum([node.timeouts for node in nodes]),
         hard_failures=statuses.count(FAILED) + statuses.count(BLOCKED),
     )
@@ -66,9 +67,9 @@ def _metrics(
 def _completion(node: _Node) -> float:
     """A node's share of completion_ratio: 1 if it succeeded; for a frame-scoped node, the
     fraction of its instances that succeeded (with none, whether its generator did)."""
-    if not node.instances:
+    if not node.per_frame:
         return 1.0 if node.status == SUCCESS else 0.0
-    return sum(1 for inst in node.instances if inst.status == SUCCESS) / len(node.instances)
+    return sum(1 for inst in node.per_frame if inst.status == SUCCESS) / len(node.per_frame)
 
 
 def _output_node(plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node]) -> str | None:

@@ -206,7 +206,7 @@ class _Pool:
                     error = run.timed_out(node)
                 else:
                     error = record(node, result)
-                if error is None or node.frames or attempt == node.max_attempts:  # no retry after a frame
+                if error is None or node.emitted or attempt == node.max_attempts:  # no retry after a frame
                     break
-                node.log = (*node.log, Attempt(start - t0, clock() - t0, error))
+                node.retried = (*node.retried, Attempt(start - t0, clock() - t0, error))
             settle(node, error)
