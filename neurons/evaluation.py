@@ -2,7 +2,8 @@
 beside the reference planners.
 
 For every family and seed the planner answers the package of the instance
-:func:`neurons.localrun.family_task` draws (the validator's seed draw), under the
+:func:`neurons.localrun.family_task` draws (the validator's seed draw), sent at one hint
+tier (:func:`protocol.task.at_tier`, ``full`` unless asked), under the
 miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
 the validator's response check (:func:`protocol.response.check_response`) and a valid
 plan through owned execution and the scorer (:func:`engine.owned.evaluate_owned`,
@@ -25,8 +26,9 @@ from typing import Any
 from tasks import Family, load_families
 from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
 from neurons.localrun import family_task, owned_runner
+from protocol.hints import HintTier
 from protocol.response import check_response
-from protocol.task import Task
+from protocol.task import Task, at_tier
 from scoring.weights import normalize_weights
 from engine.owned import evaluate_owned
 
@@ -118,9 +120,11 @@ def evaluate_planner(
     seeds: Iterable[int],
     timeout_s: float = PLANNER_TIMEOUT_S,
     progress: Progress | None = None,
+    tier: HintTier = "full",
 ) -> dict[str, Any]:
-    """Score planner ``name`` and the references on ``families`` × ``seeds``; the result
-    :func:`neurons.commands.eval` prints (``--json`` prints it as is).
+    """Score planner ``name`` and the references on ``families`` × ``seeds``, every package
+    sent at hint ``tier``; the result :func:`neurons.commands.eval` prints (``--json``
+    prints it as is).
 
     ``PlannerLoadError`` when ``name`` cannot be loaded; nothing else raises.
     """
@@ -136,21 +140,21 @@ def evaluate_planner(
             for label, planner in planners.items():
                 if progress is not None:
                     progress(done, total, f"{family.task_id} seed {seed} {label}")
-                runs[label].append(_guarded(label, planner, family, seed, timeout_s))
+                runs[label].append(_guarded(label, planner, family, seed, timeout_s, tier))
                 done += 1
         rows.append(_family_row(family, name, runs))
     if progress is not None:
         progress(total, total, "")
     return {
-        "planner": name, "references": list(REFERENCES), "seeds": seeds, "timeout_s": timeout_s,
+        "planner": name, "references": list(REFERENCES), "seeds": seeds, "tier": tier, "timeout_s": timeout_s,
         "families": rows, "types": _groups(rows, name),
     }
 
 
-def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float) -> Run:
-    """:func:`score_answer`, with anything that breaks the evaluation kept in the run."""
+def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float, tier: HintTier) -> Run:
+    """:func:`score_answer` at ``tier``, with anything that breaks the evaluation kept in the run."""
     try:
-        run = score_answer(planner, family_task(family.task_id, seed), timeout_s=timeout_s)
+        run = score_answer(planner, at_tier(family_task(family.task_id, seed), tier), timeout_s=timeout_s)
     except Exception as exc:  # one family's failure is one row's error, never the run's end
         run = Run(label, family.task_id, family.task_type, seed, error=f"{type(exc).__name__}: {exc}")
         run.reason = run.error

@@ -31,6 +31,11 @@ EXIT_INVALID = 2
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 TaskIdOpt = typer.Option(None, "--task-id", help="Which task of a task-set file.  [default: none; required for a task set]")
+TierOpt = typer.Option(
+    "full", "--tier",
+    help="The hint tier the task is sent at: full (the step hints), outline (their actions only) or goal (no "
+    "steps: the description, inputs and public examples); see docs/tasks.md.",
+)
 MaxNodesOpt = typer.Option(
     None, "--max-nodes", min=1, help="Raise the node limit for large local plans.  [default: 256]"
 )

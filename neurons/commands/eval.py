@@ -10,7 +10,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.commands.common import JsonOpt, fail, print_json
+from neurons.commands.common import JsonOpt, TierOpt, fail, print_json
+from protocol.hints import HintTier
 
 _WIDTH = 80
 _NUMBERS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality")
@@ -40,11 +41,13 @@ def eval_planner(
         "applies.  [default: none]")] = None,
     sets: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE", help="Override one miner setting, e.g. planner.options.k=3 (repeatable).")] = None,
+    tier: HintTier = TierOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Score a planner on every family × seeds exactly as a validator would (owned execution,
-    the validator's seed draw, check and scorer), beside good and naive; print mean S and its
-    parts per family and type, wins against good, and the weight share it would earn."""
+    the validator's seed draw, check and scorer), beside good and naive, every package sent
+    at --tier; print mean S and its parts per family and type, wins against good, and the
+    weight share it would earn."""
     from miner.config import MinerSettings
     from miner.planner import PlannerLoadError
     from neurons.evaluation import evaluate_planner, select_families
@@ -61,7 +64,7 @@ def eval_planner(
     try:
         result = evaluate_planner(
             planner, options=options, families=families, seeds=range(seed_base, seed_base + seeds),
-            timeout_s=settings.planner.timeout_s, progress=progress,
+            timeout_s=settings.planner.timeout_s, progress=progress, tier=tier,
         )
     except PlannerLoadError as exc:
         fail(str(exc))
@@ -83,9 +86,9 @@ def render(result: dict[str, Any]) -> list[str]:
     """The tables, at most 80 columns wide (a long family id or reason is wrapped, not cut)."""
     name, seeds = result["planner"], result["seeds"]
     span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}..{seeds[-1]}"
-    intro = (f"dagnet eval {name}: {len(result['families'])} families x {span}, scored as a validator scores "
-             "(owned execution, the validator's check and scorer); the mean over the seeds. wins: instances "
-             "where it scores above good.")
+    intro = (f"dagnet eval {name}: {len(result['families'])} families x {span} at the {result['tier']} tier, "
+             "scored as a validator scores (owned execution, the validator's check and scorer); the mean over "
+             "the seeds. wins: instances where it scores above good.")
     if 0 in seeds:
         intro += " Seed 0 is the public example: a validator never draws it."
     lines = [*_wrapped(intro, ""), "", _row("family", _HEADS, "wins", first=22)]

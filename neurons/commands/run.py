@@ -12,12 +12,14 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    EXIT_INVALID, JsonOpt, MaxNodesOpt, SeedOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json,
-    task_option,
+    EXIT_INVALID, JsonOpt, MaxNodesOpt, SeedOpt, TaskIdOpt, TierOpt, error, fail, load_inputs, needs, plan_argument,
+    print_json, task_option,
 )
 from neurons.files import InputError, read_json
 from neurons.localrun import limits_for, run_document
 from protocol import strictjson
+from protocol.hints import HintTier
+from protocol.task import at_tier
 
 EXIT_NOT_COMPLETED = 1
 
@@ -33,6 +35,7 @@ def run(
     ),
     task_id: Optional[str] = TaskIdOpt,
     seed: Optional[int] = SeedOpt,
+    tier: HintTier = TierOpt,
     as_json: bool = JsonOpt,
     max_nodes: Optional[int] = MaxNodesOpt,
     events: bool = typer.Option(
@@ -52,14 +55,18 @@ def run(
     """Execute a plan on the local tool registry and print the run report.
 
     With a task family, the plan runs on a hidden instance drawn afresh each run (its
-    seed is printed; --seed replays it) and is scored as a validator scores it. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
+    seed is printed; --seed replays it) and is scored as a validator scores it; --tier
+    sends it at that hint tier (the score does not depend on it). Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from engine.report import render_report
     from validator.runpage import render_run_page
     from engine.trace import RunTrace
 
+    needs("--tier", None if tier == "full" else tier, "--task", task)
     document, loaded_task = load_inputs(plan, task, task_id, seed)
+    if loaded_task is not None:
+        loaded_task = at_tier(loaded_task, tier)
     bound = None if inputs is None else _inputs(inputs, loaded_task is not None)
     page = _open_for_writing(html_out) if html_out is not None else None
     trace = RunTrace(_print_json_line if events else None)
@@ -76,7 +83,7 @@ def run(
     else:
         console = Console()
         if loaded_task is not None and loaded_task.seed is not None:
-            console.print(f"task {loaded_task.task_id}, instance seed {loaded_task.seed}")
+            console.print(f"task {loaded_task.task_id}, instance seed {loaded_task.seed}, {loaded_task.hint_tier} tier")
         render_report(report, console)
     for finding in report.get("errors", []):
         error(finding)

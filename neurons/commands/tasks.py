@@ -2,7 +2,7 @@
 
 ``list`` is one line per family (id, type, the start of its description), cut to
 the terminal's width; ``show`` prints a family's task package exactly as a
-validator sends it to miners (the JSON of the request body).
+validator sends it to miners (the JSON of the request body), at a hint tier.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.commands.common import JsonOpt, fail, print_json
+from neurons.commands.common import JsonOpt, TierOpt, fail, print_json
+from protocol.hints import HintTier
+from protocol.task import at_tier
 
 tasks_app = typer.Typer(help="The shipped task families: list them, show one as a miner receives it.", no_args_is_help=True)
 
@@ -60,11 +62,12 @@ def tasks_show(
             "(what `dagnet run --task FAMILY --seed N` runs on).  [default: none]",
         ),
     ] = None,
+    tier: HintTier = TierOpt,
 ) -> None:
     """The family's task package as JSON, exactly as a validator sends it to a miner.
 
     The package is the same for every instance (miners never see the instance);
-    --seed adds that instance's seed and hidden inputs.
+    --seed adds that instance's seed and hidden inputs; --tier shows it at that hint tier.
     """
     from tasks import family
 
@@ -72,12 +75,12 @@ def tasks_show(
         found = family(family_id)
     except KeyError as exc:
         fail(str(exc).strip("'\""))
-    print_json(shown(found, seed))
+    print_json(shown(found, seed, tier))
 
 
-def shown(found: Any, seed: int | None) -> dict[str, Any]:
-    """The package's wire JSON, plus ``seed`` and ``instance_inputs`` when a seed is given."""
-    package = found.package
+def shown(found: Any, seed: int | None, tier: HintTier = "full") -> dict[str, Any]:
+    """The package's wire JSON at ``tier``, plus ``seed`` and ``instance_inputs`` when a seed is given."""
+    package = at_tier(found.package, tier)
     body: dict[str, Any] = json.loads(package.model_dump_json(by_alias=True, exclude_none=True))
     if seed is not None:
         body.update({"seed": seed, "instance_inputs": found.instance(seed).inputs})
