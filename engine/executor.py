@@ -120,7 +120,7 @@ class _Run:
 
     __slots__ = (
         "_budget", "_done", "_frame_runner", "_frames", "_halted", "_inflight", "_nodes", "_on_event", "_outputs",
-        "_pool", "_sched", "_static_errors", "_submit", "_task_id", "_watchdog", "clock", "flow", "t0", "t_first", "t_last",
+        "_pool", "_queue", "_sched", "_static_errors", "_watchdog", "clock", "flow", "t0", "t_first", "t_last", "task_id",
     )
 
     def __init__(
@@ -138,7 +138,7 @@ class _Run:
         graph = check.graph
         assert graph is not None
         self._nodes = nodes
-        self._task_id = task_id
+        self.task_id = task_id
         self._on_event = on_event
         self._static_errors = {graph.index[k]: v for k, v in check.node_errors.items()}
         self._budget = budget
@@ -158,7 +158,7 @@ class _Run:
         self._watchdog = _Watchdog(loop)
         units = parallel if check.frames.members else min(parallel, len(nodes))  # instances come and go
         self._pool = _Pool(self, runner, self._watchdog, units)
-        self._submit = self._pool.submit
+        self._queue = self._pool.queue
         self.clock = _clock(loop)
         self.t0 = self.clock()
         self.t_first: float | None = None  # first dispatch, from the start
@@ -224,14 +224,14 @@ class _Run:
         ready = sched.get_ready()
         if not ready:
             return
-        nodes, budget, flow, submit = self._nodes, self._budget, self.flow, self._submit
+        nodes, budget, flow, queue = self._nodes, self._budget, self.flow, self._queue
         quiet = self._on_event is None
         while ready:
             settled = False  # get_ready() can only offer more after a done()
             for i in ready:
                 if budget is not None and budget.exhausted():
                     self._abort_budget()
-                    return
+                    break
                 node = nodes[i]
                 if node.params is None:
                     reason = flow.block_reason(node)
@@ -249,8 +249,9 @@ class _Run:
                     node.status = RUNNING
                 else:
                     self._set(node, RUNNING, None)
-                submit(node)
-            ready = sched.get_ready() if settled else None
+                queue.append(node)
+            ready = sched.get_ready() if settled and not self._halted else None
+        self._pool.dispatched()
 
     def _abort_budget(self) -> None:
         self._halted = True
@@ -259,16 +260,6 @@ class _Run:
                 self._set(node, BUDGET_ABORT, BUDGET_REASON)
 
     # -- attempts, called by the workers ---------------------------------------------------
-
-    def begin(self, node: _Node, attempt: int, start: float) -> NodeCall:
-        """Count an attempt that starts at loop time ``start`` and build its call."""
-        node.last_started_s = start - self.t0
-        if attempt == 1:
-            node.started_s = node.last_started_s
-        node.attempts = attempt
-        return NodeCall(
-            self._task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt,  # type: ignore[arg-type]
-        )
 
     def retry_refused(self, node: _Node) -> bool:
         """Whether the ceiling refuses another attempt of ``node``; the run then halts on

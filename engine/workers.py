@@ -10,7 +10,7 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from protocol.runner import NodeResult, NodeRunner
+from protocol.runner import NodeCall, NodeResult, NodeRunner
 
 from .model import BUDGET_REASON, Attempt
 from .nodes import _Node
@@ -104,10 +104,10 @@ class _Pool:
     """Worker tasks serving the queue of dispatched nodes, at most ``max_workers``.
 
     A worker runs every attempt of a node through the runner and hands the
-    outcome to the run (``begin``, ``record``, ``timed_out``, ``settle``).
+    outcome to the run (``record``, ``timed_out``, ``settle``).
     """
 
-    __slots__ = ("_loop", "_run", "_runner", "_watchdog", "_max_workers", "_queue", "_idle", "_tasks",
+    __slots__ = ("_loop", "_run", "_runner", "_watchdog", "_max_workers", "queue", "_idle", "_tasks",
                  "_wake_handle", "_stopping")
 
     def __init__(self, run: _Run, runner: NodeRunner, watchdog: _Watchdog, max_workers: int) -> None:
@@ -116,16 +116,15 @@ class _Pool:
         self._runner = runner
         self._watchdog = watchdog
         self._max_workers = max_workers
-        self._queue: deque[_Node] = deque()  # dispatched nodes no worker has taken yet
+        self.queue: deque[_Node] = deque()  # dispatched nodes no worker has taken yet: the run appends
         self._idle: list[asyncio.Future[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._wake_handle: asyncio.Handle | None = None
         self._stopping = False  # workers are being cancelled; never a timeout then
 
-    def submit(self, node: _Node) -> None:
-        """Queue a dispatched node; workers are woken one loop turn later."""
-        self._queue.append(node)
-        if self._wake_handle is None and self._tasks:
+    def dispatched(self) -> None:
+        """The run appended nodes to ``queue``: wake workers for them one loop turn later."""
+        if self._wake_handle is None and self._tasks and self.queue:
             self._wake_handle = self._loop.call_soon(self.wake)
 
     def wake(self) -> None:
@@ -135,7 +134,7 @@ class _Pool:
         already ran without suspending need no other worker at all.
         """
         self._wake_handle = None
-        need = len(self._queue)
+        need = len(self.queue)
         idle = self._idle
         while need and idle:
             future = idle.pop()
@@ -169,8 +168,8 @@ class _Pool:
         The runner's coroutine is awaited right here (no task per node), so a
         runner that answers without suspending costs no loop turn at all.
         """
-        queue, runner, run, watchdog = self._queue, self._runner, self._run, self._watchdog
-        clock, t0, begin, record, settle = run.clock, run.t0, run.begin, run.record, run.settle
+        queue, runner, run, watchdog = self.queue, self._runner, self._run, self._watchdog
+        clock, t0, task_id, record, settle = run.clock, run.t0, run.task_id, run.record, run.settle
         while True:
             if not queue:
                 future = self._loop.create_future()
@@ -188,7 +187,12 @@ class _Pool:
                 deadline = slot.deadline = start + node.timeout
                 if deadline < watchdog.next_at:
                     watchdog.arm(deadline)
-                call = begin(node, attempt, start)
+                # The attempt starts: count it (inlined, as it runs once per node).
+                node.last_started_s = started = start - t0
+                if attempt == 1:
+                    node.started_s = started
+                node.attempts = attempt
+                call = NodeCall(task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt)  # type: ignore[arg-type]
                 try:
                     result = await (run.frames(node, call) if node.emits else runner.run(call))
                 except asyncio.CancelledError:
