@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
@@ -38,11 +39,13 @@ from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
+from tasks import Family
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
 from validator.loop import LoopConfig, TaskSource, ValidatorLoop
+from validator.sampling import DrawnFamilies
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.prometheus import ValidatorMetrics
 from validator.adapters import BySubnet
@@ -248,6 +251,32 @@ def start_sandbox_check() -> asyncio.Task[str | None]:
     return asyncio.get_running_loop().create_task(check(), name="sandbox-check")
 
 
+class DrawnTasks:
+    """Families drawn for one tempo as a task source: each shown with its public example,
+    an instance drawn by its own generator."""
+
+    def __init__(self, families: Sequence[Family]) -> None:
+        self._families = {f.task_id: f for f in families}
+
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(f.task(f.example()) for f in self._families.values())
+
+    def instance(self, task: Task, seed: int) -> Task:
+        found = self._families[task.task_id]
+        return found.task(found.instance(seed))
+
+
+def drawn_source(tasks: Path, per_tempo: int) -> DrawnFamilies | None:
+    """The families a validator draws per tempo besides the shipped ones (``tasks.drawn``,
+    each checked by running its reference plan, :mod:`neurons.drawcheck`); ``None`` for
+    a task-set file or ``per_tempo`` 0."""
+    if tasks != SHIPPED_TASKS or per_tempo <= 0:
+        return None
+    from neurons.drawcheck import checked_drawn_families
+
+    return lambda secret, tempo: DrawnTasks(checked_drawn_families(secret, tempo, per_tempo))
+
+
 def reference() -> Reference:
     """How the validator judges a task (validator/lifecycle.py): the ``good`` reference
     planner, as ``dagnet plan make`` runs it, its plan run by owned execution on the
@@ -287,6 +316,7 @@ async def run_validator(
             loop = ValidatorLoop(
                 chain, state, client, source or load_task_source(config.tasks), providers,
                 owned_runner=owned_runners(config), reference=reference(),
+                drawn=drawn_source(config.tasks, config.drawn_per_tempo) if source is None else None,
                 config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
@@ -339,16 +369,20 @@ def _announce(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def replay_record(config_state: Path, tasks: Path, record_id: int) -> dict[str, Any]:
-    """Re-score one stored execution; the result says whether it matched bit for bit."""
+def replay_record(
+    config_state: Path, tasks: Path, record_id: int, drawn_per_tempo: int = ValidatorSettings().drawn_per_tempo
+) -> dict[str, Any]:
+    """Re-score one stored execution; the result says whether it matched bit for bit. A
+    drawn family is drawn again from the state's secret and the record's tempo."""
     state = ValidatorState(config_state)
     try:
         record = state.execution(record_id)
+        secret = state.instance_secret()
     finally:
         state.close()
     if record is None:
         raise LookupError(f"no execution record {record_id} in {config_state}")
-    result = replay(record, load_task_source(tasks))
+    result = replay(record, load_task_source(tasks), drawn=drawn_source(tasks, drawn_per_tempo), secret=secret)
     return {"record": record_id, "identical": result.identical, "stored": result.stored, "recomputed": result.recomputed}
 
 

@@ -14,9 +14,10 @@ import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
 from miner.planner import get_planner
-from neurons.localrun import family_task, owned_runner
+from neurons.localrun import SHIPPED_TASKS, family_task, owned_runner
 from neurons.validator_settings import ValidatorSettings
 from protocol.hints import TIER_SHARES, TIERS
+from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from protocol.validation import check_plan_for
 from tasks import family
@@ -103,10 +104,10 @@ def test_the_draw_sends_its_task_at_its_tier() -> None:
 # -- records and the audit ---------------------------------------------------------------------
 
 
-def _scored_record(task: Task, block: int, draw: TaskDraw, family_id: str) -> ExecutionRecord:
-    """good's plan of family ``family_id``'s full package, run and scored on ``task`` (the
-    draw's task) as a validator does: a real execution whatever tier ``task`` was sent at."""
-    plan = get_planner("good").plan(family(family_id).package).answer(task.package(), miner_uid=0)
+def _scored_record(task: Task, block: int, draw: TaskDraw, full: TaskPackage) -> ExecutionRecord:
+    """good's plan of the ``full`` package, run and scored on ``task`` (the draw's task) as a
+    validator does: a real execution whatever tier ``task`` was sent at."""
+    plan = get_planner("good").plan(full).answer(task.package(), miner_uid=0)
     check = check_plan_for(plan.workflow_plan, task)
     evaluation = evaluate_owned(plan.workflow_plan, check, task, owned_runner(task),
                                 total_estimated_cost=plan.total_estimated_cost)
@@ -138,7 +139,7 @@ def test_a_goal_tier_record_is_stored_and_replays_at_its_tier(tmp_path: Path) ->
     source = _Curated("dt_inventory")
     draw = draw_task(HOTKEY, SECRET, 1234, source.tasks(), tier_shares={"goal": 1.0}, synthetic_rate=0.0)
     task = draw.task(source.instance)
-    record = _scored_record(task, 1234, draw, "dt_inventory")
+    record = _scored_record(task, 1234, draw, family("dt_inventory").package)
     assert record.score["S"] > 0.5  # a real execution, not an invalid answer
     state = ValidatorState(tmp_path / "v.sqlite")
     try:
@@ -182,7 +183,7 @@ def test_a_drawn_family_record_replays_from_its_tempo(tmp_path: Path) -> None:
     source = drawn(SECRET, 7)
     draw = draw_task(HOTKEY, SECRET, 75, source.tasks(), synthetic_rate=0.0, drawn={"gen_0007_rag_towns": 7})
     assert draw.drawn_tempo == 7
-    record = _scored_record(draw.task(source.instance), 75, draw, "rag_towns")
+    record = _scored_record(draw.task(source.instance), 75, draw, family("rag_towns").package)
     assert record.base_task_id == "gen_0007_rag_towns" and record.score["S"] > 0.5
     assert replay(record, _Curated(), drawn=drawn, secret=SECRET).identical
     assert drawn.asked[-1] == (SECRET, 7)
@@ -190,6 +191,35 @@ def test_a_drawn_family_record_replays_from_its_tempo(tmp_path: Path) -> None:
         replay(record, _Curated())
     with pytest.raises(KeyError, match="drawn for tempo 8"):
         replay(replace(record, drawn_tempo=8), _Curated(), drawn=_Drawn("dt_sales"), secret=SECRET)
+
+
+def test_dagnet_validator_replay_draws_a_drawn_family_again(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+    from neurons.validator import drawn_source
+
+    path = tmp_path / "v.sqlite"
+    state = ValidatorState(path)
+    secret = state.instance_secret()
+    drawn = drawn_source(SHIPPED_TASKS, 2)
+    source = drawn(secret, 31)
+    assert all(t.task_id.startswith("gen_") for t in source.tasks()) and len(source.tasks()) == 2
+    draw = draw_task(HOTKEY, secret, 310, source.tasks(), synthetic_rate=0.0,
+                     drawn=dict.fromkeys((t.task_id for t in source.tasks()), 31))
+    record = _scored_record(draw.task(source.instance), 310, draw, at_tier(draw.base, "full"))
+    assert record.score["S"] > 0.5, record.score
+    try:
+        state.settle_step(310, [record])
+        (stored,) = state.executions()
+    finally:
+        state.close()
+    assert drawn_source(Path("tasks.json"), 2) is None and drawn_source(SHIPPED_TASKS, 0) is None
+    done = CliRunner().invoke(app, ["validator", "--state", str(path), "--replay", str(stored.id)])
+    assert done.exit_code == 0 and '"identical": true' in done.stdout, done.output
+    refused = CliRunner().invoke(app, ["validator", "--state", str(path), "--replay", str(stored.id),
+                                       "--set", "drawn_per_tempo=0"])
+    assert refused.exit_code == 2 and "no drawn families are configured" in refused.output, refused.output
 
 
 def test_records_of_a_state_file_without_tiers_read_as_full_and_curated(tmp_path: Path) -> None:

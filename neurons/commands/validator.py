@@ -116,7 +116,7 @@ def validator(
     except InputError as exc:
         fail(str(exc))
     if replay_id is not None:
-        _replay(settings.state, settings.tasks, replay_id)
+        _replay(settings.state, settings.tasks, replay_id, settings.drawn_per_tempo)
         return
     from neurons.validator import PortInUseError, ValidatorProcessConfig, run_validator
 
@@ -138,13 +138,13 @@ def validator(
         raise typer.Exit(1) from None
 
 
-def _replay(state: Path, tasks: Path, record_id: int) -> None:
+def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> None:
     from neurons.validator import replay_record
 
     if not state.exists():
         fail(f"no state file {state}")
     try:
-        result = replay_record(state, tasks, record_id)
+        result = replay_record(state, tasks, record_id, drawn_per_tempo)
     except (LookupError, OSError, ValueError) as exc:
         fail(str(exc).strip("'"))
     sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
