@@ -74,11 +74,14 @@ def test_every_benchmark_family_gets_a_valid_plan_within_allowed_subnets(strateg
             }
         )
         assert answer.reasoning and 0 <= answer.confidence <= 1
-        assert proposal.plan.output_node == package.steps[-1].id
+        if "found by search" in proposal.reasoning:  # good took a shorter program than the hints
+            assert len(proposal.plan.nodes) < len(package.steps), package.task_id
+        else:
+            assert proposal.plan.output_node == package.steps[-1].id
 
 
 def test_good_edges_are_exactly_the_datarefs_and_params_are_untouched():
-    planner = get_planner("good")
+    planner = GoodPlanner(shorter=False)  # the hints as given, no search for a shorter program
     for package in PACKAGES:
         proposal = planner.plan(package)
         assert _edges(proposal) == _ref_edges(package), package.task_id

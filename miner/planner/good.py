@@ -16,6 +16,11 @@ subnet that costs the score least.
   faults) and a per-attempt timeout of a few times its subnet's latency plus a
   margin for the action's own work, so a hung provider is cut off long before the
   validator's default.
+- The steps come from the package at the ``full`` tier; at ``outline`` and ``goal``
+  they are found by search over the action catalogue against the public examples
+  (:mod:`miner.planner.synth`). At ``full`` the search runs too (unless
+  ``shorter=False``), and a found program with fewer steps replaces the hinted one when
+  it is also cheaper by this planner's own estimate: when a shorter plan is right, take it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from protocol.synapse import TaskPackage
 
 from .base import PlanningError, PlanProposal, estimate
 from .steps import Option, Placement, compile_plan, options, read_steps, step_graph
+from .synth import synthesise
 
 _SPARE_RETRIES = 1
 _MAX_RETRIES = 10  # ErrorPolicy's ceiling
@@ -39,18 +45,52 @@ _TIMEOUT_MARGIN_S = 2.0
 # Actions whose own work dominates the subnet's latency: python_exec starts a
 # sandboxed interpreter, bounded by the sandbox's 10 s wall limit.
 _ACTION_MARGIN_S = {"python_exec": 10.0}
+# With the hints in hand the search is only for a shorter program, which is found fast
+# when there is one; a short allowance keeps full-tier planning quick.
+_SHORTER_CPU_S = 0.2
+_SHORTER_WALL_S = 0.3
 _REASONING_NODES = 32  # keeps the reasoning far below the 16 KiB wire limit
 
 
 class GoodPlanner:
     name = "good"
 
-    def __init__(self, *, latency_headroom: float = 0.8) -> None:
+    def __init__(self, *, latency_headroom: float = 0.8, shorter: bool = True) -> None:
         if not 0 < latency_headroom <= 1:
             raise ValueError("latency_headroom must be in (0, 1]")
         self.latency_headroom = latency_headroom
+        self.shorter = shorter
 
     def plan(self, package: TaskPackage) -> PlanProposal:
+        """The plan of the hinted steps or of the steps found by search, whichever this
+        planner expects to score better (only found steps below the ``full`` tier)."""
+        if package.hint_tier != "full":
+            return self._place(package.model_copy(update={"steps": synthesise(package)}), "found by search")
+        if not package.steps:
+            try:
+                steps = synthesise(package)
+            except PlanningError as exc:
+                raise PlanningError(f"task has no steps, and the search found none: {exc}") from None
+            return self._place(package.model_copy(update={"steps": steps}), "found by search")
+        hinted = self._place(package, "as hinted")
+        if not self.shorter:
+            return hinted
+        try:
+            steps = synthesise(package, cpu_s=_SHORTER_CPU_S, wall_s=_SHORTER_WALL_S)
+        except PlanningError:
+            return hinted
+        if len(steps) >= len(package.steps):
+            return hinted
+        found = self._place(package.model_copy(update={"steps": steps}), "found by search")
+        return found if self._key(found, package) < self._key(hinted, package) else hinted
+
+    def _key(self, proposal: PlanProposal, package: TaskPackage) -> tuple[float, float, float]:
+        limit = package.constraints.max_latency_seconds
+        limits = _Limits(package.constraints.max_budget_tao or math.inf, limit, limit * self.latency_headroom)
+        return limits.key(proposal.total_estimated_cost, proposal.total_estimated_latency)
+
+    def _place(self, package: TaskPackage, origin: str) -> PlanProposal:
+        """``package``'s steps, each on the subnet that costs the score least."""
         steps = package.steps
         edges = [(src, step.id) for step, srcs in zip(steps, read_steps(package)) for src in srcs]
         graph = step_graph(package, edges)
@@ -71,7 +111,7 @@ class GoodPlanner:
             total_estimated_cost=cost,
             total_estimated_latency=latency,
             confidence=_confidence(cost, latency, package, cap),
-            reasoning=_reasoning(plan, graph, cost, latency, cap),
+            reasoning=f"steps {origin}; " + _reasoning(plan, graph, cost, latency, cap),
         )
 
 

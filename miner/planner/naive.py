@@ -7,13 +7,16 @@ timeouts declared. The plan is valid and completes whenever the listed subnets
 answer first time and the steps are listed in dependency order (every DataRef
 names an earlier step); it simply leaves latency, cost and flakiness on the table,
 which is what a local network needs to show the incentive working.
+
+It plans from ``full`` hints only: an ``outline`` or ``goal`` package (no params, or no
+steps) is refused with :class:`PlanningError`, so it scores 0 there.
 """
 
 from __future__ import annotations
 
 from protocol.synapse import TaskPackage
 
-from .base import PlanProposal, estimate
+from .base import PlanningError, PlanProposal, estimate
 from .steps import Placement, compile_plan, options, read_steps
 
 _CONFIDENCE = 0.5
@@ -23,6 +26,8 @@ class NaivePlanner:
     name = "naive"
 
     def plan(self, package: TaskPackage) -> PlanProposal:
+        if package.hint_tier != "full":
+            raise PlanningError(f"naive plans from full step hints only; this package is at the {package.hint_tier} tier")
         read_steps(package)  # same input checks as every strategy
         placements = [Placement(step, options(package, step)[0], attempts=1) for step in package.steps]
         plan = compile_plan(package, placements, chain=True)

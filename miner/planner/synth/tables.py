@@ -1,0 +1,178 @@
+"""Tables: where records come from, and the ``json_transform`` pipelines over them.
+
+A table is a CSV given inline or held by id (read with ``csv_to_json`` on a data
+subnet) or a list of records among the inputs. Pipelines are enumerated breadth first
+(shortest first) from the records: filter (a field against an input of its type), sort
+(by a field, either way), limit (to an input count), pick (one or two fields), and the
+reductions count, sum and group_count. Two pipelines that give the same values on every
+example are one (observational equivalence): only the first, shortest, is kept and
+extended. Ops are the ``json_transform`` tool's own op models, applied in this process.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from miner.tools.base import ToolError
+from miner.tools.transform import (
+    CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp,
+)
+from protocol.dataref import INPUT, ref
+
+from .world import Fragment, Program, World, run_steps
+
+__all__ = ["pipelines", "tables"]
+
+_DEPTH = 3
+_MAX_STATES = 4000
+_TERMINAL = frozenset({"count", "sum", "group_count"})
+
+Scalars = list[tuple[str, tuple[Any, ...]]]
+"""Input refs of scalar inputs and their value in every example."""
+
+
+def tables(world: World, program: Program) -> list[Fragment]:
+    """Every table the examples' inputs give, parsed as the tools parse it."""
+    found = []
+    for name, values in _top_inputs(world):
+        if all(isinstance(v, list) and v and all(isinstance(r, dict) for r in v) for v in values):
+            found.append(Fragment(values, ref(INPUT, name), ref(INPUT, name)))
+            continue
+        param = _csv_param(world, values)
+        if param is None or not world.offers("csv_to_json"):
+            continue
+        step = program.add("csv_to_json", {param: ref(INPUT, name), "numeric": True})
+        parsed = _parsed(program, step, world)
+        if parsed is not None:
+            found.append(Fragment(parsed, ref(step, "artifacts", "metadata", "result"), ref(step, "text"), 1))
+    return found
+
+
+def _top_inputs(world: World) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    for name in world.examples[0].inputs if world.examples else ():
+        values = world.column([name])
+        if values is not None:
+            yield name, values
+
+
+def _csv_param(world: World, values: tuple[Any, ...]) -> str | None:
+    """``table`` when every value is the id of a held CSV, ``csv`` when it is CSV text."""
+    if all(isinstance(v, str) and isinstance(ex.holdings.get(v), str) for v, ex in zip(values, world.examples)):
+        return "table"
+    if all(isinstance(v, str) and "\n" in v and "," in v.partition("\n")[0] for v in values):
+        return "csv"
+    return None
+
+
+def _parsed(program: Program, step: str, world: World) -> tuple[Any, ...] | None:
+    outputs = run_steps(program.closure(step), world.examples)
+    if any(out is None or "result" not in out["artifacts"]["metadata"] for out in outputs):
+        return None
+    return tuple(out["artifacts"]["metadata"]["result"] for out in outputs)
+
+
+def scalar_inputs(world: World) -> Scalars:
+    """Top-level inputs that are a number or a string in every example (not held ids)."""
+    held = {key for ex in world.examples for key in ex.holdings}
+    out = []
+    for name, values in _top_inputs(world):
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out.append((ref(INPUT, name), values))
+        elif all(isinstance(v, str) and v not in held and len(v) <= 256 for v in values):
+            out.append((ref(INPUT, name), values))
+    return out
+
+
+OpSpec = dict[str, Any]
+
+
+def _candidate_ops(values: tuple[Any, ...], scalars: Scalars) -> Iterator[OpSpec]:
+    """Ops that apply to ``values`` (a list of records in every example)."""
+    fields = _common_fields(values)
+    numeric = [f for f in fields if _all_rows(values, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))]
+    texts = [f for f in fields if _all_rows(values, f, lambda v: isinstance(v, str))]
+    numbers = [(r, v) for r, v in scalars if all(isinstance(x, (int, float)) for x in v)]
+    words = [(r, v) for r, v in scalars if all(isinstance(x, str) for x in v)]
+    yield {"op": "count"}
+    for field in numeric:
+        yield {"op": "sum", "field": field}
+    for field in texts:
+        yield {"op": "group_count", "field": field}
+    for field in texts:
+        for name, _ in words:
+            yield {"op": "filter", "field": field, "eq": name}
+    for field in numeric:
+        for name, _ in numbers:
+            yield {"op": "filter", "field": field, "gt": name}
+            yield {"op": "filter", "field": field, "lt": name}
+    for field in fields:
+        for reverse in (True, False):
+            yield {"op": "sort", "key": field, "reverse": reverse}
+    for name, column in numbers:
+        if all(isinstance(x, int) and x >= 0 for x in column):
+            yield {"op": "limit", "n": name}
+    for size in (1, 2):
+        for chosen in itertools.combinations(fields, size):
+            if len(chosen) < len(fields):
+                yield {"op": "pick", "fields": list(chosen)}
+
+
+def _common_fields(values: tuple[Any, ...]) -> list[str]:
+    """Fields every record has, in every example (an example may have no records left)."""
+    if not all(isinstance(v, list) and all(isinstance(r, dict) for r in v) for v in values):
+        return []
+    rows = [row for v in values for row in v]
+    return [f for f in rows[0] if all(f in row for row in rows)] if rows else []
+
+
+def _all_rows(values: tuple[Any, ...], field: str, test: Callable[[Any], bool]) -> bool:
+    return all(test(row[field]) for v in values for row in v)
+
+
+_MODELS = {"count": CountOp, "sum": SumOp, "group_count": GroupCountOp, "filter": FilterOp, "sort": SortOp,
+           "limit": LimitOp, "pick": PickOp}
+
+
+def _apply(spec: OpSpec, value: Any, inputs: dict[str, Any]) -> Any:
+    concrete = {key: inputs.get(item, item) if isinstance(item, str) else item for key, item in spec.items()}
+    return _MODELS[spec["op"]].model_validate(concrete).apply(value)
+
+
+def pipelines(world: World, program: Program, table: Fragment, wanted: dict[str, str]) -> dict[str, Fragment]:
+    """For each wanted value (its :attr:`Fragment.key` → a name), the shortest pipeline
+    over ``table`` that gives it in every example, as a ``json_transform`` step."""
+    scalars = scalar_inputs(world)
+    per_example = [{name: column[i] for name, column in scalars} for i in range(len(world.examples))]
+    found: dict[str, Fragment] = {}
+    seen = {table.key}
+    frontier: list[tuple[tuple[Any, ...], list[OpSpec]]] = [(table.values, [])]
+    for _ in range(_DEPTH):
+        grown = []
+        for values, ops in frontier:
+            for spec in _candidate_ops(values, scalars):
+                world.budget.check()
+                try:
+                    out = tuple(_apply(spec, v, inputs) for v, inputs in zip(values, per_example))
+                except (ToolError, ValueError, TypeError, KeyError):
+                    continue
+                fragment = Fragment(out, "", "")
+                if fragment.key in seen:
+                    continue
+                seen.add(fragment.key)
+                chain = [*ops, spec]
+                name = wanted.get(fragment.key)
+                if name is not None and name not in found:
+                    found[name] = _step(program, table, chain, out)
+                if spec["op"] not in _TERMINAL and len(seen) < _MAX_STATES:
+                    grown.append((out, chain))
+        if len(found) == len(set(wanted.values())):
+            break
+        frontier = grown
+    return found
+
+
+def _step(program: Program, table: Fragment, ops: list[OpSpec], values: tuple[Any, ...]) -> Fragment:
+    step = program.add("json_transform", {"data": table.ref, "ops": ops})
+    return Fragment(values, ref(step, "artifacts", "metadata", "result"), ref(step, "text"), table.steps + 1)

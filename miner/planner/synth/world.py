@@ -1,0 +1,251 @@
+"""What the synthesiser searches against: a package's public examples, the budget the
+search may spend, the program it writes step by step, and the reference tools that
+check a finished program on every example.
+
+A program is checked the way a validator runs it: each step's params resolved with
+:mod:`protocol.dataref` against the example's inputs and the outputs of earlier
+steps, held data substituted for the id only where a data or retrieval subnet reads
+it (``search(collection=id)`` gets ``documents``, ``csv_to_json(table=id)`` gets
+``csv``), then the reference tool of the action, in this process. ``python_exec`` is
+never run here: untrusted text is not executed in the miner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from miner.tools.base import ToolContext, ToolError, ToolRegistry
+from miner.tools.registry import default_registry
+from protocol.actions import TOOL_TYPES
+from protocol.dataref import INPUT, DataRefError, MissingField, compile_params, find_refs
+from protocol.hints import PublicExample
+from protocol.synapse import StepHint, TaskPackage
+
+from ..base import PlanningError
+
+__all__ = [
+    "HELD_READERS", "Budget", "Example", "Fragment", "Program", "World", "canonical", "check_program", "hold", "kind_of",
+    "run_steps",
+]
+
+HELD_READERS: Mapping[str, tuple[str, str]] = {"search": ("collection", "documents"), "csv_to_json": ("table", "csv")}
+"""The two actions that read held data: the param naming the id, and the param the data fills."""
+
+_KIND_OF = {action: kind for kind, actions in TOOL_TYPES.items() for action in actions}
+_STEP_TIMEOUT_S = 10.0
+
+
+def kind_of(action: str) -> str:
+    """The tool type that offers ``action``."""
+    return _KIND_OF[action]
+
+
+class Budget:
+    """The search's allowance: CPU seconds of this thread, and a wall-clock cap so a
+    loaded machine still answers before the miner's planning deadline."""
+
+    __slots__ = ("_cpu_end", "_wall_end", "cpu_s")
+
+    def __init__(self, cpu_s: float, wall_s: float) -> None:
+        self.cpu_s = cpu_s
+        self._cpu_end = time.thread_time() + cpu_s
+        self._wall_end = time.monotonic() + wall_s
+
+    def spent(self) -> bool:
+        return time.thread_time() > self._cpu_end or time.monotonic() > self._wall_end
+
+    def check(self) -> None:
+        """Raise :class:`PlanningError` once the allowance is spent."""
+        if self.spent():
+            raise PlanningError(f"no program found within the search budget ({self.cpu_s:g} s)")
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One public example: its inputs, the data held for it by id, and its answer."""
+
+    inputs: dict[str, Any]
+    holdings: dict[str, Any]
+    output: dict[str, Any]
+
+    @classmethod
+    def of(cls, example: PublicExample) -> Example:
+        return cls(example.inputs, example.holdings, example.output)
+
+
+@dataclass(slots=True)
+class World:
+    """A package as the search sees it: examples, the actions its allowed subnets (and
+    its outline, when it has one) offer, and the budget."""
+
+    examples: tuple[Example, ...]
+    actions: frozenset[str]
+    budget: Budget
+    description: str = ""
+    schema: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, package: TaskPackage, budget: Budget) -> World:
+        allowed = package.constraints.allowed_subnets
+        kinds = {info.type for name, info in package.available_tools.items() if allowed is None or name in allowed}
+        actions = frozenset(a for kind in kinds for a in TOOL_TYPES.get(kind, ()))
+        if package.hint_tier == "outline" and package.steps:
+            actions &= frozenset(step.action for step in package.steps)
+        examples = tuple(Example.of(example) for example in package.examples)
+        return cls(examples, actions, budget, package.description, package.inputs)
+
+    def offers(self, *actions: str) -> bool:
+        return all(action in self.actions for action in actions)
+
+    def column(self, path: Sequence[str | int]) -> tuple[Any, ...] | None:
+        """The value at input ``path`` in every example, or None where one lacks it."""
+        values = []
+        for example in self.examples:
+            value: Any = example.inputs
+            for key in path:
+                if isinstance(value, dict) and key in value:
+                    value = value[key]
+                elif isinstance(value, list) and isinstance(key, int) and key < len(value):
+                    value = value[key]
+                else:
+                    return None
+            values.append(value)
+        return tuple(values)
+
+
+class Program:
+    """Steps being written: each distinct ``(action, params)`` once, with ids ``n1``,
+    ``n2``... in the order they were made, which is an order their references allow."""
+
+    __slots__ = ("_steps", "_ids")
+
+    def __init__(self) -> None:
+        self._steps: dict[str, StepHint] = {}
+        self._ids: dict[str, str] = {}
+
+    def add(self, action: str, params: dict[str, Any]) -> str:
+        """The id of the step running ``action`` on ``params``, made if it is new."""
+        key = f"{action}:{_stable(params)}"
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = f"n{len(self._steps) + 1}"
+            self._steps[found] = StepHint(id=found, action=action, kind=kind_of(action), params=params)
+        return found
+
+    def closure(self, final: str) -> list[StepHint]:
+        """The steps ``final`` needs, in the order they were made, ``final`` last."""
+        needed, todo = {final}, [final]
+        while todo:
+            for found in find_refs(self._steps[todo.pop()].params):
+                if not found.is_input and found.node_id not in needed:
+                    needed.add(found.node_id)
+                    todo.append(found.node_id)
+        order = [step for step_id, step in self._steps.items() if step_id in needed and step_id != final]
+        return [*order, self._steps[final]]
+
+
+def _stable(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def canonical(value: Any) -> str:
+    """One string per JSON value, as the scorers compare them: keys sorted, integral
+    floats as ints (``1.0 == 1``), booleans apart from numbers."""
+    return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _normal(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normal(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """A value a program can produce, in every example: ``values`` (one per example),
+    ``ref`` (a whole-string DataRef reading it with its JSON type) and ``text`` (a
+    DataRef reading it as text, for templates). ``steps`` is how many steps it needs."""
+
+    values: tuple[Any, ...]
+    ref: str
+    text: str
+    steps: int = 0
+
+    @property
+    def key(self) -> str:
+        return canonical(list(self.values))
+
+
+_REGISTRY: ToolRegistry | None = None
+
+
+def _registry() -> ToolRegistry:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = default_registry()
+    return _REGISTRY
+
+
+def hold(action: str, params: dict[str, Any], holdings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``params`` with held data in place of its id for the two readers of held data;
+    None when the id names nothing held. Every other action sees the id as it is."""
+    reader = HELD_READERS.get(action)
+    if reader is None or reader[0] not in params:
+        return params
+    id_param, data_param = reader
+    held_id = params[id_param]
+    if not isinstance(held_id, str) or held_id not in holdings:
+        return None
+    rest = {key: value for key, value in params.items() if key != id_param}
+    return {**rest, data_param: holdings[held_id]}
+
+
+async def _run(steps: Sequence[StepHint], example: Example) -> dict[str, Any] | None:
+    outputs: dict[str, Any] = {INPUT: example.inputs}
+    registry = _registry()
+    for step in steps:
+        if step.action == "python_exec":
+            return None
+        try:
+            params = compile_params(step.params).resolve(outputs)
+        except (DataRefError, MissingField):
+            return None
+        params = hold(step.action, params, example.holdings)
+        if params is None:
+            return None
+        try:
+            result = await registry.call(step.action, params, ToolContext("synth", step.id, 1, _STEP_TIMEOUT_S))
+        except ToolError:
+            return None
+        if result.output is None:
+            return None
+        outputs[step.id] = result.output.as_dict()
+    return outputs[steps[-1].id]
+
+
+def run_steps(steps: Sequence[StepHint], examples: Sequence[Example]) -> list[dict[str, Any] | None]:
+    """The final output of ``steps`` on each example (None where a step fails)."""
+
+    async def every() -> list[dict[str, Any] | None]:
+        return [await _run(steps, example) for example in examples]
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(every())
+    finally:
+        loop.close()
+
+
+def check_program(steps: Sequence[StepHint], examples: Sequence[Example], matches: Any) -> bool:
+    """Whether ``steps``' final output answers every example (``matches(output, answer)``)."""
+    outputs = run_steps(steps, examples)
+    return all(out is not None and matches(out, ex.output) for out, ex in zip(outputs, examples))
