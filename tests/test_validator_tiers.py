@@ -224,16 +224,13 @@ def test_dagnet_validator_replay_draws_a_drawn_family_again(tmp_path: Path) -> N
 
 def test_records_of_a_state_file_without_tiers_read_as_full_and_curated(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
-    old = sqlite3.connect(path)
-    old.executescript("""
-        CREATE TABLE executions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, uid INTEGER NOT NULL,
-            hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
-            instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, plan_hash TEXT, plan TEXT,
-            metrics TEXT, final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, UNIQUE (block, uid));
-        INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, score, s)
-            VALUES (1, 1, 'hk1', 'dt_sales', 'dt_sales', 5, '{"S": 0.5}', 0.5);
-    """)
+    state = ValidatorState(path)
+    state.settle_step(1, [ExecutionRecord(block=1, uid=1, hotkey="hk1", task_id="dt_sales", base_task_id="dt_sales",
+                                          instance_seed=5, plan=None, metrics=None, final_output=None,
+                                          score={"S": 0.5}, reason=None, hint_tier="goal", drawn_tempo=3)])
+    state.close()
+    old = sqlite3.connect(path)  # the file as written before records kept their tier and tempo
+    old.executescript("ALTER TABLE executions DROP COLUMN hint_tier; ALTER TABLE executions DROP COLUMN drawn_tempo;")
     old.close()
     state = ValidatorState(path)
     try:
