@@ -1,7 +1,9 @@
 """The node output schema every DAG node produces, with its size limits (docs/protocol.md).
 
 Oversize or malformed output is rejected, never truncated: the caller turns the
-``ValidationError`` into a failed attempt.
+``ValidationError`` into a failed attempt. Output that arrives from a peer is
+validated in full; output built in-process (:meth:`NodeOutput.of`) is checked only
+where it could break a rule.
 """
 
 from __future__ import annotations
@@ -14,8 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .limits import OUTPUT_CODE_MAX_BYTES, OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
 
 
+_object_setattr = object.__setattr__
+
+
 def _utf8_len(value: str) -> int:
     return len(value.encode("utf-8", "surrogatepass"))
+
+
+def _fits(value: str, limit: int) -> bool:
+    """Whether ``value`` is within ``limit`` UTF-8 bytes; encoded only when its length
+    leaves it in doubt (a code point takes at most 4 bytes)."""
+    return len(value) * 4 <= limit or _utf8_len(value) <= limit
 
 
 class Artifacts(BaseModel):
@@ -27,7 +38,7 @@ class Artifacts(BaseModel):
     @field_validator("code")
     @classmethod
     def _code_size(cls, value: str) -> str:
-        if _utf8_len(value) > OUTPUT_CODE_MAX_BYTES:
+        if not _fits(value, OUTPUT_CODE_MAX_BYTES):
             raise ValueError(f"artifacts.code exceeds {OUTPUT_CODE_MAX_BYTES} bytes")
         return value
 
@@ -54,9 +65,26 @@ class NodeOutput(BaseModel):
     @field_validator("text")
     @classmethod
     def _text_size(cls, value: str) -> str:
-        if _utf8_len(value) > OUTPUT_TEXT_MAX_BYTES:
+        if not _fits(value, OUTPUT_TEXT_MAX_BYTES):
             raise ValueError(f"text exceeds {OUTPUT_TEXT_MAX_BYTES} bytes")
         return value
+
+    @classmethod
+    def of(cls, text: str = "", code: str = "", metadata: dict[str, Any] | None = None) -> NodeOutput:
+        """``NodeOutput(text=text, artifacts=Artifacts(code=code, metadata=metadata))`` for
+        output built in-process, which cannot be malformed: validated in full only when
+        it holds metadata or a value that is not a plain ``str`` (so a rule could fail),
+        else its text and code are only measured against their limits and the model is
+        built as ``model_construct`` would build it, at a fraction of the cost."""
+        if (
+            metadata or type(text) is not str or type(code) is not str
+            or not _fits(text, OUTPUT_TEXT_MAX_BYTES) or not _fits(code, OUTPUT_CODE_MAX_BYTES)
+        ):
+            if not code and not metadata:
+                return cls(text=text)
+            return cls(text=text, artifacts=Artifacts(code=code, metadata=metadata or {}))
+        artifacts = _built(Artifacts, {"code": code, "metadata": {}}, {"code", "metadata"} if code else set())
+        return _built(cls, {"text": text, "artifacts": artifacts}, {"text", "artifacts"} if code else {"text"})
 
     def as_dict(self) -> dict[str, Any]:
         """The plain-JSON form DataRefs are resolved against."""
@@ -64,3 +92,14 @@ class NodeOutput(BaseModel):
             "text": self.text,
             "artifacts": {"code": self.artifacts.code, "metadata": self.artifacts.metadata},
         }
+
+
+def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
+    """An instance of ``cls`` holding ``values`` unvalidated, as pydantic's ``model_construct``
+    builds one (without its per-field walk, which costs more than validating)."""
+    model = cls.__new__(cls)
+    _object_setattr(model, "__dict__", values)
+    _object_setattr(model, "__pydantic_fields_set__", fields_set)
+    _object_setattr(model, "__pydantic_extra__", None)
+    _object_setattr(model, "__pydantic_private__", None)
+    return model

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from protocol.errors import format_validation_error
 from protocol.limits import OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
-from protocol.output import Artifacts, NodeOutput
+from protocol.output import NodeOutput
 
 from .base import ToolError
 
@@ -44,9 +44,7 @@ def unresolved_held(param: str, held_id: str) -> str:
 def make_output(text: str = "", *, code: str = "", metadata: dict[str, Any] | None = None) -> NodeOutput:
     """A validated :class:`NodeOutput`; oversize parts raise ``ToolError``, never truncate."""
     try:
-        if not code and not metadata:  # the default Artifacts is valid: skip its validators
-            return NodeOutput(text=text)
-        return NodeOutput(text=text, artifacts=Artifacts(code=code, metadata=metadata or {}))
+        return NodeOutput.of(text, code, metadata)
     except ValidationError as exc:
         raise ToolError(f"output rejected: {format_validation_error(exc)}") from None
 

@@ -94,9 +94,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    async def call(self, action: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        spec = self._spec(action, frames=False)
-        return await spec.fn(params, ctx)
+    def call(self, action: str, params: dict[str, Any], ctx: ToolContext) -> Awaitable[ToolResult]:
+        """The tool's own coroutine on ``params``, for the caller to await (no second
+        coroutine around it); an unknown action raises :class:`ToolError` at once."""
+        return self._spec(action, frames=False).fn(params, ctx)
 
     def frames(self, action: str, params: dict[str, Any], ctx: ToolContext) -> AsyncIterator[ToolResult]:
         """The frames of generator ``action``, one ``ToolResult`` each, as they are made."""

@@ -97,6 +97,8 @@ class LocalRunner:
             output, cost = _checked(result.output, result.cost_tao)
         except Exception as exc:  # a tool bug must fail the node, never the executor
             return _failure(exc, surcharge)
+        if _as_built(result, output, cost, surcharge):
+            return result
         return NodeResult(output, cost_tao=cost + surcharge)
 
     async def _stream_tool(self, call: NodeCall, surcharge: float, emit: Emit) -> NodeResult:
@@ -129,9 +131,19 @@ def _checked(output: object, cost: object) -> tuple[NodeOutput, float]:
             output = NodeOutput.model_validate(output)
         except ValidationError as exc:
             raise ToolError(f"output rejected: {format_validation_error(exc)}") from None
-    if not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
+    value = cost if type(cost) is float else float(cost) if isinstance(cost, (int, float)) else math.nan
+    if not 0 <= value < math.inf:
         raise ToolError(f"tool reported an invalid cost: {cost!r}")
-    return output, float(cost)
+    return output, value
+
+
+def _as_built(result: NodeResult, output: NodeOutput, cost: float, surcharge: float) -> bool:
+    """Whether the tool's ``result`` already is the attempt's outcome this runner would
+    build from it (the common case: no surcharge, a float cost, nothing else set)."""
+    return (
+        not surcharge and result.output is output and result.cost_tao is cost and type(result) is NodeResult
+        and result.error is None and result.unplanned_retries == 0 and result.frames is None
+    )
 
 
 def _cost(value: float) -> float:
