@@ -23,6 +23,10 @@ def _utf8_len(value: str) -> int:
     return len(value.encode("utf-8", "surrogatepass"))
 
 
+# Lengths (in code points) that cannot pass the byte limits: a code point takes at most 4 bytes.
+_TEXT_SURE, _CODE_SURE = OUTPUT_TEXT_MAX_BYTES // 4, OUTPUT_CODE_MAX_BYTES // 4
+
+
 def _fits(value: str, limit: int) -> bool:
     """Whether ``value`` is within ``limit`` UTF-8 bytes; encoded only when its length
     leaves it in doubt (a code point takes at most 4 bytes)."""
@@ -72,14 +76,11 @@ class NodeOutput(BaseModel):
     @classmethod
     def of(cls, text: str = "", code: str = "", metadata: dict[str, Any] | None = None) -> NodeOutput:
         """``NodeOutput(text=text, artifacts=Artifacts(code=code, metadata=metadata))`` for
-        output built in-process, which cannot be malformed: validated in full only when
-        it holds metadata or a value that is not a plain ``str`` (so a rule could fail),
-        else its text and code are only measured against their limits and the model is
-        built as ``model_construct`` would build it, at a fraction of the cost."""
-        if (
-            metadata or type(text) is not str or type(code) is not str
-            or not _fits(text, OUTPUT_TEXT_MAX_BYTES) or not _fits(code, OUTPUT_CODE_MAX_BYTES)
-        ):
+        output built in-process. Validated in full when a rule could fail: metadata, a
+        value that is not a plain ``str``, or one long enough that it might pass its byte
+        limit; else no rule can fail, and the model is built as ``model_construct`` would
+        build it, at a fraction of the cost."""
+        if metadata or type(text) is not str or type(code) is not str or len(text) > _TEXT_SURE or len(code) > _CODE_SURE:
             if not code and not metadata:
                 return cls(text=text)
             return cls(text=text, artifacts=Artifacts(code=code, metadata=metadata or {}))
@@ -97,7 +98,7 @@ class NodeOutput(BaseModel):
 def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
     """An instance of ``cls`` holding ``values`` unvalidated, as pydantic's ``model_construct``
     builds one (without its per-field walk, which costs more than validating)."""
-    model = cls.__new__(cls)
+    model = object.__new__(cls)  # what cls.__new__ is, without the lookup through the model class
     _object_setattr(model, "__dict__", values)
     _object_setattr(model, "__pydantic_fields_set__", fields_set)
     _object_setattr(model, "__pydantic_extra__", None)
