@@ -33,7 +33,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from protocol.hints import EXAMPLES
@@ -109,7 +109,7 @@ def candidate(secret: int, tempo: int, attempt: int, task_type: str) -> Producti
     digest = hashlib.sha256(f"dagnet drawn family:{secret}:{tempo}:{attempt}".encode()).digest()
     draw = Draw(int.from_bytes(digest[8:16], "big"))
     production = draw.choice(_PRODUCTIONS[task_type])(draw, draw.below(_PROFILE_INDICES))
-    return Production(_renamed(production.family, PREFIX + digest[:6].hex()), production.neighbours)
+    return replace(production, family=_renamed(production.family, PREFIX + digest[:6].hex()))
 
 
 def _renamed(family: Family, task_id: str) -> Family:

@@ -109,18 +109,21 @@ def _job_value(shape: Shape):
 
 
 def draw_job(draw: Draw, index: int) -> Production:
-    """Two to four inputs and one to three formulas over them; the first uses every input."""
+    """Two to four inputs and two or three different formulas over them (independent
+    calculations, as in the curated jobs); the first uses every input."""
     names = draw.sample(_NAMES, draw.int(2, 4))
     ranges = {name: draw.choice(_RANGES) for name in names}
-    keys = draw.sample(_KEYS, draw.int(1, 3))
+    wanted = draw.int(2, 3)
     shapes: dict[str, Shape] = {}
     probe = dict(zip(names, (7, 11, 13, 17)))
-    for i, key in enumerate(keys):
-        leaves = draw.shuffled(names) if i == 0 else draw.sample(names, draw.int(2, min(3, len(names))))
+    for key in draw.shuffled(_KEYS):
+        leaves = draw.sample(names, draw.int(2, min(3, len(names)))) if shapes else draw.shuffled(names)
         divided = draw.below(3) == 0
         shape = (_tree(draw, leaves), draw.choice(names) if divided else None, draw.int(1, 3))
         if all(_formula(key, shape).fn(probe) != _formula(k, s).fn(probe) for k, s in shapes.items()):
-            shapes[key] = shape  # a formula that repeats an earlier one is left out
+            shapes[key] = shape  # a formula that repeats an earlier one is drawn again, under another key
+        if len(shapes) == wanted:
+            break
     given = ", ".join(f"`{n}`" for n in names)
     asked = "; ".join(_wording(key, shape) for key, shape in shapes.items())
     description = f"Given the whole numbers {given}, report JSON with {asked}."

@@ -32,6 +32,7 @@ _GROUP_VALUES = (("red", "blue", "green", "amber"), ("alpha", "beta", "gamma", "
 _NUMBERS = ("weight_kg", "count", "price", "minutes", "distance_km", "points", "load", "volume_l")
 _RANGES = ((0, 50), (1, 99), (10, 500), (100, 2000), (-40, 40), (1000, 90000))
 _PREFIXES = "ABCDJLMNQRTVXZ"
+_QUESTIONS = 3
 
 
 def _top(rows: list[dict[str, Any]], t: Table, n: int, reverse: bool) -> list[dict[str, Any]]:
@@ -99,13 +100,11 @@ def _answer(question: Question, table: Table):
 
 
 def draw_data(draw: Draw, index: int) -> Production:
-    """A table schema and three or four questions of :data:`CATALOGUE`, at least one of
-    them beyond the curated six."""
+    """A table schema and three questions of :data:`CATALOGUE` (as many as a curated
+    family asks), at least one of them beyond the curated six."""
     table = _table(draw)
-    count = draw.int(3, 4)
-    questions = [draw.choice(_MORE), *draw.sample([q for q in CATALOGUE], count)]
-    chosen = tuple(dict.fromkeys(questions))[:count]
-    chosen = tuple(sorted(chosen, key=CATALOGUE.index))
+    questions = [draw.choice(_MORE), *draw.sample(CATALOGUE, _QUESTIONS)]
+    chosen = tuple(sorted(tuple(dict.fromkeys(questions))[:_QUESTIONS], key=CATALOGUE.index))
     family = _family(index, table, chosen)
     neighbours = {q.name: {other.name: _answer(other, table) for other in CATALOGUE if other is not q}
                   for q in chosen}
