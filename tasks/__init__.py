@@ -4,7 +4,9 @@ A family (:class:`~tasks.family.Family`) is the package a miner sees plus the
 generator a validator runs to make a hidden instance from a seed. The v2 set holds ten
 families of each type: ``data_transform`` on hidden records, ``rag`` over a document
 collection that comes with the instance, ``agent`` over hidden entities and numbers,
-``code`` with hidden spec parameters and per-instance test cases.
+``code`` with hidden spec parameters and per-instance test cases. Besides them, a
+validator draws fresh families per tempo from its secret (:func:`drawn_families`,
+:mod:`tasks.drawn`: a grammar of typed compositions, each family checked before use).
 
 This package is validator-side: miners may read it (it is public) but the validator's
 sandbox never can, and the miner's tools never import it.
@@ -17,10 +19,11 @@ import functools
 from . import agent_families, code_families, data_families, rag_families
 from protocol.task import Task
 
+from .drawn import drawn_families
 from .family import Family, Instance
 from .seed import Draw
 
-__all__ = ["VERSION", "Draw", "Family", "FamilyTasks", "Instance", "family", "load_families"]
+__all__ = ["VERSION", "Draw", "Family", "FamilyTasks", "Instance", "drawn_families", "family", "load_families"]
 
 VERSION = "v2"
 
