@@ -18,7 +18,7 @@ from protocol.dataref import INPUT, ref
 from protocol.synapse import StepHint
 
 from ..base import PlanningError
-from .arith import Leaf, expressions
+from .arith import CONSTANTS, Leaf, expressions
 from .lookup import number_leaves, sentence, split_sentences
 from .tables import pipelines, tables
 from .world import Fragment, Program, World, canonical
@@ -74,9 +74,11 @@ def _solve(world: World, program: Program, wanted: dict[str, tuple[Any, ...]]) -
 
 def _numbers(world: World, program: Program, wanted: dict[str, tuple[Any, ...]], found: dict[str, Fragment]) -> None:
     """Numbers by calculator, in rounds: numbers found in one round are leaves of the
-    next (a total over line amounts), shallow rounds first."""
+    next (a total over line amounts); shallow rounds first, and the inputs alone before
+    constants join them."""
     searched: list[Leaf] | None = None
-    for deep in (False, True):
+    fallback: dict[str, Fragment] = {}
+    for constants, deep in (((), False), ((), True), (CONSTANTS, False), (CONSTANTS, True)):
         while True:
             numbers = {key: tuple(float(v) for v in values) for key, values in wanted.items()
                        if key not in found and all(_number(v) for v in values)}
@@ -84,10 +86,12 @@ def _numbers(world: World, program: Program, wanted: dict[str, tuple[Any, ...]],
                 return
             if searched is None:
                 searched = number_leaves(world, program)
-            more = expressions(world, program, [*_leaves(world, found), *searched], numbers, deep=deep)
+            more = expressions(world, program, [*_leaves(world, found), *searched], numbers, deep=deep,
+                               constants=constants, fallback=fallback)
             if not more:
                 break
             found.update(more)
+    found.update({key: fragment for key, fragment in fallback.items() if key not in found})
 
 
 def _number(value: Any) -> bool:

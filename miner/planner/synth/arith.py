@@ -47,7 +47,8 @@ class _Expr:
     values: tuple[float, ...]
     text: str
     size: int
-    leaf: bool = False
+    op: str = ""
+    """The outermost operator ("" for a leaf)."""
 
 
 def _pow(a: float, b: float) -> float:
@@ -61,7 +62,9 @@ def _pow(a: float, b: float) -> float:
 
 _OPS: dict[str, tuple[Callable[[float, float], float], bool]] = {
     "+": (operator.add, True), "-": (operator.sub, False), "*": (operator.mul, True), "/": (operator.truediv, False),
+    "max": (max, True), "min": (min, True),
 }
+_INVERTIBLE = ("+", "-", "*", "/")
 
 
 def _tidy(value: float) -> float:
@@ -79,25 +82,41 @@ def _decimals(value: Any) -> int:
 class _Targets:
     """Per key, the numbers wanted in every example, matched exactly or rounded."""
 
-    def __init__(self, wanted: dict[str, tuple[float, ...]]) -> None:
+    def __init__(self, world: World, wanted: dict[str, tuple[float, ...]]) -> None:
         self.wanted = wanted
-        self.digits = {name: max(_decimals(v) for v in values) for name, values in wanted.items()}
+        self.mentions = {name: world.mentions(name) for name in wanted}
+        self.fallback: dict[str, str] = {}
+        self.digits = {name: _digits(world.decimals(name), values) for name, values in wanted.items()}
         self.exact = {tuple(float(v) for v in values): name for name, values in wanted.items()}
         self.found: dict[str, str] = {}
 
     def offer(self, expr: _Expr) -> None:
         name = self.exact.get(tuple(_tidy(v) for v in expr.values))
         if name is not None and name not in self.found:
-            self.found[name] = expr.text
+            self._take(name, expr.text)
         for name, values in self.wanted.items():
             if name in self.found or self.digits[name] > 6:
                 continue
             digits = self.digits[name]
             if all(_rounded(v, digits) == t for v, t in zip(expr.values, values)):
-                self.found[name] = f"round({expr.text})" if digits == 0 else f"round({expr.text}, {digits})"
+                self._take(name, f"round({expr.text})" if digits == 0 else f"round({expr.text}, {digits})")
+
+    def _take(self, name: str, text: str) -> None:
+        """A match; one that leaves out an input the description names for the key is
+        only kept in case nothing better turns up."""
+        if all(mention in text for mention in self.mentions.get(name, ())):
+            self.found[name] = text
+        else:
+            self.fallback.setdefault(name, text)
 
     def done(self) -> bool:
         return len(self.found) == len(self.wanted)
+
+
+def _digits(asked: int | None, values: tuple[float, ...]) -> int:
+    """The decimals a target is rounded to: as the description asks, else as many as its values show."""
+    shown = max(_decimals(v) for v in values)
+    return asked if asked is not None and asked >= shown else shown
 
 
 def _rounded(value: float, digits: int) -> float:
@@ -105,69 +124,82 @@ def _rounded(value: float, digits: int) -> float:
 
 
 def expressions(
-    world: World, program: Program, leaves: Sequence[Leaf], wanted: dict[str, tuple[float, ...]], *, deep: bool = True,
+    world: World, program: Program, leaves: Sequence[Leaf], wanted: dict[str, tuple[float, ...]], *,
+    deep: bool = True, constants: Sequence[int] = CONSTANTS, fallback: dict[str, Fragment] | None = None,
 ) -> dict[str, Fragment]:
-    """For each wanted key, a ``calculator`` step whose value matches it in every example.
-    Not ``deep``: expressions of two leaves only, a cheap round before the full search."""
-    targets = _Targets(wanted)
-    pool = _grow(world, leaves, targets, _FULL_SIZE if deep else 2)
+    """For each wanted key, a ``calculator`` step whose value matches it in every example
+    and reads every input the description names for it (a match that does not is put in
+    ``fallback``). Not ``deep``: expressions of two leaves only, a cheap round first."""
+    targets = _Targets(world, wanted)
+    pool = _grow(world, [*leaves, *(Leaf(str(c), (float(c),) * len(world.examples)) for c in constants)], targets,
+                 _FULL_SIZE if deep else 2)
     if deep and not targets.done():
         _meet(world, pool, targets)
-    found = {}
-    for name, text in targets.found.items():
-        step = program.add("calculator", {"expression": text})
-        found[name] = Fragment(wanted[name], ref(step, "artifacts", "metadata", "value"), ref(step, "text"),
-                               1 + sum(leaf.steps for leaf in leaves if leaf.text in text))
-    return found
+    def step(key: str, text: str) -> Fragment:
+        made = program.add("calculator", {"expression": text})
+        return Fragment(wanted[key], ref(made, "artifacts", "metadata", "value"), ref(made, "text"),
+                        1 + sum(leaf.steps for leaf in leaves if leaf.text in text))
+
+    if fallback is not None:
+        for key, text in targets.fallback.items():
+            if key not in targets.found and key not in fallback:
+                fallback[key] = step(key, text)
+    return {key: step(key, text) for key, text in targets.found.items()}
 
 
 def _grow(world: World, leaves: Sequence[Leaf], targets: _Targets, full_size: int) -> list[_Expr]:
+    """Every expression up to ``full_size`` leaves (and, deep, powers by a leaf and as much
+    of the next size as the pool's bound allows), each value once."""
     count = len(world.examples)
-    base = [_Expr(leaf.values, leaf.text, 1, True) for leaf in leaves]
-    base += [_Expr((float(c),) * count, str(c), 1, True) for c in CONSTANTS]
-    by_size: dict[int, list[_Expr]] = {1: []}
+    by_size: dict[int, list[_Expr]] = {1: [], 2: [], 3: [], 4: []}
     seen: set[tuple[float, ...]] = set()
-    for expr in base:
+
+    def keep(expr: _Expr, size: int) -> None:
         key = tuple(_tidy(v) for v in expr.values)
-        if key not in seen:
-            seen.add(key)
-            by_size[1].append(expr)
-            targets.offer(expr)
+        if key in seen or (size > 1 and len(set(key)) == 1 and count > 1):
+            return
+        seen.add(key)
+        by_size[size].append(expr)
+        targets.offer(expr)
+
+    for leaf in leaves:
+        keep(_Expr(leaf.values, leaf.text, 1), 1)
     for size in range(2, full_size + 1):
-        by_size[size] = []
-        for left_size in range(1, size):
-            for a in by_size[left_size]:
-                world.budget.check()
-                for b in by_size[size - left_size]:
-                    for expr in _combine(a, b):
-                        key = tuple(_tidy(v) for v in expr.values)
-                        if key in seen or (len(set(key)) == 1 and count > 1):
-                            continue
-                        seen.add(key)
-                        by_size[size].append(expr)
-                        targets.offer(expr)
-                if len(seen) > _MAX_POOL or targets.done():
-                    return [e for level in by_size.values() for e in level]
-    pool = [e for level in by_size.values() for e in level]
-    if full_size < _FULL_SIZE:
-        return pool
-    exponents = [e for e in by_size[1] if not all(v == e.values[0] for v in e.values)]
-    for a in list(pool):
-        world.budget.check()
-        for b in exponents:
-            expr = _apply("**", a, b)
-            if expr is not None and tuple(_tidy(v) for v in expr.values) not in seen:
-                seen.add(tuple(_tidy(v) for v in expr.values))
-                pool.append(expr)
-                targets.offer(expr)
-    return pool
+        _level(world, by_size, size, keep, lambda: targets.done())
+    if full_size >= _FULL_SIZE and not targets.done():
+        exponents = [e for e in by_size[1] if len(set(e.values)) > 1]
+        for a in [e for size in range(1, _FULL_SIZE + 1) for e in by_size[size]]:
+            world.budget.check()
+            for b in exponents:
+                expr = _apply("**", a, b)
+                if expr is not None:
+                    keep(expr, _FULL_SIZE + 1)
+        _level(world, by_size, _FULL_SIZE + 1, keep, lambda: targets.done() or len(seen) > _MAX_POOL)
+    return [e for level in by_size.values() for e in level]
+
+
+def _level(world: World, by_size: dict[int, list[_Expr]], size: int, keep: Callable[[_Expr, int], None],
+           stop: Callable[[], bool]) -> None:
+    """Expressions of ``size`` leaves: two smaller ones combined, and the absolute value
+    of those that go negative."""
+    for left_size in range(size - 1, 0, -1):  # the larger part first: (a * b) / c before a / (c / b)
+        for a in list(by_size[left_size]):
+            world.budget.check()
+            if stop():
+                return
+            for b in list(by_size[size - left_size]):
+                for expr in _combine(a, b):
+                    keep(expr, size)
+    for expr in list(by_size[size]):
+        if any(v < 0 for v in expr.values):
+            keep(_Expr(tuple(abs(v) for v in expr.values), f"abs({expr.text})", size, "abs"), size)
 
 
 def _combine(a: _Expr, b: _Expr) -> list[_Expr]:
     out = []
     for symbol, (_, commutative) in _OPS.items():
-        if commutative and a.text > b.text and a.size == b.size:
-            continue
+        if (commutative and a.text > b.text and a.size == b.size) or (symbol == "/" and b.op == "/"):
+            continue  # a / (b / c) is written (a * c) / b, which rounds once
         expr = _apply(symbol, a, b)
         if expr is not None:
             out.append(expr)
@@ -182,7 +214,8 @@ def _apply(symbol: str, a: _Expr, b: _Expr) -> _Expr | None:
         return None
     if any(not math.isfinite(v) or abs(v) > _MAX_MAGNITUDE for v in values):
         return None
-    return _Expr(values, f"({a.text} {symbol} {b.text})", a.size + b.size)
+    text = f"{symbol}({a.text}, {b.text})" if symbol.isalpha() else f"({a.text} {symbol} {b.text})"
+    return _Expr(values, text, a.size + b.size, symbol)
 
 
 def _meet(world: World, pool: list[_Expr], targets: _Targets) -> None:
@@ -198,7 +231,7 @@ def _meet(world: World, pool: list[_Expr], targets: _Targets) -> None:
         low, high = values[0] - half, values[0] + half
         for x in small:
             world.budget.check()
-            for symbol, (fn, _) in _OPS.items():
+            for symbol in _INVERTIBLE:
                 for y_low, y_high, x_first in _needed(symbol, x.values[0], low, high):
                     start = bisect.bisect_left(firsts, y_low)
                     for i in order[start:start + _MATCHES_PER_PROBE]:

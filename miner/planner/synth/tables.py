@@ -12,16 +12,15 @@ extended. Ops are the ``json_transform`` tool's own op models, applied in this p
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from miner.tools.base import ToolError
-from miner.tools.transform import (
-    CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp,
-)
+from miner.tools.transform import CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp, UniqueOp
 from protocol.dataref import INPUT, ref
 
-from .world import Fragment, Program, World, run_steps
+from .world import Fragment, Program, World, canonical, run_steps
 
 __all__ = ["pipelines", "tables"]
 
@@ -104,19 +103,21 @@ def _candidate_ops(values: tuple[Any, ...], scalars: Scalars) -> Iterator[OpSpec
         for name, _ in words:
             yield {"op": "filter", "field": field, "eq": name}
     for field in numeric:
+        for reverse in (True, False):
+            yield {"op": "sort", "key": field, "reverse": reverse}
+    for name, column in numbers:  # a count, where it fits the rows of some example
+        if all(isinstance(x, int) and x >= 0 for x in column) and any(x <= len(v) for x, v in zip(column, values)):
+            yield {"op": "limit", "n": name}
+    yield {"op": "limit", "n": 1}
+    for field in numeric:
         for name, _ in numbers:
             yield {"op": "filter", "field": field, "gt": name}
             yield {"op": "filter", "field": field, "lt": name}
-    for field in fields:
-        for reverse in (True, False):
-            yield {"op": "sort", "key": field, "reverse": reverse}
-    for name, column in numbers:
-        if all(isinstance(x, int) and x >= 0 for x in column):
-            yield {"op": "limit", "n": name}
     for size in (1, 2):
         for chosen in itertools.combinations(fields, size):
             if len(chosen) < len(fields):
                 yield {"op": "pick", "fields": list(chosen)}
+    yield {"op": "unique"}
 
 
 def _common_fields(values: tuple[Any, ...]) -> list[str]:
@@ -132,7 +133,7 @@ def _all_rows(values: tuple[Any, ...], field: str, test: Callable[[Any], bool]) 
 
 
 _MODELS = {"count": CountOp, "sum": SumOp, "group_count": GroupCountOp, "filter": FilterOp, "sort": SortOp,
-           "limit": LimitOp, "pick": PickOp}
+           "limit": LimitOp, "pick": PickOp, "unique": UniqueOp}
 
 
 def _apply(spec: OpSpec, value: Any, inputs: dict[str, Any]) -> Any:
@@ -142,11 +143,17 @@ def _apply(spec: OpSpec, value: Any, inputs: dict[str, Any]) -> Any:
 
 def pipelines(world: World, program: Program, table: Fragment, wanted: dict[str, str]) -> dict[str, Fragment]:
     """For each wanted value (its :attr:`Fragment.key` → a name), the shortest pipeline
-    over ``table`` that gives it in every example, as a ``json_transform`` step."""
+    over ``table`` that gives it in every example, as a ``json_transform`` step; one that
+    reads every input the description names for the key comes before one that does not."""
     scalars = scalar_inputs(world)
     per_example = [{name: column[i] for name, column in scalars} for i in range(len(world.examples))]
     found: dict[str, Fragment] = {}
-    seen = {table.key}
+    wanted_values = {name: tuple(json.loads(key)) for key, name in wanted.items()}
+    picks = _picks(wanted_values)
+    mentions = {name: world.mentions(name) for name in wanted_values}
+    named = set().union(*mentions.values()) if mentions else set()
+    fallback: dict[str, list[OpSpec]] = {}
+    seen = {table.key + "|"}
     frontier: list[tuple[tuple[Any, ...], list[OpSpec]]] = [(table.values, [])]
     for _ in range(_DEPTH):
         grown = []
@@ -157,20 +164,56 @@ def pipelines(world: World, program: Program, table: Fragment, wanted: dict[str,
                     out = tuple(_apply(spec, v, inputs) for v, inputs in zip(values, per_example))
                 except (ToolError, ValueError, TypeError, KeyError):
                     continue
-                fragment = Fragment(out, "", "")
-                if fragment.key in seen:
-                    continue
-                seen.add(fragment.key)
+                if spec["op"] == "filter" and out == values:
+                    continue  # a filter that keeps every row in every example says nothing
                 chain = [*ops, spec]
-                name = wanted.get(fragment.key)
-                if name is not None and name not in found:
-                    found[name] = _step(program, table, chain, out)
+                # equal values are one state, unless they read other inputs the description names
+                state = Fragment(out, "", "").key + "|" + ",".join(sorted(m for m in named if m in json.dumps(chain)))
+                if state in seen:
+                    continue
+                seen.add(state)
+                for name, last in _matches(out, wanted, picks):
+                    reads = json.dumps(chain)
+                    if name in found:
+                        continue
+                    if all(mention in reads for mention in mentions[name]):
+                        found[name] = _step(program, table, chain + last, wanted_values[name])
+                    elif name not in fallback:
+                        fallback[name] = chain + last
                 if spec["op"] not in _TERMINAL and len(seen) < _MAX_STATES:
                     grown.append((out, chain))
         if len(found) == len(set(wanted.values())):
             break
         frontier = grown
+    for name, chain in fallback.items():
+        if name not in found:
+            found[name] = _step(program, table, chain, wanted_values[name])
     return found
+
+
+def _picks(wanted: dict[str, tuple[Any, ...]]) -> list[list[str]]:
+    """The field lists of wanted lists of records: a pipeline ending in that ``pick`` is
+    compared as soon as the rest of it is built (a last step the search need not take)."""
+    out = []
+    for values in wanted.values():
+        rows = [row for v in values if isinstance(v, list) for row in v if isinstance(row, dict)]
+        if rows and all(isinstance(v, list) for v in values) and all(list(row) == list(rows[0]) for row in rows):
+            out.append(sorted(rows[0]))
+    return [list(fields) for fields in dict.fromkeys(tuple(f) for f in out)]
+
+
+def _matches(out: tuple[Any, ...], wanted: dict[str, str], picks: list[list[str]]) -> Iterator[tuple[str, list[OpSpec]]]:
+    """The wanted values ``out`` is, as it is or after one of ``picks``."""
+    name = wanted.get(canonical(list(out)))
+    if name is not None:
+        yield name, []
+    if not picks or not all(isinstance(v, list) and all(isinstance(r, dict) for r in v) for v in out):
+        return
+    for fields in picks:
+        picked = [[{k: row[k] for k in fields if k in row} for row in v] for v in out]
+        name = wanted.get(canonical(picked))
+        if name is not None:
+            yield name, [{"op": "pick", "fields": fields}]
 
 
 def _step(program: Program, table: Fragment, ops: list[OpSpec], values: tuple[Any, ...]) -> Fragment:

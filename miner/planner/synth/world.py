@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -98,6 +99,29 @@ class World:
             actions &= frozenset(step.action for step in package.steps)
         examples = tuple(Example.of(example) for example in package.examples)
         return cls(examples, actions, budget, package.description, package.inputs)
+
+    def says(self, key: str) -> str:
+        """What the description says about answer key ``key``: from ```key`:`` to the next
+        ```name`:``, or "" when it says nothing under that key."""
+        start = self.description.find(f"`{key}`:") if key else -1
+        if start < 0:
+            return ""
+        rest = self.description[start + len(key) + 3:]
+        end = re.search(r"`[^`]+`:", rest)
+        return rest[: end.start()] if end else rest
+
+    def mentions(self, key: str) -> frozenset[str]:
+        """The input refs the description names for answer key ``key``: a program for
+        that key should read them."""
+        part = self.says(key)
+        if not part or not self.examples:
+            return frozenset()
+        return frozenset(f"${{input.{name}" for name in self.examples[0].inputs if f"`{name}`" in part)
+
+    def decimals(self, key: str) -> int | None:
+        """The decimals the description asks answer key ``key`` to be rounded to, if it says."""
+        found = re.search(r"(\d{1,2}) decimal", self.says(key))
+        return int(found.group(1)) if found else None
 
     def offers(self, *actions: str) -> bool:
         return all(action in self.actions for action in actions)
