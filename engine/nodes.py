@@ -140,7 +140,8 @@ def build_nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, pr
     framed = _framed(plan, check)
     nodes = [
         (_FramedNode if spec.id in framed else _Node)(
-            i, spec.id, spec.subnet, spec.action, max(spec.estimated_cost, prices.get(spec.subnet, 0.0)), timeout,
+            i, spec.id, spec.subnet, spec.action,
+            max(spec.estimated_cost, prices.get(spec.subnet, 0.0)) if prices else spec.estimated_cost, timeout,
         )
         for i, spec in enumerate(plan.nodes)
     ]

@@ -168,7 +168,7 @@ class _Pool:
         The runner's coroutine is awaited right here (no task per node), so a
         runner that answers without suspending costs no loop turn at all.
         """
-        queue, runner, run, watchdog = self.queue, self._runner, self._run, self._watchdog
+        queue, run_node, run, watchdog = self.queue, self._runner.run, self._run, self._watchdog
         clock, t0, task_id, record, settle = run.clock, run.t0, run.task_id, run.record, run.settle
         while True:
             if not queue:
@@ -194,7 +194,7 @@ class _Pool:
                 node.attempts = attempt
                 call = NodeCall(task_id, node.id, node.subnet, node.action, node.params, node.timeout, attempt)  # type: ignore[arg-type]
                 try:
-                    result = await (run.frames(node, call) if node.emits else runner.run(call))
+                    result = await (run.frames(node, call) if node.emits else run_node(call))
                 except asyncio.CancelledError:
                     if self._stopping or not slot.expired:
                         raise

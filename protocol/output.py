@@ -89,10 +89,8 @@ class NodeOutput(BaseModel):
 
     def as_dict(self) -> dict[str, Any]:
         """The plain-JSON form DataRefs are resolved against."""
-        return {
-            "text": self.text,
-            "artifacts": {"code": self.artifacts.code, "metadata": self.artifacts.metadata},
-        }
+        artifacts = self.artifacts
+        return {"text": self.text, "artifacts": {"code": artifacts.code, "metadata": artifacts.metadata}}
 
 
 def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
