@@ -9,8 +9,9 @@ __all__ = ["_Budget"]
 class _Budget:
     """Spending against a ceiling; a dispatched node holds part of it until it settles.
 
-    A node holds its estimate, or the dearest single attempt seen so far in the run
-    when that is more (so an estimate of 0 hides nothing). A retry faces the ceiling
+    A node holds its estimate, or the dearest single attempt seen so far on its subnet
+    when that is more (so an estimate of 0 hides nothing once the subnet has been paid,
+    and one dear call does not make every cheap node after it look dear). A retry faces the ceiling
     exactly as a first attempt does. A run without a ceiling has no budget at all
     (None), so it pays nothing for one.
     """
@@ -22,7 +23,7 @@ class _Budget:
         self.spent = 0.0
         self._reserved = 0.0
         self._open = 0  # reservations not yet released
-        self._dearest = 0.0  # the largest cost of one attempt so far
+        self._dearest: dict[str, float] = {}  # subnet -> the largest cost of one attempt on it so far
 
     def exhausted(self) -> bool:
         """Whether dispatching anything more could pass the ceiling."""
@@ -32,14 +33,15 @@ class _Budget:
         """Whether another attempt of a node holding ``held`` could pass the ceiling."""
         return self.spent + self._reserved - held >= self.ceiling
 
-    def charge(self, cost: float) -> None:
+    def charge(self, cost: float, subnet: str) -> None:
         self.spent += cost
-        if cost > self._dearest:
-            self._dearest = cost
+        if cost > self._dearest.get(subnet, 0.0):
+            self._dearest[subnet] = cost
 
-    def reserve(self, estimate: float) -> float:
-        """Hold ``max(estimate, dearest attempt so far)``; returns what is held."""
-        held = estimate if estimate > self._dearest else self._dearest
+    def reserve(self, estimate: float, subnet: str) -> float:
+        """Hold ``max(estimate, dearest attempt on subnet so far)``; returns what is held."""
+        dearest = self._dearest.get(subnet, 0.0)
+        held = estimate if estimate > dearest else dearest
         self._open += 1
         self._reserved += held
         return held

@@ -244,7 +244,7 @@ class _Run:
                     self.t_first = self._now()
                 self._inflight += 1
                 if budget is not None:
-                    node.held = budget.reserve(node.estimate)
+                    node.held = budget.reserve(node.estimate, node.subnet)
                 if quiet:  # the hot path: no Event to build
                     node.status = RUNNING
                 else:
@@ -283,7 +283,7 @@ class _Run:
                 return f"runner reported an invalid cost: {cost!r}"
             node.cost_tao += cost
             if self._budget is not None:
-                self._budget.charge(cost)
+                self._budget.charge(cost, node.subnet)
         elif type(cost) is not float and type(cost) is not int:
             return f"runner reported an invalid cost: {cost!r}"
         extra = result.unplanned_retries

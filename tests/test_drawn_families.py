@@ -138,16 +138,6 @@ def test_the_executing_check_runs_the_reference_plan_and_every_drawn_family_pass
     assert reference_solves(replace(family, package=broken)).startswith("reference plan does not solve seed")
 
 
-GOOD_OUT_OF_BUDGET = {"gen_47e5739a55b0"}
-OUT_OF_BUDGET = (
-    "good's plan ends in budget_abort (miner/planner/good.py as on main before issue 21 too): csv_to_json on a "
-    "dear data subnet, then three branches on a cheap flaky one; good declares its exact estimate, the ceiling "
-    "is 1.5 x that, and the executor holds the dearest attempt so far (csv_to_json's) for each branch in flight, "
-    "so the third branch is never dispatched. A planner (or engine) matter, not the family's: naive solves it. "
-    "Strict, so the fix shows up here."
-)
-
-
 def _score(family, strategy: str) -> dict:
     proposal = get_planner(strategy).plan(family.package)
     document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
@@ -163,9 +153,7 @@ def _compared() -> list:
 
 
 @pytest.mark.parametrize("family", _compared(), ids=lambda f: f"{f.task_type}-{f.task_id}")
-def test_good_beats_naive_on_every_drawn_family_and_solves_it(family, request) -> None:
-    if family.task_id in GOOD_OUT_OF_BUDGET:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=OUT_OF_BUDGET))
+def test_good_beats_naive_on_every_drawn_family_and_solves_it(family) -> None:
     good, naive = _score(family, "good"), _score(family, "naive")
     assert good["output_quality"] == 1 and good["completion_ratio"] == 1
     assert good["S"] > naive["S"]
