@@ -17,6 +17,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,11 +263,14 @@ def run_steps(steps: Sequence[StepHint], examples: Sequence[Example]) -> list[di
     async def every() -> list[dict[str, Any] | None]:
         return [await _run(steps, example) for example in examples]
 
-    loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(every())
-    finally:
-        loop.close()
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: a planner is called from plain, synchronous code
+        return asyncio.run(every())
+    # Called from inside an event loop (a caller that plans in its loop's thread): that
+    # loop cannot be nested, so the checks run on their own loop in a thread of their own.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="synth") as pool:
+        return pool.submit(asyncio.run, every()).result()
 
 
 def check_program(steps: Sequence[StepHint], examples: Sequence[Example], matches: Any) -> bool:
