@@ -1,9 +1,11 @@
 """``agent`` families: multi-step jobs over hidden entities and numbers, judged by a
 goal checklist.
 
-Two shapes. *Lookup and compute*: an instance's documents state a figure for each of
-several invented subjects (as in the rag families); the plan finds two subjects'
-figures, pulls the numbers out, combines them with the calculator and reports JSON.
+Two shapes. *Lookup and compute*: an instance's documents, held by retrieval subnets
+under the id its ``collection`` input names (as in the rag families), state a figure
+for each of several invented subjects; the plan finds two subjects' figures with
+``search(collection=...)``, pulls the numbers out, combines them with the calculator and
+reports JSON.
 *Compute*: the hidden numbers are inputs themselves (amounts, rates, quantities); the
 plan runs independent calculations in parallel and reports them. The checklist holds
 the drawn subjects and the computed values, so only a plan that ran this instance's
@@ -20,7 +22,8 @@ from protocol.dataref import INPUT, ref
 
 from .family import Family
 from .profiles import make_family, step
-from .rag_families import DOMAINS, SCHEMA, Domain, fact_documents
+from .held import held_id
+from .rag_families import DOMAINS, Domain, collection_inputs, fact_documents
 from .seed import Draw
 
 _NUMBER = r"-?\d+"
@@ -55,17 +58,18 @@ _COMBINES = (
 
 
 def _lookup_family(index: int, domain: Domain, combine: Combine) -> Family:
-    def generate(draw: Draw) -> tuple[dict[str, Any], dict[str, Any]]:
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         documents, facts = fact_documents(domain, draw)
         first, second = draw.sample(list(facts), 2)
         value = tidy(combine.fn(facts[first][1], facts[second][1]))
         checklist = _checklist({"first": first, "second": second, combine.name: value})
-        return {"subjects": [first, second], "documents": documents}, {"goal_checklist": checklist}
+        held = held_id(draw, "c")
+        return {"subjects": [first, second], "collection": held}, {"goal_checklist": checklist}, {held: documents}
 
     steps = []
     for i in range(2):
         steps.append(step(f"find_{i}", "search", query=f"{ref(INPUT, 'subjects', i)} {domain.query}",
-                          documents=ref(INPUT, "documents"), k=1))
+                          collection=ref(INPUT, "collection"), k=1))
         steps.append(step(f"num_{i}", "text_transform", op="extract_regex", text=ref(f"find_{i}", "text"), pattern=_NUMBER))
     expression = combine.expression.format(a=ref("num_0", "text"), b=ref("num_1", "text"))
     steps.append(step("calc", "calculator", expression=expression))
@@ -73,11 +77,13 @@ def _lookup_family(index: int, domain: Domain, combine: Combine) -> Family:
     steps.append(step("report", "text_transform", op="template", text=report,
                       values={"a": ref(INPUT, "subjects", 0), "b": ref(INPUT, "subjects", 1), "v": ref("calc", "text")}))
     description = (
-        f"The input `documents` state a figure for each of several {domain.name}. For the two names in "
+        f"The collection the input `collection` names states a figure for each of several {domain.name}. For "
+        f"the two names in "
         f"`subjects`, find each one's figure and report JSON with keys `first` and `second` (the names) and "
         f"`{combine.name}`: {combine.wording}."
     )
-    return make_family(index, f"agent_{combine.name}_{domain.name}", "agent", description, SCHEMA, steps, generate)
+    inputs = collection_inputs(domain.name)
+    return make_family(index, f"agent_{combine.name}_{domain.name}", "agent", description, inputs, steps, generate)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,15 @@
 """``code`` families: a function whose spec has hidden parameters, tested on cases drawn
 per instance.
 
-The function's body is public (in the step hints); the constants it depends on (a
-factor, a shift, a width...) are inputs drawn per instance. The plan writes the
-constants block from ``${input.*}``, joins it with the body, checks that the module runs
-in ``python_exec`` and returns it as ``artifacts.code``. The reference is
-``{"entry_point", "cases": [{"args", "kwargs", "expected"}]}``: the validator calls the
+The function's body is public (in the description, at every hint tier, and in the step
+hints); the constants it depends on (a factor, a shift, a width...) are drawn per
+instance and held as a one-row config table by data subnets, under the id the ``table``
+input names: its columns are the constants' names, and the body uses them in upper case
+(column ``lo`` is ``LO``). The plan reads the table with ``csv_to_json(table=...)`` on a
+data subnet, writes the constants block and the body into a module on a text subnet,
+checks that the module runs in ``python_exec`` and returns it as ``artifacts.code``. A
+text or exec node handed the table's id sees the id, never the constants. The reference
+is ``{"entry_point", "cases": [{"args", "kwargs", "expected"}]}``: the validator calls the
 entry point on each case's arguments in the sandbox and compares the values it gets
 back with ``expected`` outside it. Expected values come from the plain-Python model
 below, never from the tools.
@@ -21,6 +25,7 @@ from typing import Any
 from protocol.dataref import INPUT, ref
 
 from .family import Family
+from .held import held_id, table_schema
 from .profiles import make_family, step
 from .seed import Draw
 
@@ -73,7 +78,7 @@ SPECS = (
          "def bucket(x):\n    return x // WIDTH * WIDTH\n",
          lambda p, x: x // p["width"] * p["width"], lambda d, p: d.int(-500, 500)),
     Spec("fizzbuzz", "list 1..n, with multiples of `a` as Fizz, of `b` as Buzz, of both as FizzBuzz",
-         {"a": lambda d: d.int(2, 4), "b": lambda d: d.int(5, 7)},
+         {"a": lambda d: d.int(2, 7), "b": lambda d: d.int(8, 13)},
          "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
          "        word = ('Fizz' if i % A == 0 else '') + ('Buzz' if i % B == 0 else '')\n"
          "        out.append(word or i)\n    return out\n",
@@ -83,7 +88,7 @@ SPECS = (
          "def weighted_sum(xs):\n    return sum(w * x for w, x in zip((W1, W2, W3), xs))\n",
          lambda p, xs: p["w1"] * xs[0] + p["w2"] * xs[1] + p["w3"] * xs[2], lambda d, p: _ints(d, -30, 30, 3, 3)),
     Spec("rotate", "rotate a non-empty list left by `r` places",
-         {"r": lambda d: d.int(1, 9)},
+         {"r": lambda d: d.int(1, 40)},
          "def rotate(xs):\n    k = R % len(xs)\n    return xs[k:] + xs[:k]\n",
          lambda p, xs: xs[p["r"] % len(xs):] + xs[: p["r"] % len(xs)], lambda d, p: _ints(d, 0, 99)),
     Spec("tax", "tax in cents: `rate` percent of the amount (rounded down) when it exceeds `free`, else 0",
@@ -94,10 +99,10 @@ SPECS = (
          {"prefix": lambda d: "".join(d.choice(string.ascii_uppercase) for _ in range(3)), "width": lambda d: d.int(4, 8)},
          "def pad_id(n):\n    return PREFIX + str(n).zfill(WIDTH)\n",
          lambda p, n: p["prefix"] + str(n).zfill(p["width"]), lambda d, p: d.int(0, 99_999)),
-    Spec("window_max", "the maximum of every window of `w` consecutive numbers",
-         {"w": lambda d: d.int(2, 4)},
-         "def window_max(xs):\n    return [max(xs[i:i + W]) for i in range(len(xs) - W + 1)]\n",
-         lambda p, xs: [max(xs[i:i + p["w"]]) for i in range(len(xs) - p["w"] + 1)],
+    Spec("window_max", "the maximum of every window of `w` consecutive numbers, plus `lift`",
+         {"w": lambda d: d.int(2, 4), "lift": lambda d: d.int(1, 99)},
+         "def window_max(xs):\n    return [max(xs[i:i + W]) + LIFT for i in range(len(xs) - W + 1)]\n",
+         lambda p, xs: [max(xs[i:i + p["w"]]) + p["lift"] for i in range(len(xs) - p["w"] + 1)],
          lambda d, p: _ints(d, -50, 50, p["w"], 9)),
     Spec("count_above", "how many numbers are greater than `limit`",
          {"limit": lambda d: d.int(0, 100)},
@@ -106,40 +111,52 @@ SPECS = (
 )
 
 
-def _constants_template(spec: Spec) -> str:
-    lines = []
-    for name, drawn in spec.constants.items():
-        quoted = isinstance(drawn(Draw(0)), str)
-        lines.append(f'{name.upper()} = "{{{name}}}"' if quoted else f"{name.upper()} = {{{name}}}")
-    return "\n".join(lines) + "\n"
+def _quoted(spec: Spec, name: str) -> bool:
+    return isinstance(spec.constants[name](Draw(0)), str)
+
+
+def _config_csv(params: Params) -> str:
+    """The one-row config table: a column per constant (string constants hold no comma)."""
+    return ",".join(params) + "\n" + ",".join(str(value) for value in params.values()) + "\n"
+
+
+def _module_template(spec: Spec) -> str:
+    """The module as a fenced block: the constants from the config row's ``{name}`` fields, then ``{body}``."""
+    lines = [f'{name.upper()} = "{{{name}}}"' if _quoted(spec, name) else f"{name.upper()} = {{{name}}}"
+             for name in spec.constants]
+    return "```python\n" + "\n".join(lines) + "\n\n\n{body}```\n"
 
 
 def _family(index: int, spec: Spec) -> Family:
-    def generate(draw: Draw) -> tuple[dict[str, Any], dict[str, Any]]:
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         params = {name: drawn(draw) for name, drawn in spec.constants.items()}
         cases = []
         for _ in range(_CASES):
             argument = spec.argument(draw, params)
             cases.append({"args": [argument], "kwargs": {}, "expected": spec.model(params, argument)})
-        return params, {"entry_point": spec.entry, "cases": cases}
+        held = held_id(draw, "t")
+        return {"table": held}, {"entry_point": spec.entry, "cases": cases}, {held: _config_csv(params)}
 
     steps = [
-        step("constants", "text_transform", op="template", text=_constants_template(spec),
-             values={name: ref(INPUT, name) for name in spec.constants}),
+        step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
         step("body", "text_transform", op="dedent", text=spec.body),
-        step("module", "text_transform", op="template", text="```python\n{constants}\n{body}```\n",
-             values={"constants": ref("constants", "text"), "body": ref("body", "text")}),
+        step("module", "text_transform", op="template", text=_module_template(spec),
+             values={"body": ref("body", "text"),
+                     **{name: ref("config", "artifacts", "metadata", "result", 0, name) for name in spec.constants}}),
         step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"),
         step("smoke", "python_exec", code=f"{ref('code', 'artifacts', 'code')}\nprint({spec.entry}.__name__)\n"),
         step("final", "text_transform", op="extract_code_block",
              text=f"```python\n{ref('code', 'artifacts', 'code')}```\n# checked: {ref('smoke', 'text')}"),
     ]
-    schema = {"type": "object", "required": list(spec.constants),
-              "properties": {name: {"type": "string" if isinstance(d(Draw(0)), str) else "integer"}
-                             for name, d in spec.constants.items()}}
+    columns = ",".join(spec.constants)
+    schema = {"type": "object", "required": ["table"],
+              "properties": {"table": table_schema(f"{columns}; one row: the constants")}}
+    constants = ", ".join(f"`{name}` is `{name.upper()}`" for name in spec.constants)
     description = (
-        f"Write a Python function `{spec.entry}` that does this: {spec.wording}. The parameters are the "
-        f"task inputs; the function's body is given in the steps. Return the module as artifacts.code."
+        f"Write a Python function `{spec.entry}` that does this: {spec.wording}. Its constants are the one row of "
+        f"the config table the input `table` names (held by data subnets; columns {columns}); the body names "
+        f"each column in UPPER_CASE ({constants}). The body:\n\n"
+        f"```python\n{spec.body}```\n\nReturn the module (the constants, then the body) as artifacts.code."
     )
     return make_family(index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0)
 

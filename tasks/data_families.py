@@ -1,10 +1,11 @@
-"""``data_transform`` families: a hidden table, the questions asked of it, exact answers.
+"""``data_transform`` families: a held table, the questions asked of it, exact answers.
 
-Each instance is a fresh CSV (rows, categories and numbers drawn per instance) and
-hidden parameters (which category, what threshold, how many). The plan parses the CSV,
-answers each question in its own branch of ``json_transform`` ops, and assembles the
-branches into one JSON object; the reference is that object, computed here in plain
-Python from the drawn rows.
+Each instance is a fresh CSV (rows, categories and numbers drawn per instance) held by a
+data subnet under an id the inputs name (``table``), and hidden parameters (which
+category, what threshold, how many). The plan reads the table with
+``csv_to_json(table=...)`` on a data subnet, answers each question in its own branch of
+``json_transform`` ops, and writes the branches into one JSON object on a text subnet;
+the reference is that object, computed here in plain Python from the drawn rows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from protocol.dataref import INPUT, ref
 
 from .family import Family
+from .held import held_id, table_schema
 from .profiles import make_family, step
 from .seed import Draw
 
@@ -99,9 +101,9 @@ def _csv(table: Table, rows: list[Row]) -> str:
 def _schema(table: Table) -> dict[str, Any]:
     return {
         "type": "object",
-        "required": ["csv", "group", "threshold", "n"],
+        "required": ["table", "group", "threshold", "n"],
         "properties": {
-            "csv": {"type": "string", "description": f"CSV with header {table.id},{table.group},{table.number}"},
+            "table": table_schema(f"{table.id},{table.group},{table.number}"),
             "group": {"type": "string", "enum": list(table.groups)},
             "threshold": {"type": "integer"},
             "n": {"type": "integer", "minimum": 1},
@@ -110,22 +112,24 @@ def _schema(table: Table) -> dict[str, Any]:
 
 
 def _family(index: int, table: Table, questions: tuple[Question, ...]) -> Family:
-    def generate(draw: Draw) -> tuple[dict[str, Any], dict[str, Any]]:
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         rows = _rows(table, draw)
         params = {"group": draw.choice(table.groups), "threshold": draw.int(table.low, table.high), "n": draw.int(2, 4)}
         expected = {q.name: q.answer(table, rows, params) for q in questions}
-        return {"csv": _csv(table, rows), **params}, {"expected_output": expected}
+        held = held_id(draw, "t")
+        return {"table": held, **params}, {"expected_output": expected}, {held: _csv(table, rows)}
 
     fields = {"id": table.id, "group": table.group, "number": table.number}
     asked = "; ".join(f"`{q.name}`: {q.wording.format(**fields)}" for q in questions)
     description = (
-        f"The input `csv` is a {table.name} table ({table.id}, {table.group}, {table.number}). "
-        f"Answer with one JSON object: {asked}."
+        f"The input `table` names a {table.name} table ({table.id}, {table.group}, {table.number}) that a data "
+        f"subnet holds. Answer with one JSON object: {asked}."
     )
-    steps = [step("rows", "csv_to_json", csv=ref(INPUT, "csv"), numeric=True)]
+    steps = [step("rows", "csv_to_json", table=ref(INPUT, "table"), numeric=True)]
     steps += [step(q.name, "json_transform", data=_DATA, ops=q.ops(table)) for q in questions]
-    data = {q.name: ref(q.name, "artifacts", "metadata", "result") for q in questions}
-    steps.append(step("answer", "json_transform", data=data, ops=[]))
+    answer = "{{" + ", ".join(f'"{q.name}": {{{q.name}}}' for q in questions) + "}}"
+    steps.append(step("answer", "text_transform", op="template", text=answer,
+                      values={q.name: ref(q.name, "text") for q in questions}))
     return make_family(index, f"dt_{table.name}", "data_transform", description, _schema(table), steps, generate)
 
 

@@ -93,7 +93,10 @@ def draw_set(secret: int, tempo: int, count: int, verify: Verifier | None = None
         for _ in range(_ATTEMPTS_PER_FAMILY):
             production = candidate(secret, tempo, attempt, kind)
             attempt += 1
-            reason = check(production, verify)
+            try:
+                reason = check(production, verify)
+            except Exception as exc:  # a candidate the checks cannot even evaluate is turned down like any other
+                reason = f"check failed: {type(exc).__name__}: {exc}"
             if reason is None:
                 families.append(production.family)
                 break

@@ -146,7 +146,7 @@ def draw_code(draw: Draw, index: int) -> Production:
     if draw.below(3):
         r = draw.choice(_REDUCES)
         m = _MAPS[-1] if r.name == "count" else draw.choice(_MAPS)
-        f = draw.choice(_FILTERS[1:] if r.name == "count" else _FILTERS)
+        f = draw.choice(_FILTERS[1:] if m.name == "plain" else _FILTERS)  # every function has a constant
         spec, names = _list_spec(m, f, r), set(_constants(m, f))
         models = {f"{r2.name}/{m2.name}/{f2.name}": _list_model(m2, f2, r2)
                   for r2 in _REDUCES for m2 in _MAPS for f2 in _FILTERS

@@ -1,11 +1,13 @@
-"""``rag`` families: questions over a document collection that comes with the instance.
+"""``rag`` families: questions over a document collection held for the instance.
 
 Each instance mixes a few documents of the shipped corpus with generated documents
 about invented subjects whose key values (a population, a length, a year...) are drawn
-per instance, so no public table holds the answer. The plan searches the instance's
-``documents`` once per subject and joins the sentences it finds; the reference answer
-is those sentences, and its ``key_facts`` are the drawn values, which the answer must
-carry (ROUGE-L alone would pay the right words with the wrong numbers).
+per instance, so no public table holds the answer. The documents are held by retrieval
+subnets under an id the inputs name (``collection``): the plan searches the collection
+once per subject (``search(collection=...)``) and joins the sentences it finds on a
+text subnet; the reference answer is those sentences, and its ``key_facts`` are the
+drawn values, which the answer must carry (ROUGE-L alone would pay the right words with
+the wrong numbers).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from protocol.dataref import INPUT, ref
 
 from .corpus import corpus_documents
 from .family import Family
+from .held import collection_schema, held_id
 from .profiles import make_family, step
 from .seed import Draw
 
@@ -54,21 +57,16 @@ _SYLLABLES = ("va", "lor", "ten", "mi", "dra", "sol", "ke", "rin", "tho", "bel",
 _SUBJECTS = 5
 _CORPUS_DOCUMENTS = 3
 
-SCHEMA = {
-    "type": "object",
-    "required": ["subjects", "documents"],
-    "properties": {
-        "subjects": {"type": "array", "items": {"type": "string"}},
-        "documents": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "title", "text"],
-                "properties": {"id": {"type": "string"}, "title": {"type": "string"}, "text": {"type": "string"}},
-            },
+def collection_inputs(what: str) -> dict[str, Any]:
+    """The inputs' schema of a family asking about ``subjects`` in a held collection."""
+    return {
+        "type": "object",
+        "required": ["subjects", "collection"],
+        "properties": {
+            "subjects": {"type": "array", "items": {"type": "string"}},
+            "collection": collection_schema(f"documents that describe {what} among other things"),
         },
-    },
-}
+    }
 
 
 def invented_names(draw: Draw, k: int) -> list[str]:
@@ -97,29 +95,32 @@ def fact_documents(domain: Domain, draw: Draw) -> tuple[list[dict[str, str]], di
 
 
 def _family(index: int, domain: Domain, asked: int) -> Family:
-    def generate(draw: Draw) -> tuple[dict[str, Any], dict[str, Any]]:
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         documents, facts = fact_documents(domain, draw)
         subjects = draw.sample(list(facts), asked)
         reference = {
             "reference_answer": " ".join(facts[s][0] for s in subjects),
             "key_facts": [str(facts[s][1]) for s in subjects],
         }
-        return {"subjects": subjects, "documents": documents}, reference
+        held = held_id(draw, "c")
+        return {"subjects": subjects, "collection": held}, reference, {held: documents}
 
     searches = [
         step(f"find_{i}", "search", query=f"{ref(INPUT, 'subjects', i)} {domain.query}",
-             documents=ref(INPUT, "documents"), k=1)
+             collection=ref(INPUT, "collection"), k=1)
         for i in range(asked)
     ]
     fields = " ".join(f"{{s{i}}}" for i in range(asked))
     answer = step("answer", "text_transform", op="template", text=fields,
                   values={f"s{i}": ref(f"find_{i}", "text") for i in range(asked)})
     description = (
-        f"The input `documents` describe {domain.name} among other things. For each name in `subjects`, "
+        f"The collection the input `collection` names describes {domain.name} among other things. For each "
+        f"name in `subjects`, "
         f"in order, find the sentence that states its key figure and answer with those sentences, "
         f"separated by single spaces."
     )
-    return make_family(index, f"rag_{domain.name}", "rag", description, SCHEMA, [*searches, answer], generate)
+    inputs = collection_inputs(domain.name)
+    return make_family(index, f"rag_{domain.name}", "rag", description, inputs, [*searches, answer], generate)
 
 
 def families(start: int) -> list[Family]:

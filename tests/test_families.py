@@ -89,15 +89,43 @@ def test_draws_are_pinned_so_every_validator_makes_the_same_instances() -> None:
     draw = Draw(2026)
     assert [draw.below(1000) for _ in range(3)] == [530, 189, 313]
     assert Draw(2026).shuffled(range(6)) == [3, 0, 2, 1, 5, 4]
-    assert family("dt_sales").instance(1).inputs["csv"].startswith("order,region,units\nS986,east,15\nS537,north,38\n")
+    found = family("dt_sales").instance(1)
+    assert found.inputs["table"] == "t-c32e780a"
+    assert found.holdings["t-c32e780a"].startswith("order,region,units\nS986,east,15\nS537,north,38\n")
 
 
-async def test_search_runs_over_the_documents_of_the_instance() -> None:
+async def test_search_runs_over_the_documents_the_instance_holds() -> None:
     fam = family("rag_towns")
     instance = fam.instance(5)
     subject = instance.inputs["subjects"][0]
     ctx = ToolContext("t", "n", 1, 5.0)
+    documents = instance.holdings[instance.inputs["collection"]]
     result = await default_registry().call(
-        "search", {"query": f"{subject} population residents", "documents": instance.inputs["documents"], "k": 1}, ctx
+        "search", {"query": f"{subject} population residents", "documents": documents, "k": 1}, ctx
     )
     assert result.output.text in instance.reference["reference_answer"]
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=IDS)
+def test_every_family_needs_two_subnet_types_and_names_its_held_data_by_id(fam) -> None:
+    kinds = {info.type for info in fam.package.available_tools.values()}
+    assert len(kinds) >= 2
+    for seed in (0, 9):
+        instance = fam.instance(seed)
+        named = {value for key, value in instance.inputs.items() if key in ("collection", "table")}
+        assert named == set(instance.holdings)
+        assert not any(str(held)[:40] in json.dumps(instance.inputs) for held in instance.holdings.values())
+    readers = {"search": "collection", "csv_to_json": "table"}
+    for hint in fam.package.steps:
+        if hint.action in readers:
+            assert set(hint.params) & {"documents", "csv"} == set() and readers[hint.action] in hint.params
+    for example in fam.package.examples:
+        assert set(example.holdings) == {v for k, v in example.inputs.items() if k in ("collection", "table")}
+
+
+@pytest.mark.parametrize("fam", [f for f in FAMILIES if f.task_type == "code"], ids=lambda f: f.task_id)
+def test_a_code_description_carries_the_body_and_says_how_constants_are_named(fam) -> None:
+    body = fam.package.steps[1].params["text"]
+    assert f"```python\n{body}```" in fam.package.description and "UPPER_CASE" in fam.package.description
+    row = fam.example().holdings[fam.example().inputs["table"]].splitlines()[1]
+    assert row not in fam.package.description

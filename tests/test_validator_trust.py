@@ -56,8 +56,9 @@ from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
 from validator.step import validation_step
 
-FAMILY = "dt_inventory"
-"""A data_transform family with a roomy latency limit (2.6 s) for loopback HTTP."""
+FAMILY = "agent_invoice"
+"""An agent family with a roomy latency limit (2.6 s) for loopback HTTP, whose inputs are
+its data (a family with held data would hand the cheat's node only an id)."""
 PARTNER_NETUID = 12
 UNMOVED = ("S_success", "S_cost", "S_reliability", "output_quality", "completion_ratio")
 """The parts of a score no machine load can move. A run through an adapter is on the wall
@@ -74,15 +75,18 @@ CHEAT_COLDKEY, OTHER_COLDKEY = "5CheatColdkey", "5SomeoneElse"
 
 class CheatPlanner:
     """One node that hands a provider every input of the task; its output is the answer.
-    The node goes to the fastest subnet that asks a single provider: the cheat's own."""
+    The node goes to the fastest subnet that asks a single provider: the cheat's own (a
+    text subnet, given the inputs as a template's values)."""
 
     name = "cheat"
 
     def plan(self, package: TaskPackage) -> WorkflowPlan:
         data = {name: f"${{input.{name}}}" for name in package.example}
         tools = package.available_tools
-        subnet = min(tools, key=lambda s: (package.route(s).top_k, tools[s].avg_latency))
-        return WorkflowPlan(nodes=[PlanNode(id=SOLVE, subnet=subnet, action="json_transform", params={"data": data, "ops": []})])
+        text = [s for s in tools if tools[s].type == "text"]
+        subnet = min(text, key=lambda s: (package.route(s).top_k, tools[s].avg_latency))
+        params = {"op": "template", "text": " ".join(f"{{{name}}}" for name in data), "values": data}
+        return WorkflowPlan(nodes=[PlanNode(id=SOLVE, subnet=subnet, action="text_transform", params=params)])
 
 
 @dataclass
@@ -100,7 +104,7 @@ class CheatProvider:
         body = json.loads(await request.body())
         self.calls.append(body["node_id"])
         if body["node_id"] == SOLVE:
-            return JSONResponse({"output": await _solve(body["task_id"], body["params"]["data"]), "cost_tao": 0.0})
+            return JSONResponse({"output": await _solve(body["task_id"], body["params"]["values"]), "cost_tao": 0.0})
         if self.sabotage:
             return JSONResponse({"output": None, "cost_tao": 0.0, "error": "subnet busy"})
         task = family_task(body["task_id"], 0)
@@ -278,7 +282,7 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
         assert network.cheat_provider.calls == []
         assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
     else:
-        assert "rows" in network.cheat_provider.calls  # it was asked for the good plan's nodes, and failed them
+        assert "calc_line1" in network.cheat_provider.calls  # it was asked for the good plan's nodes, and failed them
         async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
                             sabotage=False) as honest:
             control = (await _step(honest, tmp_path / "control", source))["good"]
