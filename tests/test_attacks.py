@@ -19,12 +19,11 @@ from miner.planner import get_planner
 from miner.planner.attackers import answer_plan, example_answer
 from miner.tools.registry import default_registry
 from miner.tools.runner import LocalRunner
-from neurons.localrun import run_document
-from protocol.documents import PlanDocument
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
 from engine.evaluate import expected_prices, run_task
+from support.attacks import gather, scored_run
 
 HIDDEN = 4242
 FAMILIES = load_families()
@@ -35,29 +34,15 @@ def _hidden(family: Family) -> Task:
     return family.task(family.instance(HIDDEN))
 
 
-async def _run(plan: WorkflowPlan, task: Task, estimate: float = 0.0) -> dict[str, Any]:
-    return await run_document(PlanDocument(plan, estimate, "synapse"), task=task)
-
-
-async def _gather(coroutines: list, width: int = 8) -> list:
-    gate = asyncio.Semaphore(width)
-
-    async def one(coroutine):
-        async with gate:
-            return await coroutine
-
-    return await asyncio.gather(*(one(c) for c in coroutines))
-
-
 @pytest.fixture(scope="module")
 def naive() -> dict[str, float]:
     """The naive planner's S on each family's hidden instance."""
 
     async def score(family: Family) -> float:
         proposal = get_planner("naive").plan(family.package)
-        return (await _run(proposal.plan, _hidden(family), proposal.total_estimated_cost))["score"]["S"]
+        return (await scored_run(proposal.plan, _hidden(family), proposal.total_estimated_cost))["score"]["S"]
 
-    return dict(zip(IDS, asyncio.run(_gather([score(f) for f in FAMILIES]))))
+    return dict(zip(IDS, asyncio.run(gather([score(f) for f in FAMILIES]))))
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +52,10 @@ def on_example() -> dict[str, dict]:
 
     async def output(family: Family) -> dict:
         proposal = get_planner("good").plan(family.package)
-        report = await _run(proposal.plan, family.task(family.example()), proposal.total_estimated_cost)
+        report = await scored_run(proposal.plan, family.task(family.example()), proposal.total_estimated_cost)
         return report["final_output"] or {"text": "", "artifacts": {"code": "", "metadata": {}}}
 
-    return dict(zip(IDS, asyncio.run(_gather([output(f) for f in FAMILIES]))))
+    return dict(zip(IDS, asyncio.run(gather([output(f) for f in FAMILIES]))))
 
 
 def _one_node(family: Family, answer: str, *, code: bool, action: str | None = None) -> WorkflowPlan:
@@ -92,9 +77,9 @@ def _memorised(family: Family) -> str:
 def _attack(plans: dict[str, WorkflowPlan]) -> dict[str, dict]:
     async def run(task_id: str) -> dict:
         family = next(f for f in FAMILIES if f.task_id == task_id)
-        return await _run(plans[task_id], _hidden(family))
+        return await scored_run(plans[task_id], _hidden(family))
 
-    return dict(zip(plans, asyncio.run(_gather([run(t) for t in plans]))))
+    return dict(zip(plans, asyncio.run(gather([run(t) for t in plans]))))
 
 
 def _assert_no_better_than_naive(reports: dict[str, dict], naive: dict[str, float]) -> None:
@@ -153,5 +138,5 @@ def test_zero_estimates_and_a_flood_of_the_dearest_subnet_stay_within_the_budget
     runner = LocalRunner(default_registry(), subnets=task.available_tools)
     execution = asyncio.run(run_task(plan, check_plan_for(plan, task), task, runner, total_estimated_cost=0.0))
     assert execution.metrics.cost_tao <= task.constraints.max_budget_tao + prices[dearest] + 1e-12
-    report = asyncio.run(_run(plan, task))
+    report = asyncio.run(scored_run(plan, task))
     assert report["score"]["S"] <= naive[family.task_id]
