@@ -33,14 +33,14 @@ def test_the_oracle_puts_each_kind_on_one_allowed_subnet_and_retries_its_known_f
         assert all(len(names) == 1 for names in subnets.values())
 
 
-def test_every_tier_and_type_is_summarised_and_the_oracle_bounds_good_on_the_full_tier():
+def test_every_tier_and_type_is_summarised_and_the_oracle_bounds_good_on_every_tier():
     families = _one_per_type()
     result = asyncio.run(run_tiers_bench(seeds=1, drawn=0, families=families))
     types = {f.task_type for f in families}
     assert set(result["summary"]) == {f"{tier}/{name}" for tier in TIERS for name in (*types, "all")}
     for row in result["rows"]:
-        assert row["oracle"]["S"] >= row["good"]["S"] - 1e-9 if row["tier"] == "full" else True
+        assert row["oracle"]["S"] >= row["good"]["S"]
     full = result["summary"]["full/all"]
-    assert full["headroom"] >= 0
+    assert all(entry["headroom"] >= 0 for entry in result["summary"].values())
     assert full["mean_S"]["good"] > full["mean_S"]["naive"]
     assert result["summary"]["goal/all"]["mean_S"]["naive"] == 0.0

@@ -224,7 +224,9 @@ HEADER_GROWTH_BOUND_KIB = 8 * 1024
 meanwhile (every family has run once before); unguarded, the header took +131 MiB."""
 FLOOD_STEPS = 2
 """Steps that must settle, every miner answered and scored, while the flood is held."""
-NAIVE = dev_keypair("dagnet-boundary-naive")
+SECOND = dev_keypair("dagnet-boundary-naive")
+"""A second miner, planning with ``good`` too: naive refuses outline and goal packages,
+and this test wants every miner answered at every hint tier."""
 
 
 def _limited_files() -> None:
@@ -234,13 +236,13 @@ def _limited_files() -> None:
 
 @contextlib.asynccontextmanager
 async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, str, Path]]:
-    """Two miners (good, naive) and a provider in this loop; the validator process
+    """Two miners (both good) and a provider in this loop; the validator process
     querying them, with 1,024 descriptors. Yields the process, its /health URL, its state file."""
-    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(GOOD).miner(NAIVE).build()
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(GOOD).miner(SECOND).build()
     state, log = tmp_path / "validator.sqlite", tmp_path / "validator.log"
     async with contextlib.AsyncExitStack() as stack:
         axons = {}
-        for key, planner in ((GOOD, "good"), (NAIVE, "naive")):
+        for key, planner in ((GOOD, "good"), (SECOND, "good")):
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
                              registry=default_registry(), planner=get_planner(planner))
             host, port = (await stack.enter_async_context(serve_asgi(app))).removeprefix("http://").rsplit(":", 1)

@@ -76,6 +76,11 @@ def _axon(url: str) -> Axon:
     return Axon(host, int(port))
 
 
+FULL_ONLY = {"tier_shares": {"full": 1.0}}
+"""The loop's mechanics are tested with a naive miner among the miners, and naive plans
+only full-tier packages (tests/test_validator_tiers.py tests the tiers themselves)."""
+
+
 @contextlib.asynccontextmanager
 async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, FakeChain]]:
     tasks = _tasks()
@@ -85,7 +90,7 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
                                  owned_runner=owned_runner, reference=reference(),
-                                 config=LoopConfig(**{"synthetic_rate": 0.0, **config}))
+                                 config=LoopConfig(**{"synthetic_rate": 0.0, **FULL_ONLY, **config}))
             try:
                 yield loop, chain
             finally:

@@ -58,10 +58,11 @@ def test_the_shares_are_honoured_over_a_fixed_set_of_blocks() -> None:
             assert abs(drawn[tier] / len(blocks) - shares.get(tier, 0.0)) < 0.02, (shares, drawn)
 
 
-def test_by_default_every_step_is_sent_at_full() -> None:
-    assert DEFAULT_TIER_SHARES == {"full": 1.0}
-    assert {draw_tier(SECRET, block, "dt_sales") for block in range(500)} == {"full"}
-    assert ValidatorSettings().tier_shares == {"full": 1.0}
+def test_by_default_steps_are_sent_at_the_documented_shares() -> None:
+    assert DEFAULT_TIER_SHARES == TIER_SHARES == {"full": 0.2, "outline": 0.3, "goal": 0.5}
+    assert ValidatorSettings().tier_shares == TIER_SHARES
+    drawn = Counter(draw_tier(SECRET, block, "dt_sales") for block in range(5000))
+    assert all(abs(drawn[tier] / 5000 - share) < 0.02 for tier, share in TIER_SHARES.items()), drawn
 
 
 def test_the_tier_needs_the_secret() -> None:

@@ -282,7 +282,7 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
         assert network.cheat_provider.calls == []
         assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
     else:
-        assert "calc_line1" in network.cheat_provider.calls  # it was asked for the good plan's nodes, and failed them
+        assert set(network.cheat_provider.calls) - {SOLVE}  # it was asked for the good plan's nodes, and failed them
         async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
                             sabotage=False) as honest:
             control = (await _step(honest, tmp_path / "control", source))["good"]

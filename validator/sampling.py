@@ -20,15 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.hints import TIERS, HintTier
+from protocol.hints import TIER_SHARES, TIERS, HintTier
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.task import Task, at_tier, synthetic_variant
 
 SYNTHETIC_RATE = 0.175
 
-DEFAULT_TIER_SHARES: dict[HintTier, float] = {"full": 1.0}
-"""The tiers a validator sends at by default: ``full`` only, until the reference planner
-can plan ``outline`` and ``goal`` packages; then :data:`protocol.hints.TIER_SHARES`."""
+DEFAULT_TIER_SHARES: dict[HintTier, float] = dict(TIER_SHARES)
+"""The tiers a validator sends at by default: :data:`protocol.hints.TIER_SHARES`
+(0.2 ``full``, 0.3 ``outline``, 0.5 ``goal``)."""
 
 _FRACTION_BYTES = 8
 

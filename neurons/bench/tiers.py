@@ -7,13 +7,15 @@ runs on the hidden instances of ``seeds`` consecutive seeds exactly as a validat
 it (owned execution, simulated clock) and is scored. A strategy that cannot plan a tier
 (``naive`` without step hints) scores 0 there, as a miner that answers nothing would.
 
-The **oracle** is what the family's own program (its full-tier steps, the generator's
-program) scores on the best subnets for the profile: every assignment of one allowed
-subnet per kind is weighed by the score's own terms (``W_COST`` per share of the budget,
-``W_LATENCY`` per share of the latency limit, the retries each subnet's known failures
-need), the best is run, and the oracle keeps the better of that run and ``good``'s on
-the full tier. It does not depend on the tier. **Headroom** is oracle − good: what a
-better planner could still win at that tier.
+The **oracle** is the best plan known for the instance: each program ``good`` finds for
+the family (at the full tier, where it takes the hinted program or a shorter one it
+found, and at ``outline`` and ``goal``, where it searches) put on the best subnets for the
+profile — every assignment of one allowed subnet per kind is weighed by the score's own
+terms (``W_COST`` per share of the budget, ``W_LATENCY`` per share of the latency limit,
+the retries each subnet's known failures need) and the best is run — and ``good``'s own
+runs at every tier; per seed the oracle keeps the best of them. It does not depend on
+the tier and is never below ``good``. **Headroom** is oracle − good: what a better
+planner could still win at that tier.
 
 Per tier and type the table gives the mean of each family's median S over the seeds,
 the share of ``good``'s runs that solved their instance (completed with quality 1), the
@@ -131,26 +133,33 @@ def _loss(package: TaskPackage, plan: WorkflowPlan, subnet_of: dict[str, str]) -
 
 async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One row per tier: each strategy's runs and the oracle's on every seed."""
-    good_full = _propose(family, family.package, "good")
-    oracle = None
-    if good_full is not None:
-        plan = oracle_plan(family.package, good_full.plan)
-        oracle = PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, "oracle")
     tasks = [family.task(family.instance(seed)) for seed in seeds]
-    oracle_runs = []
-    for task in tasks:
-        runs = [await _run(oracle, task), await _run(good_full, task)]
-        oracle_runs.append(max(runs, key=lambda run: run["S"]))
+    packages = {tier: at_tier(family.package, tier) for tier in TIERS}
+    proposals = {(tier, strategy): _propose(family, packages[tier], strategy)
+                 for tier in TIERS for strategy in STRATEGIES}
+    runs = {key: [await _run(proposal, at_tier(task, key[0])) for task in tasks] for key, proposal in proposals.items()}
+    oracle_runs = [await _run(oracle, task) for oracle in _oracles(family.package, proposals) for task in tasks]
+    best = [max([oracle_runs[i] for i in range(k, len(oracle_runs), len(tasks))]
+                + [runs[(tier, "good")][k] for tier in TIERS], key=lambda run: run["S"])
+            for k in range(len(tasks))]
     rows = []
     for tier in TIERS:
-        package = at_tier(family.package, tier)
         row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type, "tier": tier,
-                               ORACLE: _median(oracle_runs)}
+                               ORACLE: _median(best)}
         for strategy in STRATEGIES:
-            proposal = _propose(family, package, strategy)
-            row[strategy] = _median([await _run(proposal, at_tier(task, tier)) for task in tasks])
+            row[strategy] = _median(runs[(tier, strategy)])
         rows.append(row)
     return rows
+
+
+def _oracles(package: TaskPackage, proposals: dict[tuple[HintTier, str], PlanProposal | None]) -> list[PlanProposal]:
+    """Each distinct program ``good`` found (at any tier) on the best subnets for the profile."""
+    programs = {}
+    for (_, strategy), proposal in proposals.items():
+        if strategy == "good" and proposal is not None:
+            plan = oracle_plan(package, proposal.plan)
+            programs.setdefault(plan.model_dump_json(), plan)
+    return [PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, ORACLE) for plan in programs.values()]
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,8 +1,15 @@
 """The template planner: every step hint as one node, on the cheapest allowed subnet of
 its kind that is fast enough, wired by the plan builder (``protocol/builder.py``, docs/plan-builder.md).
 
-Where to improve it: the choice of subnet (cost against latency, docs/scoring.md), the
-retries and timeouts each node declares, or plans that ignore the hints altogether.
+It plans only packages sent at the ``full`` hint tier (docs/tasks.md, "Hint tiers"): an
+``outline`` package's steps have no params and a ``goal`` package has none, so it says
+it cannot plan them (a validator sends four packages in five at those tiers: they earn
+nothing until the planner finds plans itself, as the reference ``good`` does by search
+over the action catalogue checked against the public examples, miner/planner/synth/).
+
+Where to improve it: planning outline and goal packages, the choice of subnet (cost
+against latency, docs/scoring.md), the retries and timeouts each node declares, or
+plans that ignore the hints altogether.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ class TemplatePlanner:
         self.timeout_factor = timeout_factor
 
     def plan(self, package: TaskPackage) -> PlanProposal:
-        if not package.steps:
-            raise PlanningError("the package has no step hints to follow")
+        if package.hint_tier != "full" or not package.steps:
+            raise PlanningError(f"the template follows full step hints only; this package is at the "
+                                f"{package.hint_tier} tier")
         chosen = {step.id: self._subnet(package, step) for step in package.steps}
 
         @graph(inputs=package.inputs)

@@ -8,6 +8,7 @@ import pytest
 from tasks import load_families
 from miner.planner import PlanningError, load_planner
 from planner_template import TemplatePlanner
+from protocol.task import at_tier
 from protocol.validation import check_plan_for
 
 
@@ -18,9 +19,10 @@ def test_every_family_gets_a_valid_plan(family) -> None:
     assert check.valid, (check.errors, check.node_errors)
 
 
-def test_a_package_without_hints_is_unplannable() -> None:
-    package = load_families()[0].package.model_copy(update={"steps": []})
-    with pytest.raises(PlanningError, match="no step hints"):
+@pytest.mark.parametrize("tier", ["outline", "goal"])
+def test_a_package_without_full_hints_is_unplannable(tier: str) -> None:
+    package = at_tier(load_families()[0].package, tier)
+    with pytest.raises(PlanningError, match=f"full step hints only; this package is at the {tier} tier"):
         TemplatePlanner().plan(package)
 
 
