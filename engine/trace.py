@@ -41,19 +41,35 @@ class RunTrace:
 
     The executor requires its callback never to raise, so a sink that breaks (a
     closed pipe) is dropped and the run goes on; the records are still kept.
+
+    With no sink to hand them to, transitions are kept as the executor's
+    :class:`Event` objects and made records only when :attr:`events` is read:
+    ``dagnet run`` without ``--events`` or ``--html`` never reads them, and building
+    a record is most of what tracing a zero-delay node costs.
     """
 
-    __slots__ = ("events", "_sink")
+    __slots__ = ("_records", "_held", "_sink")
 
     def __init__(self, sink: Sink | None = None) -> None:
-        self.events: list[dict[str, Any]] = []
+        self._records: list[dict[str, Any]] = []
+        self._held: list[Event] = []  # transitions after _records, not made records yet
         self._sink = sink
 
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every transition so far as its record, in order."""
+        if self._held:
+            self._records.extend(map(transition_record, self._held))
+            self._held.clear()
+        return self._records
+
     def __call__(self, event: Event) -> None:
+        if self._sink is None:
+            self._held.append(event)
+            return
         record = transition_record(event)
-        self.events.append(record)
-        if self._sink is not None:
-            try:
-                self._sink(record)
-            except Exception:  # noqa: BLE001 — see the class docstring
-                self._sink = None
+        self._records.append(record)
+        try:
+            self._sink(record)
+        except Exception:  # noqa: BLE001 — see the class docstring
+            self._sink = None

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -58,11 +59,14 @@ class LocalRunner:
         self._subnets = dict(subnets) if subnets is not None else None
         self._by_task = {task: dict(table) for task, table in (by_task or {}).items()}
 
-    async def run(self, call: NodeCall) -> NodeResult:
+    def run(self, call: NodeCall) -> Coroutine[Any, Any, NodeResult]:
+        """The attempt's coroutine (``await runner.run(call)`` as for any runner), handed
+        back as it is rather than awaited inside one more: a zero-delay node's whole
+        attempt is this one coroutine and the tool's."""
         subnets = self._by_task.get(call.task_id, self._subnets)
         if subnets is None:
-            return await self._run_tool(call, 0.0)
-        return await self._as_provider(call, subnets, self._run_tool)
+            return self._run_tool(call, 0.0)
+        return self._as_provider(call, subnets, self._run_tool)
 
     async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
         """Run a generator action, emitting each frame as the tool yields it."""
