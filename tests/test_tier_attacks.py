@@ -25,6 +25,9 @@ with a public example, measured at ``HIDDEN`` (S 0.225, quality 0.25, bars 0.73 
   example shows too (``count_above([])`` is 0) or which the lookup's fallback answers
   (``rotate([57])`` is ``[57]``); one case in six, and the lint share with it.
 
+On other hidden instances the lookup module is luckier: a strict xfail
+(:func:`test_a_lookup_module_with_a_constant_free_guess_never_beats_naive`) holds the hole.
+
 The table-of-40 miner (:class:`TableMiner`) keeps ``good``'s plan for each curated family
 and answers a package it does not know with the plan of the curated family of the same
 type whose description is closest, its subnets remapped. On the 40 drawn families, at
@@ -40,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 from difflib import SequenceMatcher
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -54,6 +58,7 @@ from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from support.attacks import gather, scored_run
 from tasks import Family, load_families
+from tasks.family import Instance
 from tasks.drawn import drawn_families
 
 HIDDEN = 4242
@@ -61,9 +66,9 @@ CURATED = load_families()
 DRAWN = drawn_families(1, 0, 40)
 
 
-def _hidden(family: Family, tier: HintTier) -> Task:
-    """The hidden instance as the validator sends it at ``tier`` (and scores it)."""
-    return at_tier(family.task(family.instance(HIDDEN)), tier)
+def _hidden(family: Family, tier: HintTier, seed: int = HIDDEN) -> Task:
+    """The hidden instance of ``seed`` as the validator sends it at ``tier`` (and scores it)."""
+    return at_tier(family.task(family.instance(seed)), tier)
 
 
 def _answer(output: dict[str, Any]) -> str:
@@ -81,13 +86,28 @@ def _cases(package: TaskPackage) -> tuple[str, list[dict[str, Any]]]:
     return outputs[0]["entry_point"], [case for output in outputs for case in output["cases"]]
 
 
-def _lookup(package: TaskPackage) -> str:
-    """A module whose entry point answers the examples' calls by lookup, else its first argument."""
-    entry, cases = _cases(package)
-    table = {json.dumps(case["args"]): case["expected"] for case in cases}
-    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(table))})\n"
-            f"def {entry}(*args, **kwargs):\n"
-            f"    return TABLE.get(json.dumps(list(args)), args[0] if args else None)\n")
+FALLBACKS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "identity": ("args[0]", lambda argument: argument),
+    "zero": ("0", lambda argument: 0),
+    "len": ("len(args[0])", len),
+    "empty list": ("[]", lambda argument: []),
+}
+"""What a lookup module answers a call it has not seen: constant-free guesses, each as the
+module's expression and as the Python it stands for (on the call's one argument)."""
+
+
+def _table(package: TaskPackage) -> dict[str, Any]:
+    """The examples' calls (their arguments as JSON) and what each returned."""
+    return {json.dumps(case["args"]): case["expected"] for case in _cases(package)[1]}
+
+
+def _lookup(package: TaskPackage, fallback: str = "identity") -> str:
+    """A module whose entry point answers the examples' calls by lookup, else ``fallback``."""
+    expression, _ = FALLBACKS[fallback]
+    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(_table(package)))})\n"
+            f"def {_cases(package)[0]}(*args, **kwargs):\n"
+            f"    key = json.dumps(list(args))\n"
+            f"    return TABLE[key] if key in TABLE else {expression}\n")
 
 
 def _forged_summary(package: TaskPackage) -> str:
@@ -121,17 +141,18 @@ def _score(report: dict[str, Any]) -> dict[str, Any]:
     return {key: report["score"][key] for key in ("S", "output_quality")} | {"details": report["score"]["details"]}
 
 
-def _bars(families: tuple[Family, ...]) -> dict[str, float]:
-    """Each family's bar on its hidden instance: naive's S, or naive+retries' where naive
+async def _bar(family: Family, seed: int = HIDDEN) -> float:
+    """The bar on the hidden instance of ``seed``: naive's S, or naive+retries' where naive
     scores 0 (its first listed subnet fails every first attempt: the profile, not the task)."""
+    reports = [await scored_run(p.plan, _hidden(family, "full", seed), p.total_estimated_cost)
+               for p in (propose(family, strategy) for strategy in CHAINS)]
+    naive, retries = (report["score"]["S"] for report in reports)
+    return naive if naive > 0 else retries
 
-    async def bar(family: Family) -> float:
-        reports = [await scored_run(p.plan, _hidden(family, "full"), p.total_estimated_cost)
-                   for p in (propose(family, strategy) for strategy in CHAINS)]
-        naive, retries = (report["score"]["S"] for report in reports)
-        return naive if naive > 0 else retries
 
-    return dict(zip((f.task_id for f in families), asyncio.run(gather([bar(f) for f in families]))))
+def _bars(families: tuple[Family, ...]) -> dict[str, float]:
+    """Each family's bar on its instance of :data:`HIDDEN`."""
+    return dict(zip((f.task_id for f in families), asyncio.run(gather([_bar(f) for f in families]))))
 
 
 @pytest.fixture(scope="module")
@@ -289,4 +310,76 @@ def test_the_table_miner_scores_no_more_than_naive_on_forty_drawn_families(table
     bars = _bars(DRAWN)
     worse = {(family.task_id, tier, proposal.reasoning): (s, bars[family.task_id])
              for (family, tier, proposal), s in zip(runs, scores) if s > bars[family.task_id]}
+    assert worse == {}
+
+
+SCREENED = range(10_000, 10_200)
+"""Hidden instance seeds screened for a lookup module's lucky instances."""
+
+
+def _guessed_right(family: Family, instance: Instance, fallback: str) -> int:
+    """How many of ``instance``'s calls the lookup module with ``fallback`` answers right."""
+    table, (_, guess) = _table(family.package), FALLBACKS[fallback]
+    right = 0
+    for case in instance.reference["cases"]:
+        key = json.dumps(case["args"])
+        try:
+            got = table[key] if key in table else guess(*case["args"])
+        except TypeError:  # len of a number: the module raises, the call fails
+            continue
+        right += json.dumps(got) == json.dumps(case["expected"])
+    return right
+
+
+def _lucky(family: Family) -> list[tuple[str, int]]:
+    """(fallback, seed) for each fallback that is wrong on one call at most of a screened
+    hidden instance: the first such instance."""
+    found = []
+    for fallback in FALLBACKS:
+        for seed in SCREENED:
+            instance = family.instance(seed)
+            if _guessed_right(family, instance, fallback) >= len(instance.reference["cases"]) - 1:
+                found.append((fallback, seed))
+                break
+    return found
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "hole: some code instances' calls do not tell their constants from a constant-free guess; "
+    "on such an instance the lookup module beats naive at every tier: code_rotate identity "
+    "0.897 vs 0.819, code_count_above len 0.970 / zero 0.895 vs 0.818, gen_447190c0dd5a zero "
+    "0.904 vs 0.863, gen_9b2d534781a2 len 0.890 vs 0.833, gen_0e991fe20d91 zero/len 0.901 vs 0.832"))
+def test_a_lookup_module_with_a_constant_free_guess_never_beats_naive() -> None:
+    """The lookup module of (c) with each constant-free fallback, on the first screened hidden
+    instance where it is wrong on one call at most (quality 0.85 or 1 opens the efficiency
+    gate, and one text node is cheap and quick), scored at every tier against the bar on that
+    instance, for every curated code family and the ten drawn ones.
+
+    The share of instances a fallback is that lucky on (seeds 10000-10599): code_rotate
+    identity 7.2 % (a list whose length divides r comes back unchanged), code_count_above len
+    9 % (a small limit: every number is above it) and zero 0.3 %, code_tax zero 0.3 %; drawn
+    (secret 1, tempo 0) gen_9b2d534781a2 len 3.2 %, gen_447190c0dd5a and gen_0e991fe20d91 zero
+    1.3 %; drawn (7, 3) gen_9125b121bab6 zero 6 %. A miner cannot tell a lucky instance (the
+    constants are held), so the guess's expected S stays far under naive's; on the lucky
+    instance it beats it. The fix is in the cases: curated code cases drawn so that no
+    constant-free guess is right on more than one of them, and a drawn-family check that
+    refuses a code production whose checked instances let one through."""
+    families = [family for family in (*CURATED, *DRAWN) if family.task_type == "code"]
+    lucky = [(family, fallback, seed) for family in families for fallback, seed in _lucky(family)]
+    assert len(lucky) >= 2, "the screen found nothing to score: widen SCREENED"
+    runs = [(family, fallback, seed, tier) for family, fallback, seed in lucky for tier in TIERS]
+
+    async def score(family: Family, fallback: str, seed: int, tier: HintTier) -> float:
+        package = at_tier(family.package, tier)
+        plan = answer_plan(package, _lookup(package, fallback))
+        return (await scored_run(plan, _hidden(family, tier, seed)))["score"]["S"]
+
+    async def everything() -> tuple[list[float], list[float]]:
+        return (await gather([score(*run) for run in runs]),
+                await gather([_bar(family, seed) for family, _, seed in lucky]))
+
+    scores, bar_list = asyncio.run(everything())
+    bars = {(family.task_id, seed): bar for (family, _, seed), bar in zip(lucky, bar_list)}
+    worse = {(family.task_id, fallback, seed, tier): (s, bars[family.task_id, seed])
+             for (family, fallback, seed, tier), s in zip(runs, scores) if s > bars[family.task_id, seed]}
     assert worse == {}
