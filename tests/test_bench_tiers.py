@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from miner.planner import get_planner
-from neurons.bench.tiers import oracle_plan, run_tiers_bench
+from neurons.bench.tasks import network_weights
+from neurons.bench.tiers import oracle_plan, run_tiers_bench, tier_targets
 from protocol.hints import TIERS
 from tasks import load_families
 
@@ -44,3 +45,24 @@ def test_every_tier_and_type_is_summarised_and_the_oracle_bounds_good_on_every_t
     assert all(entry["headroom"] >= 0 for entry in result["summary"].values())
     assert full["mean_S"]["good"] > full["mean_S"]["naive"]
     assert result["summary"]["goal/all"]["mean_S"]["naive"] == 0.0
+
+
+def _entry(tier: str, kind: str, good: float, naive: float, retries: float, headroom: float, solved: float) -> dict:
+    weights = network_weights(good, retries)["2_miners"]
+    return {"tier": tier, "type": kind, "mean_S": {"good": good, "naive": naive, "naive+retries": retries},
+            "headroom": headroom, "solved": solved, "weights": {"good": weights["good"], "other": weights["other"]}}
+
+
+def test_each_target_names_the_tier_and_type_that_miss_it():
+    summary = {
+        "full/rag": _entry("full", "rag", 0.80, 0.60, 0.75, 0.01, 1.0),  # ratio 2.3: under 3
+        "full/all": _entry("full", "all", 0.80, 0.60, 0.75, 0.01, 1.0),  # "all" is not a type
+        "goal/code": _entry("goal", "code", 0.95, 0.10, 0.0, 0.0, 0.7),  # naive > 0, 70 % solved, no headroom
+        "goal/agent": _entry("goal", "agent", 0.82, 0.0, 0.0, 0.003, 0.97),  # every target met
+    }
+    assert dict(tier_targets(summary)) == {
+        "good's weight ≥ 3 × naive+retries' on every type and tier": ["full/rag"],
+        "naive scores 0 on goal": ["goal/code"],
+        "good solves ≥ 80% of goal instances of every type": ["goal/code"],
+        "headroom > 0 on every type and tier": ["goal/code"],
+    }

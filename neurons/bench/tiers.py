@@ -7,9 +7,10 @@ runs on the hidden instances of ``seeds`` consecutive seeds exactly as a validat
 it (owned execution, simulated clock) and is scored. A strategy that cannot plan a tier
 (``naive`` without step hints) scores 0 there, as a miner that answers nothing would.
 
-The **oracle** is the best plan known for the instance: each program ``good`` finds for
-the family (at the full tier, where it takes the hinted program or a shorter one it
-found, and at ``outline`` and ``goal``, where it searches) put on the best subnets for the
+The **oracle** is the best plan known for the instance: the family's own program (its
+full-tier steps, the generator's program) and each program ``good`` finds for the family
+(at the full tier, where it takes the hinted program or a shorter one it found, and at
+``outline`` and ``goal``, where it searches), each put on the best subnets for the
 profile — every assignment of one allowed subnet per kind is weighed by the score's own
 terms (``W_COST`` per share of the budget, ``W_LATENCY`` per share of the latency limit,
 the retries each subnet's known failures need) and the best is run — and ``good``'s own
@@ -33,9 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from miner.planner import PlanningError, PlanProposal
+from miner.planner import GoodPlanner, PlanningError, PlanProposal
+from neurons.columns import ALWAYS, Column, fit_table
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.hints import TIERS, HintTier
@@ -153,10 +154,16 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
 
 
 def _oracles(package: TaskPackage, proposals: dict[tuple[HintTier, str], PlanProposal | None]) -> list[PlanProposal]:
-    """Each distinct program ``good`` found (at any tier) on the best subnets for the profile."""
+    """The family's own program (its full-tier steps) and each distinct program ``good``
+    found at any tier, on the best subnets for the profile."""
+    found = [proposal for (_, strategy), proposal in proposals.items() if strategy == "good"]
+    try:
+        found.append(GoodPlanner(shorter=False).plan(package))
+    except PlanningError:
+        pass
     programs = {}
-    for (_, strategy), proposal in proposals.items():
-        if strategy == "good" and proposal is not None:
+    for proposal in found:
+        if proposal is not None:
             plan = oracle_plan(package, proposal.plan)
             programs.setdefault(plan.model_dump_json(), plan)
     return [PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, ORACLE) for plan in programs.values()]
@@ -208,23 +215,60 @@ def _ratio(good: float, other: float) -> float | None:
     return math.inf if good > 0 else None
 
 
+def _ratio_cell(entry: dict[str, Any]) -> str:
+    """The ratio from the weights themselves (JSON carries no infinity)."""
+    ratio = _ratio(entry["weights"]["good"], entry["weights"]["other"])
+    return "-" if ratio is None else "inf" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+def _mean(strategy: str) -> Any:
+    return lambda entry: f"{entry['mean_S'][strategy]:.3f}"
+
+
+COLUMNS = (
+    Column("tier", lambda e: e["tier"], keep=ALWAYS, justify="left"),
+    Column("type", lambda e: e["type"], keep=ALWAYS, justify="left",
+           short=lambda e: {"data_transform": "data"}.get(e["type"], e["type"])),
+    Column("good", _mean("good"), keep=ALWAYS),
+    Column("naive", _mean("naive"), keep=6),
+    Column("+retries", _mean("naive+retries"), keep=ALWAYS),
+    Column("oracle", _mean(ORACLE), keep=5),
+    Column("headroom", lambda e: f"{e['headroom']:+.3f}", keep=ALWAYS),
+    Column("solved", lambda e: f"{e['solved']:.0%}", keep=ALWAYS),
+    Column("good>naive", lambda e: f"{e['good_beats_naive']}/{e['families']}", keep=3),
+    Column("weights good / +retries", lambda e: f"{e['weights']['good']:.3f} / {e['weights']['other']:.3f}", keep=4,
+           short=lambda e: f"{e['weights']['good']:.2f}/{e['weights']['other']:.2f}"),
+    Column("ratio", _ratio_cell, keep=ALWAYS),
+)
+"""The tiers table, by importance: what the targets read is never dropped."""
+
+
 def render_tiers_bench(result: dict[str, Any], console: Console) -> None:
     seeds = f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
-    table = Table(title=f"{result['families']} families ({result['drawn']} drawn) per hint tier, mean of "
-                        f"median S over {seeds}")
-    for column in ("tier", "type", "good", "naive", "+retries", "oracle", "headroom", "solved", "good>naive",
-                   "weight good / +retries", "ratio"):
-        table.add_column(column, justify="left" if column in ("tier", "type") else "right", no_wrap=True)
-    for entry in result["summary"].values():
-        means, weights = entry["mean_S"], entry["weights"]
-        ratio = "-" if entry["ratio"] is None else "inf" if math.isinf(entry["ratio"]) else f"{entry['ratio']:.2f}"
-        table.add_row(
-            entry["tier"], entry["type"], *(f"{means[s]:.3f}" for s in (*STRATEGIES, ORACLE)),
-            f"{entry['headroom']:+.3f}", f"{entry['solved']:.0%}", f"{entry['good_beats_naive']}/{entry['families']}",
-            f"{weights['good']:.3f} / {weights['other']:.3f}", ratio,
-        )
-    console.print(table)
-    console.print(
-        f"targets: good's weight ≥ {RATIO_TARGET:g} × naive+retries' on every type and tier; naive 0 on goal; "
-        f"good solves ≥ {SOLVED_TARGET:.0%} of goal instances of every type; headroom > 0 on every type"
-    )
+    title = f"{result['families']} families ({result['drawn']} drawn) per hint tier, mean of median S over {seeds}"
+    console.print(fit_table(COLUMNS, list(result["summary"].values()), console.width, title=title))
+    for target, misses in tier_targets(result["summary"]):
+        verdict = "ok" if not misses else "miss: " + ", ".join(misses)
+        console.print(f"target: {target}: {verdict}", highlight=False)
+
+
+def tier_targets(summary: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Issue 21's targets, each with the ``tier/type`` entries that miss it."""
+    typed = [entry for entry in summary.values() if entry["type"] != "all"]
+
+    def misses(entries: list[dict[str, Any]], holds: Any) -> list[str]:
+        return [f"{e['tier']}/{e['type']}" for e in entries if not holds(e)]
+
+    def ratio(entry: dict[str, Any]) -> float:
+        found = _ratio(entry["weights"]["good"], entry["weights"]["other"])
+        return 0.0 if found is None else found
+
+    goal = [entry for entry in typed if entry["tier"] == "goal"]
+    return [
+        (f"good's weight ≥ {RATIO_TARGET:g} × naive+retries' on every type and tier",
+         misses(typed, lambda e: ratio(e) >= RATIO_TARGET)),
+        ("naive scores 0 on goal", misses(goal, lambda e: e["mean_S"]["naive"] == 0)),
+        (f"good solves ≥ {SOLVED_TARGET:.0%} of goal instances of every type",
+         misses(goal, lambda e: e["solved"] >= SOLVED_TARGET)),
+        ("headroom > 0 on every type and tier", misses(typed, lambda e: e["headroom"] > 0)),
+    ]
