@@ -1,4 +1,9 @@
-"""RunTrace keeps every transition as its record, in order, with or without a sink."""
+"""RunTrace keeps every transition as its record, in order, with or without a sink;
+an Event is a frozen dataclass of its fields."""
+
+import dataclasses
+
+import pytest
 
 from engine.model import Event
 from engine.trace import RunTrace, transition_record
@@ -35,3 +40,14 @@ def test_a_sink_gets_each_record_as_it_happens_until_it_fails_and_none_is_lost()
         trace(event)
     assert seen == [transition_record(e) for e in EVENTS[:2]]
     assert trace.events == [transition_record(e) for e in EVENTS]
+
+
+def test_an_event_is_the_frozen_dataclass_its_fields_say():
+    event = Event(0.5, "a", "ready", "running", None)
+    assert dataclasses.astuple(event) == (0.5, "a", "ready", "running", None, None)
+    assert event == Event(t=0.5, node_id="a", old="ready", new="running", reason=None, frame=None)
+    assert dataclasses.replace(event, frame=2).frame == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.t = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Event(0.5, "a")  # type: ignore[call-arg]
