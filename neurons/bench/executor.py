@@ -29,7 +29,9 @@ about two predecessors per node, a few roots):
 Every timing is wall clock around ``execute()`` (``run_plan()`` for the ``dagnet
 run`` path; the plan check is done before, and the CLI's report is built after),
 reported as the median of ``repeats`` runs, with a garbage collection before
-each run so one run's garbage is not billed to the next. Throughput is also
+each run so one run's garbage is not billed to the next. The throughput runs
+take turns (bare loop, executor, LocalRunner + echo, ``dagnet run`` path, then
+again), so the ratios compare runs made under the same load. Throughput is also
 given per CPU second of this process, which other load on the machine does not
 distort.
 """
@@ -352,13 +354,19 @@ async def _throughput_case(n: int, seed: int, repeats: int) -> dict[str, Any]:
     preds = _random_preds(n, random.Random(f"{seed}:throughput:{n}"))
     plan = _plan(preds, None)
     check, limits = _checked(plan)
-    instant = [await _timed_run(plan, _InstantRunner(), check, limits) for _ in range(repeats)]
     echo_runner = LocalRunner(default_registry())
-    echo = [(await _timed_run(plan, echo_runner, check, limits))[0] for _ in range(repeats)]
-    cli = [(await _timed_dagnet_run(plan, check, limits))[0] for _ in range(repeats)]
+    instant: list[tuple[float, float]] = []
+    echo: list[float] = []
+    cli: list[float] = []
+    bare: list[float] = []
+    for _ in range(repeats):  # one of each in turn, so a change in the machine's load falls on all alike
+        bare.append(await _graphlib_baseline_s(preds, _InstantRunner()))
+        instant.append(await _timed_run(plan, _InstantRunner(), check, limits))
+        echo.append((await _timed_run(plan, echo_runner, check, limits))[0])
+        cli.append((await _timed_dagnet_run(plan, check, limits))[0])
     rates = [n / wall for wall, _ in instant]
     rate = statistics.median(rates)
-    baseline = statistics.median([n / await _graphlib_baseline_s(preds, _InstantRunner()) for _ in range(repeats)])
+    baseline = statistics.median(n / wall for wall in bare)
     cli_rate = statistics.median(n / wall for wall in cli)
     return {
         "nodes": n,
