@@ -13,6 +13,10 @@ is ``{"entry_point", "cases": [{"args", "kwargs", "expected"}]}``: the validator
 entry point on each case's arguments in the sandbox and compares the values it gets
 back with ``expected`` outside it. Expected values come from the plain-Python model
 below, never from the tools.
+
+At most one case an instance is one that a constant-free guess (the argument, 0, an empty
+list...) answers right, so no module that ignores the constants passes enough of it to
+open the efficiency gate.
 """
 
 from __future__ import annotations
@@ -32,6 +36,17 @@ from .seed import Draw
 Params = dict[str, Any]
 
 _CASES = 6
+_GUESSES: tuple[Callable[[Any], Any], ...] = (
+    lambda argument: argument, lambda argument: 0, lambda argument: None,
+    lambda argument: [], lambda argument: "", len,
+)
+"""Answers a module gives without reading its constants: the argument, 0, nothing, an
+empty list or text, the argument's length."""
+_GUESSABLE = 1
+"""Cases per instance that a guess may answer right: with more, a module that guesses
+(or looks up a public example's calls, which are such cases too) passes enough of an
+instance to open the efficiency gate and beat a plan that reads the constants."""
+_REDRAWS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +142,36 @@ def _module_template(spec: Spec) -> str:
     return "```python\n" + "\n".join(lines) + "\n\n\n{body}```\n"
 
 
+def _guessed(argument: Any, expected: Any) -> bool:
+    """Whether a constant-free guess (:data:`_GUESSES`) answers this call right."""
+    for guess in _GUESSES:
+        try:
+            if guess(argument) == expected:
+                return True
+        except TypeError:  # len of a number
+            continue
+    return False
+
+
+def _case(draw: Draw, spec: Spec, params: Params, guessable: bool) -> tuple[Any, Any]:
+    """One call and its answer; unless ``guessable``, one no guess answers (drawn again,
+    up to :data:`_REDRAWS` times)."""
+    for _ in range(_REDRAWS):
+        argument = spec.argument(draw, params)
+        expected = spec.model(params, argument)
+        if guessable or not _guessed(argument, expected):
+            break
+    return argument, expected
+
+
 def _family(index: int, spec: Spec) -> Family:
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         params = {name: drawn(draw) for name, drawn in spec.constants.items()}
-        cases = []
+        cases, guessable = [], 0
         for _ in range(_CASES):
-            argument = spec.argument(draw, params)
-            cases.append({"args": [argument], "kwargs": {}, "expected": spec.model(params, argument)})
+            argument, expected = _case(draw, spec, params, guessable < _GUESSABLE)
+            guessable += _guessed(argument, expected)
+            cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = held_id(draw, "t")
         return {"table": held}, {"entry_point": spec.entry, "cases": cases}, {held: _config_csv(params)}
 

@@ -21,12 +21,13 @@ with a public example, measured at ``HIDDEN`` (S 0.225, quality 0.25, bars 0.73 
 - agent: a ``keyword`` item (a number of the answer, matched as a substring) passes when
   the number occurs inside one of the example's numbers (``3`` in ``134``,
   agent_difference_firms); no ``json_key`` item passes;
-- code: a call whose answer does not depend on the instance's constants, which a public
-  example shows too (``count_above([])`` is 0) or which the lookup's fallback answers
-  (``rotate([57])`` is ``[57]``); one case in six, and the lint share with it.
+- code: a call whose answer does not depend on the instance's constants, which the
+  lookup's fallback answers (``rotate([57])`` is ``[57]``, code_rotate) or a public example
+  shows too (``count_above([])`` is 0); one case in six, and the lint share with it.
 
-On other hidden instances the lookup module is luckier: a strict xfail
-(:func:`test_a_lookup_module_with_a_constant_free_guess_never_beats_naive`) holds the hole.
+Over 200 hidden instances of each code family, curated and drawn, a lookup module with a
+constant-free fallback is right on half the calls at most and never opens the efficiency
+gate (:func:`test_a_lookup_module_with_a_constant_free_guess_stays_under_the_gate_and_naive`).
 
 The table-of-40 miner (:class:`TableMiner`) keeps ``good``'s plan for each curated family
 and answers a package it does not know with the plan of the curated family of the same
@@ -42,8 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from difflib import SequenceMatcher
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from typing import Any
 
 import pytest
@@ -58,8 +59,8 @@ from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from support.attacks import gather, scored_run
 from tasks import Family, load_families
-from tasks.family import Instance
 from tasks.drawn import drawn_families
+from tasks.family import Instance
 
 HIDDEN = 4242
 CURATED = load_families()
@@ -144,10 +145,12 @@ def _score(report: dict[str, Any]) -> dict[str, Any]:
 async def _bar(family: Family, seed: int = HIDDEN) -> float:
     """The bar on the hidden instance of ``seed``: naive's S, or naive+retries' where naive
     scores 0 (its first listed subnet fails every first attempt: the profile, not the task)."""
-    reports = [await scored_run(p.plan, _hidden(family, "full", seed), p.total_estimated_cost)
-               for p in (propose(family, strategy) for strategy in CHAINS)]
-    naive, retries = (report["score"]["S"] for report in reports)
-    return naive if naive > 0 else retries
+    for strategy in CHAINS:
+        proposal = propose(family, strategy)
+        s = (await scored_run(proposal.plan, _hidden(family, "full", seed), proposal.total_estimated_cost))["score"]["S"]
+        if s > 0:
+            break
+    return s
 
 
 def _bars(families: tuple[Family, ...]) -> dict[str, float]:
@@ -314,12 +317,12 @@ def test_the_table_miner_scores_no_more_than_naive_on_forty_drawn_families(table
 
 
 SCREENED = range(10_000, 10_200)
-"""Hidden instance seeds screened for a lookup module's lucky instances."""
+"""Hidden instance seeds screened for the instance kindest to a lookup module."""
 
 
-def _guessed_right(family: Family, instance: Instance, fallback: str) -> int:
-    """How many of ``instance``'s calls the lookup module with ``fallback`` answers right."""
-    table, (_, guess) = _table(family.package), FALLBACKS[fallback]
+def _guessed_right(table: dict[str, Any], instance: Instance, fallback: str) -> int:
+    """How many of ``instance``'s calls the lookup module over ``table`` with ``fallback`` answers right."""
+    _, guess = FALLBACKS[fallback]
     right = 0
     for case in instance.reference["cases"]:
         key = json.dumps(case["args"])
@@ -331,55 +334,45 @@ def _guessed_right(family: Family, instance: Instance, fallback: str) -> int:
     return right
 
 
-def _lucky(family: Family) -> list[tuple[str, int]]:
-    """(fallback, seed) for each fallback that is wrong on one call at most of a screened
-    hidden instance: the first such instance."""
-    found = []
-    for fallback in FALLBACKS:
-        for seed in SCREENED:
-            instance = family.instance(seed)
-            if _guessed_right(family, instance, fallback) >= len(instance.reference["cases"]) - 1:
-                found.append((fallback, seed))
-                break
-    return found
+def _luckiest(family: Family) -> tuple[str, int, int]:
+    """(fallback, seed, calls right): the screened hidden instance and fallback on which the
+    lookup module is right most often."""
+    table, instances = _table(family.package), [family.instance(seed) for seed in SCREENED]
+    return max(((fallback, instance.seed, _guessed_right(table, instance, fallback))
+                for fallback in FALLBACKS for instance in instances), key=lambda found: found[2])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "hole: some code instances' calls do not tell their constants from a constant-free guess; "
-    "on such an instance the lookup module beats naive at every tier: code_rotate identity "
-    "0.897 vs 0.819, code_count_above len 0.970 / zero 0.895 vs 0.818, gen_447190c0dd5a zero "
-    "0.904 vs 0.863, gen_9b2d534781a2 len 0.890 vs 0.833, gen_0e991fe20d91 zero/len 0.901 vs 0.832"))
-def test_a_lookup_module_with_a_constant_free_guess_never_beats_naive() -> None:
-    """The lookup module of (c) with each constant-free fallback, on the first screened hidden
-    instance where it is wrong on one call at most (quality 0.85 or 1 opens the efficiency
-    gate, and one text node is cheap and quick), scored at every tier against the bar on that
-    instance, for every curated code family and the ten drawn ones.
+def test_a_lookup_module_with_a_constant_free_guess_stays_under_the_gate_and_naive() -> None:
+    """The lookup module of (c) with each constant-free fallback, on every curated code
+    family and the ten drawn ones, over 200 hidden instances each: right on half the calls
+    at most (a constant-free guess on one, a public example's call on the others: fizzbuzz
+    of a small n, before its Buzz, with an example's Fizz), and on the instance where it is
+    right most often, scored at every tier, short of the efficiency gate and under the bar.
 
-    The share of instances a fallback is that lucky on (seeds 10000-10599): code_rotate
-    identity 7.2 % (a list whose length divides r comes back unchanged), code_count_above len
-    9 % (a small limit: every number is above it) and zero 0.3 %, code_tax zero 0.3 %; drawn
-    (secret 1, tempo 0) gen_9b2d534781a2 len 3.2 %, gen_447190c0dd5a and gen_0e991fe20d91 zero
-    1.3 %; drawn (7, 3) gen_9125b121bab6 zero 6 %. A miner cannot tell a lucky instance (the
-    constants are held), so the guess's expected S stays far under naive's; on the lucky
-    instance it beats it. The fix is in the cases: curated code cases drawn so that no
-    constant-free guess is right on more than one of them, and a drawn-family check that
-    refuses a code production whose checked instances let one through."""
+    Before the cases were drawn so (tasks/code_families.py: one guessable call per instance
+    at most), a guess was right on five or six calls of 0.3 % to 9 % of instances, opened
+    the gate and beat naive at every tier: code_rotate's identity 0.897 against 0.819 (a
+    list whose length divides r comes back unchanged), code_count_above's len 0.970 against
+    0.818 (a small limit), and 0.89-0.90 against 0.83-0.86 on three drawn families."""
     families = [family for family in (*CURATED, *DRAWN) if family.task_type == "code"]
-    lucky = [(family, fallback, seed) for family in families for fallback, seed in _lucky(family)]
-    assert len(lucky) >= 2, "the screen found nothing to score: widen SCREENED"
-    runs = [(family, fallback, seed, tier) for family, fallback, seed in lucky for tier in TIERS]
+    assert len(families) == 20
+    screened = [(family, *_luckiest(family)) for family in families]
+    assert {family.task_id: right for family, _, _, right in screened if right > 3} == {}
+    luckiest = [found for found in screened if found[3] > 0]  # right on no call: quality 0, S 0
+    runs = [(family, fallback, seed, tier) for family, fallback, seed, _ in luckiest for tier in TIERS]
 
-    async def score(family: Family, fallback: str, seed: int, tier: HintTier) -> float:
+    async def score(family: Family, fallback: str, seed: int, tier: HintTier) -> dict[str, Any]:
         package = at_tier(family.package, tier)
         plan = answer_plan(package, _lookup(package, fallback))
-        return (await scored_run(plan, _hidden(family, tier, seed)))["score"]["S"]
+        return (await scored_run(plan, _hidden(family, tier, seed)))["score"]
 
-    async def everything() -> tuple[list[float], list[float]]:
+    async def everything() -> tuple[list[dict[str, Any]], list[float]]:
         return (await gather([score(*run) for run in runs]),
-                await gather([_bar(family, seed) for family, _, seed in lucky]))
+                await gather([_bar(family, seed) for family, _, seed, _ in luckiest]))
 
     scores, bar_list = asyncio.run(everything())
-    bars = {(family.task_id, seed): bar for (family, _, seed), bar in zip(lucky, bar_list)}
-    worse = {(family.task_id, fallback, seed, tier): (s, bars[family.task_id, seed])
-             for (family, fallback, seed, tier), s in zip(runs, scores) if s > bars[family.task_id, seed]}
+    bars = {family.task_id: bar for (family, *_), bar in zip(luckiest, bar_list)}
+    worse = {(family.task_id, fallback, seed, tier): (score["S"], bars[family.task_id])
+             for (family, fallback, seed, tier), score in zip(runs, scores)
+             if score["S"] > bars[family.task_id] or score["details"]["gate_open"]}
     assert worse == {}
