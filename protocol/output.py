@@ -93,12 +93,19 @@ class NodeOutput(BaseModel):
         return {"text": self.text, "artifacts": {"code": artifacts.code, "metadata": artifacts.metadata}}
 
 
+# BaseModel's own slots, written through their descriptors: what object.__setattr__ ends
+# up doing, without looking each one up on the model class first.
+_set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
+
+
 def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
     """An instance of ``cls`` holding ``values`` unvalidated, as pydantic's ``model_construct``
     builds one (without its per-field walk, which costs more than validating)."""
     model = object.__new__(cls)  # what cls.__new__ is, without the lookup through the model class
     _object_setattr(model, "__dict__", values)
-    _object_setattr(model, "__pydantic_fields_set__", fields_set)
-    _object_setattr(model, "__pydantic_extra__", None)
-    _object_setattr(model, "__pydantic_private__", None)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
