@@ -14,6 +14,8 @@ inputs through the tools passes it.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +39,16 @@ def tidy(value: float) -> int | float:
 
 def _checklist(values: dict[str, Any]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [{"type": "json_key", "key": key, "equals": value} for key, value in values.items()]
-    items += [{"type": "keyword", "text": str(value)} for value in values.values() if isinstance(value, (int, float))]
+    items += [{"type": "regex", "pattern": _whole_number(value)} for value in values.values()
+              if isinstance(value, (int, float))]
     return items
+
+
+def _whole_number(value: float) -> str:
+    """A pattern that finds ``value`` written out as a whole number token: ``3`` is not
+    found inside ``134``, ``-3`` or ``3.5`` (a substring keyword would credit another instance's
+    answer for sharing a digit)."""
+    return rf"(?<![\d.\-]){re.escape(str(value))}(?![\d]|\.\d)"
 
 
 @dataclass(frozen=True, slots=True)

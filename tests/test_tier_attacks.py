@@ -13,17 +13,16 @@ is built from the package *as sent at that tier* and scored on the hidden instan
   examples' expected values by lookup and its first argument otherwise; ``forged summary``,
   one that prints a passing test summary (at import and in the call) and exits 0.
 
-None computes from the hidden instance's inputs. On every tier, none scores above the bar
-(below) or answers the hidden instance right, the forged summary and every attack on a
-data or rag family score 0, and the rest score 0 but for credit the hidden instance shares
-with a public example, measured at ``HIDDEN`` (S 0.225, quality 0.25, bars 0.73 to 0.82):
+None computes from the hidden instance's inputs, and on every tier every one scores 0 on
+the hidden instance (seed ``HIDDEN``). Two rules of the tasks make it so, each once a
+hole these tests found:
 
-- agent: a ``keyword`` item (a number of the answer, matched as a substring) passes when
-  the number occurs inside one of the example's numbers (``3`` in ``134``,
-  agent_difference_firms); no ``json_key`` item passes;
-- code: a call whose answer does not depend on the instance's constants, which the
-  lookup's fallback answers (``rotate([57])`` is ``[57]``, code_rotate) or a public example
-  shows too (``count_above([])`` is 0); one case in six, and the lint share with it.
+- agent: a number of the answer is found as a whole token only (a ``regex`` item; a
+  substring ``keyword`` credited the hidden ``3`` inside an example's ``134``,
+  S 0.225 on agent_difference_firms);
+- code: no hidden call is one a constant-free guess answers (``rotate([57])`` is
+  ``[57]`` whatever the shift, ``count_above([])`` is 0 whatever the limit): such calls
+  gave a lookup module one case in six, S 0.225 on code_rotate.
 
 Over 200 hidden instances of each code family, curated and drawn, a lookup module with a
 constant-free fallback is right on half the calls at most and never opens the efficiency
@@ -190,35 +189,26 @@ TYPES = {f.task_id: f.task_type for f in CURATED}
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_no_attack_beats_naive_or_answers_the_hidden_instance(attack_scores, curated_bars, tier: HintTier) -> None:
-    """Every attack, with the examples every tier carries, stays at or under the bar and
-    short of a right answer; some earn a little (the module docstring says which and why)."""
+def test_no_attack_earns_anything_at_any_tier(attack_scores, curated_bars, tier: HintTier) -> None:
+    """Every attack, with the examples every tier carries, scores 0 on the hidden instance
+    (and so stays under the bar and short of a right answer)."""
     scored = _at(attack_scores, tier)
     assert {name for _, name in scored} == {"precompute", "lookup", "forged summary", *(f"memorise:{i}" for i in range(3))}
-    worse = {key: (found["S"], curated_bars[key[0]]) for key, found in scored.items()
-             if found["S"] > curated_bars[key[0]]}
-    assert worse == {}
-    assert {key: found["output_quality"] for key, found in scored.items() if found["output_quality"] >= 1} == {}
+    assert {key: found["S"] for key, found in scored.items() if found["S"] > 0} == {}
+    assert all(curated_bars[task_id] > 0 for task_id, _ in scored)
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_data_and_rag_attacks_and_forged_code_earn_nothing(attack_scores, tier: HintTier) -> None:
+def test_data_rag_and_agent_attacks_and_forged_code_earn_nothing(attack_scores, tier: HintTier) -> None:
+    """S 0, and for agent no checklist item passed: its numbers are found as whole tokens
+    only (a substring keyword once credited the hidden ``3`` inside an example's ``134``)."""
     scored = _at(attack_scores, tier)
-    nothing = {key: found for key, found in scored.items()
-               if TYPES[key[0]] in ("data_transform", "rag") or key[1] == "forged summary"}
+    nothing = {key: found for key, found in scored.items() if TYPES[key[0]] != "code" or key[1] == "forged summary"}
     assert {key: found["S"] for key, found in nothing.items() if found["S"] > 0} == {}
     forged = [found["details"]["quality"] for key, found in nothing.items() if key[1] == "forged summary"]
     assert len(forged) == 10 and all(quality.get("passed", 0) == 0 for quality in forged)
-
-
-@pytest.mark.parametrize("tier", TIERS)
-def test_an_agent_attack_earns_only_a_number_found_inside_another(attack_scores, tier: HintTier) -> None:
-    """No ``json_key`` item passes: the only credit is a ``keyword`` item, a number of the
-    hidden answer that occurs as a substring of the example's answer (``3`` in ``134``)."""
-    for (task_id, name), found in _at(attack_scores, tier).items():
-        if TYPES[task_id] == "agent":
-            passed = {item["type"] for item in found["details"]["quality"]["items"] if item["passed"]}
-            assert passed <= {"keyword"}, (task_id, name, found["details"]["quality"])
+    agent = [found["details"]["quality"] for key, found in nothing.items() if TYPES[key[0]] == "agent"]
+    assert agent and all(quality["passed"] == 0 for quality in agent), agent
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -349,9 +339,9 @@ def test_a_lookup_module_with_a_constant_free_guess_stays_under_the_gate_and_nai
     of a small n, before its Buzz, with an example's Fizz), and on the instance where it is
     right most often, scored at every tier, short of the efficiency gate and under the bar.
 
-    Before the cases were drawn so (tasks/code_families.py: one guessable call per instance
-    at most), a guess was right on five or six calls of 0.3 % to 9 % of instances, opened
-    the gate and beat naive at every tier: code_rotate's identity 0.897 against 0.819 (a
+    Before the cases were drawn so (tasks/code_families.py: no call of an instance is one
+    a constant-free guess answers), a guess was right on five or six calls of 0.3 % to 9 %
+    of instances, opened the gate and beat naive at every tier: code_rotate's identity 0.897 against 0.819 (a
     list whose length divides r comes back unchanged), code_count_above's len 0.970 against
     0.818 (a small limit), and 0.89-0.90 against 0.83-0.86 on three drawn families."""
     families = [family for family in (*CURATED, *DRAWN) if family.task_type == "code"]
