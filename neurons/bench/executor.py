@@ -16,9 +16,9 @@ about two predecessors per node, a few roots):
   tool's own cost; through **the ``dagnet run`` path** it is run as ``dagnet run
   PLAN`` runs a plan file (:func:`neurons.localrun.run_document` without a task):
   :func:`engine.evaluate.run_plan`, ``LocalRunner(default_registry())``, the
-  default :class:`ExecutorConfig` and a :class:`~engine.trace.RunTrace` taking
-  every lifecycle event (the CLI always passes one). Target: at least 0.6 × the
-  bare loop.
+  default :class:`ExecutorConfig` and no event callback (the CLI builds a
+  :class:`~engine.trace.RunTrace` only for ``--events`` or ``--html``). Target: at
+  least 0.6 × the bare loop.
 - **Frames.** One ``split`` generator emitting 1,000 frames, one every
   ``FRAME_GAP_S``, each run through two ``echo`` nodes in a chain (2,000 frame
   instances), their log-normal delays read from the frame itself. The critical
@@ -63,7 +63,6 @@ from protocol.runner import Emit, NodeCall, NodeResult, NodeRunner
 from protocol.validation import PlanCheck, check_plan
 from engine.evaluate import run_plan
 from engine.executor import Execution, ExecutorConfig, execute
-from engine.trace import RunTrace
 
 __all__ = ["render_executor_bench", "run_executor_bench"]
 
@@ -199,11 +198,12 @@ async def _timed_run(
 
 async def _timed_dagnet_run(plan: WorkflowPlan, check: PlanCheck, limits: Limits) -> tuple[float, float]:
     """:func:`_timed_run` of the ``dagnet run PLAN`` path: what
-    :func:`neurons.localrun.run_document` does without a task, given the CLI's
-    ``RunTrace`` (``--max-nodes`` raising the limits to the plan)."""
+    :func:`neurons.localrun.run_document` does without a task when the CLI is asked for
+    the report only (no ``--events`` or ``--html``, so no ``RunTrace``; ``--max-nodes``
+    raising the limits to the plan)."""
     return await _timed(run_plan(
         plan, check, LocalRunner(default_registry()), total_estimated_cost=None,
-        config=ExecutorConfig(), limits=limits, on_event=RunTrace(), inputs=None,
+        config=ExecutorConfig(), limits=limits, on_event=None, inputs=None,
     ))
 
 

@@ -69,11 +69,13 @@ def run(
         loaded_task = at_tier(loaded_task, tier)
     bound = None if inputs is None else _inputs(inputs, loaded_task is not None)
     page = _open_for_writing(html_out) if html_out is not None else None
-    trace = RunTrace(_print_json_line if events else None)
+    # Lifecycle events are made only when something reads them (--events, --html): a plain
+    # run takes the executor's quiet path, which builds no Event per transition.
+    trace = RunTrace(_print_json_line if events else None) if events or page is not None else None
     report = asyncio.run(run_document(
         document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace, inputs=bound,
     ))
-    if page is not None:
+    if page is not None and trace is not None:
         with page:
             page.write(render_run_page(document.plan, report, trace.events, title=f"dagnet run {plan.name}"))
     if events:
