@@ -89,7 +89,8 @@ def test_the_draw_at_the_real_rate_is_the_pick_the_secret_seed_and_the_synthetic
         sent = draw.task(_instance)
         assert sent.seed == draw.seed and sent.reference == draw.base.reference
         assert sent.task_id.startswith("syn_") == draw.synthetic
-        assert sent == TaskDraw(draw.base, draw.seed, draw.synthetic).task(_instance)  # rebuilt from a record
+        assert sent.hint_tier == draw.tier
+        assert sent == TaskDraw(draw.base, draw.seed, draw.synthetic, draw.tier).task(_instance)  # rebuilt from a record
     assert not any(draw_task(HOTKEY, 99, block, tasks, synthetic_rate=0.0).synthetic for block in range(100))
 
 
