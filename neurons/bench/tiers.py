@@ -139,10 +139,11 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     proposals = {(tier, strategy): _propose(family, packages[tier], strategy)
                  for tier in TIERS for strategy in STRATEGIES}
     runs = {key: [await _run(proposal, at_tier(task, key[0])) for task in tasks] for key, proposal in proposals.items()}
-    oracle_runs = [await _run(oracle, task) for oracle in _oracles(family.package, proposals) for task in tasks]
-    best = [max([oracle_runs[i] for i in range(k, len(oracle_runs), len(tasks))]
-                + [runs[(tier, "good")][k] for tier in TIERS], key=lambda run: run["S"])
-            for k in range(len(tasks))]
+    oracles = _oracles(family.package, proposals)
+    best = []  # per seed: the best of the oracle's plans and good's own runs at every tier
+    for k, task in enumerate(tasks):
+        candidates = [await _run(oracle, task) for oracle in oracles] + [runs[(tier, "good")][k] for tier in TIERS]
+        best.append(max(candidates, key=lambda run: run["S"]))
     rows = []
     for tier in TIERS:
         row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type, "tier": tier,
