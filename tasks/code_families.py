@@ -14,6 +14,12 @@ entry point on each case's arguments in the sandbox and compares the values it g
 back with ``expected`` outside it. Expected values come from the plain-Python model
 below, never from the tools.
 
+Two functions (``tax``, ``count_above``) use a constant the table does not hold: the
+description says how it follows from two columns (``FREE`` is ``base`` times ``scale``).
+The hints work it out with a ``calculator`` step; the family's own ``program`` (what the
+tiers bench's oracle runs) writes the arithmetic into the module instead, two nodes in
+all, which the reference planner's search does not find: room above the reference.
+
 No case of an instance is one that a constant-free guess (the argument, 0, an empty
 list...) answers right, so a module that ignores the constants passes none of them.
 """
@@ -22,10 +28,11 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.dataref import INPUT, ref
+from protocol.synapse import StepHint
 
 from .family import Family
 from .held import held_id, table_schema
@@ -56,6 +63,25 @@ class Spec:
     body: str  # Python using the constants in upper case
     model: Callable[[Params, Any], Any]  # (constants, the one argument) -> expected value
     argument: Callable[[Draw, Params], Any]
+    derived: dict[str, Derived] = field(default_factory=dict)
+    """Constants the body uses that the config table does not hold: each is worked out
+    from the table's columns, as the description says."""
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A constant computed from config columns: ``a op b``."""
+
+    a: str
+    op: str  # "+" or "*"
+    b: str
+
+    def value(self, params: Params) -> int:
+        return params[self.a] + params[self.b] if self.op == "+" else params[self.a] * params[self.b]
+
+    def wording(self, name: str) -> str:
+        said = "plus" if self.op == "+" else "times"
+        return f"`{name}` is not in the table: it is the `{self.a}` column {said} the `{self.b}` column"
 
 
 def _ints(draw: Draw, low: int, high: int, n_low: int = 1, n_high: int = 8) -> list[int]:
@@ -106,9 +132,10 @@ SPECS = (
          "def rotate(xs):\n    k = R % len(xs)\n    return xs[k:] + xs[:k]\n",
          lambda p, xs: xs[p["r"] % len(xs):] + xs[: p["r"] % len(xs)], lambda d, p: _ints(d, 0, 99)),
     Spec("tax", "tax in cents: `rate` percent of the amount (rounded down) when it exceeds `free`, else 0",
-         {"rate": lambda d: d.int(5, 30), "free": lambda d: d.int(100, 1000)},
+         {"rate": lambda d: d.int(5, 30), "base": lambda d: d.int(10, 100), "scale": lambda d: d.int(2, 10)},
          "def tax(amount):\n    return amount * RATE // 100 if amount > FREE else 0\n",
-         lambda p, a: a * p["rate"] // 100 if a > p["free"] else 0, lambda d, p: d.int(0, 3000)),
+         lambda p, a: a * p["rate"] // 100 if a > p["free"] else 0, lambda d, p: d.int(0, 3000),
+         {"free": Derived("base", "*", "scale")}),
     Spec("pad_id", "`prefix` followed by the number zero-padded to `width` digits",
          {"prefix": lambda d: "".join(d.choice(string.ascii_uppercase) for _ in range(3)), "width": lambda d: d.int(4, 8)},
          "def pad_id(n):\n    return PREFIX + str(n).zfill(WIDTH)\n",
@@ -119,9 +146,10 @@ SPECS = (
          lambda p, xs: [max(xs[i:i + p["w"]]) + p["lift"] for i in range(len(xs) - p["w"] + 1)],
          lambda d, p: _ints(d, -50, 50, p["w"], 9)),
     Spec("count_above", "how many numbers are greater than `limit`",
-         {"limit": lambda d: d.int(0, 100)},
+         {"low": lambda d: d.int(0, 50), "span": lambda d: d.int(0, 50)},
          "def count_above(xs):\n    return sum(1 for x in xs if x > LIMIT)\n",
-         lambda p, xs: sum(1 for x in xs if x > p["limit"]), lambda d, p: _ints(d, 0, 120, 0, 10)),
+         lambda p, xs: sum(1 for x in xs if x > p["limit"]), lambda d, p: _ints(d, 0, 120, 0, 10),
+         {"limit": Derived("low", "+", "span")}),
 )
 
 
@@ -135,10 +163,34 @@ def _config_csv(params: Params) -> str:
 
 
 def _module_template(spec: Spec) -> str:
-    """The module as a fenced block: the constants from the config row's ``{name}`` fields, then ``{body}``."""
+    """The module as a fenced block: the constants from the config row's ``{name}`` fields
+    and each derived constant's ``{name}`` field, then ``{body}``."""
     lines = [f'{name.upper()} = "{{{name}}}"' if _quoted(spec, name) else f"{name.upper()} = {{{name}}}"
              for name in spec.constants]
+    lines += [f"{name.upper()} = {{{name}}}" for name in spec.derived]
     return "```python\n" + "\n".join(lines) + "\n\n\n{body}```\n"
+
+
+def _config(name: str) -> str:
+    """The DataRef of config column ``name`` in the ``config`` step's records."""
+    return ref("config", "artifacts", "metadata", "result", 0, name)
+
+
+def _with_derived(spec: Spec, params: Params) -> Params:
+    return {**params, **{name: rule.value(params) for name, rule in spec.derived.items()}}
+
+
+def _inline_program(spec: Spec) -> tuple[StepHint, ...]:
+    """The shortest program when constants are derived: the config read, then one
+    ``extract_code_block`` whose module works the derived constants out itself
+    (``FREE = BASE * SCALE``) instead of a calculator step per constant. The reference
+    planner does not find it (its search reads constants, it does not derive them)."""
+    lines = [f'{name.upper()} = "{_config(name)}"' if _quoted(spec, name) else f"{name.upper()} = {_config(name)}"
+             for name in spec.constants]
+    lines += [f"{name.upper()} = {rule.a.upper()} {rule.op} {rule.b.upper()}" for name, rule in spec.derived.items()]
+    module = "```python\n" + "\n".join(lines) + "\n\n\n" + spec.body + "```\n"
+    return (step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
+            step("code", "text_transform", op="extract_code_block", text=module, language="python"))
 
 
 def _guessed(argument: Any, expected: Any) -> bool:
@@ -166,9 +218,10 @@ def _case(draw: Draw, spec: Spec, params: Params, guessable: bool) -> tuple[Any,
 def _family(index: int, spec: Spec) -> Family:
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         params = {name: drawn(draw) for name, drawn in spec.constants.items()}
+        known = _with_derived(spec, params)
         cases, guessable = [], 0
         for _ in range(_CASES):
-            argument, expected = _case(draw, spec, params, guessable < _GUESSABLE)
+            argument, expected = _case(draw, spec, known, guessable < _GUESSABLE)
             guessable += _guessed(argument, expected)
             cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = held_id(draw, "t")
@@ -177,9 +230,11 @@ def _family(index: int, spec: Spec) -> Family:
     steps = [
         step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
         step("body", "text_transform", op="dedent", text=spec.body),
+        *(step(f"derive_{name}", "calculator", expression=f"{_config(rule.a)} {rule.op} {_config(rule.b)}")
+          for name, rule in spec.derived.items()),
         step("module", "text_transform", op="template", text=_module_template(spec),
-             values={"body": ref("body", "text"),
-                     **{name: ref("config", "artifacts", "metadata", "result", 0, name) for name in spec.constants}}),
+             values={"body": ref("body", "text"), **{name: _config(name) for name in spec.constants},
+                     **{name: ref(f"derive_{name}", "text") for name in spec.derived}}),
         step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"),
         step("smoke", "python_exec", code=f"{ref('code', 'artifacts', 'code')}\nprint({spec.entry}.__name__)\n"),
         step("final", "text_transform", op="extract_code_block",
@@ -188,14 +243,17 @@ def _family(index: int, spec: Spec) -> Family:
     columns = ",".join(spec.constants)
     schema = {"type": "object", "required": ["table"],
               "properties": {"table": table_schema(f"{columns}; one row: the constants")}}
-    constants = ", ".join(f"`{name}` is `{name.upper()}`" for name in spec.constants)
+    constants = ", ".join(f"`{name}` is `{name.upper()}`" for name in [*spec.constants, *spec.derived])
+    derived = "".join(f" {rule.wording(name)}." for name, rule in spec.derived.items())
     description = (
         f"Write a Python function `{spec.entry}` that does this: {spec.wording}. Its constants are the one row of "
         f"the config table the input `table` names (held by data subnets; columns {columns}); the body names "
-        f"each column in UPPER_CASE ({constants}). The body:\n\n"
+        f"each constant in UPPER_CASE ({constants}).{derived} The body:\n\n"
         f"```python\n{spec.body}```\n\nReturn the module (the constants, then the body) as artifacts.code."
     )
-    return make_family(index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0)
+    program = _inline_program(spec) if spec.derived else ()
+    return make_family(index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0,
+                       program=program)
 
 
 def families(start: int) -> list[Family]:

@@ -119,7 +119,7 @@ def _renamed(family: Family, task_id: str) -> Family:
     """``family`` under ``task_id``, its public examples drawn again for that id."""
     package = family.package.model_copy(update={"task_id": task_id})
     examples = Family(package, family.generate).public_examples()
-    return Family(package.model_copy(update={"examples": examples}), family.generate)
+    return Family(package.model_copy(update={"examples": examples}), family.generate, family.program)
 
 
 def check_seeds(task_id: str, n: int = HIDDEN) -> list[int]:

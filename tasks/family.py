@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.hints import EXAMPLES, PublicExample
-from protocol.synapse import TaskPackage
+from protocol.synapse import StepHint, TaskPackage
 from protocol.task import Task, synthetic_variant
 
 from .seed import EXAMPLE_SEED, Draw, public_seed
@@ -55,6 +55,10 @@ class Family:
 
     package: TaskPackage
     generate: Generator
+    program: tuple[StepHint, ...] = ()
+    """The generator's own best program when it is not the hinted steps (a shorter one the
+    reference planner does not find): what ``dagnet bench tasks --tiers``' oracle runs
+    beside the hints. Never sent to miners."""
 
     @property
     def task_id(self) -> str:
@@ -92,4 +96,4 @@ class Family:
     def synthetic(self, seed: int) -> Family:
         """The family under its :func:`~protocol.task.synthetic_variant` package; its
         instances are drawn fresh like any other."""
-        return Family(synthetic_variant(self.package, seed), self.generate)
+        return Family(synthetic_variant(self.package, seed), self.generate, self.program)

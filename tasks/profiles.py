@@ -51,6 +51,7 @@ def make_family(
     *,
     extra_latency: float = 0.0,
     quality_criteria: dict[str, Any] | None = None,
+    program: Sequence[StepHint] = (),
 ) -> Family:
     """A family whose profile follows scenario ``index mod 4``; the example is its public instance."""
     draw = Draw(text_seed(f"dagnet family profile:{index}:{task_id}"))
@@ -74,7 +75,7 @@ def make_family(
     )
     family = Family(package, generate)
     update = {"example": family.example().inputs, "examples": family.public_examples()}
-    return Family(package.model_copy(update=update), generate)
+    return Family(package.model_copy(update=update), generate, tuple(program))
 
 
 def _r(x: float) -> float:

@@ -4,6 +4,7 @@ fails with one clear PlanningError, within its budget, when nothing fits."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -15,7 +16,8 @@ from miner.planner.synth.answers import matches_json, matches_text
 from miner.planner.synth.code import matches_code
 from miner.planner.synth.world import Example, check_program
 from neurons.evaluation import score_answer
-from neurons.localrun import family_task
+from neurons.localrun import family_task, run_document
+from protocol.documents import PlanDocument
 from protocol.hints import PublicExample
 from protocol.synapse import TaskPackage
 from protocol.task import at_tier
@@ -49,7 +51,7 @@ def test_the_steps_found_from_a_goal_package_answer_hidden_instances(task_id: st
 
 
 @pytest.mark.parametrize(("task_id", "tier"), [("dt_books", "goal"), ("rag_towns", "outline"),
-                                               ("agent_difference_firms", "goal"), ("code_tax", "goal")])
+                                               ("agent_difference_firms", "goal"), ("code_bucket", "goal")])
 def test_good_scores_full_quality_where_naive_cannot_plan(task_id: str, tier: str) -> None:
     task = at_tier(family_task(task_id, 2), tier)
     good = score_answer(GoodPlanner(), task)
@@ -162,3 +164,24 @@ def test_drawn_families_are_solved_from_their_goal_packages() -> None:
             continue
         solved += check_program(steps, _hidden(family, seeds=(1, 2)), MATCHES[family.task_type])
     assert solved >= 8, f"{solved} of {len(families)} drawn families"
+
+
+@pytest.mark.parametrize("task_id", ["code_tax", "code_count_above"])
+def test_a_constant_worked_out_from_the_table_is_beyond_the_search_and_the_family_s_own_program_finds_it(
+        task_id: str) -> None:
+    """Room above the reference: the body uses a constant the table does not hold (the
+    description says how to work it out from two columns). The search reads constants, it
+    does not derive them, so good says so at outline and goal; the generator's own program
+    (the config read, then one module that computes the constant itself) answers every
+    hidden instance."""
+    family = FAMILIES[task_id]
+    derived = {"code_tax": "FREE", "code_count_above": "LIMIT"}[task_id]
+    for tier in ("outline", "goal"):
+        with pytest.raises(PlanningError, match=f"the body uses {derived}, which no input or held table gives"):
+            synthesise(at_tier(family.package, tier))
+    assert [step.action for step in family.program] == ["csv_to_json", "text_transform"]
+    own = GoodPlanner(shorter=False).plan(family.package.model_copy(update={"steps": list(family.program)}))
+    for seed in (1, 2, 3):  # judged as a validator judges code: the module's calls run in the sandbox
+        report = asyncio.run(run_document(PlanDocument(own.plan, own.total_estimated_cost, "synapse"),
+                                          task=family_task(task_id, seed)))
+        assert report["score"]["output_quality"] == 1.0, report["score"]

@@ -7,8 +7,9 @@ runs on the hidden instances of ``seeds`` consecutive seeds exactly as a validat
 it (owned execution, simulated clock) and is scored. A strategy that cannot plan a tier
 (``naive`` without step hints) scores 0 there, as a miner that answers nothing would.
 
-The **oracle** is the best plan known for the instance: the family's own program (its
-full-tier steps, the generator's program) and each program ``good`` finds for the family
+The **oracle** is the best plan known for the instance: the family's own programs (its
+full-tier steps, and the generator's shorter ``program`` where the family has one — a
+code module that works its derived constants out itself) and each program ``good`` finds for the family
 (at the full tier, where it takes the hinted program or a shorter one it found, and at
 ``outline`` and ``goal``, where it searches), each put on the best subnets for the
 profile — every assignment of one allowed subnet per kind is weighed by the score's own
@@ -139,7 +140,7 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     proposals = {(tier, strategy): _propose(family, packages[tier], strategy)
                  for tier in TIERS for strategy in STRATEGIES}
     runs = {key: [await _run(proposal, at_tier(task, key[0])) for task in tasks] for key, proposal in proposals.items()}
-    oracles = _oracles(family.package, proposals)
+    oracles = _oracles(family, proposals)
     best = []  # per seed: the best of the oracle's plans and good's own runs at every tier
     for k, task in enumerate(tasks):
         candidates = [await _run(oracle, task) for oracle in oracles] + [runs[(tier, "good")][k] for tier in TIERS]
@@ -154,14 +155,18 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     return rows
 
 
-def _oracles(package: TaskPackage, proposals: dict[tuple[HintTier, str], PlanProposal | None]) -> list[PlanProposal]:
-    """The family's own program (its full-tier steps) and each distinct program ``good``
-    found at any tier, on the best subnets for the profile."""
+def _oracles(family: Family, proposals: dict[tuple[HintTier, str], PlanProposal | None]) -> list[PlanProposal]:
+    """The family's own programs (its full-tier steps, and the generator's shorter
+    ``program`` where it has one) and each distinct program ``good`` found at any tier,
+    on the best subnets for the profile."""
+    package = family.package
     found = [proposal for (_, strategy), proposal in proposals.items() if strategy == "good"]
-    try:
-        found.append(GoodPlanner(shorter=False).plan(package))
-    except PlanningError:
-        pass
+    own = [package] + ([package.model_copy(update={"steps": list(family.program)})] if family.program else [])
+    for steps in own:
+        try:
+            found.append(GoodPlanner(shorter=False).plan(steps))
+        except PlanningError:
+            pass
     programs = {}
     for proposal in found:
         if proposal is not None:
