@@ -370,6 +370,5 @@ class _Run:
         old = node.status
         node.status = new
         node.reason = reason
-        on_event = self._on_event
-        if on_event is not None:  # the clock read inlined: this runs for every transition
-            on_event(Event(self.clock() - self.t0, node.id, old, new, reason, node.frame))
+        if self._on_event is not None:
+            self._on_event(Event(self._now(), node.id, old, new, reason, node.frame))

@@ -48,11 +48,8 @@ _GUESSES: tuple[Callable[[Any], Any], ...] = (
 )
 """Answers a module gives without reading its constants: the argument, 0, nothing, an
 empty list or text, the argument's length."""
-_GUESSABLE = 0
-"""Cases per instance that a guess may answer right: none, so a module that guesses (or
-looks up a public example's calls, which are such cases too when their answer does not
-depend on the constants) passes none of a hidden instance and scores 0."""
 _REDRAWS = 50
+"""Draws of a call before one no guess answers is taken as it is (none has needed it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +159,16 @@ def _config_csv(params: Params) -> str:
     return ",".join(params) + "\n" + ",".join(str(value) for value in params.values()) + "\n"
 
 
+def _constant_lines(spec: Spec, value: Callable[[str], str]) -> list[str]:
+    """``NAME = value(name)`` for each config column (quoted when the constant is text)."""
+    return [f'{name.upper()} = "{value(name)}"' if _quoted(spec, name) else f"{name.upper()} = {value(name)}"
+            for name in spec.constants]
+
+
 def _module_template(spec: Spec) -> str:
     """The module as a fenced block: the constants from the config row's ``{name}`` fields
     and each derived constant's ``{name}`` field, then ``{body}``."""
-    lines = [f'{name.upper()} = "{{{name}}}"' if _quoted(spec, name) else f"{name.upper()} = {{{name}}}"
-             for name in spec.constants]
-    lines += [f"{name.upper()} = {{{name}}}" for name in spec.derived]
+    lines = _constant_lines(spec, lambda name: f"{{{name}}}") + [f"{name.upper()} = {{{name}}}" for name in spec.derived]
     return "```python\n" + "\n".join(lines) + "\n\n\n{body}```\n"
 
 
@@ -185,8 +186,7 @@ def _inline_program(spec: Spec) -> tuple[StepHint, ...]:
     ``extract_code_block`` whose module works the derived constants out itself
     (``FREE = BASE * SCALE``) instead of a calculator step per constant. The reference
     planner does not find it (its search reads constants, it does not derive them)."""
-    lines = [f'{name.upper()} = "{_config(name)}"' if _quoted(spec, name) else f"{name.upper()} = {_config(name)}"
-             for name in spec.constants]
+    lines = _constant_lines(spec, _config)
     lines += [f"{name.upper()} = {rule.a.upper()} {rule.op} {rule.b.upper()}" for name, rule in spec.derived.items()]
     module = "```python\n" + "\n".join(lines) + "\n\n\n" + spec.body + "```\n"
     return (step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
@@ -204,13 +204,14 @@ def _guessed(argument: Any, expected: Any) -> bool:
     return False
 
 
-def _case(draw: Draw, spec: Spec, params: Params, guessable: bool) -> tuple[Any, Any]:
-    """One call and its answer; unless ``guessable``, one no guess answers (drawn again,
-    up to :data:`_REDRAWS` times)."""
+def _case(draw: Draw, spec: Spec, params: Params) -> tuple[Any, Any]:
+    """One call and its answer, one no constant-free guess answers (drawn again, up to
+    :data:`_REDRAWS` times): a module that ignores the constants (or looks up a public
+    example's calls) passes none of a hidden instance."""
     for _ in range(_REDRAWS):
         argument = spec.argument(draw, params)
         expected = spec.model(params, argument)
-        if guessable or not _guessed(argument, expected):
+        if not _guessed(argument, expected):
             break
     return argument, expected
 
@@ -219,10 +220,9 @@ def _family(index: int, spec: Spec) -> Family:
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         params = {name: drawn(draw) for name, drawn in spec.constants.items()}
         known = _with_derived(spec, params)
-        cases, guessable = [], 0
+        cases = []
         for _ in range(_CASES):
-            argument, expected = _case(draw, spec, known, guessable < _GUESSABLE)
-            guessable += _guessed(argument, expected)
+            argument, expected = _case(draw, spec, known)
             cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = held_id(draw, "t")
         return {"table": held}, {"entry_point": spec.entry, "cases": cases}, {held: _config_csv(params)}

@@ -5,8 +5,6 @@ the curated families are."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import re
 import subprocess

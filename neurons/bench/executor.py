@@ -72,7 +72,7 @@ THROUGHPUT_TARGET = 100_000
 OVER_BARE_TARGET = 0.9
 """Zero-delay executor ÷ the bare graphlib loop, measured in the same run."""
 CLI_OVER_BARE_TARGET = 0.6
-"""The ``dagnet run`` path (LocalRunner + echo, every event traced) ÷ the bare loop."""
+"""The ``dagnet run`` path (run_plan, LocalRunner + echo, no event callback) ÷ the bare loop."""
 
 MEDIAN_LATENCY_S = 0.020
 LATENCY_SIGMA = 0.6
