@@ -42,8 +42,8 @@ from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
 from .planner.base import Planner
 from .priority import StakePriorityMiddleware
-from .tools.base import ToolRegistry
-from .tools.runner import LocalRunner
+from subnets.base import ToolRegistry
+from subnets.runner import LocalRunner
 
 
 class HasHotkey(Protocol):

@@ -31,7 +31,7 @@ from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
 from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
 from .readiness import readiness
-from .tools.runner import LocalRunner
+from subnets.runner import LocalRunner
 
 _M = TypeVar("_M", bound=BaseModel)
 

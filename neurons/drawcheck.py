@@ -19,7 +19,7 @@ from protocol.hints import EXAMPLES
 from protocol.validation import check_plan_for
 from engine.owned import evaluate_owned
 from neurons.bench.tasks import propose
-from neurons.localrun import owned_runner
+from subnets.owned import owned_runner
 from tasks import Family
 from tasks.drawn import check_seeds, drawn_families
 from tasks.seed import public_seed

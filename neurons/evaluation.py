@@ -25,7 +25,8 @@ from typing import Any
 
 from tasks import Family, load_families
 from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
-from neurons.localrun import family_task, owned_runner
+from neurons.localrun import family_task
+from subnets.owned import owned_runner
 from protocol.hints import HintTier
 from protocol.response import check_response
 from protocol.task import Task, at_tier

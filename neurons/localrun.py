@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tasks import VERSION, FamilyTasks, family
-from miner.tools.llm import LLMConfig
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
+from subnets.owned import owned_runner
 from neurons.files import InputError, read_json
 from protocol.documents import PlanDocument, document_shape, load_plan_document
 from protocol.errors import format_validation_error
@@ -31,20 +31,10 @@ from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import saved_metrics
 from engine.evaluate import run_plan
-from engine.holdings import holding
 from engine.owned import evaluate_owned
 from engine.executor import Event, ExecutorConfig
 from engine.report import run_report
 from validator.sampling import FixedTasks, TaskSource
-
-
-def owned_runner(task: Task, *, llm: LLMConfig | None = None) -> NodeRunner:
-    """The runner that plays ``task``'s partner subnets with the reference tools, each
-    as its profile says, its data and retrieval subnets holding the instance's held data
-    (:mod:`engine.holdings`): what a validator's owned execution runs a plan on. ``llm``
-    answers the ``llm`` action (an operator's openai adapter); a task without partner
-    subnets gets the bare tools, with no profile's price, delay or failure."""
-    return holding(LocalRunner(default_registry(llm=llm), subnets=task.available_tools or None), task.holdings)
 
 
 def fresh_seed() -> int:

@@ -28,7 +28,7 @@ from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from neurons.keys import open_wallet
 from neurons.listen import bind
 from protocol.metagraph import Axon

@@ -29,11 +29,12 @@ from pydantic import model_validator
 from chain.base import Chain
 from miner.config import ServerLimits
 from miner.server import guarded_config
-from miner.tools.llm import LLMConfig
+from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
 from neurons.validator_settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
 from miner.planner import get_planner
-from neurons.localrun import SHIPPED_TASKS, load_task_source, owned_runner
+from neurons.localrun import SHIPPED_TASKS, load_task_source
+from subnets.owned import owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.runner import NodeRunner

@@ -69,7 +69,7 @@ SCALAR = Shape("scalar")
 _SCALARS = Shape("list", SCALAR)
 _ANYTHINGS = Shape("list", ANY)
 HIT = Shape("object", fields={"doc": SCALAR, "title": SCALAR, "sentence": SCALAR, "score": SCALAR}, noun="a hit")
-"""One search hit (``miner/tools/retrieval.py``): the document, its title, the matching
+"""One search hit (``subnets/retrieval.py``): the document, its title, the matching
 sentence and its BM25 score."""
 
 

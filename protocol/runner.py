@@ -31,7 +31,7 @@ class NodeCall:
     The one definition of a node call: the executor hands it to a runner, a tool
     provider receives it as the body of ``POST /NodeSynapse`` (its wire model,
     :class:`protocol.synapse.NodeSynapse`, is derived from these fields), and a
-    tool sees it through :class:`miner.tools.base.ToolContext`. The constraints
+    tool sees it through :class:`subnets.base.ToolContext`. The constraints
     bind where a call is validated, on the wire; building one in-process checks
     nothing, so the executor's hot path stays a plain dataclass.
     """

@@ -4,7 +4,7 @@ An instance's documents or tables are not in its inputs: the inputs name them by
 drawn with the instance (``c-`` a collection of documents, ``t-`` a CSV table), and the
 generator returns the data as the instance's ``holdings``. Only ``search(collection=...)``
 on a retrieval subnet and ``csv_to_json(table=...)`` on a data subnet read it
-(``engine/holdings.py``; docs/tasks.md, "Held data").
+(``subnets/holdings.py``; docs/tasks.md, "Held data").
 """
 
 from __future__ import annotations

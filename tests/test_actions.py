@@ -37,7 +37,7 @@ def test_every_offered_action_is_in_the_catalogue_and_echo_is_offered_by_no_type
 
 
 def test_catalogue_matches_the_reference_tools() -> None:
-    from miner.tools.registry import default_registry
+    from subnets.registry import default_registry
 
     assert set(default_registry().names()) == set(ACTIONS) - {"llm"}
 

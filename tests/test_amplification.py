@@ -26,8 +26,8 @@ PEAK_RSS_BOUND_KIB = 200 * 1024
 
 RUN = """
 import asyncio, json, resource, sys
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from protocol.plan import WorkflowPlan
 from engine.executor import execute
 

@@ -7,17 +7,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
+OURS = {"protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
     "storage": set(),
+    "subnets": {"protocol", "sandbox"},
     "tasks": {"protocol"},
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
     "engine": {"protocol", "scoring", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine"},
-    "miner": {"protocol", "sandbox", "storage"},
+    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets"},
+    "miner": {"protocol", "sandbox", "storage", "subnets"},
     "neurons": OURS,
 }
 BESIDES = {"miner/planner/attackers.py": {"tasks"}}

@@ -17,8 +17,8 @@ import pytest
 from tasks import Family, load_families
 from miner.planner import get_planner
 from miner.planner.attackers import answer_plan, example_answer
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for

@@ -14,7 +14,8 @@ import neurons.evaluation as evaluation
 from miner.planner import get_planner
 from neurons.commands.eval import render
 from neurons.evaluation import PARTS, evaluate_planner, select_families, weight_shares
-from neurons.localrun import family_task, owned_runner
+from neurons.localrun import family_task
+from subnets.owned import owned_runner
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.response import check_response
 from engine.owned import evaluate_owned

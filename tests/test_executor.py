@@ -299,8 +299,8 @@ async def test_retries_until_success_and_charge_every_attempt() -> None:
 
 
 async def test_with_the_real_echo_tool_fail_first_retries_and_delay_times_out() -> None:
-    from miner.tools.registry import default_registry
-    from miner.tools.runner import LocalRunner
+    from subnets.registry import default_registry
+    from subnets.runner import LocalRunner
 
     p = plan(node("A", text="hi", fail_first=1, cost=0.1), node("B", delay_s=5.0),
              error_handling={"A": {"retry_count": 1}, "B": {"timeout_seconds": 0.05}})

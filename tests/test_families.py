@@ -11,8 +11,8 @@ import pytest
 from tasks import FamilyTasks, family, load_families
 from tasks.seed import Draw
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
-from miner.tools.base import ToolContext
+from subnets.registry import default_registry
+from subnets.base import ToolContext
 from protocol.dataref import find_refs
 from protocol.validation import check_plan_for
 from protocol.task import synthetic_variant

@@ -1,4 +1,4 @@
-"""Held data (engine/holdings.py): only search(collection=) and csv_to_json(table=) read
+"""Held data (subnets/holdings.py): only search(collection=) and csv_to_json(table=) read
 what a task's subnets hold; every other node sees the id and nothing more."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from engine.holdings import holding, resolve_held
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
-from neurons.localrun import owned_runner, run_document
+from subnets.holdings import holding, resolve_held
+from subnets.base import ToolContext, ToolError
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
+from neurons.localrun import run_document
+from subnets.owned import owned_runner
 from protocol.documents import PlanDocument
 from protocol.plan import WorkflowPlan
 from protocol.runner import FrameRunner, NodeCall, NodeResult

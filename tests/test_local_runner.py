@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import ToolInfo

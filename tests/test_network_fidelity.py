@@ -26,8 +26,9 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
-from neurons.localrun import family_task, owned_runner, run_document
+from subnets.registry import default_registry
+from neurons.localrun import family_task, run_document
+from subnets.owned import owned_runner
 from protocol.documents import load_plan_document
 from protocol.metagraph import Peer
 from protocol.task import Task

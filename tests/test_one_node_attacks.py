@@ -39,11 +39,11 @@ from typing import Any
 
 import pytest
 
-from engine.holdings import holding
+from subnets.holdings import holding
 from engine.owned import evaluate_owned
-from miner.tools.base import ToolContext, ToolRegistry, ToolResult
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.base import ToolContext, ToolRegistry, ToolResult
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from neurons.bench.tasks import propose
 from protocol.dataref import INPUT, find_refs, ref
 from protocol.plan import WorkflowPlan

@@ -22,8 +22,9 @@ from miner.planner import (
     PLANNER_INTERFACE, GoodPlanner, PlannerFailure, PlannerLoadError, PlanProposal, answer_for, load_planner,
     run_planner,
 )
-from miner.tools.registry import default_registry
-from neurons.localrun import family_task, owned_runner
+from subnets.registry import default_registry
+from neurons.localrun import family_task
+from subnets.owned import owned_runner
 from neurons.settings import build_settings
 from protocol.metagraph import Axon, Peer
 from protocol.plan import PlanNode, WorkflowPlan

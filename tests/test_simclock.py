@@ -94,7 +94,8 @@ SCORE_ALL = """
 import json, sys
 from tasks import FamilyTasks
 from miner.planner import get_planner
-from neurons.localrun import family_task, owned_runner
+from neurons.localrun import family_task
+from subnets.owned import owned_runner
 from protocol.validation import check_plan_for
 from engine.owned import evaluate_owned
 

@@ -19,7 +19,7 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
 from miner.planner.base import PlanProposal
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from neurons.localrun import family_task
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.plan import Edge, PlanNode, WorkflowPlan

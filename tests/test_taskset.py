@@ -23,7 +23,7 @@ import pytest
 
 from tasks import VERSION, load_families
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from neurons.localrun import family_task, run_document
 from protocol.dataref import find_refs
 from protocol.documents import load_plan_document

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.text import MAX_TEXT_CHARS, text_transform
-from miner.tools.transform import csv_to_json, json_to_csv, json_transform
+from subnets.base import ToolContext, ToolError
+from subnets.text import MAX_TEXT_CHARS, text_transform
+from subnets.transform import csv_to_json, json_to_csv, json_transform
 
 CTX = ToolContext(task_id="t", node_id="n", attempt=1, timeout_seconds=5.0)
 MIB = 1024 * 1024

@@ -2,8 +2,8 @@
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.calculator import calculator
+from subnets.base import ToolContext, ToolError
+from subnets.calculator import calculator
 
 CTX = ToolContext(task_id="t", node_id="calc", attempt=1, timeout_seconds=5.0)
 

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.echo import echo
+from subnets.base import ToolContext, ToolError
+from subnets.echo import echo
 
 
 def ctx(attempt: int = 1) -> ToolContext:

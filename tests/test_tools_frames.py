@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
-from miner.tools.frames import collect, split
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
+from subnets.frames import collect, split
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall
 from protocol.synapse import ToolInfo

@@ -5,8 +5,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from support.peers import CLOSE, raw_peer, serve_asgi
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.llm import LLMConfig, make_llm
+from subnets.base import ToolContext, ToolError
+from subnets.llm import LLMConfig, make_llm
 
 CTX = ToolContext(task_id="t", node_id="ask", attempt=1, timeout_seconds=5.0)
 

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.python_exec import make_python_exec
+from subnets.base import ToolContext, ToolError
+from subnets.python_exec import make_python_exec
 from sandbox import SandboxLimits
 
 LIMITS = SandboxLimits(cpu_seconds=5, wall_seconds=20)

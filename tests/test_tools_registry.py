@@ -1,7 +1,7 @@
 """``default_registry``: the action names planners and benchmark tasks rely on."""
 
-from miner.tools.llm import LLMConfig
-from miner.tools.registry import default_registry
+from subnets.llm import LLMConfig
+from subnets.registry import default_registry
 
 CORE = {"echo", "calculator", "json_transform", "csv_to_json", "json_to_csv", "text_transform", "search",
         "python_exec", "split", "collect"}

@@ -2,9 +2,9 @@
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.registry import DEFAULT_CORPUS_DIR
-from miner.tools.retrieval import load_corpus, make_search, tokenize
+from subnets.base import ToolContext, ToolError
+from subnets.registry import DEFAULT_CORPUS_DIR
+from subnets.retrieval import load_corpus, make_search, tokenize
 
 CTX = ToolContext(task_id="t", node_id="s", attempt=1, timeout_seconds=5.0)
 SHIPPED = make_search(DEFAULT_CORPUS_DIR)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from miner.tools._regex import compile_guarded
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.text import text_transform
+from subnets._regex import compile_guarded
+from subnets.base import ToolContext, ToolError
+from subnets.text import text_transform
 
 CTX = ToolContext(task_id="t", node_id="txt", attempt=1, timeout_seconds=5.0)
 

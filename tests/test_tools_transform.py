@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.transform import csv_to_json, json_to_csv, json_transform
+from subnets.base import ToolContext, ToolError
+from subnets.transform import csv_to_json, json_to_csv, json_transform
 
 CTX = ToolContext(task_id="t", node_id="x", attempt=1, timeout_seconds=5.0)
 

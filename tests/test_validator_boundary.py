@@ -42,7 +42,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from neurons.cli import app as dagnet
 from neurons.localrun import family_task
 from neurons.validator import HEALTH_LIMITS

@@ -24,9 +24,9 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from neurons.cli import app
-from neurons.localrun import owned_runner
+from subnets.owned import owned_runner
 from neurons.validator import reference
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 from protocol.task import Task

@@ -18,12 +18,12 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from neurons.localrun import owned_runner
+from subnets.owned import owned_runner
 from neurons.validator import reference
 from validator.loop import INFRASTRUCTURE, LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders

@@ -16,11 +16,11 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
-from neurons.localrun import owned_runner
+from subnets.owned import owned_runner
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 

@@ -30,7 +30,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from validator.state import ValidatorState
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,8 @@ import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
 from miner.planner import get_planner
-from neurons.localrun import SHIPPED_TASKS, family_task, owned_runner
+from neurons.localrun import SHIPPED_TASKS, family_task
+from subnets.owned import owned_runner
 from neurons.validator_settings import ValidatorSettings
 from protocol.hints import TIER_SHARES, TIERS
 from protocol.synapse import TaskPackage

@@ -38,9 +38,10 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import get_planner
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
-from neurons.localrun import family_task, owned_runner, run_document
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
+from neurons.localrun import family_task, run_document
+from subnets.owned import owned_runner
 from protocol.documents import load_plan_document
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.output import NodeOutput

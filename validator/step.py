@@ -45,7 +45,7 @@ from .client import MinerClient, Reply
 from .errors import PeerError
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
-from engine.holdings import holding
+from subnets.holdings import holding
 from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)

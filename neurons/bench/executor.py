@@ -53,8 +53,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from protocol.graph import Graph
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.output import NodeOutput

@@ -152,7 +152,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
 
     from bittensor.sp_core import Keypair
 
-    from neurons.localrun import owned_runner
+    from subnets.owned import owned_runner
     from protocol.metagraph import Peer
     from validator.client import ClientConfig, MinerClient
     from engine.executor import ExecutorConfig
@@ -350,7 +350,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.planner import get_planner
     from miner.config import ServerLimits
     from miner.server import guarded_config
-    from miner.tools.registry import default_registry
+    from subnets.registry import default_registry
     from bittensor.sp_core import Keypair
 
     if spec.get("open_files"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from support.fakechain import FakeChain
 from support.keys import dev_keypair
 
-from neurons.localrun import owned_runner
+from subnets.owned import owned_runner
 from protocol.metagraph import MetagraphSnapshot
 from protocol.task import Task
 from validator.client import MinerClient

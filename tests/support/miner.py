@@ -23,7 +23,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner.base import PlanProposal
-from miner.tools.registry import default_registry
+from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from miner.tools.retrieval import tokenize
+from subnets.retrieval import tokenize
 from protocol.dataref import INPUT, ref
 
 from .arith import Leaf

@@ -16,8 +16,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from miner.tools.base import ToolError
-from miner.tools.transform import CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp, UniqueOp
+from subnets.base import ToolError
+from subnets.transform import CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp, UniqueOp
 from protocol.dataref import INPUT, ref
 
 from .world import Fragment, Program, World, canonical, run_steps

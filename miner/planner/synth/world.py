@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from miner.tools.base import ToolContext, ToolError, ToolRegistry
-from miner.tools.registry import default_registry
+from subnets.base import ToolContext, ToolError, ToolRegistry
+from subnets.registry import default_registry
 from protocol.actions import TOOL_TYPES
 from protocol.dataref import INPUT, DataRefError, MissingField, compile_params, find_refs
 from protocol.hints import PublicExample

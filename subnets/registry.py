@@ -22,7 +22,7 @@ from .retrieval import search_spec
 from .text import TEXT_TRANSFORM
 from .transform import CSV_TO_JSON, JSON_TO_CSV, JSON_TRANSFORM
 
-DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tasks" / "corpus"
+DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[1] / "tasks" / "corpus"
 """The corpus shipped with the repository (``tasks/corpus/``)."""
 
 

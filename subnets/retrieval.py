@@ -3,7 +3,7 @@
 The corpus is the shipped one, or the ``documents`` given in the params (a task
 instance's own collection: ``[{"id", "title", "text"}, ...]``), indexed per call. A
 task's collection is held by id (``collection``): the validator running the task puts
-its documents in ``documents`` (``engine/holdings.py``); an id that reaches the tool
+its documents in ``documents`` (``subnets/holdings.py``); an id that reaches the tool
 was not resolved, and the call fails saying so.
 
 A corpus is a directory of ``*.txt`` documents: the first line is the title,

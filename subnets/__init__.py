@@ -7,5 +7,5 @@
   json_to_csv), ``text`` (text_transform), ``retrieval`` (search),
   ``python_exec`` (in the sandbox), ``llm`` (only when configured).
 
-Nothing is imported here, so importing ``miner.tools.base`` stays cheap.
+Nothing is imported here, so importing ``subnets.base`` stays cheap.
 """

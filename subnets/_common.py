@@ -37,7 +37,7 @@ def parse_params(model: type[M], params: Any) -> M:
 
 def unresolved_held(param: str, held_id: str) -> str:
     """Why a call naming held data by id reached a tool: only the validator running the
-    task holds it (``engine/holdings.py``)."""
+    task holds it (``subnets/holdings.py``)."""
     return f"{param} {held_id[:80]!r} is held data: only the validator running its task resolves it"
 
 

@@ -2,7 +2,7 @@
 
 Each op is a small params model with its own fields, so a missing or wrong
 field is reported as ``<op>.<field>``. Regex ops go through
-:mod:`miner.tools._regex`, which refuses patterns whose backtracking could run
+:mod:`subnets._regex`, which refuses patterns whose backtracking could run
 away on the given input. Ops that can grow their input (replace, regex_replace,
 join, split_lines, template) measure the result before building it and refuse
 one over the output limit; the op runs in a worker thread, off the event loop.

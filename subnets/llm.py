@@ -1,6 +1,6 @@
 """``llm``: one chat completion from any OpenAI-compatible endpoint.
 
-Off unless configured: :func:`miner.tools.registry.default_registry` registers it
+Off unless configured: :func:`subnets.registry.default_registry` registers it
 only when given an :class:`LLMConfig`, and the config (URL, model, key) is passed
 in by the process that reads settings — this module reads no environment.
 Requests use temperature 0 so a deterministic server gives deterministic output.

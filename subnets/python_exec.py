@@ -12,7 +12,7 @@ same outcome as a quiet one unless the program sleeps. Its output carries nothin
 machine measured (no wall time): a plan's output must not depend on the validator's load.
 
 Its input is bounded (:data:`INPUT_MAX_BYTES` for code, stdin and args together) and it
-reads no held data (``engine/holdings.py``): a call is priced by its subnet as a fixed
+reads no held data (``subnets/holdings.py``): a call is priced by its subnet as a fixed
 CPU allowance (the node's timeout caps its CPU), so nothing large is shipped into it.
 """
 
