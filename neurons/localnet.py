@@ -42,7 +42,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from neurons.columns import ALWAYS, Column, fit_table, terminal_width
-from neurons.localrun import SHIPPED_TASKS
+from validator.settings import SHIPPED_TASKS
 
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
 COLDKEY_URI = "//Alice"

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks import VERSION, FamilyTasks, family
+from tasks import FamilyTasks, family
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from subnets.owned import owned_runner
@@ -35,6 +35,7 @@ from engine.owned import evaluate_owned
 from engine.executor import Event, ExecutorConfig
 from engine.report import run_report
 from validator.sampling import FixedTasks, TaskSource
+from validator.settings import SHIPPED_TASKS
 
 
 def fresh_seed() -> int:
@@ -66,10 +67,6 @@ def family_task(task_id: str, seed: int) -> Task:
     except KeyError as exc:
         raise InputError(str(exc).strip("'\"")) from None
     return found.task(found.instance(seed))
-
-
-SHIPPED_TASKS = Path(VERSION)
-"""``--tasks v2``: the shipped task families (each shown with its public example)."""
 
 
 def load_task_source(path: Path) -> TaskSource:

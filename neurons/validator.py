@@ -31,9 +31,10 @@ from miner.config import ServerLimits
 from miner.server import guarded_config
 from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
-from neurons.validator_settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
+from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
 from miner.planner import get_planner
-from neurons.localrun import SHIPPED_TASKS, load_task_source
+from neurons.localrun import load_task_source
+from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import MetagraphSnapshot, Peer

@@ -17,7 +17,7 @@ ALLOWED = {
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
     "engine": {"protocol", "scoring", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets"},
+    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets", "tasks"},
     "miner": {"protocol", "sandbox", "storage", "subnets"},
     "neurons": OURS,
 }

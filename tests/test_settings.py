@@ -73,12 +73,13 @@ def test_missing_settings_file(tmp_path: Path) -> None:
         build_settings(MinerSettings, config_file=tmp_path / "nope.toml")
 
 
-# -- the validator's settings (neurons/validator_settings.py) ----------------------------------
+# -- the validator's settings (validator/settings.py) ----------------------------------
 
 from typer.testing import CliRunner  # noqa: E402
 
 from neurons.cli import app  # noqa: E402
-from neurons.validator_settings import DagnetAdapter, OpenAIAdapter, ValidatorSettings, providers_override  # noqa: E402
+from neurons.commands.validator import providers_override  # noqa: E402
+from validator.settings import DagnetAdapter, OpenAIAdapter, ValidatorSettings  # noqa: E402
 
 PROVIDERS = [{"uid": 3, "hotkey": "5Provider", "url": "http://127.0.0.1:9"}]
 

@@ -14,9 +14,10 @@ import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
 from miner.planner import get_planner
-from neurons.localrun import SHIPPED_TASKS, family_task
+from neurons.localrun import family_task
+from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
-from neurons.validator_settings import ValidatorSettings
+from validator.settings import ValidatorSettings
 from protocol.hints import TIER_SHARES, TIERS
 from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier

@@ -379,7 +379,7 @@ async def test_an_openai_adapter_answers_llm_nodes_on_simulated_time(monkeypatch
 
     from neurons.settings import build_settings
     from neurons.validator import owned_runners
-    from neurons.validator_settings import ValidatorSettings
+    from validator.settings import ValidatorSettings
     from protocol.synapse import Constraints, ToolInfo
     from protocol.validation import check_plan_for
     from engine.owned import run_owned

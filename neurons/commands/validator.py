@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
 from neurons.commands.common import JsonOpt, configure_logging, describe, error, fail, print_json
 from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
-from neurons.files import InputError
+from neurons.files import InputError, read_text
 from neurons.settings import build_settings
-from neurons.validator_settings import ValidatorSettings, providers_override
+from protocol.errors import format_validation_error
+from validator.providers import EVERY_SUBNET
+from validator.settings import ProviderEntry, ValidatorSettings
 
 
 validator_app = typer.Typer(invoke_without_command=True)  # the help is the callback's docstring
@@ -136,6 +139,20 @@ def validator(
     except (KeyError, OSError, ValueError) as exc:
         error(str(exc))
         raise typer.Exit(1) from None
+
+
+_PROVIDER_LIST = TypeAdapter(list[ProviderEntry])
+
+
+def providers_override(path: Path) -> str:
+    """``--providers FILE`` as the ``--set`` it stands for: ``adapters.*`` = a dagnet adapter
+    with the file's ``[{"uid", "hotkey", "url"}, ...]``."""
+    try:
+        entries = _PROVIDER_LIST.validate_json(read_text(path))
+    except ValidationError as exc:
+        raise InputError(f"{path}: not a providers list: {format_validation_error(exc)}") from None
+    adapter = {"kind": "dagnet", "providers": [entry.model_dump() for entry in entries]}
+    return f"adapters.{EVERY_SUBNET}={json.dumps(adapter)}"
 
 
 def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> None:

@@ -2,9 +2,10 @@
 
 ``dagnet validator`` builds a :class:`ValidatorSettings` from its defaults, ``--config
 FILE``, ``--set KEY=VALUE`` and its flags (:func:`neurons.settings.build_settings`);
-nothing below reads the environment. The keys a validator signs with and the chain it
-talks to are not settings: the process config adds them (:mod:`neurons.validator`). This
-module imports no server and no chain SDK, so ``dagnet --help`` can show the defaults.
+nothing below reads the environment or a file. The keys a validator signs with and the
+chain it talks to are not settings: the process config adds them (:mod:`neurons.validator`).
+This module imports no server and no chain SDK, so ``dagnet --help`` can show the defaults;
+the loop's own config (:class:`validator.loop.LoopConfig`) takes its defaults from here.
 
 ``adapters`` is the operator's table of external execution (docs/validator.md,
 adapters): a subnet name (``sn8``) or ``"*"`` (every subnet not named) mapped to
@@ -15,20 +16,20 @@ A subnet without an adapter is executed by the validator itself.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from neurons.files import InputError, read_text
-from neurons.localrun import SHIPPED_TASKS
-from protocol.errors import format_validation_error
-from validator.providers import EVERY_SUBNET
-from validator.sampling import DEFAULT_TIER_SHARES, tier_shares_problem
+from tasks import VERSION
 
-__all__ = ["Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings", "providers_override"]
+from .sampling import DEFAULT_TIER_SHARES, tier_shares_problem
+
+__all__ = ["SHIPPED_TASKS", "Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings"]
+
+SHIPPED_TASKS = Path(VERSION)
+"""``--tasks v2``: the shipped task families (a hidden instance drawn per step)."""
 
 _ADAPTER_KEY = re.compile(r"sn\d{1,5}|\*")
 
@@ -128,17 +129,3 @@ class ValidatorSettings(BaseModel):
 
     def openai_adapters(self) -> dict[str, OpenAIAdapter]:
         return {key: a for key, a in self.adapters.items() if isinstance(a, OpenAIAdapter)}
-
-
-_PROVIDER_LIST = TypeAdapter(list[ProviderEntry])
-
-
-def providers_override(path: Path) -> str:
-    """``--providers FILE`` as the ``--set`` it stands for: ``adapters.*`` = a dagnet adapter
-    with the file's ``[{"uid", "hotkey", "url"}, ...]``."""
-    try:
-        entries = _PROVIDER_LIST.validate_json(read_text(path))
-    except ValidationError as exc:
-        raise InputError(f"{path}: not a providers list: {format_validation_error(exc)}") from None
-    adapter = {"kind": "dagnet", "providers": [entry.model_dump() for entry in entries]}
-    return f"adapters.{EVERY_SUBNET}={json.dumps(adapter)}"
