@@ -18,7 +18,7 @@ from __future__ import annotations
 from protocol.hints import EXAMPLES
 from protocol.validation import check_plan_for
 from engine.owned import evaluate_owned
-from neurons.bench.tasks import propose
+from bench.tasks import propose
 from subnets.owned import owned_runner
 from tasks import Family
 from tasks.drawn import check_seeds, drawn_families

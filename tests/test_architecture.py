@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
+OURS = {"bench", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
@@ -20,6 +20,7 @@ ALLOWED = {
     "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets", "tasks"},
     "miner": {"protocol", "sandbox", "storage", "subnets"},
     "neurons": OURS,
+    "bench": OURS,
 }
 BESIDES = {"miner/planner/attackers.py": {"tasks"}}
 """Files that may import more than their layer: the precompute attacker reads the public

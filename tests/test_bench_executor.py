@@ -4,7 +4,7 @@ import io
 
 from rich.console import Console
 
-from neurons.bench.executor import _tier_barrier_s, render_executor_bench, run_executor_bench
+from bench.executor import _tier_barrier_s, render_executor_bench, run_executor_bench
 from protocol.graph import Graph
 
 

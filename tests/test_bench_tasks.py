@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from tasks import load_families
-from neurons.bench.tasks import COPIES_WITHIN, STRATEGIES, network_weights, run_copies, summarize
+from bench.tasks import COPIES_WITHIN, STRATEGIES, network_weights, run_copies, summarize
 
 
 def _row(task_id: str, task_type: str, **medians: float) -> dict:

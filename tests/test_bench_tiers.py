@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from miner.planner import get_planner
-from neurons.bench.tasks import network_weights
-from neurons.bench.tiers import oracle_plan, run_tiers_bench, tier_targets
+from bench.tasks import network_weights
+from bench.tiers import oracle_plan, run_tiers_bench, tier_targets
 from protocol.hints import TIERS
 from tasks import load_families
 

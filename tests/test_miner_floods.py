@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from bittensor.sp_core import Keypair
 
-from neurons.bench.network import MINER_URI, VALIDATOR_URI, _snapshot, serve_miners
-from neurons.bench.flood import forged_headers, huge_header, legit_latencies, memory_kib, quantile, stalled_bodies, stalled_heads
+from bench.network import MINER_URI, VALIDATOR_URI, _snapshot, serve_miners
+from bench.flood import forged_headers, huge_header, legit_latencies, memory_kib, quantile, stalled_bodies, stalled_heads
 
 OPEN_FILES = 512
 HEAD_TIMEOUT_S = 2.0

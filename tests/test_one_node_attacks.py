@@ -44,7 +44,7 @@ from engine.owned import evaluate_owned
 from subnets.base import ToolContext, ToolRegistry, ToolResult
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
-from neurons.bench.tasks import propose
+from bench.tasks import propose
 from protocol.dataref import INPUT, find_refs, ref
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeRunner

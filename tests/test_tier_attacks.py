@@ -51,7 +51,7 @@ import pytest
 from miner.planner import PlanningError, PlanProposal, get_planner
 from miner.planner.attackers import PrecomputePlanner, answer_plan, example_answer
 from miner.planner.base import estimate
-from neurons.bench.tasks import CHAINS, propose
+from bench.tasks import CHAINS, propose
 from protocol.hints import TIERS, HintTier
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage

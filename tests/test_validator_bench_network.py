@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from neurons.bench.network import render_network_bench, run_network_bench
+from bench.network import render_network_bench, run_network_bench
 
 
 def test_network_bench_measures_both_modes_and_a_step() -> None:

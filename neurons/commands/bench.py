@@ -23,7 +23,7 @@ def bench_executor(
     seed: int = typer.Option(0, "--seed", help="Seed of the random DAGs."),
 ) -> None:
     """Makespan ÷ critical path on random DAGs (vs a tier-barrier schedule) and scheduling throughput."""
-    from neurons.bench.executor import render_executor_bench, run_executor_bench
+    from bench.executor import render_executor_bench, run_executor_bench
 
     result = run_executor_bench(seed=seed, repeats=repeats)
     print_json(result) if as_json else render_executor_bench(result, Console())
@@ -35,7 +35,7 @@ def bench_network(
     miners: int = typer.Option(256, "--miners", min=1, help="Miners in the validation step (256: the largest subnet)."),
 ) -> None:
     """Signed request throughput of one miner process, and one validation step against 256 miners."""
-    from neurons.bench.network import render_network_bench, run_network_bench
+    from bench.network import render_network_bench, run_network_bench
 
     result = run_network_bench(miners=miners)
     print_json(result) if as_json else render_network_bench(result, Console())
@@ -57,13 +57,13 @@ def bench_tasks(
     and how close two copies of good come over a window of tasks; with ``--tiers``, the
     same per hint tier, with the oracle and the headroom above good."""
     if tiers:
-        from neurons.bench.tiers import render_tiers_bench, run_tiers_bench
+        from bench.tiers import render_tiers_bench, run_tiers_bench
 
         result = asyncio.run(run_tiers_bench(seed=seed, seeds=seeds, drawn=drawn, secret=secret,
                                              concurrency=concurrency))
         print_json(result) if as_json else render_tiers_bench(result, Console())
         return
-    from neurons.bench.tasks import render_tasks_bench, run_tasks_bench
+    from bench.tasks import render_tasks_bench, run_tasks_bench
 
     result = asyncio.run(run_tasks_bench(seed=seed, seeds=seeds, window=window, concurrency=concurrency))
     print_json(result) if as_json else render_tasks_bench(result, Console())
@@ -75,7 +75,7 @@ def bench_chain(
     repeats: int = typer.Option(21, "--repeats", min=1, help="Epochs timed; the median is reported."),
 ) -> None:
     """The epoch's time for 256 uids × 64 validators, and a metagraph read on the embedded chain."""
-    from neurons.bench.chain import render_chain_bench, run_chain_bench
+    from bench.chain import render_chain_bench, run_chain_bench
 
     result = run_chain_bench(repeats=repeats)
     print_json(result) if as_json else render_chain_bench(result, Console())

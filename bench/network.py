@@ -25,7 +25,7 @@ Two measurements, each repeated and reported as medians:
    whose S is exactly what ``dagnet run PLAN --task FAMILY --seed N`` gives for
    their plan. Target: within one 12 s block.
 
-Children are this module run as ``python -m neurons.bench.network serve|load``
+Children are this module run as ``python -m bench.network serve|load``
 with a JSON spec on stdin; each run is bounded in requests and time and stops by
 itself. Heavy imports sit inside the functions that need them, so each child
 loads only its own side (a load generator never imports the miner or scorer).
@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from neurons.bench.flood import quantile
+from bench.flood import quantile
 from neurons.columns import ALWAYS, Column, fit_table
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
@@ -302,10 +302,10 @@ def serve_miners(
 
 @contextmanager
 def _child(mode: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen]:
-    """``python -m neurons.bench.network <mode>`` fed ``spec``; closing stdin stops a server."""
+    """``python -m bench.network <mode>`` fed ``spec``; closing stdin stops a server."""
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "neurons.bench.network", mode],
+            [sys.executable, "-m", "bench.network", mode],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
         )
         try:
@@ -424,7 +424,7 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
 async def _flooded_phase(send: Any, signer: _PresignedQueue, spec: dict[str, Any]) -> dict[str, Any]:
     """The same measured phase again, while an unauthenticated flood holds connections
     open and a 96 MiB header is sent over and over."""
-    from neurons.bench import flood
+    from bench import flood
 
     plan = spec["flood"]
     url = spec["url"]
