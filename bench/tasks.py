@@ -27,9 +27,9 @@ from rich.table import Table
 
 from tasks import Family, load_families
 from miner.planner import PlanProposal, get_planner
+from miner.planner.naive import naive_with_retries
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
-from protocol.plan import ErrorPolicy
 from scoring.weights import normalize_weights
 
 STRATEGIES = ("good", "naive", "naive+retries")
@@ -43,11 +43,7 @@ T = TypeVar("T")
 def propose(family: Family, strategy: str) -> PlanProposal:
     """The strategy's answer to ``family``'s package."""
     if strategy == "naive+retries":
-        proposal = get_planner("naive").plan(family.package)
-        retries = {node.id: ErrorPolicy(retry_count=1) for node in proposal.plan.nodes}
-        plan = proposal.plan.model_copy(update={"error_handling": retries})
-        return PlanProposal(plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
-                            proposal.confidence, proposal.reasoning + "; one retry per node")
+        return naive_with_retries(family.package)
     return get_planner(strategy).plan(family.package)
 
 

@@ -42,6 +42,10 @@ from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from tasks import Family
+from tasks.drawn import drawn_families, solves
+from miner.planner.naive import naive_with_retries
+from engine.owned import evaluate_owned
+from protocol.validation import check_plan_for
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
@@ -270,13 +274,32 @@ class DrawnTasks:
 
 def drawn_source(tasks: Path, per_tempo: int) -> DrawnFamilies | None:
     """The families a validator draws per tempo besides the shipped ones (``tasks.drawn``,
-    each checked by running its reference plan, :mod:`neurons.drawcheck`); ``None`` for
+    each checked by running its reference plan, :func:`reference_failure`); ``None`` for
     a task-set file or ``per_tempo`` 0."""
     if tasks != SHIPPED_TASKS or per_tempo <= 0:
         return None
-    from neurons.drawcheck import checked_drawn_families
+    return lambda secret, tempo: DrawnTasks(drawn_families(secret, tempo, per_tempo, verify=reference_solves))
 
-    return lambda secret, tempo: DrawnTasks(checked_drawn_families(secret, tempo, per_tempo))
+
+def reference_failure(family: Family, seed: int) -> str | None:
+    """The executing check's run of one instance (:data:`tasks.drawn.SeedRun`): the
+    family's ``naive+retries`` plan on owned execution and simulated time, as a
+    validator runs a miner's plan; it must complete with quality 1."""
+    proposal = naive_with_retries(family.package)
+    task = family.task(family.instance(seed))
+    evaluation = evaluate_owned(proposal.plan, check_plan_for(proposal.plan, task), task, owned_runner(task),
+                                total_estimated_cost=proposal.total_estimated_cost)
+    score, execution = evaluation.score, evaluation.execution
+    if execution.status == "completed" and score.completion_ratio == 1 and score.output_quality == 1:
+        return None
+    failed = {node: record.reason or record.status for node, record in execution.nodes.items()
+              if record.status != "success"}
+    return (f"reference plan does not solve seed {seed}: {execution.status}, quality "
+            f"{score.output_quality:.3f}, completion {score.completion_ratio:.3f} {failed or ''}").rstrip()
+
+
+reference_solves = solves(reference_failure)
+"""The executing check every drawn family passes before a validator sends it."""
 
 
 def reference() -> Reference:

@@ -22,8 +22,9 @@ the next draw, so the result depends on the arguments alone:
 - its public examples determine it: no neighbour of the drawn production (another
   choice of the grammar at one slot of the answer) agrees with every example's answer
   yet differs on a hidden instance;
-- with ``verify`` (the executing check, which ``tasks`` cannot run itself:
-  ``neurons.drawcheck.reference_solves``), its reference plan solves instances.
+- with ``verify`` (the executing check, :func:`solves`: ``tasks`` cannot run a plan
+  itself, so the validator hands it the run of one instance), its reference plan solves
+  the instances of :func:`verified_seeds`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ from .grammar_lookup import draw_lookup, draw_rag
 from .seed import Draw, public_seed, text_seed
 
 __all__ = [
-    "HIDDEN", "PREFIX", "TYPES", "DrawnSet", "Verifier", "candidate", "check", "check_seeds", "draw_set",
-    "drawn_families",
+    "HIDDEN", "PREFIX", "TYPES", "VERIFIED", "VERIFIED_CODE", "DrawnSet", "SeedRun", "Verifier", "candidate", "check",
+    "check_seeds", "draw_set", "drawn_families", "solves", "verified_seeds",
 ]
 
 PREFIX = "gen_"
@@ -58,6 +59,16 @@ _ATTEMPTS_PER_FAMILY = 25
 _PROFILE_INDICES = 60
 
 Verifier = Callable[[Family], "str | None"]
+SeedRun = Callable[[Family, int], "str | None"]
+"""Runs a family's reference plan on its instance of one seed, as a validator runs a plan:
+why it does not solve it (not completed, or quality below 1), or ``None``."""
+
+VERIFIED = EXAMPLES + 1
+"""Instances the reference plan runs on: every public example and one hidden instance."""
+VERIFIED_CODE = 1
+"""A code family's reference plan runs on its first public example only: a run there costs
+two sandboxed processes (about a second), and the grammar's check has already run the
+module's body on the cases of every checked instance (``tasks.grammar_code``)."""
 """Runs a family's reference plan; why it fails to solve an instance, or None."""
 
 TYPES = ("data_transform", "rag", "agent", "code")
@@ -125,6 +136,27 @@ def _renamed(family: Family, task_id: str) -> Family:
 def check_seeds(task_id: str, n: int = HIDDEN) -> list[int]:
     """The hidden instance seeds a family's checks use (63-bit, like a validator's)."""
     return [text_seed(f"dagnet drawn check:{task_id}:{i}") >> 1 for i in range(n)]
+
+
+def verified_seeds(family: Family) -> list[int]:
+    """The public examples, then hidden instances: :data:`VERIFIED` (code: :data:`VERIFIED_CODE`) in all."""
+    n = VERIFIED_CODE if family.task_type == "code" else VERIFIED
+    seeds = [public_seed(family.task_id, i) for i in range(EXAMPLES)] + check_seeds(family.task_id)
+    return seeds[:n]
+
+
+def solves(run: SeedRun) -> Verifier:
+    """The executing check: the reference plan, run by ``run``, solves every verified seed.
+    Build it once and keep it: :func:`draw_set` caches per ``verify`` too."""
+
+    def verify(family: Family) -> str | None:
+        for seed in verified_seeds(family):
+            reason = run(family, seed)
+            if reason is not None:
+                return reason
+        return None
+
+    return verify
 
 
 def check(production: Production, verify: Verifier | None = None) -> str | None:

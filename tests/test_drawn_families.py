@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from miner.planner import get_planner
-from neurons.drawcheck import reference_solves
+from neurons.validator import reference_solves
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.hints import EXAMPLES

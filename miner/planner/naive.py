@@ -14,6 +14,7 @@ steps) is refused with :class:`PlanningError`, so it scores 0 there.
 
 from __future__ import annotations
 
+from protocol.plan import ErrorPolicy
 from protocol.synapse import TaskPackage
 
 from .base import PlanningError, PlanProposal, estimate
@@ -37,3 +38,13 @@ class NaivePlanner:
         )
         cost, latency = estimate(plan)
         return PlanProposal(plan, cost, latency, _CONFIDENCE, reasoning)
+
+
+def naive_with_retries(package: TaskPackage) -> PlanProposal:
+    """``naive+retries``: naive's chain with one retry per node; the reference plan a drawn
+    family must solve before a validator sends it, and the benches' second baseline."""
+    proposal = NaivePlanner().plan(package)
+    retries = {node.id: ErrorPolicy(retry_count=1) for node in proposal.plan.nodes}
+    plan = proposal.plan.model_copy(update={"error_handling": retries})
+    return PlanProposal(plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
+                        proposal.confidence, proposal.reasoning + "; one retry per node")
