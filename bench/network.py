@@ -347,7 +347,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.app import create_app
     from miner.config import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
-    from miner.planner import get_planner
+    from miner.planner import load_planner
     from miner.config import ServerLimits
     from miner.server import guarded_config
     from subnets.registry import default_registry
@@ -366,7 +366,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
         )
         app = create_app(
             settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,
-            registry=default_registry(), planner=get_planner(app_spec["strategy"]), auth_enabled=app_spec["auth"],
+            registry=default_registry(), planner=load_planner(app_spec["strategy"]), auth_enabled=app_spec["auth"],
         )
         config = guarded_config(app, limits, log_level="warning", access_log=False, backlog=2048)
         sockets.append(sock)

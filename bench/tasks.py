@@ -26,13 +26,13 @@ from rich.console import Console
 from rich.table import Table
 
 from tasks import Family, load_families
-from miner.planner import PlanProposal, get_planner
+from miner.planner import PlanProposal, load_planner
 from miner.planner.naive import naive_with_retries
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from scoring.weights import normalize_weights
 
-STRATEGIES = ("good", "naive", "naive+retries")
+REFERENCE_PLANNERS = ("good", "naive", "naive+retries")
 CHAINS = ("naive", "naive+retries")
 COPIES_WITHIN = 1.10
 """Two copies of one planner must get weights within this ratio of each other."""
@@ -44,7 +44,7 @@ def propose(family: Family, strategy: str) -> PlanProposal:
     """The strategy's answer to ``family``'s package."""
     if strategy == "naive+retries":
         return naive_with_retries(family.package)
-    return get_planner(strategy).plan(family.package)
+    return load_planner(strategy).plan(family.package)
 
 
 async def run_strategy(family: Family, strategy: str, seed: int) -> dict[str, Any]:
@@ -56,7 +56,7 @@ async def run_strategy(family: Family, strategy: str, seed: int) -> dict[str, An
 
 async def _score_family(family: Family, seeds: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type}
-    for strategy in STRATEGIES:
+    for strategy in REFERENCE_PLANNERS:
         reports = [await run_strategy(family, strategy, seed) for seed in seeds]
         runs = [{key: report["score"][key] for key in ("S", "output_quality", "S_cost", "S_latency", "S_reliability")}
                 | {"status": report["status"], "latency_s": report["latency_s"], "cost_tao": report["cost_tao"]}
@@ -80,7 +80,7 @@ async def run_tasks_bench(*, seed: int = 0, seeds: int = 3, window: int = 100, c
     strategy, then two copies of ``good`` over ``window`` tasks (0 skips them)."""
     drawn = list(range(seed, seed + seeds))
     rows = await _bounded([_score_family(family, drawn) for family in load_families()], concurrency)
-    result = {"seed": seed, "seeds": seeds, "strategies": list(STRATEGIES), "rows": rows, "summary": summarize(rows)}
+    result = {"seed": seed, "seeds": seeds, "strategies": list(REFERENCE_PLANNERS), "rows": rows, "summary": summarize(rows)}
     if window > 0:
         result["copies"] = await run_copies(window=window, seed=seed)
     return result
@@ -93,7 +93,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     groups["all"] = rows
     summary: dict[str, Any] = {}
     for name, typed in groups.items():
-        means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in STRATEGIES}
+        means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in REFERENCE_PLANNERS}
         summary[name] = {
             "families": len(typed),
             "mean_S": means,
@@ -142,21 +142,21 @@ def render_tasks_bench(result: dict[str, Any], console: Console) -> None:
     seeds = f"seed {result['seed']}" if result["seeds"] == 1 else f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
     table = Table(title=f"v2 task families, median S over the instances of {seeds}")
     table.add_column("family")
-    for strategy in STRATEGIES:
+    for strategy in REFERENCE_PLANNERS:
         table.add_column(strategy, justify="right")
     for row in result["rows"]:
-        table.add_row(row["task_id"], *(f"{row[s]['S']:.3f}" for s in STRATEGIES))
+        table.add_row(row["task_id"], *(f"{row[s]['S']:.3f}" for s in REFERENCE_PLANNERS))
     console.print(table)
     means = Table(title="per type: mean S, and the families good beats each chain on")
     means.add_column("type", justify="right", no_wrap=True)
-    for column in (*STRATEGIES, *(f"good > {c}" for c in CHAINS)):
+    for column in (*REFERENCE_PLANNERS, *(f"good > {c}" for c in CHAINS)):
         means.add_column(column, justify="right")
     weights = Table(title="per type: weight of one good / one other miner (2 miners; 5 + 5), ratio")
     for column in ("type", "other", "2 miners", "5 + 5", "ratio"):
         weights.add_column(column, justify="right", no_wrap=True)
     for name, entry in result["summary"].items():
         wins = [f"{entry['good_beats'][c]} of {entry['families']}" for c in CHAINS]
-        means.add_row(name, *(f"{entry['mean_S'][s]:.3f}" for s in STRATEGIES), *wins)
+        means.add_row(name, *(f"{entry['mean_S'][s]:.3f}" for s in REFERENCE_PLANNERS), *wins)
         for chain in CHAINS:
             two, ten = (entry["weights"][chain][n] for n in ("2_miners", "10_miners"))
             ratio = ten["good"] / ten["other"] if ten["other"] > 0 else float("inf")

@@ -51,7 +51,7 @@ from .tasks import _bounded, network_weights, propose
 
 __all__ = ["render_tiers_bench", "run_tiers_bench"]
 
-STRATEGIES = ("good", "naive", "naive+retries")
+REFERENCE_PLANNERS = ("good", "naive", "naive+retries")
 ORACLE = "oracle"
 RATIO_TARGET = 3.0
 """good's weight over naive-with-retries' in a 2-miner network, on every type and tier."""
@@ -138,7 +138,7 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     tasks = [family.task(family.instance(seed)) for seed in seeds]
     packages = {tier: at_tier(family.package, tier) for tier in TIERS}
     proposals = {(tier, strategy): _propose(family, packages[tier], strategy)
-                 for tier in TIERS for strategy in STRATEGIES}
+                 for tier in TIERS for strategy in REFERENCE_PLANNERS}
     runs = {key: [await _run(proposal, at_tier(task, key[0])) for task in tasks] for key, proposal in proposals.items()}
     oracles = _oracles(family, proposals)
     best = []  # per seed: the best of the oracle's plans and good's own runs at every tier
@@ -149,7 +149,7 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     for tier in TIERS:
         row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type, "tier": tier,
                                ORACLE: _median(best)}
-        for strategy in STRATEGIES:
+        for strategy in REFERENCE_PLANNERS:
             row[strategy] = _median(runs[(tier, strategy)])
         rows.append(row)
     return rows
@@ -201,7 +201,7 @@ def summarize_tiers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         groups = {t: [r for r in at if r["task_type"] == t] for t in sorted({r["task_type"] for r in at})}
         groups["all"] = at
         for name, typed in groups.items():
-            means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in (*STRATEGIES, ORACLE)}
+            means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in (*REFERENCE_PLANNERS, ORACLE)}
             weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
             summary[f"{tier}/{name}"] = {
                 "tier": tier, "type": name, "families": len(typed), "mean_S": means,

@@ -269,7 +269,7 @@ async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[
               "--log-level", "warning"]
     for index, miner in enumerate(miners):
         processes.start(f"miner-{miner.uid}-{miner.strategy}",
-                        ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--strategy", miner.strategy,
+                        ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--planner", miner.strategy,
                          *common])
     for miner in miners:
         miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")

@@ -32,7 +32,7 @@ from miner.server import guarded_config
 from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
 from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.localrun import load_task_source
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
@@ -308,7 +308,7 @@ def reference() -> Reference:
     reference tools."""
 
     def plan(package: TaskPackage) -> WorkflowSynapse:
-        return get_planner("good").plan(package).answer(package, miner_uid=0)
+        return load_planner("good").plan(package).answer(package, miner_uid=0)
 
     return Reference(planner=plan, runner=owned_runner)
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tasks import Family, load_families
-from miner.planner import get_planner
+from miner.planner import load_planner
 from miner.planner.attackers import answer_plan, example_answer
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
@@ -39,7 +39,7 @@ def naive() -> dict[str, float]:
     """The naive planner's S on each family's hidden instance."""
 
     async def score(family: Family) -> float:
-        proposal = get_planner("naive").plan(family.package)
+        proposal = load_planner("naive").plan(family.package)
         return (await scored_run(proposal.plan, _hidden(family), proposal.total_estimated_cost))["score"]["S"]
 
     return dict(zip(IDS, asyncio.run(gather([score(f) for f in FAMILIES]))))
@@ -51,7 +51,7 @@ def on_example() -> dict[str, dict]:
     work out on its own machine from the package alone."""
 
     async def output(family: Family) -> dict:
-        proposal = get_planner("good").plan(family.package)
+        proposal = load_planner("good").plan(family.package)
         report = await scored_run(proposal.plan, family.task(family.example()), proposal.total_estimated_cost)
         return report["final_output"] or {"text": "", "artifacts": {"code": "", "metadata": {}}}
 
@@ -98,7 +98,7 @@ def test_an_answer_worked_out_on_the_public_example_earns_nothing(naive, on_exam
 
 
 def test_the_memorised_example_reference_earns_nothing(naive) -> None:
-    precompute = get_planner("precompute")
+    precompute = load_planner("precompute")
     plans = {f.task_id: precompute.plan(f.package).plan for f in FAMILIES}
     _assert_no_better_than_naive(_attack(plans), naive)
 

@@ -8,11 +8,11 @@ import asyncio
 import pytest
 
 from tasks import load_families
-from bench.tasks import COPIES_WITHIN, STRATEGIES, network_weights, run_copies, summarize
+from bench.tasks import COPIES_WITHIN, REFERENCE_PLANNERS, network_weights, run_copies, summarize
 
 
 def _row(task_id: str, task_type: str, **medians: float) -> dict:
-    return {"task_id": task_id, "task_type": task_type, **{s: {"S": medians[s.replace("+", "_")]} for s in STRATEGIES}}
+    return {"task_id": task_id, "task_type": task_type, **{s: {"S": medians[s.replace("+", "_")]} for s in REFERENCE_PLANNERS}}
 
 
 def test_the_summary_counts_wins_and_weighs_the_type_means() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from miner.planner import get_planner
+from miner.planner import load_planner
 from bench.tasks import network_weights
 from bench.tiers import oracle_plan, run_tiers_bench, tier_targets
 from protocol.hints import TIERS
@@ -20,7 +20,7 @@ def _one_per_type():
 
 def test_the_oracle_puts_each_kind_on_one_allowed_subnet_and_retries_its_known_failures():
     for family in load_families():
-        good = get_planner("good").plan(family.package).plan
+        good = load_planner("good").plan(family.package).plan
         oracle = oracle_plan(family.package, good)
         tools = family.package.available_tools
         allowed = family.package.constraints.allowed_subnets or list(tools)

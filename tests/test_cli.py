@@ -126,7 +126,7 @@ def taskset(tmp_path):
 
 
 def test_a_task_from_a_task_set_file_runs_scores_and_rescores_offline_identically(cli, tmp_path, taskset):
-    made = cli("plan", "make", taskset, "--task-id", "dt_weather", "--strategy", "good")
+    made = cli("plan", "make", taskset, "--task-id", "dt_weather", "--planner", "good")
     assert made.exit_code == 0, made.output
     plan_path = tmp_path / "response.json"
     plan_path.write_text(made.stdout)
@@ -161,7 +161,7 @@ def test_task_set_without_task_id_is_a_clear_error(cli, taskset):
 
 
 def test_a_task_family_runs_on_a_drawn_instance_and_rescores_from_the_reports_seed(cli, tmp_path):
-    made = cli("plan", "make", "dt_weather", "--strategy", "good")
+    made = cli("plan", "make", "dt_weather", "--planner", "good")
     assert made.exit_code == 0, made.output
     plan_path = tmp_path / "response.json"
     plan_path.write_text(made.stdout)
@@ -179,7 +179,7 @@ def test_a_task_family_runs_on_a_drawn_instance_and_rescores_from_the_reports_se
 
 def test_each_family_run_draws_a_fresh_instance_and_prints_its_seed(cli, tmp_path):
     plan_path = tmp_path / "response.json"
-    plan_path.write_text(cli("plan", "make", "dt_weather", "--strategy", "naive").stdout)
+    plan_path.write_text(cli("plan", "make", "dt_weather", "--planner", "naive").stdout)
     seeds = {_json(cli("run", plan_path, "--task", "dt_weather", "--json"))["seed"] for _ in range(2)}
     assert len(seeds) == 2
     assert "task dt_weather, instance seed 5" in cli("run", plan_path, "--task", "dt_weather", "--seed", "5").stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.cli import app
 from neurons.commands.eval import render
 from neurons.evaluation import evaluate_planner, select_families
@@ -42,7 +42,7 @@ def test_tasks_show_prints_the_package_at_each_tier() -> None:
 
 def test_run_scores_the_same_at_every_tier_and_says_which(tmp_path: Path) -> None:
     task = family_task("dt_sales", 4)
-    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
+    answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
     plan = tmp_path / "plan.json"
     plan.write_text(answer.model_dump_json(by_alias=True, exclude_none=True))
     scores = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.validator import reference_solves
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
@@ -137,7 +137,7 @@ def test_the_executing_check_runs_the_reference_plan_and_every_drawn_family_pass
 
 
 def _score(family, strategy: str) -> dict:
-    proposal = get_planner(strategy).plan(family.package)
+    proposal = load_planner(strategy).plan(family.package)
     document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
     return asyncio.run(run_document(document, task=family.task(family.instance(1))))["score"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import neurons.evaluation as evaluation
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.commands.eval import render
 from neurons.evaluation import PARTS, evaluate_planner, select_families, weight_shares
 from neurons.localrun import family_task
@@ -76,7 +76,7 @@ def _good_run(family: str, seed: int) -> dict:
 @pytest.mark.parametrize(("family", "seed"), CASES)
 def test_eval_good_is_exactly_dagnet_run_and_evaluate_owned(family: str, seed: int, tmp_path: Path) -> None:
     task = family_task(family, seed)
-    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
+    answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(answer.model_dump_json(by_alias=True, exclude_none=True))
     ran = subprocess.run([*DAGNET, "run", str(plan_file), "--task", family, "--seed", str(seed), "--json"],

@@ -10,7 +10,7 @@ import pytest
 
 from tasks import FamilyTasks, family, load_families
 from tasks.seed import Draw
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from subnets.base import ToolContext
 from protocol.dataref import find_refs
@@ -51,7 +51,7 @@ def test_one_seed_one_instance_bit_for_bit_and_other_seeds_differ(fam) -> None:
 def test_steps_read_the_inputs_and_both_planners_plan_valid_plans(fam) -> None:
     assert any(ref.is_input for step in fam.package.steps for ref in find_refs(step.params))
     for strategy in ("good", "naive"):
-        proposal = get_planner(strategy).plan(fam.package)
+        proposal = load_planner(strategy).plan(fam.package)
         check = check_plan_for(proposal.plan, fam.package)
         assert check.valid, (strategy, check.errors, check.node_errors)
 

@@ -25,7 +25,7 @@ from tasks import FamilyTasks
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from neurons.localrun import family_task, run_document
 from subnets.owned import owned_runner
@@ -55,7 +55,7 @@ def _roomiest(task_type: str) -> Task:
 @pytest.mark.parametrize("task_type", ["agent", "code", "data_transform", "rag"])
 async def test_network_score_matches_the_dry_run(task_type: str) -> None:
     task = _roomiest(task_type)
-    planner = get_planner("good")
+    planner = load_planner("good")
     answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
     dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
 
@@ -92,7 +92,7 @@ async def test_owned_execution_scores_exactly_as_the_dry_run(task_type: str) -> 
     from concurrent.futures import ThreadPoolExecutor
 
     task = _roomiest(task_type)
-    planner = get_planner("good")
+    planner = load_planner("good")
     answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
     dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
 

@@ -1,4 +1,4 @@
-"""Reference planners: what a miner operator relies on when picking ``--strategy``."""
+"""Reference planners: what a miner operator relies on when picking ``--planner``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks import load_families
-from miner.planner import STRATEGIES, GoodPlanner, PlanningError, get_planner
+from miner.planner import REFERENCE_PLANNERS, GoodPlanner, PlanningError, load_planner
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan, check_plan_for
@@ -55,9 +55,9 @@ def _ref_edges(package: TaskPackage) -> set[tuple[str, str]]:
 # --- both strategies on the whole benchmark set -------------------------------------
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", REFERENCE_PLANNERS)
 def test_every_benchmark_family_gets_a_valid_plan_within_allowed_subnets(strategy):
-    planner = get_planner(strategy)
+    planner = load_planner(strategy)
     for package in PACKAGES:
         proposal = planner.plan(package)
         check = check_plan_for(proposal.plan, package)
@@ -89,7 +89,7 @@ def test_good_edges_are_exactly_the_datarefs_and_params_are_untouched():
 
 
 def test_naive_is_a_chain_in_listed_order_on_first_listed_subnets_without_retries():
-    planner = get_planner("naive")
+    planner = load_planner("naive")
     for package in PACKAGES:
         proposal = planner.plan(package)
         ids = [step.id for step in package.steps]
@@ -121,7 +121,7 @@ def test_good_weighs_cost_against_latency_at_the_rates_the_score_pays():
 
     def pick(budget: float, latency: float) -> str:
         package = _package(tools, [_step("a")], allowed=allowed, budget=budget, latency=latency)
-        return _subnets(get_planner("good").plan(package))["a"]
+        return _subnets(load_planner("good").plan(package))["a"]
 
     assert pick(budget=1.0, latency=2.0) == "pricey_fast"  # 5 % of the budget buys 9 % of the limit
     assert pick(budget=0.1, latency=2.0) == "mid"
@@ -136,7 +136,7 @@ def test_good_speeds_up_only_the_critical_path():
         "fast": {"type": "math", "avg_cost": 0.01, "avg_latency": 0.1},
     }
     chain = [_step("a"), _step("b", expression="${a.output.text} + 1"), _step("c", expression="${b.output.text} + 1")]
-    chosen = _subnets(get_planner("good").plan(_package(tools, [*chain, _step("side")], latency=2.0)))
+    chosen = _subnets(load_planner("good").plan(_package(tools, [*chain, _step("side")], latency=2.0)))
     assert chosen == {"a": "fast", "b": "fast", "c": "fast", "side": "slow"}
 
 
@@ -147,7 +147,7 @@ def test_good_moves_parallel_branches_together():
         "fast": {"type": "math", "avg_cost": 0.002, "avg_latency": 0.1},
     }
     steps = [_step("left"), _step("right"), _step("join", expression="${left.output.text} + ${right.output.text}")]
-    chosen = _subnets(get_planner("good").plan(_package(tools, steps, latency=10.0)))
+    chosen = _subnets(load_planner("good").plan(_package(tools, steps, latency=10.0)))
     assert chosen == {"left": "fast", "right": "fast", "join": "fast"}
 
 
@@ -156,7 +156,7 @@ def test_good_falls_back_to_the_fastest_when_nothing_fits():
         "slow": {"type": "math", "avg_cost": 0.001, "avg_latency": 5.0},
         "less_slow": {"type": "math", "avg_cost": 0.01, "avg_latency": 3.0},
     }
-    proposal = get_planner("good").plan(_package(tools, [_step("a")], latency=2.0))
+    proposal = load_planner("good").plan(_package(tools, [_step("a")], latency=2.0))
     assert _subnets(proposal) == {"a": "less_slow"}
     assert proposal.confidence < 0.5
 
@@ -166,7 +166,7 @@ def test_good_does_not_upgrade_beyond_the_budget():
         "slow": {"type": "math", "avg_cost": 0.01, "avg_latency": 3.0},
         "fast": {"type": "math", "avg_cost": 0.5, "avg_latency": 0.1},
     }
-    proposal = get_planner("good").plan(_package(tools, [_step("a")], latency=2.0, budget=0.2))
+    proposal = load_planner("good").plan(_package(tools, [_step("a")], latency=2.0, budget=0.2))
     assert _subnets(proposal) == {"a": "slow"}
 
 
@@ -176,7 +176,7 @@ def test_good_prices_flaky_subnets_with_their_retries_and_declares_them():
         "steady": {"type": "math", "avg_cost": 0.005, "avg_latency": 0.1},
         "flaky_cheaper": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.1, "fail_first": 1},
     }
-    proposal = get_planner("good").plan(_package(tools, [_step("a")], latency=100.0))
+    proposal = load_planner("good").plan(_package(tools, [_step("a")], latency=100.0))
     # 3 attempts x 0.002 = 0.006 > 0.005 > 2 attempts x 0.001 = 0.002; latency is no object
     assert _subnets(proposal) == {"a": "flaky_cheaper"}
     policy = proposal.plan.error_handling["a"]
@@ -184,14 +184,14 @@ def test_good_prices_flaky_subnets_with_their_retries_and_declares_them():
     assert policy.timeout_seconds is not None and policy.timeout_seconds > 0.1
     assert proposal.total_estimated_cost == pytest.approx(0.002)
     expensive = {k: v for k, v in tools.items() if k != "flaky_cheaper"}
-    assert _subnets(get_planner("good").plan(_package(expensive, [_step("a")], latency=100.0))) == {"a": "steady"}
+    assert _subnets(load_planner("good").plan(_package(expensive, [_step("a")], latency=100.0))) == {"a": "steady"}
 
 
 def test_routing_top_k_multiplies_the_cost_estimate():
     tools = {"m": {"type": "math", "avg_cost": 0.01, "avg_latency": 0.1}}
     package = _package(tools, [_step("a")], routing={"m": {"top_k": 3}})
-    for strategy in STRATEGIES:
-        assert get_planner(strategy).plan(package).total_estimated_cost == pytest.approx(0.03)
+    for strategy in REFERENCE_PLANNERS:
+        assert load_planner(strategy).plan(package).total_estimated_cost == pytest.approx(0.03)
 
 
 def test_good_runs_independent_steps_in_parallel_and_estimates_the_critical_path():
@@ -203,7 +203,7 @@ def test_good_runs_independent_steps_in_parallel_and_estimates_the_critical_path
         _step("sum", expression="${x.output.text} + ${y.output.text} + ${z.output.text}"),
     ]
     package = _package(tools, steps)
-    good, naive = get_planner("good").plan(package), get_planner("naive").plan(package)
+    good, naive = load_planner("good").plan(package), load_planner("naive").plan(package)
     assert _edges(good) == {("x", "sum"), ("y", "sum"), ("z", "sum")}
     assert good.plan.max_parallel == 3
     assert good.total_estimated_latency == pytest.approx(0.4)
@@ -216,7 +216,7 @@ def test_good_runs_independent_steps_in_parallel_and_estimates_the_critical_path
 _TOOLS = {"m": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.1}}
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", REFERENCE_PLANNERS)
 @pytest.mark.parametrize(
     "steps, allowed, message",
     [
@@ -235,19 +235,19 @@ _TOOLS = {"m": {"type": "math", "avg_cost": 0.001, "avg_latency": 0.1}}
 def test_unplannable_packages_raise_a_clear_planning_error(strategy, steps, allowed, message):
     package = _package(_TOOLS, steps, allowed=allowed)
     with pytest.raises(PlanningError, match=message):
-        get_planner(strategy).plan(package)
+        load_planner(strategy).plan(package)
 
 
 def test_good_reports_steps_whose_refs_form_a_cycle():
     steps = [_step("a", expression="${b.output.text}"), _step("b", expression="${a.output.text}")]
     with pytest.raises(PlanningError, match="cycle: a -> b -> a"):
-        get_planner("good").plan(_package(_TOOLS, steps))
+        load_planner("good").plan(_package(_TOOLS, steps))
 
 
 def test_get_planner_names_the_known_strategies():
-    assert {get_planner(name).name for name in STRATEGIES} == {"good", "naive"}
+    assert {load_planner(name).name for name in REFERENCE_PLANNERS} == {"good", "naive"}
     with pytest.raises(KeyError, match="good, naive"):
-        get_planner("clever")
+        load_planner("clever")
     with pytest.raises(ValueError):
         GoodPlanner(latency_headroom=0)
 
@@ -287,12 +287,12 @@ def _packages(draw):
     )
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", REFERENCE_PLANNERS)
 @settings(max_examples=150, deadline=None)
 @given(package=_packages())
 def test_any_package_gets_a_runnable_plan_or_a_planning_error(strategy, package):
     try:
-        proposal = get_planner(strategy).plan(package)
+        proposal = load_planner(strategy).plan(package)
     except PlanningError:
         return
     check = check_plan(proposal.plan, allowed_subnets=package.constraints.allowed_subnets)

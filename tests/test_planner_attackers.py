@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasks import Family, family, load_families
-from miner.planner import PlanningError, get_planner
+from miner.planner import PlanningError, load_planner
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.task import Task
@@ -15,7 +15,7 @@ ONE_PER_TYPE = [next(f for f in load_families() if f.task_type == t) for t in ("
 
 
 async def _score(strategy: str, task: Task) -> dict:
-    proposal = get_planner(strategy).plan(task.package())
+    proposal = load_planner(strategy).plan(task.package())
     return await run_document(PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse"), task=task)
 
 
@@ -44,7 +44,7 @@ async def test_a_wrong_stored_answer_scores_zero() -> None:
 
 async def test_a_synthetic_variant_is_recognised_by_its_description() -> None:
     variant = family("rag_towns").synthetic(5)
-    plan = get_planner("precompute").plan(variant.package).plan
+    plan = load_planner("precompute").plan(variant.package).plan
     assert [node.action for node in plan.nodes] == ["text_transform"]
     assert "Draquiva" in plan.nodes[0].params["text"]
 
@@ -52,4 +52,4 @@ async def test_a_synthetic_variant_is_recognised_by_its_description() -> None:
 def test_a_package_that_matches_no_public_family_is_not_planned() -> None:
     package = family("rag_towns").package.model_copy(update={"description": "Something nobody published."})
     with pytest.raises(PlanningError, match="matches no public family"):
-        get_planner("precompute").plan(package)
+        load_planner("precompute").plan(package)

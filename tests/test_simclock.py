@@ -93,7 +93,7 @@ def test_the_loop_is_closed_and_left_tasks_are_cancelled():
 SCORE_ALL = """
 import json, sys
 from tasks import FamilyTasks
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.validation import check_plan_for
@@ -104,7 +104,7 @@ scores = {}
 for base in FamilyTasks().tasks():
     task = family_task(base.task_id, seed)
     package = task.package()
-    answer = get_planner(sys.argv[2]).plan(package).answer(package, 0)
+    answer = load_planner(sys.argv[2]).plan(package).answer(package, 0)
     check = check_plan_for(answer.workflow_plan, task)
     evaluation = evaluate_owned(
         answer.workflow_plan, check, task, owned_runner(task), total_estimated_cost=answer.total_estimated_cost

@@ -17,7 +17,7 @@ from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from miner.planner.base import PlanProposal
 from subnets.registry import default_registry
 from neurons.localrun import family_task
@@ -64,7 +64,7 @@ class _ShapedPlanner:
         elif self.shape == "too_many_nodes":
             plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo") for i in range(300)])
         elif self.shape == "digit_bomb":  # the good plan, its last node given a 4,301-digit index
-            good = get_planner("good").plan(package)
+            good = load_planner("good").plan(package)
             *rest, last = good.plan.nodes
             bomb = "${" + rest[0].id + ".output." + "9" * 4_301 + "}"
             params = {key: bomb if isinstance(value, str) else value for key, value in last.params.items()}
@@ -110,8 +110,8 @@ async def _network(task: Task) -> AsyncIterator[tuple[Peer, dict[str, Peer], dic
     snapshot = _snapshot()
     async with contextlib.AsyncExitStack() as stack:
         enter = stack.enter_async_context
-        provider = await enter(_app(PROVIDER, get_planner("good"), snapshot, task))
-        honest = {name: await enter(_app(key, get_planner(name), snapshot, task)) for name, key in HONEST.items()}
+        provider = await enter(_app(PROVIDER, load_planner("good"), snapshot, task))
+        honest = {name: await enter(_app(key, load_planner(name), snapshot, task)) for name, key in HONEST.items()}
         bad = {shape: await enter(_app(key, _ShapedPlanner(shape), snapshot, task)) for shape, key in SHAPED.items()}
         for name, behaviour in (("hanging", HANG), ("garbage", GARBAGE), ("closing", CLOSE)):
             peer = await enter(raw_peer(behaviour))
@@ -184,7 +184,7 @@ async def test_every_honest_miner_is_scored_while_one_sends_a_digit_bomb(task: T
 
 async def test_miners_with_the_same_output_get_exactly_what_score_run_gives_each(task: Task) -> None:
     snapshot = _snapshot()
-    async with _network(task) as (provider, honest, _), _app(TWIN, get_planner("good"), snapshot, task) as twin:
+    async with _network(task) as (provider, honest, _), _app(TWIN, load_planner("good"), snapshot, task) as twin:
         result = await _step(task, [honest["good"], twin], provider)
     first, second = result.outcomes
     assert first.execution.final_output == second.execution.final_output

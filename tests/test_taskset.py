@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from tasks import VERSION, load_families
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from neurons.localrun import family_task, run_document
 from protocol.dataref import find_refs
@@ -106,7 +106,7 @@ def test_every_drawn_reference_has_what_its_scorer_reads():
 def test_every_family_is_fair_to_a_plain_plan_and_leaves_choices_to_make():
     """Several subnets of some kind; the naive chain fits the latency limit and the
     budget by its own estimates, and the good plan fits the budget with its retries."""
-    good, naive = get_planner("good"), get_planner("naive")
+    good, naive = load_planner("good"), load_planner("naive")
     for package in PACKAGES:
         by_kind = Counter(info.type for info in package.available_tools.values())
         assert max(by_kind.values()) >= 2, package.task_id
@@ -118,7 +118,7 @@ def test_every_family_is_fair_to_a_plain_plan_and_leaves_choices_to_make():
 
 async def _run(task: Task, strategy: str) -> dict:
     package = task.package()
-    answer = get_planner(strategy).plan(package).answer(package, miner_uid=1)
+    answer = load_planner(strategy).plan(package).answer(package, miner_uid=1)
     document = load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True))
     return await run_document(document, task=task)
 

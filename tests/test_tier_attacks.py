@@ -48,7 +48,7 @@ from typing import Any
 
 import pytest
 
-from miner.planner import PlanningError, PlanProposal, get_planner
+from miner.planner import PlanningError, PlanProposal, load_planner
 from miner.planner.attackers import PrecomputePlanner, answer_plan, example_answer
 from miner.planner.base import estimate
 from bench.tasks import CHAINS, propose
@@ -243,7 +243,7 @@ class TableMiner:
     name = "table"
 
     def __init__(self, families: tuple[Family, ...]) -> None:
-        good = get_planner("good")
+        good = load_planner("good")
         self.stored = [(f.package, good.plan(f.package).plan) for f in families]
 
     def plan(self, package: TaskPackage) -> PlanProposal:

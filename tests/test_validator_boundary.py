@@ -41,7 +41,7 @@ from support.validator_process import SOURCE
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from neurons.cli import app as dagnet
 from neurons.localrun import family_task
@@ -181,7 +181,7 @@ async def test_a_provider_s_gzip_bomb_fails_its_node_only(bomb: bytes) -> None:
 @contextlib.asynccontextmanager
 async def _miner(key, planner: str, snapshot, task) -> AsyncIterator[Peer]:
     app = create_app(MinerSettings(port=0, provider_subnets=task.available_tools), keypair=key,
-                     metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=get_planner(planner))
+                     metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner(planner))
     async with serve_asgi(app) as url:
         yield Peer(uid=snapshot.by_hotkey(key.ss58_address).uid, hotkey=key.ss58_address, url=url)
 
@@ -244,12 +244,12 @@ async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, st
         axons = {}
         for key, planner in ((GOOD, "good"), (SECOND, "good")):
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
-                             registry=default_registry(), planner=get_planner(planner))
+                             registry=default_registry(), planner=load_planner(planner))
             host, port = (await stack.enter_async_context(serve_asgi(app))).removeprefix("http://").rsplit(":", 1)
             axons[key.ss58_address] = [host, int(port)]
         provider_app = create_app(MinerSettings(port=0, provider_tasks=provider_profiles(SOURCE.tasks())),
                                   keypair=PROVIDER, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                                  planner=get_planner("good"))
+                                  planner=load_planner("good"))
         provider_url = await stack.enter_async_context(serve_asgi(provider_app))
         spec = tmp_path / "spec.json"
         spec.write_text(json.dumps({

@@ -23,7 +23,7 @@ from chain.base import Hyperparameters
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from neurons.cli import app
 from subnets.owned import owned_runner
@@ -60,7 +60,7 @@ async def _validator(
         urls = {}
         for strategy, key in miners:
             miner = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                               registry=default_registry(), planner=get_planner(strategy))
+                               registry=default_registry(), planner=load_planner(strategy))
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(miner))
         neurons = tuple(
             Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)

@@ -17,7 +17,7 @@ from support.tasks import SomeFamilies
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.task import Task
@@ -58,11 +58,11 @@ async def _network(tasks: tuple[Task, ...]) -> AsyncIterator[tuple[MetagraphSnap
         urls = {}
         for name, key in KEYS.items():
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                             registry=default_registry(), planner=get_planner(name))
+                             registry=default_registry(), planner=load_planner(name))
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(app))
         provider_app = create_app(MinerSettings(port=0, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
                                   metagraph=StaticMetagraph(bare), registry=default_registry(),
-                                  planner=get_planner("good"))
+                                  planner=load_planner("good"))
         provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))
         neurons = tuple(
             Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)

@@ -15,7 +15,7 @@ from support.tasks import SomeFamilies, provider_profiles
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from validator.client import ClientConfig, MinerClient
@@ -57,7 +57,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
 
     def app(uri: str, **settings):
         return create_app(MinerSettings(port=0, **settings), keypair=dev_keypair(uri.removeprefix("//")),
-                          metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=get_planner("good"))
+                          metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner("good"))
 
     stop = asyncio.Event()
     state = ValidatorState(tmp_path / "validator.sqlite")

@@ -29,7 +29,7 @@ from support.validator_process import SOURCE
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from validator.state import ValidatorState
 
@@ -73,14 +73,14 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
         query_tap = None
         for name, key in MINERS.items():
             app = _Tap(create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
-                                  registry=default_registry(), planner=get_planner(name)), "/WorkflowSynapse")
+                                  registry=default_registry(), planner=load_planner(name)), "/WorkflowSynapse")
             query_tap = query_tap or app
             url = await stack.enter_async_context(serve_asgi(app))
             host, port = url.removeprefix("http://").rsplit(":", 1)
             axons[key.ss58_address] = [host, int(port)]
         node_tap = _Tap(create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
                                    metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                                   planner=get_planner("good")), "/NodeSynapse")
+                                   planner=load_planner("good")), "/NodeSynapse")
         provider_url = await stack.enter_async_context(serve_asgi(node_tap))
         spec = {
             "state": str(tmp_path / "validator.sqlite"), "hotkey": VALIDATOR.ss58_address,

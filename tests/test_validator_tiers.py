@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
-from miner.planner import get_planner
+from miner.planner import load_planner
 from neurons.localrun import family_task
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
@@ -110,7 +110,7 @@ def test_the_draw_sends_its_task_at_its_tier() -> None:
 def _scored_record(task: Task, block: int, draw: TaskDraw, full: TaskPackage) -> ExecutionRecord:
     """good's plan of the ``full`` package, run and scored on ``task`` (the draw's task) as a
     validator does: a real execution whatever tier ``task`` was sent at."""
-    plan = get_planner("good").plan(full).answer(task.package(), miner_uid=0)
+    plan = load_planner("good").plan(full).answer(task.package(), miner_uid=0)
     check = check_plan_for(plan.workflow_plan, task)
     evaluation = evaluate_owned(plan.workflow_plan, check, task, owned_runner(task),
                                 total_estimated_cost=plan.total_estimated_cost)

@@ -37,7 +37,7 @@ from support.tasks import SomeFamilies, provider_profiles
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
+from miner.planner import load_planner
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from neurons.localrun import family_task, run_document
@@ -124,7 +124,7 @@ async def _solve(task_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _good_document(task: Task) -> Any:
-    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=1)
+    answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=1)
     return load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
@@ -172,7 +172,7 @@ async def _network(*, provider_hotkey: str, provider_coldkey: str, sabotage: boo
     cheat_provider = CheatProvider(sabotage=sabotage)
     async with contextlib.AsyncExitStack() as stack:
         async def serve(key: Any, **settings: Any) -> Axon:
-            planner = CheatPlanner() if key is CHEAT else get_planner("good")
+            planner = CheatPlanner() if key is CHEAT else load_planner("good")
             app = create_app(MinerSettings(port=0, **settings), keypair=key, metagraph=StaticMetagraph(bare),
                              registry=default_registry(), planner=planner)
             return _axon(await stack.enter_async_context(serve_asgi(app)))

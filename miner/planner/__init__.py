@@ -26,7 +26,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "PLANNER_INTERFACE",
     "PLANNER_TIMEOUT_S",
-    "STRATEGIES",
+    "REFERENCE_PLANNERS",
     "GoodPlanner",
     "InvalidPlanner",
     "NaivePlanner",
@@ -38,16 +38,12 @@ __all__ = [
     "PlanningError",
     "PrecomputePlanner",
     "answer_for",
-    "get_planner",
     "installed_planners",
     "load_planner",
     "run_planner",
 ]
 
-STRATEGIES = ("good", "naive")
-"""The reference strategies: honest plans from the step hints."""
+REFERENCE_PLANNERS = ("good", "naive")
+"""The reference planners: honest plans from the step hints."""
 ATTACKS = ("invalid", "precompute")
 
-
-get_planner = load_planner
-"""The name callers used before plug-ins: the same loader."""

@@ -74,14 +74,18 @@ def _frame_lines(frames: FrameScopes) -> list[str]:
 def plan_make(
     task: Path = typer.Argument(..., metavar="TASK", help="A task, or a task set with --task-id."),
     task_id: Optional[str] = TaskIdOpt,
-    strategy: str = typer.Option("good", "--strategy", help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr."),
+    planner: str = typer.Option(
+        "good", "--planner", "--strategy",
+        help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr "
+        "(--strategy is the old name, kept as an alias).",
+    ),
 ) -> None:
-    """Plan a task with a reference strategy and print the miner's WorkflowSynapse answer."""
-    from miner.planner import PlanningError, get_planner
+    """Plan a task with a planner and print the miner's WorkflowSynapse answer."""
+    from miner.planner import PlanningError, load_planner
 
     try:
         loaded = load_task(task, task_id)
-        proposal = get_planner(strategy).plan(loaded.package())
+        proposal = load_planner(planner).plan(loaded.package())
     except (InputError, KeyError, PlanningError) as exc:
         fail(str(exc).strip("'\""))
     answer = proposal.answer(loaded.package(), miner_uid=0)
