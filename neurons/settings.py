@@ -16,18 +16,20 @@ does not have, a value it refuses — is one :class:`~neurons.files.InputError` 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from neurons.files import InputError, read_text
 from protocol.errors import format_validation_error
 
-__all__ = ["build_settings", "parse_override", "read_settings_file"]
+__all__ = ["build_settings", "model_default", "parse_override", "read_settings_file", "with_setting_flags"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -87,3 +89,48 @@ def _set_path(data: dict[str, Any], path: list[str], value: Any, text: str) -> N
             raise InputError(f"--set {text!r}: {'.'.join(path[: i + 1])} is not a section")
         node = child
     node[path[-1]] = value
+
+
+def model_default(model: type[BaseModel], field: str) -> Any:
+    """The default ``model`` gives ``field`` (a factory called)."""
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
+def with_setting_flags(model: type[BaseModel], flags: Mapping[str, str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command one option per setting: ``flags`` maps a field of ``model`` to its
+    option name (``{"query_timeout_s": "--query-timeout"}``).
+
+    Each option is typed as its field and unset by default (so an option not given leaves
+    the file and ``--set`` layers alone); its help is the field's docstring and the
+    model's default, so neither is written twice. The command receives them as
+    ``settings_flags``, a dict by field name, ready for :func:`build_settings`'s
+    ``flags``.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "settings_flags"]
+        added = [_flag_parameter(model, field, option) for field, option in flags.items()]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {field: kwargs.pop(field) for field in flags}
+            return command(*args, settings_flags=given, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {**getattr(command, "__annotations__", {}), **{p.name: p.annotation for p in added}}
+        wrapper.__annotations__.pop("settings_flags", None)
+        return wrapper
+
+    return decorate
+
+
+def _flag_parameter(model: type[BaseModel], field: str, option: str) -> inspect.Parameter:
+    import typer  # the CLI's library; this module is imported by commands only
+
+    info = model.model_fields[field]
+    if not info.description:
+        raise ValueError(f"{model.__name__}.{field} has no docstring to be its option's help")
+    help_text = f"{info.description}  [default: {model_default(model, field)}]"
+    annotation = Annotated[Optional[info.annotation], typer.Option(option, help=help_text)]
+    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)

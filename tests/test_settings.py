@@ -191,3 +191,41 @@ async def test_the_adapters_become_the_validators_provider_table_and_owned_runne
     from neurons.localrun import family_task
 
     assert isinstance(owned_runners(llm)(family_task("dt_inventory", 1)), BySubnet)
+
+
+# -- every validator default written once -----------------------------------------------------
+
+
+def test_the_validator_command_shows_every_flag_with_the_models_default() -> None:
+    """The command's options are built from the settings model: each shows the model's
+    default, and a flag the model lacks cannot exist."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+    from neurons.commands.validator import SETTING_FLAGS
+    from validator.settings import setting_default
+
+    shown = " ".join(CliRunner().invoke(app, ["validator", "--help"], terminal_width=400).stdout.split())
+    for field, option in SETTING_FLAGS.items():
+        found = re.search(re.escape(option) + r" <\w+> (.*?) \[default: ([^\]]+)\]", shown)
+        assert found, f"{option} missing from the help"
+        assert found.group(2) == str(setting_default(field)), option
+
+
+def test_the_loop_client_and_executor_configs_default_to_the_settings() -> None:
+    from engine.executor import ExecutorConfig
+    from validator.client import ClientConfig
+    from validator.loop import LoopConfig
+    from validator.settings import setting_default
+
+    loop, client, executor = LoopConfig(), ClientConfig(), ExecutorConfig()
+    assert (loop.sample_size, loop.exec_concurrency, loop.poll_s, dict(loop.tier_shares)) == (
+        setting_default("sample_size"), setting_default("exec_concurrency"), setting_default("poll_s"),
+        setting_default("tier_shares"),
+    )
+    assert client.timeout_s == setting_default("query_timeout_s")
+    assert (executor.max_frames, executor.max_frame_instances) == (
+        setting_default("max_frames"), setting_default("max_frame_instances"),
+    )

@@ -29,6 +29,7 @@ from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.routes import NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
+from .settings import setting_default
 from .errors import (
     PeerBadEncoding,
     PeerBadPayload,
@@ -89,7 +90,7 @@ class ClientConfig:
     ``max_concurrency`` bounds requests in flight over all peers; the connection
     limits apply to each peer separately."""
 
-    timeout_s: float = 8.0
+    timeout_s: float = setting_default("query_timeout_s")
     connect_timeout_s: float = 2.0
     max_concurrency: int = 256
     max_connections_per_peer: int = 64

@@ -16,20 +16,32 @@ A subnet without an adapter is executed by the validator itself.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.model import ExecutorConfig
 from tasks import VERSION
 
 from .sampling import DEFAULT_TIER_SHARES, tier_shares_problem
 
-__all__ = ["SHIPPED_TASKS", "Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings"]
+__all__ = ["SHIPPED_TASKS", "setting_default", "Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings"]
 
 SHIPPED_TASKS = Path(VERSION)
 """``--tasks v2``: the shipped task families (a hidden instance drawn per step)."""
+
+
+def _owned_by(config: type, name: str) -> Any:
+    """The default a lower layer's config dataclass gives ``name``."""
+    return next(f.default for f in dataclasses.fields(config) if f.name == name)
+
+
+def setting_default(name: str) -> Any:
+    """The default of setting ``name``: what the loop's and the client's own configs default to."""
+    return ValidatorSettings.model_fields[name].get_default(call_default_factory=True)
 
 _ADAPTER_KEY = re.compile(r"sn\d{1,5}|\*")
 
@@ -80,25 +92,31 @@ Adapter = Annotated[DagnetAdapter | OpenAIAdapter, Field(discriminator="kind")]
 
 
 class ValidatorSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Every validator setting. A field's docstring is its ``dagnet validator`` option's
+    help, and its default is written here or, where a lower layer owns the value, read
+    from it (:func:`_owned_by`): no default is written twice."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     netuid: int = Field(default=1, ge=0)
+    """Subnet uid."""
     state: Path = Path("validator.sqlite")
     """The SQLite state file (scores, records, task lifecycle)."""
     tasks: Path = SHIPPED_TASKS
-    """``v2`` (the shipped task families, a hidden instance drawn each step) or a task-set file."""
+    """v2 (the shipped task families, a hidden instance drawn each step) or a task-set file."""
     host: str = "127.0.0.1"
+    """Address of /health and /metrics."""
     port: int = Field(default=9100, ge=0, le=65535)
-    """``/health`` and ``/metrics``; 0 picks a free port."""
+    """Port of /health and /metrics; 0 picks a free one."""
     sample_size: int = Field(default=256, ge=1)
     """Miners queried per step."""
     query_timeout_s: float = Field(default=8.0, gt=0, lt=12.0)
-    """Bounds each miner's answer; below one 12 s block."""
+    """Seconds a miner has to answer (< one block)."""
     exec_concurrency: int = Field(default=16, ge=1)
     """Plans executed at once."""
-    max_frames: int = Field(default=1000, ge=0)
-    """Frames one generator node may emit (docs/execution.md, generator nodes and frames)."""
-    max_frame_instances: int = Field(default=10_000, ge=0)
+    max_frames: int = Field(default=_owned_by(ExecutorConfig, "max_frames"), ge=0)
+    """Frames one generator node may emit."""
+    max_frame_instances: int = Field(default=_owned_by(ExecutorConfig, "max_frame_instances"), ge=0)
     """Frame instances one plan's run may hold, over all its generators."""
     poll_s: float = Field(default=1.0, gt=0)
     """Seconds between looks at the chain head."""
@@ -107,6 +125,7 @@ class ValidatorSettings(BaseModel):
     drawn_per_tempo: int = Field(default=8, ge=0, le=64)
     """Families drawn from the secret each tempo, offered besides the curated ones (shipped tasks only)."""
     log_level: str = "info"
+    """debug | info | warning | error."""
     adapters: dict[str, Adapter] = Field(default_factory=dict)
     """External execution by subnet (see the module); empty: the validator runs every node."""
 

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from neurons.commands.common import JsonOpt, configure_logging, describe, error, fail, print_json
 from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
 from neurons.files import InputError, read_text
-from neurons.settings import build_settings
+from neurons.settings import build_settings, with_setting_flags
 from protocol.errors import format_validation_error
 from validator.providers import EVERY_SUBNET
 from validator.settings import ProviderEntry, ValidatorSettings
@@ -37,11 +37,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(validator_app, name="validator")
 
 
-def _default(field: str) -> str:
-    return f"[default: {ValidatorSettings.model_fields[field].get_default(call_default_factory=True)}]"
+SETTING_FLAGS = {
+    "netuid": "--netuid", "state": "--state", "tasks": "--tasks", "host": "--host", "port": "--port",
+    "sample_size": "--sample-size", "query_timeout_s": "--query-timeout", "exec_concurrency": "--exec-concurrency",
+    "max_frames": "--max-frames", "max_frame_instances": "--max-frame-instances", "poll_s": "--poll",
+    "log_level": "--log-level",
+}
+"""The settings an operator sets by flag (any setting can be set with --config or --set)."""
 
 
 @validator_app.callback()
+@with_setting_flags(ValidatorSettings, SETTING_FLAGS)
 def validator(
     ctx: typer.Context,
     dev_key: DevKeyOpt = None,
@@ -57,23 +63,6 @@ def validator(
     chain_endpoint: Annotated[
         Optional[str], typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]")
     ] = None,
-    netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,
-    state: Annotated[Optional[Path], typer.Option(help=f"The validator's SQLite state file.  {_default('state')}")] = None,
-    tasks: Annotated[
-        Optional[Path],
-        typer.Option(help=f"v2 (the shipped task families, a hidden instance drawn each step) or a task-set file.  {_default('tasks')}"),
-    ] = None,
-    host: Annotated[Optional[str], typer.Option(help=f"Address of /health and /metrics.  {_default('host')}")] = None,
-    port: Annotated[Optional[int], typer.Option(help=f"Port of /health and /metrics; 0 picks a free one.  {_default('port')}")] = None,
-    sample_size: Annotated[Optional[int], typer.Option(help=f"Miners queried per step.  {_default('sample_size')}")] = None,
-    query_timeout: Annotated[
-        Optional[float], typer.Option(help=f"Seconds a miner has to answer (< one block).  {_default('query_timeout_s')}")
-    ] = None,
-    exec_concurrency: Annotated[Optional[int], typer.Option(help=f"Plans executed at once.  {_default('exec_concurrency')}")] = None,
-    max_frames: Annotated[Optional[int], typer.Option(help=f"Frames one generator node may emit.  {_default('max_frames')}")] = None,
-    max_frame_instances: Annotated[
-        Optional[int], typer.Option(help=f"Frame instances one plan's run may hold.  {_default('max_frame_instances')}")
-    ] = None,
     providers: Annotated[
         Optional[Path],
         typer.Option(
@@ -81,7 +70,6 @@ def validator(
             help='JSON [{uid, hotkey, url}]: external tool providers of every subnet, short for --set \'adapters.*={"kind": "dagnet", "providers": [...]}\'.  [default: none: the validator executes every plan itself]',
         ),
     ] = None,
-    poll: Annotated[Optional[float], typer.Option(help=f"Seconds between looks at the chain head.  {_default('poll_s')}")] = None,
     config_file: Annotated[
         Optional[Path],
         typer.Option("--config", metavar="FILE", help="Settings file (TOML or JSON) with any validator setting, the adapters table too.  [default: none]"),
@@ -97,7 +85,8 @@ def validator(
         Optional[int],
         typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]"),
     ] = None,
-    log_level: Annotated[Optional[str], typer.Option(help=f"debug | info | warning | error.  {_default('log_level')}")] = None,
+    *,
+    settings_flags: dict[str, Any],
 ) -> None:
     """Validate: query miners, execute and score their plans, set weights once per tempo.
 
@@ -108,14 +97,9 @@ def validator(
     """
     if ctx.invoked_subcommand is not None:
         return
-    flags = {
-        "netuid": netuid, "state": state, "tasks": tasks, "host": host, "port": port, "sample_size": sample_size,
-        "query_timeout_s": query_timeout, "exec_concurrency": exec_concurrency, "max_frames": max_frames,
-        "max_frame_instances": max_frame_instances, "poll_s": poll, "log_level": log_level,
-    }
     try:
         overrides = [*(sets or ()), *([providers_override(providers)] if providers is not None else [])]
-        settings = build_settings(ValidatorSettings, config_file=config_file, overrides=overrides, flags=flags)
+        settings = build_settings(ValidatorSettings, config_file=config_file, overrides=overrides, flags=settings_flags)
     except InputError as exc:
         fail(str(exc))
     if replay_id is not None:
