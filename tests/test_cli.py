@@ -206,3 +206,12 @@ def test_long_running_processes_keep_http_client_loggers_at_warning_unless_debug
     finally:
         for name, was in saved.items():
             logging.getLogger(name).setLevel(was)
+
+
+def test_plan_make_sends_the_package_at_the_tier_asked(cli) -> None:
+    """`plan make --tier goal` answers the goal package a validator sends: good plans it,
+    naive refuses it in one line (exit 2)."""
+    made = json.loads(cli("plan", "make", "rag_towns", "--tier", "goal").stdout)
+    assert made["hint_tier"] == "goal" and made["steps"] == [] and made["workflow_plan"]["nodes"]
+    refused = cli("plan", "make", "rag_towns", "--tier", "goal", "--planner", "naive")
+    assert refused.exit_code == 2 and "full step hints only" in refused.stderr

@@ -130,6 +130,19 @@ def test_planner_section_of_the_settings(tmp_path: Path) -> None:
     assert build_settings(MinerSettings, config_file=config, overrides=['strategy="x"', 'planner.name="good"']).strategy == "good"
 
 
+def test_module_attr_is_found_in_the_working_folder_as_python_m_finds_it(tmp_path: Path) -> None:
+    """`cd ~/my-planner && dagnet plan make ... --planner myplanners:Echoes`: the console
+    script's path starts at .venv/bin, so the working folder has to be added."""
+    (tmp_path / "myplanners.py").write_text(PLUGIN)
+    dagnet = Path(sys.executable).with_name("dagnet")
+    result = subprocess.run(
+        [str(dagnet), "plan", "make", "rag_towns", "--planner", "myplanners:Echoes"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workflow_plan"]["nodes"][0]["params"]["text"] == "hello"
+
+
 def test_unknown_planner_stops_the_miner_before_it_binds() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--planner", "nowhere:Planner", "--port", "0"],

@@ -18,6 +18,8 @@ else is a :class:`PlannerLoadError` whose message is one line.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -89,10 +91,19 @@ def _attribute(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise PlannerLoadError(f"planner {spec!r}: expected package.module:attr")
+    _from_working_folder()
     found: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         found = getattr(found, part)
     return found
+
+
+def _from_working_folder() -> None:
+    """Let ``module:attr`` name a module in the working folder, as ``python -m`` does: a
+    console script's ``sys.path`` starts with the script's own folder instead."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
 
 
 def _imported(name: str, load: Callable[[], Any]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Optional
 
@@ -9,11 +10,13 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    JsonOpt, MaxNodesOpt, TaskIdOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
+    JsonOpt, MaxNodesOpt, TaskIdOpt, TierOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
 )
 from neurons.files import InputError
 from neurons.localrun import check_document, limits_for, load_task
 from protocol.frames import FrameScopes
+from protocol.hints import HintTier
+from protocol.task import at_tier
 
 plan_app = typer.Typer(help="Inspect and make workflow plans.", no_args_is_help=True)
 
@@ -79,14 +82,21 @@ def plan_make(
         help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr "
         "(--strategy is the old name, kept as an alias).",
     ),
+    tier: HintTier = TierOpt,
 ) -> None:
-    """Plan a task with a planner and print the miner's WorkflowSynapse answer."""
-    from miner.planner import PlanningError, load_planner
+    """Plan a task with a planner and print the miner's WorkflowSynapse answer.
+
+    The planner runs as the miner runs it (its planning deadline, a bare plan or a
+    proposal accepted); --tier sends the package at that hint tier, as validators do.
+    """
+    from miner.planner import PlannerFailure, answer_for, load_planner, run_planner
 
     try:
-        loaded = load_task(task, task_id)
-        proposal = load_planner(planner).plan(loaded.package())
-    except (InputError, KeyError, PlanningError) as exc:
+        loaded = at_tier(load_task(task, task_id), tier)
+        package = loaded.package()
+        answer = answer_for(asyncio.run(run_planner(load_planner(planner), package)), package, miner_uid=0)
+    except (InputError, KeyError) as exc:
         fail(str(exc).strip("'\""))
-    answer = proposal.answer(loaded.package(), miner_uid=0)
+    except PlannerFailure as exc:
+        fail(f"planner {planner!r}: {exc}")
     print_json(answer.model_dump(mode="json", by_alias=True, exclude_none=True))
