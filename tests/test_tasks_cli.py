@@ -57,3 +57,20 @@ def test_show_with_a_seed_adds_that_instance_s_hidden_inputs():
     assert {k: v for k, v in shown.items() if k not in ("seed", "instance_inputs")} == json.loads(
         _invoke("tasks", "show", "dt_sales").stdout
     )
+
+
+def test_drawn_families_are_listed_and_shown_for_a_secret_and_tempo():
+    """A validator's drawn families (`gen_*`, 18 % of localnet steps) are shown as it sends
+    them: found with the secret and tempo they were drawn for, checked as it checks them."""
+    from neurons.validator import reference_solves
+    from tasks import drawn_families
+
+    expected = drawn_families(7, 3, 2, verify=reference_solves)
+    rows = json.loads(_invoke("tasks", "list", "--json", "--secret", "7", "--tempo", "3", "--drawn", "2").stdout)
+    assert [r["task_id"] for r in rows] == [f.task_id for f in (*load_families(), *expected)]
+    drawn = expected[0].task_id
+    shown = _invoke("tasks", "show", drawn, "--secret", "7", "--tempo", "3", "--drawn", "2", "--tier", "goal")
+    assert shown.exit_code == 0, shown.output
+    assert TaskPackage.model_validate_json(shown.stdout).task_id == drawn and json.loads(shown.stdout)["hint_tier"] == "goal"
+    without = _invoke("tasks", "show", drawn)
+    assert without.exit_code == 2 and "give the --secret and --tempo" in without.stderr

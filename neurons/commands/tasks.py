@@ -14,8 +14,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from neurons.commands.common import JsonOpt, TierOpt, fail, print_json
+from validator.settings import setting_default
 from protocol.hints import HintTier
 from protocol.task import at_tier
+
+_DRAWN_PER_TEMPO = setting_default("drawn_per_tempo")
 
 tasks_app = typer.Typer(help="The shipped task families: list them, show one as a miner receives it.", no_args_is_help=True)
 
@@ -24,12 +27,39 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
-@tasks_app.command("list")
-def tasks_list(as_json: bool = JsonOpt) -> None:
-    """One line per task family: its id, its type and the start of its description."""
+SecretOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--secret", min=0,
+        help="A validator's instance secret (its state file keeps it): add the families it draws for --tempo, "
+        "checked as it checks them.  [default: none: the curated families only]",
+    ),
+]
+TempoOpt = Annotated[int, typer.Option("--tempo", min=0, help="With --secret: the tempo the families are drawn for.")]
+DrawnOpt = Annotated[
+    int, typer.Option("--drawn", min=0, max=64, help="With --secret: how many families the validator draws a tempo.")
+]
+
+
+def _families(secret: int | None, tempo: int, count: int) -> list[Any]:
+    """The curated families, then those a validator with ``secret`` draws for ``tempo``."""
     from tasks import load_families
 
-    rows = [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description} for f in load_families()]
+    if secret is None:
+        return list(load_families())
+    from neurons.validator import reference_solves
+    from tasks import drawn_families
+
+    return [*load_families(), *drawn_families(secret, tempo, count, verify=reference_solves)]
+
+
+@tasks_app.command("list")
+def tasks_list(
+    as_json: bool = JsonOpt, secret: SecretOpt = None, tempo: TempoOpt = 0, drawn: DrawnOpt = _DRAWN_PER_TEMPO,
+) -> None:
+    """One line per task family: its id, its type and the start of its description."""
+    rows = [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description}
+            for f in _families(secret, tempo, drawn)]
     if as_json:
         print_json(rows)
         return
@@ -63,18 +93,23 @@ def tasks_show(
         ),
     ] = None,
     tier: HintTier = TierOpt,
+    secret: SecretOpt = None,
+    tempo: TempoOpt = 0,
+    drawn: DrawnOpt = _DRAWN_PER_TEMPO,
 ) -> None:
     """The family's task package as JSON, exactly as a validator sends it to a miner.
 
     The package is the same for every instance (miners never see the instance);
     --seed adds that instance's seed and hidden inputs; --tier shows it at that hint tier.
+    A drawn family (gen_...) is found with the --secret and --tempo it was drawn for.
     """
-    from tasks import family
+    from tasks.drawn import PREFIX
 
-    try:
-        found = family(family_id)
-    except KeyError as exc:
-        fail(str(exc).strip("'\""))
+    found = {f.task_id: f for f in _families(secret, tempo, drawn)}.get(family_id)
+    if found is None and family_id.startswith(PREFIX) and secret is None:
+        fail(f"{family_id} is a drawn family: give the --secret and --tempo it was drawn for")
+    if found is None:
+        fail(f"no task family {family_id!r}" + (f" (nor among the {drawn} drawn for tempo {tempo})" if secret is not None else ""))
     print_json(shown(found, seed, tier))
 
 
