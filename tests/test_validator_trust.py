@@ -6,9 +6,11 @@ hidden instance from those inputs (it runs the good plan on them, as any cheater
 and charges nothing. Without the trust rules that plan beats the good planner; with
 them it scores no more than the good plan, whether the provider shares the miner's
 coldkey (it is never asked) or has unrelated keys (its answer fails the validator's
-re-run). A provider that fails every competitor's node cannot sink the good miner
-when it is excluded (its hotkey is registered on the validator's netuid) or
-out-voted (``top_k`` honest providers agree).
+re-run), nor with a second colluding provider agreeing with the first (agreement is
+not evidence). A provider that fails every competitor's node cannot sink the good
+miner when it is excluded (its hotkey is registered on the validator's netuid) or
+out-answered (an honest provider among ``top_k`` gives the re-run's answer), and one
+that answers late cannot slow it (a node ends with the first confirmed answer).
 
 Everything here is a real step of a :class:`ValidatorLoop` against signed HTTP
 miners and providers on loopback, as ``tests/test_network_fidelity.py`` runs one.
@@ -16,6 +18,7 @@ miners and providers on loopback, as ``tests/test_network_fidelity.py`` runs one
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -40,6 +43,7 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
+from engine.simclock import run_simulated
 from neurons.localrun import family_task, run_document
 from subnets.owned import owned_runner
 from protocol.documents import load_plan_document
@@ -47,10 +51,10 @@ from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.output import NodeOutput
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
-from protocol.synapse import RoutingRule, TaskPackage
+from protocol.synapse import RoutingRule, TaskPackage, ToolInfo
 from protocol.task import Task
-from validator.adapters import settle, trusted_selector
-from validator.client import ClientConfig, MinerClient
+from validator.adapters import AdapterRunner, settle, trusted_selector
+from validator.client import ClientConfig, MinerClient, Reply
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders, MetagraphProviders, Provider
 from validator.remote import RemoteRunner, every_peer_serves
@@ -70,6 +74,7 @@ VALIDATOR = dev_keypair("Alice")
 GOOD = dev_keypair("dagnet-trust-good")
 CHEAT = dev_keypair("dagnet-trust-cheat")
 CHEAT_PROVIDER = dev_keypair("dagnet-trust-cheat-provider")
+COLLUDER = dev_keypair("dagnet-trust-colluder")
 HONEST = (dev_keypair("dagnet-trust-honest-0"), dev_keypair("dagnet-trust-honest-1"))
 CHEAT_COLDKEY, OTHER_COLDKEY = "5CheatColdkey", "5SomeoneElse"
 
@@ -93,10 +98,14 @@ class CheatPlanner:
 @dataclass
 class CheatProvider:
     """The cheater's provider: solves the cheat's node from its inputs (it runs the good
-    plan on them) at no charge; on every other node it is honest, or fails (``sabotage``)."""
+    plan on them) at no charge; on every other node it is honest, or fails (``sabotage``),
+    or answers honestly but only once ``released`` (``late``: the network sets it as it
+    closes, so the answer comes after the step)."""
 
     sabotage: bool = False
+    late: bool = False
     calls: list[str] = field(default_factory=list)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/NodeSynapse", self._node, methods=["POST"])])
@@ -108,6 +117,8 @@ class CheatProvider:
             return JSONResponse({"output": await _solve(body["task_id"], body["params"]["values"]), "cost_tao": 0.0})
         if self.sabotage:
             return JSONResponse({"output": None, "cost_tao": 0.0, "error": "subnet busy"})
+        if self.late:
+            await self.released.wait()
         task = family_task(body["task_id"], 0)
         result = await LocalRunner(default_registry(), subnets=task.available_tools).run(NodeCall(
             task_id=body["task_id"], node_id=body["node_id"], subnet=body["subnet"], action=body["action"],
@@ -164,12 +175,16 @@ def _axon(url: str) -> Axon:
 
 
 @contextlib.asynccontextmanager
-async def _network(*, provider_hotkey: str, provider_coldkey: str, sabotage: bool) -> AsyncIterator[Network]:
+async def _network(
+    *, provider_hotkey: str, provider_coldkey: str, sabotage: bool = False, late: bool = False, colluder: bool = False,
+) -> AsyncIterator[Network]:
+    """``colluder``: a second provider, ranked just below the first and with unrelated keys,
+    that answers as the cheat's provider does."""
     served = (GOOD, CHEAT, *HONEST)  # each app serves only while it sees its own hotkey registered
     bare = MetagraphSnapshot(7, 100, (Neuron(0, VALIDATOR.ss58_address, 1_000.0, True),
                                       *(Neuron(i + 1, key.ss58_address) for i, key in enumerate(served))))
     profiles = provider_profiles(SomeFamilies(FAMILY).tasks())
-    cheat_provider = CheatProvider(sabotage=sabotage)
+    cheat_provider = CheatProvider(sabotage=sabotage, late=late)
     async with contextlib.AsyncExitStack() as stack:
         async def serve(key: Any, **settings: Any) -> Axon:
             planner = CheatPlanner() if key is CHEAT else load_planner("good")
@@ -183,13 +198,16 @@ async def _network(*, provider_hotkey: str, provider_coldkey: str, sabotage: boo
             Neuron(2, CHEAT.ss58_address, 10.0, axon=await serve(CHEAT), coldkey=CHEAT_COLDKEY),
         ))
         cheat_axon = _axon(await stack.enter_async_context(serve_asgi(cheat_provider.app())))
+        stack.callback(cheat_provider.released.set)  # before its server stops: a late answer comes now
         honest = [
             Neuron(i + 1, key.ss58_address, 100.0 - i, axon=await serve(key, provider_tasks=profiles),
                    coldkey=f"5HonestColdkey{i}")
             for i, key in enumerate(HONEST)
         ]
-        top = Neuron(0, provider_hotkey, 5_000.0, axon=cheat_axon, coldkey=provider_coldkey)  # the top-staked provider
-        partner = MetagraphSnapshot(PARTNER_NETUID, 100, (top, *honest))
+        top = [Neuron(0, provider_hotkey, 5_000.0, axon=cheat_axon, coldkey=provider_coldkey)]  # the top-staked provider
+        if colluder:
+            top.append(Neuron(len(HONEST) + 1, COLLUDER.ss58_address, 4_000.0, axon=cheat_axon, coldkey="5ColluderColdkey"))
+        partner = MetagraphSnapshot(PARTNER_NETUID, 100, (*top, *honest))
         yield Network(own, partner, cheat_provider)
 
 
@@ -267,7 +285,7 @@ async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, ke
 async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_path: Path, guard: str) -> None:
     """Excluded: the provider runs under the cheat miner's own hotkey, registered on the
     validator's netuid, so it serves nobody. Out-voted: unrelated keys, every subnet asks
-    three providers, and the two honest ones agree."""
+    three providers, and the honest ones give the re-run's answer."""
     if guard == "excluded":
         context = _network(provider_hotkey=CHEAT.ss58_address, provider_coldkey=CHEAT_COLDKEY, sabotage=True)
         source: SomeFamilies = SomeFamilies(FAMILY)
@@ -291,6 +309,33 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
         assert _unmoved(good["score"]) == _unmoved(control["score"])  # as if every provider were honest
 
 
+async def test_two_colluding_providers_agreeing_gain_the_cheat_nothing(tmp_path: Path) -> None:
+    """Every subnet asks two providers, and both are the cheater's (unrelated keys): they
+    agree on the solved instance. Agreement is not evidence; the re-run refuses it."""
+    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
+                        colluder=True) as network:
+        records = await _step(network, tmp_path, Routed(top_k=2))
+    good, cheat = records["good"], records["cheat"]
+    assert network.cheat_provider.calls.count(SOLVE) == 2  # both asked, both agreed
+    assert cheat["final_output"] is None and cheat["metrics"]["completion_ratio"] == 0.0
+    assert cheat["score"]["S"] <= good["score"]["S"] and good["score"]["output_quality"] == 1.0
+
+
+async def test_a_provider_answering_late_does_not_slow_the_good_miner(tmp_path: Path) -> None:
+    """Every subnet asks three providers; the top one answers honestly, but only after the
+    step. The good plan's nodes end with the first confirmed answer, as with honest providers."""
+    source = Routed(top_k=3)
+    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
+                        late=True) as network:
+        good = (await _step(network, tmp_path, source))["good"]
+    assert set(network.cheat_provider.calls) - {SOLVE}  # it was asked for the good plan's nodes
+    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY) as honest:
+        control = (await _step(honest, tmp_path / "control", source))["good"]
+    assert _unmoved(good["score"]) == _unmoved(control["score"]) and good["score"]["S_success"] == 1.0
+    deadline = family_task(FAMILY, good["instance_seed"]).constraints.max_latency_seconds
+    assert good["metrics"]["latency_s"] < deadline  # a node waiting for the late answer would run past it
+
+
 # -- the rules one by one ---------------------------------------------------------------------
 
 
@@ -307,22 +352,16 @@ def _said(uid: int, text: str | None, cost: float = 0.0) -> tuple[Peer, NodeResu
     return _peer(uid), NodeResult(output, cost, None if text is not None else "down", 0)
 
 
-class Rerun:
-    def __init__(self, text: str | None) -> None:
-        self.text, self.calls = text, 0
-
-    async def run(self, call: NodeCall) -> NodeResult:
-        self.calls += 1
-        if self.text is None:
-            return NodeResult(None, error="bad params")
-        return NodeResult(NodeOutput(text=self.text))
+def _rerun(text: str | None) -> NodeResult:
+    """The validator's re-run of the node: ``text``, or a failure (``None``)."""
+    return NodeResult(None, error="bad params") if text is None else NodeResult(NodeOutput(text=text))
 
 
-async def test_two_agreeing_providers_need_no_rerun_and_the_price_is_the_validators() -> None:
-    rerun = Rerun("other")
-    result = await settle(_call(), [_said(1, "x", 9.0), _said(2, "x", 9.0), _said(3, "y")], price=0.25,
-                          aggregation="majority_vote", rerun=rerun)
-    assert result.output.text == "x" and result.cost_tao == 0.25 and rerun.calls == 0
+def test_agreeing_providers_are_not_evidence_and_the_price_is_the_validators() -> None:
+    agreed = settle(_call(), [_said(1, "x", 9.0), _said(2, "x", 9.0), _said(3, "y")], price=0.25,
+                    aggregation="majority_vote", rerun_result=_rerun("other"))
+    assert agreed.output is None and "differs from the validator's re-run" in agreed.error
+    assert agreed.cost_tao == 0.25
 
 
 @pytest.mark.parametrize(
@@ -330,25 +369,88 @@ async def test_two_agreeing_providers_need_no_rerun_and_the_price_is_the_validat
     [
         ([_said(1, "x")], "x", "x", None),
         ([_said(1, "forged")], "x", None, "answer of provider uid 1 (5Provider1) differs from the validator's re-run"),
-        ([_said(1, "x"), _said(2, "y")], "y", "y", None),  # a tie: the re-run decides
+        ([_said(1, "x"), _said(2, "y")], "y", "y", None),
         ([_said(1, "x"), _said(2, None)], "x", "x", None),  # a failing provider does not block the answer
         ([_said(1, "x")], None, None, "the validator's re-run failed: bad params"),
+        ([], None, None, "the validator's re-run failed: bad params"),  # decided before any provider answered
         ([_said(1, None), _said(2, None)], "x", None, "uid 1: down; uid 2: down"),
     ],
 )
-async def test_a_deterministic_answer_counts_only_when_confirmed(answers, local, text, error) -> None:
-    result = await settle(_call(), answers, price=0.1, aggregation="majority_vote", rerun=Rerun(local))
+def test_a_deterministic_answer_counts_only_when_it_equals_the_rerun(answers, local, text, error) -> None:
+    result = settle(_call(), answers, price=0.1, aggregation="majority_vote", rerun_result=_rerun(local))
     assert (result.output.text if result.output else None) == text
     assert result.error is None if error is None else error in result.error
     assert result.cost_tao == 0.1
 
 
-async def test_without_a_rerun_a_single_answer_is_refused_and_llm_answers_are_voted() -> None:
-    refused = await settle(_call(), [_said(1, "x")], price=0.0, aggregation="majority_vote", rerun=None)
+def test_without_a_rerun_no_deterministic_answer_counts_and_llm_answers_are_voted() -> None:
+    refused = settle(_call(), [_said(1, "x"), _said(2, "x")], price=0.0, aggregation="majority_vote")
     assert refused.output is None and "unconfirmed" in refused.error
-    voted = await settle(_call("llm"), [_said(1, "a"), _said(2, "b"), _said(3, "b")], price=0.0,
-                         aggregation="majority_vote", rerun=None)
+    voted = settle(_call("llm"), [_said(1, "a"), _said(2, "b"), _said(3, "b")], price=0.0, aggregation="majority_vote")
     assert voted.output.text == "b"
+
+
+# -- how long a node through top_k providers takes, on simulated time ------------------------------
+
+
+@dataclass
+class Timed:
+    """A provider that answers ``text`` after ``delay_s`` simulated seconds (never, when ``None``)."""
+
+    text: str
+    delay_s: float | None
+
+
+class TimedClient:
+    """A client whose providers answer as :class:`Timed` says (providers' urls name them)."""
+
+    def __init__(self, answers: dict[str, Timed]) -> None:
+        self.answers = answers
+
+    async def call_node(self, url: str, hotkey: str, synapse: Any, *, timeout_s: float | None = None) -> Reply:
+        timed = self.answers[url]
+        await (asyncio.sleep(timed.delay_s) if timed.delay_s is not None else asyncio.Event().wait())
+        body = json.dumps({"output": {"text": timed.text}, "cost_tao": 0.0}).encode()
+        return Reply(200, body, None, 0.0, url, hotkey)
+
+
+class Instant:
+    """The validator's re-run: ``text`` at once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        return NodeResult(NodeOutput(text=self.text))
+
+
+def _timed(action: str, answers: list[Timed], *, rerun: str = "x", latency: float = 0.5) -> tuple[str | None, float]:
+    """The node's output through ``top_k = len(answers)`` providers and the simulated
+    seconds it took (bounded: 100 s stands for never)."""
+    peers = [Peer(uid, f"5Provider{uid}", f"http://p{uid}") for uid in range(len(answers))]
+    package = TaskPackage(
+        task_id="t", task_type="agent", routing_policy={"default": RoutingRule(top_k=len(answers))},
+        available_tools={"sn1": ToolInfo(type="model", avg_cost=0.1, avg_latency=latency)},
+    )
+    client = TimedClient({peer.url: answer for peer, answer in zip(peers, answers)})
+    runner = AdapterRunner(client, lambda subnet: peers, package, serves=lambda subnet: True, local=None,  # type: ignore[arg-type]
+                           rerun=Instant(rerun))
+
+    async def run() -> tuple[str | None, float]:
+        result = await asyncio.wait_for(runner.run(_call(action)), 100.0)
+        return (result.output.text if result.output else None), asyncio.get_running_loop().time()
+
+    return run_simulated(run())
+
+
+def test_a_deterministic_node_ends_with_the_first_answer_equal_to_the_rerun() -> None:
+    assert _timed("json_transform", [Timed("x", None), Timed("forged", 0.1), Timed("x", 0.3)]) == ("x", 0.3)
+    assert _timed("json_transform", [Timed("x", 0.2), Timed("x", None)]) == ("x", 0.2)
+
+
+def test_an_llm_node_votes_on_the_answers_in_by_the_subnets_latency() -> None:
+    assert _timed("llm", [Timed("a", None), Timed("b", 0.1), Timed("b", 0.4)]) == ("b", 0.5)
+    assert _timed("llm", [Timed("a", None), Timed("c", 0.8), Timed("b", 0.9)]) == ("c", 0.8)  # none in by 0.5: the first
 
 
 def test_the_selector_drops_the_validators_netuid_and_the_miners_own_keys() -> None:

@@ -15,13 +15,19 @@ provider may do is decided here, and only here (docs/validator.md, trust model):
 2. **What a node costs.** The validator's price for its subnet, ``avg_cost × top_k``
    (:func:`engine.evaluate.expected_prices`), for every attempt that reached a
    provider: what the providers claim to charge is never read.
-3. **Which answer counts.** For a deterministic action (every action but ``llm``), an
-   output that at least two providers gave and no other output matched as often; else
-   the output of a provider that equals the validator's own re-run of the node on the
-   bare tools. When no provider's output equals the re-run, the node fails with a
-   reason naming them. ``llm`` answers cannot be re-run; they are aggregated by the
-   task's routing rule.
-4. **Generator nodes** (``split``) run on the owned runner: frames cannot be voted on
+3. **Which answer counts.** For a deterministic action (every action but ``llm``), only
+   an output that equals the validator's own re-run of the node on the bare tools:
+   however many providers agree, agreement is not evidence (two colluding providers
+   agree as easily as one lies). The re-run starts beside the providers and is
+   metered like owned execution. When the re-run fails, or no provider's output
+   equals it, the node fails with a reason naming them. ``llm`` answers cannot be
+   re-run; they are aggregated by the task's routing rule.
+4. **How long a node takes.** Never the slowest provider's time: a deterministic node
+   ends with the first provider answer that equals the re-run (the rest are
+   cancelled); an ``llm`` node aggregates the answers in when the subnet's published
+   latency (``avg_latency``) has passed, or the first valid answer if none was in by
+   then. A provider that answers late, or never, cannot make a competitor's node slow.
+5. **Generator nodes** (``split``) run on the owned runner: frames cannot be voted on
    one by one, and re-running a generator is running it.
 
 A provider sees only the node's params: the hidden inputs a plan chose to pass it.
@@ -33,7 +39,7 @@ validator, gives the same output.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.output import NodeOutput
@@ -43,19 +49,11 @@ from protocol.task import Task
 
 from .client import MinerClient
 from engine.evaluate import expected_prices
+from engine.routing import combine, deterministic
 from .providers import Provider, ProviderDirectory
 from .remote import ProviderSelector, RemoteRunner
-from .routing import aggregate
 
-__all__ = ["AdapterRunner", "BySubnet", "UNVERIFIABLE", "deterministic", "runs_external", "settle", "tools_only", "trusted_selector"]
-
-UNVERIFIABLE = frozenset({"llm"})
-"""Actions whose answer the validator cannot re-run to check (a model's sampling)."""
-
-
-def deterministic(action: str) -> bool:
-    """Whether a provider's answer to ``action`` must be confirmed (rule 3)."""
-    return action not in UNVERIFIABLE
+__all__ = ["AdapterRunner", "BySubnet", "runs_external", "settle", "tools_only", "trusted_selector"]
 
 
 def trusted_selector(
@@ -82,10 +80,11 @@ class AdapterRunner:
 
     ``serves(subnet)`` says which subnets go to providers (chosen by ``select``); the
     rest, and every node left without a trusted provider, run on ``local`` (the owned
-    runner, playing the task's profile). ``rerun`` (the bare tools) checks answers.
+    runner, playing the task's profile). ``rerun`` (the bare tools, metered per plan as
+    owned execution is) checks every deterministic answer; without it none counts.
     """
 
-    __slots__ = ("_remote", "_select", "_serves", "_local", "_rerun", "_package", "_prices")
+    __slots__ = ("_remote", "_select", "_serves", "_local", "_rerun", "_package", "_prices", "_latency")
 
     def __init__(
         self,
@@ -104,21 +103,24 @@ class AdapterRunner:
         self._rerun = rerun
         self._package = package
         self._prices = expected_prices(package)
+        self._latency = {subnet: info.avg_latency for subnet, info in package.available_tools.items()}
 
     async def run(self, call: NodeCall) -> NodeResult:
         if not self._serves(call.subnet) or not self._select(call.subnet):
             return await self._run_local(call)
-        verify_now = deterministic(call.action) and self._package.route(call.subnet).top_k < 2
-        if verify_now and self._rerun is not None:  # re-run while the provider works: no added latency
-            asked, local = await asyncio.gather(self._remote.ask(call), self._rerun.run(call))
-        else:
-            asked, local = await self._remote.ask(call), None
-        if isinstance(asked, NodeResult):
-            return asked
-        return await settle(
-            call, asked, price=self._prices.get(call.subnet, 0.0),
-            aggregation=self._package.route(call.subnet).aggregation, rerun=self._rerun, rerun_result=local,
-        )
+        checks = deterministic(call.action)
+        if checks and self._rerun is None:
+            return NodeResult(None, error=f"no answer of {call.action} can be confirmed: the validator has no re-run")
+        asking = self._remote.asking(call)
+        if isinstance(asking, NodeResult):
+            return asking
+        price, aggregation = self._prices.get(call.subnet, 0.0), self._package.route(call.subnet).aggregation
+        if not checks:
+            answers = await _voting(asking, window_s=self._latency.get(call.subnet, 0.0))
+            return settle(call, answers, price=price, aggregation=aggregation)
+        assert self._rerun is not None
+        answers, rerun = await _confirming(asking, self._rerun.run(call))
+        return settle(call, answers, price=price, aggregation=aggregation, rerun_result=rerun)
 
     async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
         if not isinstance(self._local, FrameRunner):
@@ -151,58 +153,98 @@ class BySubnet:
         return await runner.run_frames(call, emit)
 
 
-async def settle(
+def settle(
     call: NodeCall,
     answers: Sequence[tuple[Peer, NodeResult]],
     *,
     price: float,
     aggregation: str,
-    rerun: NodeRunner | None,
     rerun_result: NodeResult | None = None,
 ) -> NodeResult:
-    """The node's result from its providers' ``answers`` under rules 2 and 3.
+    """The node's result from the providers' ``answers`` in hand under rules 2 and 3.
 
-    ``rerun_result`` is the validator's re-run when it was already made; otherwise
-    ``rerun`` makes it when rule 3 needs it.
+    ``rerun_result`` is the validator's re-run of the node, ``None`` when none was made
+    (then no deterministic answer counts).
     """
     retries = sum(answer.unplanned_retries for _, answer in answers)
 
     def result(output: NodeOutput | None, error: str | None = None) -> NodeResult:
         return NodeResult(output, cost_tao=price, error=error, unplanned_retries=retries)
 
+    checks = deterministic(call.action)
+    if checks and rerun_result is not None and rerun_result.output is None:
+        return result(None, f"no answer can be confirmed: the validator's re-run failed: {rerun_result.error}")
     given = [(peer, answer.output) for peer, answer in answers if answer.output is not None]
     if not given:
-        if len(answers) == 1:
-            return result(None, answers[0][1].error)
-        return result(None, "; ".join(f"uid {peer.uid}: {answer.error}" for peer, answer in answers))
-    if not deterministic(call.action):
-        combined = aggregate([output for _, output in given], aggregation)
-        return result(combined, None if combined is not None else f"no numeric output to aggregate ({aggregation})")
-    agreed = _agreed([output for _, output in given])
-    if agreed is not None:
-        return result(agreed)
+        return result(None, _errors(answers))
+    if not checks:
+        voted = combine([answer for _, answer in answers], aggregation)
+        return result(voted.output, voted.error)
     names = ", ".join(_name(peer) for peer, _ in given)
     if rerun_result is None:
-        if rerun is None:
-            return result(None, f"answer of {names} unconfirmed: no second provider agrees and no re-run is possible")
-        rerun_result = await rerun.run(call)
-    if rerun_result.output is None:
-        return result(None, f"answer of {names} unconfirmed: the validator's re-run failed: {rerun_result.error}")
+        return result(None, f"answer of {names} unconfirmed: the validator has no re-run of {call.action}")
     for _, output in given:
         if output == rerun_result.output:
             return result(output)
     return result(None, f"answer of {names} differs from the validator's re-run of {call.action}")
 
 
-def _agreed(outputs: Sequence[NodeOutput]) -> NodeOutput | None:
-    """The output at least two of ``outputs`` are, when no other is as common."""
-    groups: dict[str, list[NodeOutput]] = {}
-    for output in outputs:
-        groups.setdefault(output.model_dump_json(), []).append(output)
-    ranked = sorted((len(group) for group in groups.values()), reverse=True)
-    if ranked[0] < 2 or (len(ranked) > 1 and ranked[1] == ranked[0]):
-        return None
-    return next(group[0] for group in groups.values() if len(group) == ranked[0])
+async def _confirming(
+    asking: Sequence[tuple[Peer, Awaitable[NodeResult]]], rerun: Awaitable[NodeResult]
+) -> tuple[list[tuple[Peer, NodeResult]], NodeResult | None]:
+    """The providers' answers in when the node is decided (rules 3 and 4), and the re-run's
+    result (``None`` when it was not needed to decide). Decided: the re-run failed, or an
+    answer equals it, or every provider answered and none gave an output, or everything is in.
+    What is still running then is cancelled."""
+    check = asyncio.ensure_future(rerun)
+    asked = {asyncio.ensure_future(answer): peer for peer, answer in asking}
+    pending: set[asyncio.Future[NodeResult]] = {check, *asked}
+    try:
+        while pending:
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            answers = _in(asked)
+            heard = not (pending - {check}) and all(answer.output is None for _, answer in answers)
+            if heard or (check.done() and _confirmed(check.result(), answers)):
+                break
+        return _in(asked), check.result() if check.done() else None
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _confirmed(rerun: NodeResult, answers: Sequence[tuple[Peer, NodeResult]]) -> bool:
+    """Whether ``rerun`` decides the node: it failed, or an answer equals its output."""
+    return rerun.output is None or any(answer.output == rerun.output for _, answer in answers)
+
+
+async def _voting(
+    asking: Sequence[tuple[Peer, Awaitable[NodeResult]]], *, window_s: float
+) -> list[tuple[Peer, NodeResult]]:
+    """The answers in after ``window_s`` (the subnet's published latency), or the first
+    valid one when none was in by then (rule 4); later ones are cancelled."""
+    asked = {asyncio.ensure_future(answer): peer for peer, answer in asking}
+    done, pending = await asyncio.wait(asked, timeout=window_s)
+    try:
+        while pending and all(future.result().output is None for future in done):
+            more, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            done |= more
+        return _in(asked)
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _in(asked: Mapping[asyncio.Future[NodeResult], Peer]) -> list[tuple[Peer, NodeResult]]:
+    """The answers in so far, in provider order."""
+    return [(peer, future.result()) for future, peer in asked.items() if future.done() and not future.cancelled()]
+
+
+def _errors(answers: Sequence[tuple[Peer, NodeResult]]) -> str:
+    if not answers:
+        return "no provider answered"
+    if len(answers) == 1:
+        return answers[0][1].error or "provider returned no output"
+    return "; ".join(f"uid {peer.uid}: {answer.error}" for peer, answer in answers)
 
 
 def _name(peer: Peer) -> str:

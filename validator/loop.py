@@ -58,7 +58,8 @@ from .sampling import (
 )
 from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_failure
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
-from engine.owned import OwnedRunnerFactory
+from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
+from engine.routing import routed
 from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
 
 log = logging.getLogger(__name__)
@@ -322,11 +323,16 @@ class ValidatorLoop:
         assert providers is not None
         local = None if owned_runner is None else owned_runner(task)
         rerun = None if owned_runner is None else owned_runner(tools_only(task))
+        limits = OwnedLimits() if self._owned is None else self._owned.limits
 
         def build(package: TaskPackage, miner: Peer) -> AdapterRunner:
             neuron = None if own is None else own.by_hotkey(miner.hotkey)
             select = trusted_selector(providers, miner, miner_coldkey=neuron.coldkey if neuron else "", own=own)
-            return AdapterRunner(self.client, select, package, serves=providers.serves, local=local, rerun=rerun)
+            return AdapterRunner(  # each plan's owned work and re-runs bounded as owned execution bounds a plan
+                self.client, select, package, serves=providers.serves,
+                local=None if local is None else metered(routed(local, package.route), limits),
+                rerun=None if rerun is None else metered(rerun, limits),
+            )
 
         return build
 

@@ -3,10 +3,10 @@
 :class:`RemoteRunner` is the validator's :class:`~protocol.runner.NodeRunner`
 for real executions: for each node it asks the ``top_k`` providers the task's
 routing policy names for that subnet, all at once, and aggregates what comes
-back. The node takes as long as its slowest provider and costs the sum of what
-they charged. That is what the providers *say*: the validator's loop never takes it
-as it is, it judges each provider's answer (:meth:`RemoteRunner.ask`) by the trust
-rules of :mod:`validator.adapters`.
+back. Run on its own (:meth:`RemoteRunner.run`), the node takes as long as its slowest
+provider and costs the sum of what they charged. That is what the providers *say*: the
+validator's loop never takes it as it is, it judges each provider's answer as it
+arrives (:meth:`RemoteRunner.asking`) by the trust rules of :mod:`validator.adapters`.
 
 Which peers provide a subnet is a function (:data:`ProviderSelector`): on a
 real network it comes from partner subnets; on a local network every miner
@@ -22,8 +22,9 @@ makes them (docs/protocol.md, generator calls).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,7 +35,7 @@ from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
 
 from .client import MinerClient, Reply
 from .errors import PeerBadPayload
-from .routing import aggregate
+from engine.routing import combine
 
 ProviderSelector = Callable[[str], Sequence[Peer]]
 """``subnet -> providers`` in preference order; the runner uses the first ``top_k``."""
@@ -90,15 +91,24 @@ class RemoteRunner:
 
     async def ask(self, call: NodeCall) -> list[tuple[Peer, NodeResult]] | NodeResult:
         """Each of the ``top_k`` chosen providers with its answer (the cost it claims, the
-        transport retries it took), all asked at once; the failed result when there is no
-        provider or no valid request."""
+        transport retries it took), all asked at once and all awaited; the failed result
+        when there is no provider or no valid request."""
+        asking = self.asking(call)
+        if isinstance(asking, NodeResult):
+            return asking
+        answers = await asyncio.gather(*(answer for _, answer in asking))
+        return [(peer, answer) for (peer, _), answer in zip(asking, answers)]
+
+    def asking(self, call: NodeCall) -> list[tuple[Peer, Coroutine[Any, Any, NodeResult]]] | NodeResult:
+        """Each of the ``top_k`` chosen providers with the request for its answer, not yet
+        sent: the caller awaits as many as it needs (:mod:`validator.adapters` stops at the
+        first confirmed answer). The failed result when there is no provider or no valid request."""
         chosen = list(self._providers(call.subnet))[: self._package.route(call.subnet).top_k]
         synapse = _request(call, chosen)
         if isinstance(synapse, NodeResult):
             return synapse
         timeout = call.timeout_seconds + TIMEOUT_MARGIN_S
-        answers = await asyncio.gather(*(self._ask(p, synapse, timeout) for p in chosen))
-        return list(zip(chosen, answers))
+        return [(peer, self._ask(peer, synapse, timeout)) for peer in chosen]
 
     async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
         """Run a generator node on the first provider; emit its frames in order once its answer is in."""
@@ -146,18 +156,5 @@ def _answer(reply: Reply, retries: int) -> NodeResult:
 
 
 def _combine(providers: Sequence[Peer], answers: Sequence[NodeResult], aggregation: str) -> NodeResult:
-    cost = sum(answer.cost_tao for answer in answers)
-    retries = sum(answer.unplanned_retries for answer in answers)
-    outputs = [answer.output for answer in answers if answer.output is not None]
-    if not outputs:
-        errors = "; ".join(f"uid {p.uid}: {a.error}" for p, a in zip(providers, answers))
-        error = errors if len(answers) > 1 else answers[0].error
-        return NodeResult(output=None, cost_tao=cost, error=error, unplanned_retries=retries)
-    combined = aggregate(outputs, aggregation)
-    if combined is None:
-        return NodeResult(
-            output=None, cost_tao=cost, error=f"no numeric output to aggregate ({aggregation})",
-            unplanned_retries=retries,
-        )
-    return NodeResult(output=combined, cost_tao=cost, unplanned_retries=retries)
-
+    errors = "; ".join(f"uid {p.uid}: {a.error}" for p, a in zip(providers, answers))
+    return combine(answers, aggregation, failed=errors if len(answers) > 1 else answers[0].error)
