@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
+from engine.owned import CPU_EXHAUSTED, OwnedLimits
 from engine.simclock import run_simulated
 from neurons.localrun import family_task, run_document
 from subnets.owned import owned_runner
@@ -58,6 +60,7 @@ from validator.client import ClientConfig, MinerClient, Reply
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders, MetagraphProviders, Provider
 from validator.remote import RemoteRunner, every_peer_serves
+from validator.sampling import FixedTasks
 from validator.state import ValidatorState
 from validator.step import validation_step
 
@@ -451,6 +454,40 @@ def test_a_deterministic_node_ends_with_the_first_answer_equal_to_the_rerun() ->
 def test_an_llm_node_votes_on_the_answers_in_by_the_subnets_latency() -> None:
     assert _timed("llm", [Timed("a", None), Timed("b", 0.1), Timed("b", 0.4)]) == ("b", 0.5)
     assert _timed("llm", [Timed("a", None), Timed("c", 0.8), Timed("b", 0.9)]) == ("c", 0.8)  # none in by 0.5: the first
+
+
+class Burner:
+    """The owned runner's tools: answer ``x`` after burning a little CPU."""
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        started = time.thread_time()
+        while time.thread_time() == started:
+            pass
+        return NodeResult(NodeOutput(text="x"))
+
+
+async def test_the_validators_reruns_are_metered_per_plan(tmp_path: Path) -> None:
+    """A plan's re-runs draw on owned execution's CPU allowance, each plan its own: once a
+    plan has used it, its next re-run fails at once, and with it the node."""
+    peer = Peer(5, "5Provider5", "http://p5")
+    chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=MetagraphSnapshot(7, 1, ()))
+    state = ValidatorState(tmp_path / "validator.sqlite")
+    client = TimedClient({peer.url: Timed("x", 0.0)})
+    loop = ValidatorLoop(chain, state, client, FixedTasks(()), FixedProviders([peer]),  # type: ignore[arg-type]
+                         owned_runner=lambda task: Burner())
+    try:
+        assert loop._owned is not None
+        loop._owned = dataclasses.replace(loop._owned, limits=OwnedLimits(cpu_per_plan_s=1e-9))
+        task = family_task(FAMILY, 1)
+        build = loop._runner_factory(task)
+        plan, other = build(task.package(), Peer(1, "5Miner", "http://m")), build(task.package(), Peer(2, "5Rival", "http://r"))
+        call = _call()
+        assert (await plan.run(call)).output == NodeOutput(text="x")
+        refused = await plan.run(call)
+        assert refused.output is None and CPU_EXHAUSTED in refused.error
+        assert (await other.run(call)).output == NodeOutput(text="x")
+    finally:
+        state.close()
 
 
 def test_the_selector_drops_the_validators_netuid_and_the_miners_own_keys() -> None:
