@@ -30,6 +30,7 @@ from protocol.validation import PlanCheck
 
 from .evaluate import Evaluation, run_task, score_execution
 from .executor import Execution
+from .routing import routed
 from .simclock import run_simulated
 
 __all__ = ["CPU_EXHAUSTED", "OwnedLimits", "OwnedRunnerFactory", "evaluate_owned", "run_owned"]
@@ -105,9 +106,10 @@ def run_owned(
     plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, owned: OwnedLimits = OwnedLimits(),
     **options: Any,
 ) -> Execution:
-    """Execute ``plan`` on ``task``'s instance on simulated time, its tools' CPU bounded by
+    """Execute ``plan`` on ``task``'s instance on simulated time, each node on its subnet's
+    ``top_k`` providers (:func:`~engine.routing.routed`), its tools' CPU bounded by
     ``owned``; ``options`` are :func:`~engine.evaluate.run_task`'s. Blocks this thread."""
-    return run_simulated(run_task(plan, check, task, metered(runner, owned), **options))
+    return run_simulated(run_task(plan, check, task, metered(routed(runner, task.route), owned), **options))
 
 
 def evaluate_owned(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any) -> Evaluation:

@@ -1,11 +1,20 @@
-"""Aggregation of several providers' outputs for one node (docs/execution.md, routing)."""
+"""A node on several providers (docs/execution.md, routing): aggregating their outputs, and
+owned execution's ``top_k``."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from engine.owned import run_owned
+from engine.routing import aggregate
 from protocol.output import Artifacts, NodeOutput
-from validator.routing import aggregate
+from protocol.plan import PlanNode, WorkflowPlan
+from protocol.runner import NodeCall, NodeResult
+from protocol.synapse import Constraints, RoutingRule, ToolInfo
+from protocol.task import Task
+from protocol.validation import check_plan_for
 
 
 def _out(text: str, code: str = "") -> NodeOutput:
@@ -49,3 +58,49 @@ def test_no_outputs_is_none() -> None:
 def test_unknown_aggregation_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown aggregation"):
         aggregate([_out("1")], "mean")  # type: ignore[arg-type]
+
+
+# -- owned execution's top_k: k providers, aggregated, charged k times ------------------------------
+
+
+class Counting:
+    """A profile's providers: each call answers the next of ``texts`` after 0.5 s at 0.25 TAO."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts, self.calls = list(texts), 0
+
+    async def run(self, call: NodeCall) -> NodeResult:
+        self.calls += 1
+        await asyncio.sleep(0.5)
+        return NodeResult(NodeOutput(text=self.texts[(self.calls - 1) % len(self.texts)]), cost_tao=0.25)
+
+
+CALLS = {"llm": ("model", {"prompt": "q"}), "calculator": ("math", {"expression": "1 + 1"})}
+"""An action's subnet type and params, for a one-node plan."""
+
+
+def _owned(action: str, rule: RoutingRule, runner: Counting):
+    kind, params = CALLS[action]
+    task = Task(
+        task_id="t", task_type="agent", routing_policy={"sn1": rule},
+        constraints=Constraints(max_budget_tao=10.0, max_latency_seconds=10.0, allowed_subnets=["sn1"]),
+        available_tools={"sn1": ToolInfo(type=kind, avg_cost=0.25, avg_latency=0.5)},
+    )
+    plan = WorkflowPlan(nodes=[PlanNode(id="n", subnet="sn1", action=action, params=params)])
+    return run_owned(plan, check_plan_for(plan, task), task, runner, total_estimated_cost=None)
+
+
+def test_owned_top_k_charges_every_provider_and_votes_on_model_answers() -> None:
+    """A ``top_k: 3`` llm node asks three providers at once: its cost is three providers',
+    its latency one provider's, its output the rule's median of their answers."""
+    runner = Counting("1", "9", "2")
+    execution = _owned("llm", RoutingRule(top_k=3, aggregation="median_logit"), runner)
+    assert execution.final_output["text"] == "2" and runner.calls == 3
+    assert execution.metrics.cost_tao == 0.75 and execution.metrics.latency_s == 0.5
+
+
+def test_owned_top_k_runs_a_deterministic_action_once_and_charges_it_k_times() -> None:
+    runner = Counting("same")
+    execution = _owned("calculator", RoutingRule(top_k=2), runner)
+    assert execution.final_output["text"] == "same" and runner.calls == 1
+    assert execution.metrics.cost_tao == 0.5
