@@ -223,8 +223,9 @@ async def _voting(
     """The answers in after ``window_s`` (the subnet's published latency), or the first
     valid one when none was in by then (rule 4); later ones are cancelled."""
     asked = {asyncio.ensure_future(answer): peer for peer, answer in asking}
-    done, pending = await asyncio.wait(asked, timeout=window_s)
+    pending: set[asyncio.Future[NodeResult]] = set(asked)
     try:
+        done, pending = await asyncio.wait(pending, timeout=window_s)
         while pending and all(future.result().output is None for future in done):
             more, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             done |= more
