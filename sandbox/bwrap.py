@@ -42,7 +42,10 @@ def bwrap_argv(host_dir: str, *, as_root: bool, tmp_bytes: int) -> list[str]:
     argv += _hide_packages()
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     argv += _namespaces(as_root)
-    argv += ["--die-with-parent", "--new-session", "--chdir", "/", "--"]
+    # No --new-session: the caller starts bwrap in a session of its own (so there is no
+    # terminal to reach), and bwrap's setsid would take the namespace's init out of the
+    # process group the caller kills, alive until bwrap binds it to its parent's life.
+    argv += ["--die-with-parent", "--chdir", "/", "--"]
     return argv
 
 

@@ -117,17 +117,11 @@ async def _run(
     uid = isolation.run_uid()
     with _workdir(files, uid) as host_dir:
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *isolation.command(host_dir, list(args), limits, uid),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=host_dir,
-            env=isolation.env(host_dir),
-            start_new_session=True,  # its own group: the wall-timeout kill takes all of it
-        )
+        argv = isolation.command(host_dir, list(args), limits, uid)
         out, err = _Capture(limits.max_output_bytes), _Capture(limits.max_output_bytes)
-        returncode, timed_out = await _supervise(proc, stdin.encode("utf-8"), out, err, limits.wall_seconds)
+        returncode, timed_out = await _execute(
+            argv, host_dir, isolation.env(host_dir), stdin.encode("utf-8"), out, err, limits.wall_seconds
+        )
         return SandboxResult(
             returncode=returncode,
             stdout=out.text(),
@@ -139,32 +133,85 @@ async def _run(
         )
 
 
-async def _supervise(
-    proc: asyncio.subprocess.Process, data: bytes, out: _Capture, err: _Capture, wall_s: float
-) -> tuple[int | None, bool]:
-    """Feed stdin, drain both pipes and wait; kill the group at the wall timeout or
-    when the caller is cancelled.
 
-    The run is over when the process has exited AND its pipes are closed, so a
-    child that outlives its parent while holding stdout still counts as running.
+_Watched = tuple["asyncio.Future[object]", "asyncio.Future[int]"]
+"""The run's pipes (fed and drained, done when all are closed) and its exit."""
+
+
+async def _execute(
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    data: bytes,
+    out: _Capture,
+    err: _Capture,
+    wall_s: float,
+) -> tuple[int | None, bool]:
+    """Start the run and supervise it, inside one block that kills the run's group
+    however it is left: at the wall timeout, or on the caller's cancellation, even one
+    that arrives while the process is still starting.
+
+    The start itself is shielded: cancelled half-way, asyncio would kill only the first
+    process (bwrap), and bwrap's own children, not yet bound to its life, kept running.
+    Instead the start is let finish and the whole group is killed then.
     """
-    assert proc.stdin and proc.stdout and proc.stderr
-    io = asyncio.gather(_feed(proc.stdin, data), _drain(proc.stdout, out), _drain(proc.stderr, err))
-    exited = asyncio.ensure_future(proc.wait())
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # its own group: the kill takes all of it
+        )
+    )
+    watched: _Watched | None = None
     try:
-        _, pending = await asyncio.wait({io, exited}, timeout=wall_s)
+        proc = await asyncio.shield(starting)
+        watched = _watch(proc, data, out, err)
+        _, pending = await asyncio.wait(watched, timeout=wall_s)
     except asyncio.CancelledError:
-        await _stop(proc.pid, exited, io)
+        await _despite_cancellation(_stop_started(starting, watched))
         raise
     if not pending:
-        return _shell_status(exited.result()), False
-    await _stop(proc.pid, exited, io)
+        return _shell_status(proc.returncode), False
+    await _stop(proc.pid, watched)
     return None, True
 
 
-async def _stop(pgid: int, exited: asyncio.Future[int], io: asyncio.Future[object]) -> None:
-    """Kill the run's group, reap it, and give its pipes a moment to close: once they
-    have, no process of the run is left holding them."""
+def _watch(proc: asyncio.subprocess.Process, data: bytes, out: _Capture, err: _Capture) -> _Watched:
+    assert proc.stdin and proc.stdout and proc.stderr
+    io = asyncio.gather(_feed(proc.stdin, data), _drain(proc.stdout, out), _drain(proc.stderr, err))
+    return io, asyncio.ensure_future(proc.wait())
+
+
+async def _stop_started(
+    starting: asyncio.Future[asyncio.subprocess.Process], watched: _Watched | None
+) -> None:
+    """Once the start is over, stop whatever it started."""
+    try:
+        proc = await starting
+    except OSError:
+        return  # nothing started
+    await _stop(proc.pid, watched or _watch(proc, b"", _Capture(0), _Capture(0)))
+
+
+async def _despite_cancellation(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Run ``cleanup`` to its end even if the caller is cancelled again meanwhile."""
+    task = asyncio.ensure_future(cleanup)
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            continue
+    task.result()
+
+
+async def _stop(pgid: int, watched: _Watched) -> None:
+    """Kill the run's process group, reap it, and give its pipes a moment to
+    close: once they have, no process of the run is left holding them."""
+    io, exited = watched
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:

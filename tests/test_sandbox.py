@@ -198,15 +198,96 @@ def test_wall_timeout_kills_the_whole_run(isolation: str) -> None:
 
 async def test_cancelling_the_caller_kills_the_run() -> None:
     token = f"dagnet-cancelled-{uuid.uuid4().hex}"
-    code = f"import time\ntime.sleep(60)  # {token}\n"
-    job = asyncio.ensure_future(run_python_async({}, ["-c", code], limits=SandboxLimits(wall_seconds=60)))
+    code = f"import time\ntime.sleep(600)  # {token}\n"
+    job = asyncio.ensure_future(run_python_async({}, ["-c", code], limits=_NEVER_ON_ITS_OWN))
     while not _processes_with(token) and not job.done():  # poll until it really runs
         await asyncio.sleep(0.01)
     assert not job.done()
     job.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await job
+    await _cancelled(job)
     assert _processes_with(token) == []
+
+
+_NEVER_ON_ITS_OWN = SandboxLimits(wall_seconds=600)
+"""A wall limit no test waits for: a cancellation that does not kill the run hangs visibly."""
+_CANCEL_BOUND_S = 60.0
+"""Far above the time a cancelled run takes to be killed, far below the wall limit."""
+
+
+async def _cancelled(job: asyncio.Future[object]) -> None:
+    """``job`` (already cancelled) ends cancelled, within the bound, not at the wall limit."""
+    try:
+        await asyncio.wait_for(job, _CANCEL_BOUND_S)
+    except asyncio.CancelledError:
+        return
+    except TimeoutError:
+        pytest.fail(f"the cancelled run was still waiting after {_CANCEL_BOUND_S:g}s")
+    pytest.fail("the cancelled run completed")
+
+
+def _processes() -> list[tuple[int, str, str, int, int]]:
+    """(pid, name, state, parent, group) of every process on the host."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            state, parent, group = stat[stat.rindex(")") + 2 :].split()[:3]
+            found.append((int(entry.name), stat[stat.index("(") + 1 : stat.rindex(")")], state, int(parent), int(group)))
+    return found
+
+
+def _our_children() -> list[tuple[int, str]]:
+    """(pid, name) of every process whose parent is this one."""
+    return [(pid, name) for pid, name, _, parent, _ in _processes() if parent == os.getpid()]
+
+
+def _in_group(pgid: int) -> list[int]:
+    """Live processes of the group (a zombie left to init to reap runs nothing)."""
+    return [pid for pid, _, state, _, group in _processes() if group == pgid and state != "Z"]
+
+
+@pytest.mark.parametrize("iterations", range(40))
+async def test_a_cancellation_at_any_point_of_the_start_leaves_nothing_running(iterations: int) -> None:
+    """Cancelled after 0, 1, 2... turns of the event loop: the start's every await point."""
+    token = f"dagnet-cancelled-{uuid.uuid4().hex}"
+    before = _our_children()
+    job = asyncio.ensure_future(run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN))
+    for _ in range(iterations):
+        await asyncio.sleep(0)
+    job.cancel()
+    await _cancelled(job)
+    assert _processes_with(token) == []
+    assert _our_children() == before
+
+
+async def test_a_run_cancelled_before_its_start_returns_leaves_nothing_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process exists, the start has not yet handed it back, the caller is cancelled."""
+    token = f"dagnet-cancelled-{uuid.uuid4().hex}"
+    real_start = asyncio.create_subprocess_exec
+    started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    gate = asyncio.Event()
+
+    async def slow_start(*args: object, **kwargs: object) -> asyncio.subprocess.Process:
+        proc = await real_start(*args, **kwargs)
+        started.set_result(proc.pid)
+        await gate.wait()  # the caller is cancelled here
+        return proc
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", slow_start)
+    job = asyncio.ensure_future(run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN))
+    pgid = await started
+    while not _processes_with(token):  # the program itself runs
+        await asyncio.sleep(0.01)
+    job.cancel()
+    await asyncio.sleep(0)
+    gate.set()
+    await _cancelled(job)
+    assert _processes_with(token) == []
+    assert _in_group(pgid) == []
+    assert pgid not in [pid for pid, _ in _our_children()]
 
 
 def test_fork_bomb_hits_the_process_limit(isolation: str) -> None:
