@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+FALLBACK_PROCESSES = 4
+"""The processes a run may have when no cgroup bounds it as a whole (docs/sandbox.md)."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run ceilings. Every limit applies to each process of the run.
+    """Per-run ceilings.
 
-    ``cpu_seconds`` is per process (RLIMIT_CPU); ``wall_seconds`` bounds the whole
-    run, children included. ``max_output_bytes`` caps stdout and stderr each;
+    ``cpu_seconds`` and ``memory_bytes`` are per process (RLIMIT_CPU, RLIMIT_AS);
+    ``wall_seconds`` bounds the whole run, children included, and ``total_memory_bytes``
+    its processes and its ``/tmp`` together (a cgroup of its own, or, where there is
+    none, :meth:`without_cgroup`). ``max_output_bytes`` caps stdout and stderr each;
     ``max_disk_bytes`` is the size of the private ``/tmp`` (bubblewrap only).
     """
 
@@ -22,6 +27,7 @@ class SandboxLimits:
     max_output_bytes: int = 64 * 1024
     max_open_files: int = 256
     max_disk_bytes: int = 64 * 2**20
+    total_memory_bytes: int = 2**30
 
     def __post_init__(self) -> None:
         for name in ("cpu_seconds", "wall_seconds"):
@@ -35,10 +41,21 @@ class SandboxLimits:
             "max_output_bytes",
             "max_open_files",
             "max_disk_bytes",
+            "total_memory_bytes",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
+        if self.total_memory_bytes <= self.max_disk_bytes:
+            raise ValueError("SandboxLimits.total_memory_bytes must exceed max_disk_bytes (its /tmp counts in it)")
+
+    def without_cgroup(self) -> SandboxLimits:
+        """The limits that still bound the run's total where no cgroup holds it: at most
+        :data:`FALLBACK_PROCESSES` processes, each with an equal share (RLIMIT_AS) of the
+        total left beside a full ``/tmp``."""
+        processes = min(self.max_processes, FALLBACK_PROCESSES)
+        share = (self.total_memory_bytes - self.max_disk_bytes) // processes
+        return replace(self, max_processes=processes, memory_bytes=min(self.memory_bytes, share))
 
 
 @dataclass
@@ -58,6 +75,9 @@ class SandboxResult:
     output_truncated: bool
     wall_s: float
     isolation: str
+    memory_peak_bytes: int | None = None
+    """The most memory the run's processes (and its ``/tmp``) held at once, read from its
+    cgroup; None without one."""
 
 
 class SandboxUnavailable(RuntimeError):

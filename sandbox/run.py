@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
+from .cgroup import RunGroup, run_group
 from .isolation import NONE, Isolation, candidates
 from .models import SandboxLimits, SandboxResult, SandboxUnavailable
 
@@ -115,12 +116,12 @@ async def _run(
     isolation: Isolation, files: dict[str, str], args: list[str], *, stdin: str, limits: SandboxLimits
 ) -> SandboxResult:
     uid = isolation.run_uid()
-    with _workdir(files, uid) as host_dir:
+    with _workdir(files, uid) as host_dir, run_group(limits) as group:
         started = time.monotonic()
-        argv = isolation.command(host_dir, list(args), limits, uid)
+        argv = _bounded(isolation, group, host_dir, list(args), limits, uid)
         out, err = _Capture(limits.max_output_bytes), _Capture(limits.max_output_bytes)
         returncode, timed_out = await _execute(
-            argv, host_dir, isolation.env(host_dir), stdin.encode("utf-8"), out, err, limits.wall_seconds
+            argv, host_dir, isolation.env(host_dir), stdin.encode("utf-8"), out, err, limits.wall_seconds, group
         )
         return SandboxResult(
             returncode=returncode,
@@ -130,8 +131,18 @@ async def _run(
             output_truncated=out.truncated or err.truncated,
             wall_s=time.monotonic() - started,
             isolation=isolation.name,
+            memory_peak_bytes=group.peak_bytes() if group else None,
         )
 
+
+def _bounded(
+    isolation: Isolation, group: RunGroup | None, host_dir: str, args: list[str], limits: SandboxLimits, uid: int | None
+) -> list[str]:
+    """The run's command, its whole process tree bounded together: inside ``group``, or,
+    without one, under the per-process limits whose product bounds the total."""
+    if group is None:
+        return isolation.command(host_dir, args, limits.without_cgroup(), uid)
+    return group.enter(isolation.command(host_dir, args, limits, uid))
 
 
 _Watched = tuple["asyncio.Future[object]", "asyncio.Future[int]"]
@@ -146,6 +157,7 @@ async def _execute(
     out: _Capture,
     err: _Capture,
     wall_s: float,
+    group: RunGroup | None,
 ) -> tuple[int | None, bool]:
     """Start the run and supervise it, inside one block that kills the run's group
     however it is left: at the wall timeout, or on the caller's cancellation, even one
@@ -172,11 +184,11 @@ async def _execute(
         watched = _watch(proc, data, out, err)
         _, pending = await asyncio.wait(watched, timeout=wall_s)
     except asyncio.CancelledError:
-        await _despite_cancellation(_stop_started(starting, watched))
+        await _despite_cancellation(_stop_started(starting, watched, group))
         raise
     if not pending:
         return _shell_status(proc.returncode), False
-    await _stop(proc.pid, watched)
+    await _stop(proc.pid, watched, group)
     return None, True
 
 
@@ -187,14 +199,14 @@ def _watch(proc: asyncio.subprocess.Process, data: bytes, out: _Capture, err: _C
 
 
 async def _stop_started(
-    starting: asyncio.Future[asyncio.subprocess.Process], watched: _Watched | None
+    starting: asyncio.Future[asyncio.subprocess.Process], watched: _Watched | None, group: RunGroup | None
 ) -> None:
     """Once the start is over, stop whatever it started."""
     try:
         proc = await starting
     except OSError:
         return  # nothing started
-    await _stop(proc.pid, watched or _watch(proc, b"", _Capture(0), _Capture(0)))
+    await _stop(proc.pid, watched or _watch(proc, b"", _Capture(0), _Capture(0)), group)
 
 
 async def _despite_cancellation(cleanup: Coroutine[Any, Any, None]) -> None:
@@ -208,14 +220,16 @@ async def _despite_cancellation(cleanup: Coroutine[Any, Any, None]) -> None:
     task.result()
 
 
-async def _stop(pgid: int, watched: _Watched) -> None:
-    """Kill the run's process group, reap it, and give its pipes a moment to
+async def _stop(pgid: int, watched: _Watched, group: RunGroup | None) -> None:
+    """Kill the run's process group and cgroup, reap it, and give its pipes a moment to
     close: once they have, no process of the run is left holding them."""
     io, exited = watched
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    if group is not None:
+        await asyncio.to_thread(group.kill)  # whatever left the process group
     await exited
     _, unclosed = await asyncio.wait({io}, timeout=_KILL_GRACE_S)
     for task in unclosed:  # a process escaped the group and kept a pipe open

@@ -1,0 +1,126 @@
+"""One sandboxed call's whole process tree is bounded together, however many processes it forks.
+
+The attack: a call forks 8 children that each fill 400 MiB (3.2 GiB of host memory before
+the bound). The memory it holds is measured from outside, as the sum of the proportional
+set sizes of its processes, sampled while it runs; it stays within the call's documented
+total (``SandboxLimits.total_memory_bytes``, 1 GiB), on the paths that run untrusted code:
+``python_exec`` (the validator's owned execution and a miner's ``NodeSynapse``) and the
+code judge's calls, with a cgroup of the run's own and without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from miner.tools.base import ToolContext, ToolError
+from miner.tools.python_exec import make_python_exec
+from sandbox import SandboxLimits, cgroup, isolation_available
+from sandbox.calls import Call, call_function
+from scoring.quality.code import JUDGING
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(isolation_available() == "none", reason="no sandbox on this machine"),
+]
+
+LIMITS = SandboxLimits()
+CHILDREN, CHILD_MIB = 8, 400
+FORKER = """
+import os, sys
+CHILD = "import time; block = b'\\x01' * ({mib} << 20); time.sleep(2)  # {token}"
+def hog():
+    kids = []
+    for _ in range({children}):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            try:
+                os.execv(sys.executable, [sys.executable, "-c", CHILD])
+            finally:
+                os._exit(1)
+        kids.append(pid)
+    return [os.waitpid(kid, 0)[1] for kid in kids]
+"""
+"""The children exec so that their command line carries the token: found from outside."""
+
+
+def _pss(token: bytes) -> int:
+    """Bytes held by the processes whose command line carries ``token`` (PSS: shared pages split)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token not in (entry / "cmdline").read_bytes():
+                continue
+            for line in (entry / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+@contextlib.contextmanager
+def peak_memory(token: str) -> Iterator[list[int]]:
+    """Samples the memory of ``token``'s processes until the block ends; yields [peak]."""
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            peak[0] = max(peak[0], _pss(token.encode()))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+
+
+def through_python_exec(source: str) -> None:
+    tool = make_python_exec(LIMITS)
+    ctx = ToolContext(task_id="t", node_id="py", attempt=1, timeout_seconds=20.0)
+    with contextlib.suppress(ToolError):
+        asyncio.run(tool({"code": source + "print(hog())\n"}, ctx))
+
+
+def through_the_judge(source: str) -> None:
+    call_function(source, "hog", [Call()], budget=JUDGING, limits=LIMITS)
+
+
+@pytest.fixture(params=["cgroup", "no cgroup"])
+def bound(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "cgroup" and cgroup.cgroup_available() == "none":
+        pytest.skip("this machine gives the sandbox no cgroup")
+    if request.param == "no cgroup":
+        monkeypatch.setattr(cgroup, "_hierarchy", lambda: None)
+    return request.param
+
+
+@pytest.mark.parametrize("path", [through_python_exec, through_the_judge], ids=["python_exec", "judge"])
+def test_a_call_forking_8_children_of_400_mib_holds_at_most_its_total(
+    path: Callable[[str], None], bound: str
+) -> None:
+    token = f"dagnet-hog-{uuid.uuid4().hex}"
+    with peak_memory(token) as peak:
+        path(FORKER.format(token=token, children=CHILDREN, mib=CHILD_MIB))
+    if bound == "cgroup":
+        assert peak[0] > 400 * 2**20, peak  # the children filled memory up to the group's bound
+    assert peak[0] <= LIMITS.total_memory_bytes, f"{peak[0] / 2**20:.0f} MiB held at once"
+
+
+def test_without_a_cgroup_processes_times_their_memory_fit_the_total() -> None:
+    fallback = LIMITS.without_cgroup()
+    assert fallback.max_processes * fallback.memory_bytes + fallback.max_disk_bytes <= LIMITS.total_memory_bytes
+    assert fallback.max_processes >= 2  # the judge's harness and one call
