@@ -9,24 +9,21 @@ that reason.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from protocol.run_metrics import RunMetrics
 from protocol.task import Task
 from sandbox import isolation_available
+from support.scoring_phase import score_outputs
 from sandbox.calls import BUDGET_EXHAUSTED, CallBudget, CallsReport
 from scoring.quality import code
-from validator import step
 
 pytestmark = pytest.mark.skipif(isolation_available() != "bwrap", reason="code is judged only under bwrap")
 
@@ -34,9 +31,6 @@ SLOW_S = 0.3
 """CPU one slow-but-correct call burns: well under the 1 s per-case limit (scaled down
 from the 0.95 s of the report, one case per answer, to keep the test short)."""
 ANSWERS = 18
-METRICS = RunMetrics(
-    completion_ratio=1.0, latency_s=1.0, cost_tao=0.0, retries=0, unplanned_retries=0, timeouts=0, hard_failures=0
-)
 BURNER = "def f(x):\n    n = 0\n    for i in range({iterations}):\n        n += i\n    return x + 1\n"
 QUICK = {"entry_point": "f", "cases": [{"args": [1], "expected": 2}]}
 
@@ -74,16 +68,7 @@ def iterations_for(cpu_s: float) -> int:
 
 def judge(task: Task, outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each output's score, through the validation step's scoring phase."""
-    candidates = [
-        step._Candidate(
-            miner=SimpleNamespace(uid=uid),
-            synapse=None,
-            check=SimpleNamespace(runnable=True, errors=[]),
-            execution=SimpleNamespace(final_output=output, metrics=METRICS),
-        )
-        for uid, output in enumerate(outputs)
-    ]
-    asyncio.run(step._score_all(task, candidates))
+    candidates = score_outputs(task, dict(enumerate(outputs)))
     assert all(candidate.failure is None for candidate in candidates)
     return [candidate.score.model_dump() for candidate in candidates]
 

@@ -48,6 +48,7 @@ from scoring.weights import normalize_weights, warmup_scale
 
 from .client import MinerClient
 from .errors import PeerTimeout
+from .judging import JudgingAllowance
 from engine.executor import ExecutorConfig
 from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
@@ -141,6 +142,7 @@ class ValidatorLoop:
         )
         self.config = config
         self.executor_config = executor_config
+        self.judging = JudgingAllowance()
         self.metrics = metrics or ValidatorMetrics()
         self.metrics.version_key.set(config.version_key)
         self.metrics.last_weights_block.set(state.last_weights_block() or 0)
@@ -262,6 +264,7 @@ class ValidatorLoop:
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
                 executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
                 owned=None if self._external(task) else self._owned,
+                judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
             )
         except BaseException:
             reference.cancel()

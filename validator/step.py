@@ -40,9 +40,11 @@ from protocol.task import Task
 from protocol.validation import PlanCheck
 from scoring.composite import Score, composite, invalid_score
 from scoring.quality.base import output_code
+from scoring.quality.code import has_verdict
 
 from .client import MinerClient, Reply
 from .errors import PeerError
+from .judging import NOT_JUDGED, JudgingAllowance
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
 from subnets.holdings import holding
@@ -151,8 +153,12 @@ async def validation_step(
     limits: Limits = DEFAULT_LIMITS,
     exec_concurrency: int = 16,
     owned: OwnedExecution | None = None,
+    judging: JudgingAllowance | None = None,
 ) -> StepResult:
     """Run one step of ``task`` against ``miners``; one outcome per miner, in order.
+
+    With ``judging``, each miner's new code answers are judged within its allowance
+    (:mod:`validator.judging`).
 
     With ``owned``, the runners ``runner_factory`` builds are the validator's own
     (no I/O): each plan runs on simulated time in ``owned.pool``, off the event loop.
@@ -173,7 +179,7 @@ async def validation_step(
     ))
     executed = time.perf_counter()
 
-    await _score_all(task, [c for c in candidates if c.failure is None])
+    await _score_all(task, [c for c in candidates if c.failure is None], judging)
     finished = time.perf_counter()
 
     clock = WALL if owned is None else SIMULATED
@@ -255,7 +261,7 @@ JUDGING_SLOTS = os.cpu_count() or 1
 its wall time stays near its CPU time, far inside the judge's wall-clock net."""
 
 
-async def _score_all(task: Task, candidates: Sequence[_Candidate]) -> None:
+async def _score_all(task: Task, candidates: Sequence[_Candidate], judging: JudgingAllowance | None = None) -> None:
     """Score every candidate, judging each distinct final output only once.
 
     Output quality depends on the task and the final output alone (for ``code``, on
@@ -268,8 +274,21 @@ async def _score_all(task: Task, candidates: Sequence[_Candidate]) -> None:
     groups: dict[str, list[_Candidate]] = {}
     for candidate in candidates:
         groups.setdefault(_output_key(task, candidate.execution.final_output), []).append(candidate)
+    judged = [group for group in groups.values() if _within_allowance(task, group, judging)]
     slots = asyncio.Semaphore(JUDGING_SLOTS)
-    await asyncio.gather(*(_score_group_in(slots, task, group) for group in groups.values()))
+    await asyncio.gather(*(_score_group_in(slots, task, group) for group in judged))
+
+
+def _within_allowance(task: Task, group: Sequence[_Candidate], judging: JudgingAllowance | None) -> bool:
+    """Whether ``group``'s answer is scored: anything but a code answer still to be judged
+    is; a code answer is while one of its miners has judging allowance left."""
+    if judging is None or task.task_type != "code" or has_verdict(task.reference, group[0].execution.final_output):
+        return True
+    if judging.take(candidate.miner.uid for candidate in group):
+        return True
+    for candidate in group:
+        candidate.failure = NOT_JUDGED
+    return False
 
 
 async def _score_group_in(slots: asyncio.Semaphore, task: Task, group: Sequence[_Candidate]) -> None:

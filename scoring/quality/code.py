@@ -17,7 +17,8 @@ Judging has a budget, in CPU time so that a loaded validator reaches the verdict
 quiet one: :data:`JUDGING`. A case whose call is cut by it fails; the cases the budget
 does not reach fail too, and the details say after how many. Verdicts are kept per
 process (:data:`VERDICT_CACHE_SIZE` of them, least recently used out first), keyed by the
-code's and the reference's digests: the same code on the same instance is judged once.
+code's and the reference's digests, whatever the verdict (one the budget or the wall net
+cut included): the same code on the same instance is judged once.
 """
 
 from __future__ import annotations
@@ -90,28 +91,40 @@ def score(
     if isolation_available() != PRIVATE_ISOLATION:
         return Quality.zero(f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
     limits = limits or SandboxLimits()
-    key = (_digest(code), _digest(json.dumps(ref.model_dump(mode="json"), sort_keys=True)), limits, budget)
+    key = _verdict_key(ref, code, limits, budget)
     quality = _VERDICTS.get(key)
     if quality is None:
         try:
-            quality, settled = _judge(ref, code, limits, budget)
+            quality = _judge(ref, code, limits, budget)
         except SandboxUnavailable as exc:
             return Quality.zero(f"sandbox unavailable: {exc}")
-        if settled:
-            _VERDICTS.put(key, quality)
+        _VERDICTS.put(key, quality)  # whatever it is: a slow answer sent again is not judged again
     return quality
 
 
-def _judge(ref: CodeReference, code: str, limits: SandboxLimits, budget: CallBudget) -> tuple[Quality, bool]:
-    """The verdict, and whether it is the code's own (the sandbox ran to its end) and may be kept."""
+def has_verdict(reference: Mapping[str, Any], final_output: object) -> bool:
+    """Whether :func:`score` (at its defaults) would answer from the verdict cache, running nothing."""
+    try:
+        ref = CodeReference.model_validate(reference)
+    except ValidationError:
+        return True  # scored at once, nothing run
+    code = output_code(final_output)
+    return not code.strip() or _verdict_key(ref, code, SandboxLimits(), JUDGING) in _VERDICTS
+
+
+def _verdict_key(ref: CodeReference, code: str, limits: SandboxLimits, budget: CallBudget) -> tuple[Any, ...]:
+    return (_digest(code), _digest(json.dumps(ref.model_dump(mode="json"), sort_keys=True)), limits, budget)
+
+
+def _judge(ref: CodeReference, code: str, limits: SandboxLimits, budget: CallBudget) -> Quality:
+    """The verdict: a call the budget or the wall net cut fails, and so stays."""
     calls = [Call(case.args, case.kwargs) for case in ref.cases]
     report = call_function(code, ref.entry_point, calls, budget=budget, limits=limits)
     passed = sum(_passes(case, outcome) for case, outcome in zip(ref.cases, report.outcomes, strict=True))
     details = _details(report, passed, len(ref.cases))
-    settled = report.run.returncode == 0 and not report.run.timed_out
     if passed == 0:
         reason = report.problem or details.pop("reason", "no case passed")
-        return Quality.zero(reason, **details), settled
+        return Quality.zero(reason, **details)
     warnings = _lint_warnings(run_python({SOLUTION: code, **_pyflakes_files()}, _PYFLAKES, limits=limits))
     if warnings is None:
         lint = 0.0
@@ -120,7 +133,7 @@ def _judge(ref: CodeReference, code: str, limits: SandboxLimits, budget: CallBud
         lint = max(0.0, 1.0 - LINT_PENALTY * warnings)
         details["lint_warnings"] = warnings
     details["lint"] = lint
-    return Quality(PASS_WEIGHT * passed / len(ref.cases) + LINT_WEIGHT * lint, details), settled and warnings is not None
+    return Quality(PASS_WEIGHT * passed / len(ref.cases) + LINT_WEIGHT * lint, details)
 
 
 def _passes(case: Case, outcome: Outcome) -> bool:
@@ -185,6 +198,10 @@ class _Verdicts:
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+
+    def __contains__(self, key: tuple[Any, ...]) -> bool:
+        with self._lock:
+            return key in self._items
 
     def clear(self) -> None:
         with self._lock:
