@@ -133,7 +133,7 @@ class _Call:
         self.allowance = allowance
         self.base = _children_cpu()
         self.child = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", spec["callee"]],
+            [sys.executable, "-s", "-P", "-B", "-c", spec["callee"]],  # the sandbox's env: its hash seed
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,

@@ -4,7 +4,7 @@ Passed to the interpreter with ``-c`` (never imported), so it uses the standard
 library only. ``argv[1]`` is a JSON config, the rest is the program's command line.
 It applies the rlimits, drops root to the configured uid (RLIMIT_NPROC is not
 enforced for root), stages the input files into a private work dir when asked, and
-replaces itself with ``python -I -B <args>``. Exit status 126 means the sandbox
+replaces itself with ``python -s -P -B <args>``. Exit status 126 means the sandbox
 itself could not be set up; the program never ran.
 """
 
@@ -15,6 +15,8 @@ import shutil
 import sys
 
 SETUP_FAILED = 126
+PYTHON_FLAGS = ["-s", "-P", "-B"]
+"""``-I`` but for ``-E``: the environment is the sandbox's own, and its PYTHONHASHSEED counts."""
 
 
 def _apply(config):
@@ -36,7 +38,7 @@ def _apply(config):
 def main():
     try:
         _apply(json.loads(sys.argv[1]))
-        os.execv(sys.executable, [sys.executable, "-I", "-B", *sys.argv[2:]])
+        os.execv(sys.executable, [sys.executable, *PYTHON_FLAGS, *sys.argv[2:]])
     except Exception as exc:
         sys.stderr.write(f"sandbox setup failed: {type(exc).__name__}: {exc}\n")
         sys.stderr.flush()

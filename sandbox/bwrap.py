@@ -16,6 +16,7 @@ import os
 from pathlib import PurePosixPath
 
 from .interpreter import base_prefix, interpreter
+from .steady import steady_argv
 
 NOBODY = 65534
 STAGE_IN = "/tmp/.dagnet-in"
@@ -39,7 +40,10 @@ def bwrap_argv(host_dir: str, *, as_root: bool, tmp_bytes: int) -> list[str]:
     argv += ["--dev", "/dev", "--proc", "/proc"]
     argv += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     argv += ["--ro-bind", host_dir, STAGE_IN]
-    argv += _hide_packages()
+    hidden = _package_dirs()
+    argv += _hide(hidden)
+    argv += steady_argv(hidden)
+    argv += _read_only(hidden)
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     argv += _namespaces(as_root)
     # No --new-session: the caller starts bwrap in a session of its own (so there is no
@@ -89,18 +93,29 @@ def _interpreter_dirs() -> list[str]:
     return _outermost(root for root in roots if os.path.isdir(root))
 
 
-def _hide_packages() -> list[str]:
-    """An empty read-only tmpfs over every site-packages directory the run could see:
-    an installed validator (task generators included) lives there."""
+def _package_dirs() -> list[str]:
+    """Every site-packages directory the run could see: an installed validator (task
+    generators included) lives there."""
     found: set[str] = set()
     for root in visible_roots():
         for prefix in {root, os.path.join(root, "local")}:
             for pattern in _PACKAGE_DIRS:
                 found.update(os.path.realpath(p) for p in glob.glob(os.path.join(prefix, pattern)))
+    return sorted(path for path in found if os.path.isdir(path))
+
+
+def _hide(package_dirs: list[str]) -> list[str]:
+    """An empty tmpfs over each package directory."""
     argv: list[str] = []
-    for path in sorted(found):
-        if os.path.isdir(path):
-            argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+    for path in package_dirs:
+        argv += ["--perms", "0555", "--tmpfs", path]
+    return argv
+
+
+def _read_only(package_dirs: list[str]) -> list[str]:
+    argv: list[str] = []
+    for path in package_dirs:
+        argv += ["--remount-ro", path]
     return argv
 
 

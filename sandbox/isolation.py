@@ -24,6 +24,7 @@ from typing import Literal
 from .bwrap import STAGE_IN, WORKDIR, bwrap_argv
 from .interpreter import interpreter
 from .models import SandboxLimits
+from .steady import ENV as STEADY_ENV
 
 Kind = Literal["bwrap", "unshare", "plain", "none"]
 
@@ -59,7 +60,7 @@ class Isolation:
     def env(self, host_dir: str) -> dict[str, str]:
         """A clean environment: nothing of the caller's leaks in."""
         home = WORKDIR if self.kind == "bwrap" else host_dir
-        return {"PATH": _PATH, "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        return {"PATH": _PATH, "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8", **STEADY_ENV}
 
     def _prefix(self, host_dir: str, limits: SandboxLimits) -> list[str]:
         if self.kind == "bwrap":
