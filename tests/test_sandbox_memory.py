@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from miner.tools.base import ToolContext, ToolError
-from miner.tools.python_exec import make_python_exec
+from subnets.base import ToolContext, ToolError
+from subnets.python_exec import make_python_exec
 from sandbox import SandboxLimits, cgroup, isolation_available
 from sandbox.calls import Call, call_function
 from scoring.quality.code import JUDGING
