@@ -2,7 +2,7 @@
 
 The attack: a call forks 8 children that each fill 400 MiB (3.2 GiB of host memory before
 the bound). The memory it holds is measured from outside, as the sum of the proportional
-set sizes of its processes, sampled while it runs; it stays within the call's documented
+anonymous set sizes of its processes, sampled while it runs; it stays within the call's documented
 total (``SandboxLimits.total_memory_bytes``, 1 GiB), on the paths that run untrusted code:
 ``python_exec`` (the validator's owned execution and a miner's ``NodeSynapse``) and the
 code judge's calls, with a cgroup of the run's own and without one.
@@ -53,9 +53,10 @@ def hog():
 """The children exec so that their command line carries the token: found from outside."""
 
 
-def _pss(token: bytes) -> int:
-    """Bytes held by the processes whose command line carries ``token`` (PSS: shared pages split)."""
-    total = 0
+def _held(token: bytes) -> tuple[frozenset[int], int]:
+    """The processes whose command line carries ``token``, and the anonymous memory they
+    hold (proportional: a page shared by forks counts once)."""
+    pids, total = set(), 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -63,21 +64,27 @@ def _pss(token: bytes) -> int:
             if token not in (entry / "cmdline").read_bytes():
                 continue
             for line in (entry / "smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
+                if line.startswith("Pss_Anon:"):
                     total += int(line.split()[1]) * 1024
         except OSError:
             continue
-    return total
+        pids.add(int(entry.name))
+    return frozenset(pids), total
 
 
 @contextlib.contextmanager
 def peak_memory(token: str) -> Iterator[list[int]]:
-    """Samples the memory of ``token``'s processes until the block ends; yields [peak]."""
+    """Samples the memory of ``token``'s processes until the block ends; yields [peak].
+
+    A sample during which a process came or went is dropped: one killed after it was read
+    may have handed its memory to one read later, and the sum would count it twice."""
     peak, done = [0], threading.Event()
 
     def sample() -> None:
         while not done.wait(0.02):
-            peak[0] = max(peak[0], _pss(token.encode()))
+            before, held = _held(token.encode())
+            if _held(token.encode())[0] == before:
+                peak[0] = max(peak[0], held)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
