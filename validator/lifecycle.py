@@ -40,10 +40,11 @@ __all__ = [
     "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "no_sandbox", "reference_failure",
 ]
 
-INFRASTRUCTURE_CAUSES = ("chain", "adapter", "reference", "executor", "scorer", "step")
+INFRASTRUCTURE_CAUSES = ("chain", "adapter", "reference", "executor", "scorer", "state", "step")
 """Why a step was skipped: the chain could not be read, an external adapter failed,
 the reference planner crashed, the executor or the scorer crashed on the reference
-plan, or anything else escaped the step (``step``)."""
+plan, the state file could not be written (``state``: a full disk), or anything else
+escaped the step (``step``)."""
 
 ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
 """The validator's own planner: a task package in, the answer a miner would send out.
