@@ -63,6 +63,16 @@ def _sybil_record(block: int, uid: int) -> ExecutionRecord:
     )
 
 
+def _at_the_cap(block: int, uid: int) -> ExecutionRecord:
+    """An answer each of whose kept values is as large as a record keeps whole."""
+
+    def filled(**value) -> dict:
+        return {**value, "x": "a" * (ANSWER_CAP_BYTES - len(canonical_json({**value, "x": ""})))}
+
+    record = _sybil_record(block, uid)
+    return dataclasses.replace(record, plan=filled(), final_output=filled(), score=filled(S=0.5))
+
+
 def _file_bytes(path: Path) -> int:
     """The state file as the disk holds it: the database and its write-ahead log."""
     wal = path.with_name(path.name + "-wal")
@@ -72,12 +82,13 @@ def _file_bytes(path: Path) -> int:
 # -- growth per step, capped records, retention -------------------------------------------
 
 
-def test_the_file_grows_by_at_most_its_bound_per_step_whatever_miners_send(tmp_path: Path) -> None:
+@pytest.mark.parametrize("answer", [_sybil_record, _at_the_cap], ids=["largest", "at-the-cap"])
+def test_the_file_grows_by_at_most_its_bound_per_step_whatever_miners_send(tmp_path: Path, answer) -> None:
     path = tmp_path / "v.sqlite"
     state = ValidatorState(path)
     before, steps = _file_bytes(path), 12
     for block in range(1, steps + 1):
-        state.settle_step(block, [_sybil_record(block, uid) for uid in range(SYBILS)])
+        state.settle_step(block, [answer(block, uid) for uid in range(SYBILS)])
         grown = _file_bytes(path) - before
         # the WAL holds up to its limit plus one step between checkpoints
         assert grown <= block * step_growth_bound(SYBILS) + WAL_LIMIT_BYTES + step_growth_bound(SYBILS), (block, grown)

@@ -59,7 +59,7 @@ from protocol.task import SYNTHETIC_PREFIX
 from scoring.window import RollingWindow
 from storage import open_shared
 
-from .lifecycle import InfrastructureFailure
+from .failures import InfrastructureFailure
 
 log = logging.getLogger(__name__)
 
