@@ -131,6 +131,16 @@ def test_records_past_the_retention_window_are_pruned_and_their_pages_reused(tmp
     state.close()
 
 
+def test_the_local_network_table_reads_the_scores_kept_whole(tmp_path: Path) -> None:
+    from neurons.localnet import _SCORE_PARTS, _mean_parts
+
+    state = ValidatorState(tmp_path / "v.sqlite")
+    whole = dict.fromkeys(_SCORE_PARTS, 0.5)
+    state.settle_step(1, [_sybil_record(1, 1), dataclasses.replace(_sybil_record(1, 2), score=whole)])
+    assert _mean_parts(state) == {2: whole}  # uid 1's score is capped: its parts are not kept
+    state.close()
+
+
 # -- replay of capped records -----------------------------------------------------------
 
 
