@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 from support.health import validator_loop
 from support.keys import MetagraphBuilder, dev_keypair
 from support.tasks import SomeFamilies
+from support.tmpfs import fill, needs_root, tmpfs
 from typer.testing import CliRunner
 
 from neurons import validator as process
@@ -24,7 +24,6 @@ from neurons.cli import app
 from neurons.localrun import SHIPPED_TASKS, load_task_source
 from protocol.limits import KIB, OUTPUT_CODE_MAX_BYTES, OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
 from scoring.evaluate import saved_metrics, score_run
-from validator import health
 from validator.audit import recorded_task, replay
 from validator.loop import INFRASTRUCTURE, IDLE
 from validator.state import (
@@ -349,29 +348,13 @@ def test_the_validator_refuses_an_empty_state_file_naming_reset(tmp_path: Path) 
 # -- a real full disk ------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
 @pytest.mark.e2e
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs (a disk that fills) needs root")
+@needs_root
 def test_a_real_full_disk_skips_steps_and_the_state_stays_consistent(tmp_path: Path) -> None:
-    with _tmpfs(tmp_path / "disk", "4m") as disk:
+    with tmpfs(tmp_path / "disk", "4m") as disk:
         state = ValidatorState(disk / "v.sqlite")
         state.settle_step(1, [_small(1, 1, 1.0)])
-        filler = disk / "filler"
-        with filler.open("wb") as out, contextlib.suppress(OSError):
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
+        filler = fill(disk)
         refused = 0
         for block in range(2, 6):
             with pytest.raises(StateUnwritable):
