@@ -27,7 +27,7 @@ from scoring.evaluate import saved_metrics, score_run
 from validator.audit import recorded_task, replay
 from validator.loop import INFRASTRUCTURE, IDLE
 from validator.state import (
-    ANSWER_CAP_BYTES, WAL_LIMIT_BYTES, Capped, ExecutionRecord, Records, StateRefused, StateUnwritable,
+    ANSWER_CAP_BYTES, PRUNE_BATCH, WAL_LIMIT_BYTES, Capped, ExecutionRecord, Records, StateRefused, StateUnwritable,
     ValidatorState, canonical_json, plan_hash, step_growth_bound,
 )
 
@@ -137,6 +137,21 @@ def test_the_local_network_table_reads_the_scores_kept_whole(tmp_path: Path) -> 
     whole = dict.fromkeys(_SCORE_PARTS, 0.5)
     state.settle_step(1, [_sybil_record(1, 1), dataclasses.replace(_sybil_record(1, 2), score=whole)])
     assert _mean_parts(state) == {2: whole}  # uid 1's score is capped: its parts are not kept
+    state.close()
+
+
+def test_a_backlog_of_old_records_drains_a_batch_per_step(tmp_path: Path) -> None:
+    path = tmp_path / "v.sqlite"
+    state = ValidatorState(path, records=Records(retention_blocks=10**9))  # a file from before retention
+    for block in range(1, 4):
+        state.settle_step(block, [_small(block, uid) for uid in range(PRUNE_BATCH)])
+    state.close()
+    state = ValidatorState(path, records=Records(retention_blocks=5))
+    remaining = []
+    for block in range(100, 104):
+        state.settle_step(block, [_small(block, 0)])
+        remaining.append(len(state.executions()))
+    assert remaining == [2 * PRUNE_BATCH + 1, PRUNE_BATCH + 2, 3, 4]
     state.close()
 
 
