@@ -75,7 +75,7 @@ RETENTION_BLOCKS = 7200
 """Records and step rows older than this many blocks (a day at 12 s a block) are
 deleted when a step settles; the pages they held are reused."""
 PRUNE_BATCH = 1024
-"""The most records one step deletes (oldest first): four times the default sample, so
+"""The most records (and step rows) one step deletes, oldest first: four times the default sample, so
 retention keeps up, and a backlog (a file from before retention) drains over steps
 instead of in one transaction as large as the backlog."""
 RECORD_BOUND_BYTES = 64 * KIB
@@ -348,15 +348,16 @@ class ValidatorState:
         return True
 
     def _prune(self, conn: sqlite3.Connection, before: int) -> None:
-        """Delete records (at most :data:`PRUNE_BATCH`, oldest first) and step rows of
-        blocks before ``before``; the newest step row stays, so a settled step is never
+        """Delete records and step rows (at most :data:`PRUNE_BATCH` of each, oldest
+        first) of blocks before ``before``; the newest step row stays, so a settled step is never
         settled again. Pruned step rows are counted."""
         conn.execute(
             "DELETE FROM executions WHERE id IN (SELECT id FROM executions WHERE block < ? ORDER BY block LIMIT ?)",
             (before, PRUNE_BATCH),
         )
         pruned = conn.execute(
-            "DELETE FROM steps WHERE block < ? AND block < (SELECT MAX(block) FROM steps)", (before,)
+            "DELETE FROM steps WHERE block IN (SELECT block FROM steps WHERE block < ? "
+            "AND block < (SELECT MAX(block) FROM steps) ORDER BY block LIMIT ?)", (before, PRUNE_BATCH),
         ).rowcount
         if pruned:
             conn.execute(
