@@ -382,10 +382,12 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
 
 
 def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
-    """Per uid, the mean of each score part over its last 100 records."""
+    """Per uid, the mean of each score part over its last 100 records whose score is kept
+    whole (a score past the record cap keeps only its hash)."""
     by_uid: dict[int, list[dict[str, Any]]] = {}
     for record in state.executions():
-        by_uid.setdefault(record.uid, []).append(record.score)
+        if isinstance(record.score, dict):
+            by_uid.setdefault(record.uid, []).append(record.score)
     return {
         uid: {part: math.fsum(s[part] for s in scores[-100:]) / len(scores[-100:]) for part in _SCORE_PARTS}
         for uid, scores in by_uid.items()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -59,7 +60,7 @@ from engine.owned import OwnedRunnerFactory
 from validator.providers import (
     EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
 )
-from validator.state import ValidatorState
+from validator.state import Capped, ValidatorState
 
 log = logging.getLogger("dagnet.validator")
 
@@ -213,7 +214,7 @@ def health_inputs(loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: async
         hotkey=loop.hotkey, recent_steps=tuple(loop.step_outcomes), snapshot=loop.snapshot,
         metagraph_age_s=metrics.metagraph_age_s(), uptime_s=metrics.uptime_s(),
         tempo=None if hyper is None else hyper.tempo, last_weights_block=loop.state.last_weights_block(),
-        first_block=metrics.first_block, sandbox_problem=_settled(sandbox),
+        first_block=metrics.first_block, sandbox_problem=_settled(sandbox), state_problem=loop.state.write_problem,
     )
 
 
@@ -320,15 +321,22 @@ async def run_validator(
     providers: ProviderDirectory | None = None,
     source: TaskSource | None = None,
     stop: asyncio.Event | None = None,
+    reset: bool = False,
 ) -> None:
     """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers``/``source``
-    replace what the config would open (tests)."""
+    replace what the config would open (tests). ``reset`` lets a state file that is
+    empty or has lost its secret start with a new secret (:class:`~validator.state.StateRefused`
+    otherwise)."""
     wallet = config.wallet()
     sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
     try:
-        if chain is None:
-            chain, providers = open_chain(config, wallet)
-        state = ValidatorState(config.state)
+        state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain
+        try:
+            if chain is None:
+                chain, providers = open_chain(config, wallet)
+        except BaseException:
+            state.close()
+            raise
     except BaseException:
         sock.close()
         raise
@@ -397,7 +405,8 @@ def _announce(line: str) -> None:
 def replay_record(
     config_state: Path, tasks: Path, record_id: int, drawn_per_tempo: int = ValidatorSettings().drawn_per_tempo
 ) -> dict[str, Any]:
-    """Re-score one stored execution; the result says whether it matched bit for bit. A
+    """Re-score one stored execution; the result says whether it matched bit for bit
+    (``None``: nothing could be compared) and what a capped record left unchecked. A
     drawn family is drawn again from the state's secret and the record's tempo."""
     state = ValidatorState(config_state)
     try:
@@ -408,7 +417,11 @@ def replay_record(
     if record is None:
         raise LookupError(f"no execution record {record_id} in {config_state}")
     result = replay(record, load_task_source(tasks), drawn=drawn_source(tasks, drawn_per_tempo), secret=secret)
-    return {"record": record_id, "identical": result.identical, "stored": result.stored, "recomputed": result.recomputed}
+    stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
+    return {
+        "record": record_id, "identical": result.identical, "stored": stored, "recomputed": result.recomputed,
+        "unchecked": result.unchecked,
+    }
 
 
 if __name__ == "__main__":  # ``python -m neurons.validator ...`` is ``dagnet validator ...``

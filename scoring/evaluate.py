@@ -17,6 +17,7 @@ from sandbox import SandboxLimits
 
 from .composite import Score, composite, invalid_score
 from .quality import output_quality
+from .quality.base import Quality
 
 
 def score_run(
@@ -34,7 +35,12 @@ def score_run(
     """
     if not valid:
         return invalid_score("invalid response")
-    quality = output_quality(task, final_output, sandbox_limits=sandbox_limits)
+    return score_quality(task, metrics=metrics, quality=output_quality(task, final_output, sandbox_limits=sandbox_limits))
+
+
+def score_quality(task: Task, *, metrics: RunMetrics, quality: Quality) -> Score:
+    """The run's score once its output's ``quality`` is known: the composite, with the
+    task type and the quality evidence in the details."""
     score = composite(
         output_quality=quality.value,
         metrics=metrics,

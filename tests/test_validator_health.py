@@ -97,10 +97,12 @@ def test_an_unavailable_sandbox_degrades_and_every_reason_is_reported_together()
     verdict = assess(HealthInputs(
         hotkey=VALIDATOR.ss58_address, recent_steps=[INFRASTRUCTURE] * STREAK, snapshot=_snapshot(permit=False),
         metagraph_age_s=1_000.0, tempo=10, last_weights_block=10, sandbox_problem="isolation here is rlimits",
+        state_problem="the state file v.sqlite cannot be written: database or disk is full",
     ))
     assert verdict.status == "degraded"
     assert [r.code for r in verdict.reasons] == list(health.REASONS)
-    assert verdict.reasons[-1].message == "sandbox unavailable: isolation here is rlimits"
+    assert verdict.reasons[-2].message == "sandbox unavailable: isolation here is rlimits"
+    assert verdict.reasons[-1].message.startswith("the state file v.sqlite cannot be written: database or disk is full")
 
 
 # -- the validator's /health and /metrics -----------------------------------------------

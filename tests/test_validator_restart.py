@@ -21,9 +21,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import pytest
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi
 from support.tasks import provider_profiles
+from support.tmpfs import fill, needs_root, tmpfs
 from support.validator_process import SOURCE
 
 from miner.app import create_app
@@ -190,3 +192,50 @@ async def test_health_and_metrics_are_served(tmp_path: Path) -> None:
     assert 'dagnet_validator_steps_total{outcome="settled"}' in metrics
     assert "dagnet_validator_step_phase_seconds_bucket" in metrics
     assert 'dagnet_validator_miner_incentive{uid="1"}' in metrics and "dagnet_validator_tempo_blocks 10.0" in metrics
+
+
+@pytest.mark.e2e
+@needs_root
+async def test_a_full_disk_leaves_the_validator_serving_setting_weights_and_consistent(tmp_path: Path) -> None:
+    """The state file on a 2 MiB tmpfs that another file fills: the process stays up, /health
+    names the disk, weights keep being set, and steps settle again once space returns."""
+    log = tmp_path / "validator.log"
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        async with _network(tmp_path) as (spec, _, _):
+            state_path = disk / "validator.sqlite"
+            spec.write_text(json.dumps({**json.loads(spec.read_text()), "state": str(state_path)}))
+            process = _start(spec, log)
+            try:
+                await _until_settled(state_path, 2, process, log)
+                url = next(line.split()[4] for line in log.read_text().splitlines() if "listening on" in line)
+                async with httpx.AsyncClient(timeout=10.0) as client:
+                    filler = fill(disk)
+                    full = await _until_health(client, url, process, log, lambda h: h["status"] == "degraded")
+                    assert any("cannot be written" in reason for reason in full["reasons"]), full
+                    set_before = full["last_weights_block"]
+                    while_full = await _until_health(  # a tempo later, weights were set on the full disk
+                        client, url, process, log, lambda h: (h["last_weights_block"] or 0) > (set_before or 0))
+                    settled_while_full = while_full["steps_settled"]
+                    assert settled_while_full == full["steps_settled"]
+                    metrics = (await client.get(url + "/metrics")).text
+                    filler.unlink()
+                    await _until_health(client, url, process, log, lambda h: h["steps_settled"] > settled_while_full)
+            finally:
+                process.send_signal(signal.SIGTERM)
+                assert process.wait(timeout=30) == 0, log.read_text()[-3000:]
+            assert re.search(r'dagnet_validator_infrastructure_failures_total\{cause="state"\} [1-9]', metrics)
+            records = _consistent(state_path)
+            state = ValidatorState(state_path)
+            assert state.last_weights_block() >= while_full["last_weights_block"]  # written once space returned
+            state.close()
+            assert records
+
+
+async def _until_health(client: httpx.AsyncClient, url: str, process: subprocess.Popen, log: Path, condition) -> dict:
+    async with asyncio.timeout(90):
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            body = (await client.get(url + "/health")).json()
+            if condition(body):
+                return body
+            await asyncio.sleep(0.1)

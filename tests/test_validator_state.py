@@ -183,6 +183,8 @@ def test_records_of_an_old_state_file_get_their_synthetic_flag_once(tmp_path: Pa
         INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, score, s)
             VALUES (1, 1, 'hk1', 'syn_0a1b2c3d', 'dt_sales', 5, '{"S": 0.5}', 0.5),
                    (2, 1, 'hk1', 'dt_sales', 'dt_sales', 6, '{"S": 0.25}', 0.25);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('instance_secret', 1234);
     """)
     old.close()
     state = ValidatorState(path)

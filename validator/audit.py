@@ -6,30 +6,52 @@ output; the task source rebuilds the same task from the draw, at the recorded ti
 (:func:`recorded_task`), and the same scorer the step used scores it again. Anyone
 holding the validator's state file can rerun the judgement and compare it with
 what was settled.
+
+A record keeps a plan, a final output or a score whole only up to the state's cap
+(:class:`~validator.state.Capped` beyond it), and the replay says what that leaves:
+
+- a capped **score** is compared by its sha256 (the check is as strong as before);
+- a capped **final output** cannot be scored again: its quality is taken from the
+  stored score, and what is checked is that the task rebuilds from the draw and that
+  the rest of the score follows from the stored metrics and that quality;
+- both capped: only the task's rebuild is checked, nothing is compared.
+
+A capped plan changes nothing: replay never reads the plan (its hash is kept whole).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.task import Task
 from scoring.composite import invalid_score
-from scoring.evaluate import saved_metrics, score_run
+from scoring.evaluate import saved_metrics, score_quality, score_run
+from scoring.quality.base import Quality
 
 from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
-from .state import ExecutionRecord, canonical_json
+from .state import Capped, ExecutionRecord, canonical_json
 
 
 @dataclass(frozen=True, slots=True)
 class Replay:
     record_id: int | None
-    stored: dict[str, Any]
-    recomputed: dict[str, Any]
+    stored: dict[str, Any] | Capped
+    recomputed: dict[str, Any] | None
+    """``None`` when nothing could be scored again (:attr:`unchecked` says why)."""
+    unchecked: str | None = None
+    """What the replay could not check, because the record kept a value capped; ``None``: everything."""
 
     @property
-    def identical(self) -> bool:
-        return canonical_json(self.stored) == canonical_json(self.recomputed)
+    def identical(self) -> bool | None:
+        """Whether the score recomputed is the one stored; ``None`` when none could be recomputed."""
+        if self.recomputed is None:
+            return None
+        recomputed = canonical_json(self.recomputed)
+        if isinstance(self.stored, Capped):
+            return hashlib.sha256(recomputed.encode()).hexdigest() == self.stored.sha256
+        return canonical_json(self.stored) == recomputed
 
 
 def recorded_task(
@@ -52,10 +74,22 @@ def replay(
     record: ExecutionRecord, source: TaskSource, *, drawn: DrawnFamilies | None = None, secret: int = 0
 ) -> Replay:
     """Score ``record`` again on :func:`recorded_task`; raises ``KeyError`` when its task
-    cannot be rebuilt."""
+    cannot be rebuilt. A capped final output is not scored again (the module's docstring)."""
     if record.reason is not None or record.metrics is None:
-        recomputed = invalid_score(record.reason or "invalid response")
-    else:
-        task = recorded_task(record, source, drawn=drawn, secret=secret)
-        recomputed = score_run(task, metrics=saved_metrics(record.metrics), final_output=record.final_output)
-    return Replay(record.id, record.score, recomputed.model_dump(mode="json"))
+        return _replayed(record, invalid_score(record.reason or "invalid response").model_dump(mode="json"))
+    task = recorded_task(record, source, drawn=drawn, secret=secret)
+    metrics = saved_metrics(record.metrics)
+    if not isinstance(record.final_output, Capped):
+        return _replayed(record, score_run(task, metrics=metrics, final_output=record.final_output).model_dump(mode="json"))
+    output = record.final_output.describe("final output")
+    if isinstance(record.score, Capped):
+        unchecked = f"{output}, and {record.score.describe('score')}: only the task's rebuild from its draw was checked"
+        return Replay(record.id, record.score, None, unchecked)
+    stored = Quality(record.score["output_quality"], record.score["details"].get("quality", {}))
+    unchecked = (f"{output}: its quality was not scored again; checked: the task rebuilds from its draw, and the "
+                 "score follows from the stored metrics and the stored output quality")
+    return _replayed(record, score_quality(task, metrics=metrics, quality=stored).model_dump(mode="json"), unchecked)
+
+
+def _replayed(record: ExecutionRecord, recomputed: dict[str, Any], unchecked: str | None = None) -> Replay:
+    return Replay(record.id, record.score, recomputed, unchecked)

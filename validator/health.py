@@ -28,7 +28,8 @@ CHAIN_UNREACHABLE = "chain_unreachable"
 NO_PERMIT = "no_validator_permit"
 WEIGHTS_STALE = "weights_stale"
 SANDBOX_UNAVAILABLE = "sandbox_unavailable"
-REASONS = (INFRASTRUCTURE, CHAIN_UNREACHABLE, NO_PERMIT, WEIGHTS_STALE, SANDBOX_UNAVAILABLE)
+STATE_UNWRITABLE = "state_unwritable"
+REASONS = (INFRASTRUCTURE, CHAIN_UNREACHABLE, NO_PERMIT, WEIGHTS_STALE, SANDBOX_UNAVAILABLE, STATE_UNWRITABLE)
 """Every reason code, the label values of ``dagnet_validator_degraded``."""
 
 
@@ -72,6 +73,8 @@ class HealthInputs:
     """The block of the first metagraph this process read: weights are due from there when none were ever set."""
     sandbox_problem: str | None = None
     """Why code cannot be judged here; ``None`` when it can (or is not known yet)."""
+    state_problem: str | None = None
+    """Why the last write to the state file failed (a full disk); ``None`` once one succeeds."""
 
 
 def assess(inputs: HealthInputs) -> Health:
@@ -82,6 +85,9 @@ def assess(inputs: HealthInputs) -> Health:
         _permit(inputs.hotkey, inputs.snapshot),
         _weights(inputs),
         None if inputs.sandbox_problem is None else Reason(SANDBOX_UNAVAILABLE, f"sandbox unavailable: {inputs.sandbox_problem}"),
+        None if inputs.state_problem is None else Reason(
+            STATE_UNWRITABLE, f"{inputs.state_problem}: steps are skipped, nothing of them stored, until a write succeeds"
+        ),
     )
     return Health(tuple(reason for reason in found if reason is not None))
 

@@ -36,14 +36,11 @@ from engine.evaluate import score_execution
 from engine.executor import SUCCESS, Execution, ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
 
+from .failures import INFRASTRUCTURE_CAUSES, InfrastructureFailure
+
 __all__ = [
     "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "no_sandbox", "reference_failure",
 ]
-
-INFRASTRUCTURE_CAUSES = ("chain", "adapter", "reference", "executor", "scorer", "step")
-"""Why a step was skipped: the chain could not be read, an external adapter failed,
-the reference planner crashed, the executor or the scorer crashed on the reference
-plan, or anything else escaped the step (``step``)."""
 
 ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
 """The validator's own planner: a task package in, the answer a miner would send out.
@@ -53,16 +50,6 @@ _REASON_CHARS = 300
 
 _NO_SANDBOX = ("sandbox unavailable", "code is judged only under")
 """How the code scorer says this machine cannot judge code (scoring/quality/code.py)."""
-
-
-class InfrastructureFailure(Exception):
-    """A step failed for a reason no miner and no task caused; ``cause`` is one of
-    :data:`INFRASTRUCTURE_CAUSES`."""
-
-    def __init__(self, cause: str, message: str) -> None:
-        assert cause in INFRASTRUCTURE_CAUSES, cause
-        super().__init__(f"{cause}: {message}")
-        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,27 @@
 - **steps**: the blocks whose step is settled;
 - **tasks**: each task's lifecycle: active, or set aside since a block until a
   block for a reason, and how many steps in a row its reference plan failed;
-- **meta**: the last block weights were set at, the instance secret.
+- **meta**: the last block weights were set at, the instance secret, how many step
+  rows retention has deleted.
+
+What a miner shapes is kept up to a size (:class:`Records`): a plan, a final output
+or a score larger than :data:`ANSWER_CAP_BYTES` as canonical JSON is stored as its
+sha256, its size and its first :data:`CAPPED_PREFIX_BYTES` (:class:`Capped`), and
+records and step rows older than :data:`RETENTION_BLOCKS` are deleted as each step
+settles, their pages reused. So the file grows by at most
+:func:`step_growth_bound` per step whatever miners send.
+
+The file is made whole or not at all (:func:`_create`): a new path gets its schema
+and its instance secret before it appears. An existing file that is empty or has
+lost its secret is refused (:class:`StateRefused`) unless opened with ``reset``,
+which makes a new secret in it.
+
+A write the disk refuses (full, I/O error, read-only) raises :class:`StateUnwritable`,
+an infrastructure failure: the step is skipped, nothing of it stored, and
+:attr:`ValidatorState.write_problem` names the cause for ``/health`` until a write
+succeeds. Weights the chain accepted while the disk refused are kept in memory and
+written with the next write that succeeds (:meth:`ValidatorState.weights_accepted`
+never raises for the disk).
 
 A step settles in one transaction (:meth:`ValidatorState.settle_step`): its
 records, window updates, step row and what its reference run said about the
@@ -24,6 +44,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
+import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,11 +54,62 @@ from pathlib import Path
 from typing import Any
 
 from protocol.hints import HintTier
+from protocol.limits import KIB, MIB
 from protocol.task import SYNTHETIC_PREFIX
 from scoring.window import RollingWindow
 from storage import open_shared
 
+from .failures import InfrastructureFailure
+
+log = logging.getLogger(__name__)
+
 WINDOW_SIZE = 100
+
+ANSWER_CAP_BYTES = 16 * KIB
+"""The most of one plan, final output or score (canonical JSON, UTF-8) a record keeps
+whole; a larger one is kept as :class:`Capped`. The largest the reference planner's
+plans reach on the shipped families is about 2.7 KiB, its final outputs 0.5 KiB."""
+CAPPED_PREFIX_BYTES = 1 * KIB
+"""How much of a capped value a record keeps, from its start."""
+RETENTION_BLOCKS = 7200
+"""Records and step rows older than this many blocks (a day at 12 s a block) are
+deleted when a step settles; the pages they held are reused."""
+PRUNE_BATCH = 1024
+"""The most records (and step rows) one step deletes, oldest first: four times the default sample, so
+retention keeps up, and a backlog (a file from before retention) drains over steps
+instead of in one transaction as large as the backlog."""
+RECORD_BOUND_BYTES = 64 * KIB
+"""What one record can add to the file: three capped values, the metrics, the reason
+and the ids, with the B-tree's slack."""
+STEP_BOUND_BYTES = 16 * KIB
+"""What a step adds besides its records: its step row, the windows and tasks it touches."""
+WAL_LIMIT_BYTES = 8 * MIB
+"""The ``-wal`` file is truncated back to this size after each checkpoint
+(``PRAGMA journal_size_limit``); between two, it holds at most the 4 MiB SQLite
+checkpoints at plus one step's writes."""
+
+_UNWRITABLE = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY}
+"""Primary SQLite result codes that mean the disk refused a write."""
+
+
+def step_growth_bound(miners: int) -> int:
+    """The most the state file (with its ``-wal``, past the WAL's own
+    :data:`WAL_LIMIT_BYTES`) grows by for a step that scored ``miners`` miners."""
+    return miners * RECORD_BOUND_BYTES + STEP_BOUND_BYTES
+
+
+class StateRefused(ValueError):
+    """A state file the validator will not start on without ``--reset``: it is empty
+    or has lost its instance secret."""
+
+
+class StateUnwritable(InfrastructureFailure):
+    """The disk refused a write to the state file (full, an I/O error, read-only): the
+    write changed nothing."""
+
+    def __init__(self, path: Path, error: sqlite3.Error) -> None:
+        super().__init__("state", f"the state file {path} cannot be written: {error}")
+        self.error = error
 
 ACTIVE, SET_ASIDE = "active", "set_aside"
 LIFECYCLE_STATES = (ACTIVE, SET_ASIDE)
@@ -61,7 +134,7 @@ _SCHEMA = (
         hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
         instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, hint_tier TEXT NOT NULL DEFAULT 'full',
         drawn_tempo INTEGER, plan_hash TEXT, plan TEXT, metrics TEXT,
-        final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT,
+        final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, capped TEXT,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
     _TASKS_TABLE,
@@ -71,9 +144,26 @@ _SCHEMA = (
 
 
 @dataclass(frozen=True, slots=True)
+class Capped:
+    """A value too large for its record (:data:`ANSWER_CAP_BYTES`), as the record keeps it."""
+
+    sha256: str
+    """sha256 of the value's canonical JSON, hex."""
+    size: int
+    """Bytes of its canonical JSON (UTF-8)."""
+    prefix: str
+    """Its canonical JSON's first bytes (at most :data:`CAPPED_PREFIX_BYTES`)."""
+
+    def describe(self, what: str) -> str:
+        return (f"the {what} was {self.size:,} bytes, over the record cap: kept as its sha256 "
+                f"{self.sha256[:16]}… and its first {len(self.prefix.encode()):,} bytes")
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionRecord:
     """One miner's part in one step, as stored. ``plan`` is ``None`` when the miner's
-    answer never became a plan; ``metrics`` when it never ran."""
+    answer never became a plan; ``metrics`` when it never ran. A plan, final output or
+    score larger than the cap reads back as :class:`Capped`."""
 
     block: int
     uid: int
@@ -81,10 +171,10 @@ class ExecutionRecord:
     task_id: str
     base_task_id: str
     instance_seed: int
-    plan: dict[str, Any] | None
+    plan: dict[str, Any] | Capped | None
     metrics: dict[str, Any] | None
     final_output: Any
-    score: dict[str, Any]
+    score: dict[str, Any] | Capped
     reason: str | None
     synthetic: bool = False
     """Whether the step sent the synthetic variant of ``base_task_id``'s instance."""
@@ -96,6 +186,8 @@ class ExecutionRecord:
 
     @property
     def plan_hash(self) -> str | None:
+        if isinstance(self.plan, Capped):
+            return self.plan.sha256
         return None if self.plan is None else plan_hash(self.plan)
 
 
@@ -135,32 +227,76 @@ class ReferenceRun:
     failure: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Records:
+    """What records keep: each plan, final output and score up to ``answer_cap_bytes``
+    whole, for ``retention_blocks`` blocks."""
+
+    answer_cap_bytes: int = ANSWER_CAP_BYTES
+    retention_blocks: int = RETENTION_BLOCKS
+
+
 class ValidatorState:
     """The validator's SQLite state. One instance per process; not thread-safe."""
 
-    def __init__(self, path: Path, *, window_size: int = WINDOW_SIZE, lifecycle: Lifecycle = Lifecycle()) -> None:
+    def __init__(
+        self, path: Path, *, window_size: int = WINDOW_SIZE, lifecycle: Lifecycle = Lifecycle(),
+        records: Records = Records(), reset: bool = False,
+    ) -> None:
+        """Open the state at ``path``, made whole with a new secret when nothing is there.
+        Raises :class:`StateRefused` for a file that is empty or has lost its secret,
+        unless ``reset``: then a new secret is made in it."""
         self.path = Path(path)
         self.lifecycle = lifecycle
-        self._conn = open_shared(self.path, _SCHEMA)
+        self.records = records
         self._window_size = window_size
-        self._drop_old_lifecycle()
-        self._add_synthetic_column()
-        self._add_draw_columns()
+        self.write_problem: str | None = None
+        """Why the last write failed, while it is the last write; ``None`` once one succeeds."""
+        self._unrecorded_weights: tuple[int, dict[int, float]] | None = None
+        if not self.path.exists():
+            _create(self.path)
+        elif self.path.stat().st_size == 0 and not reset:
+            raise StateRefused(_refusal(self.path, "is empty (0 bytes)"))
+        self._conn = open_shared(self.path, _SCHEMA)
+        try:
+            self._conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+            self._drop_old_lifecycle()
+            self._add_synthetic_column()
+            self._add_draw_columns()
+            self._add_capped_column()
+            self._keep_secret(reset)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def close(self) -> None:
         self._conn.close()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        # IMMEDIATE takes the write lock up front, so two writers queue on the
-        # busy timeout instead of failing an upgrade from a read lock.
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One write transaction; a write the disk refuses raises :class:`StateUnwritable`.
+        Weights kept in memory while the disk refused go in first (:meth:`weights_accepted`)."""
         try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+            # IMMEDIATE takes the write lock up front, so two writers queue on the
+            # busy timeout instead of failing an upgrade from a read lock.
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._unrecorded_weights is not None:
+                    _write_weights(self._conn, *self._unrecorded_weights)
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                # SQLite rolls some failures back itself (a full disk among them).
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _UNWRITABLE:
+                raise
+            self.write_problem = f"the state file {self.path} cannot be written: {exc}"
+            raise StateUnwritable(self.path, exc) from exc
+        self.write_problem = None
+        self._unrecorded_weights = None
 
     # -- windows --------------------------------------------------------------------
 
@@ -202,13 +338,32 @@ class ValidatorState:
             )
             conn.executemany(
                 """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic,
-                   hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [_execution_row(block, r) for r in records],
+                   hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason, capped)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [_execution_row(block, r, self.records.answer_cap_bytes) for r in records],
             )
             for record in records:
                 self._add_score(conn, record)
+            self._prune(conn, block - self.records.retention_blocks)
         return True
+
+    def _prune(self, conn: sqlite3.Connection, before: int) -> None:
+        """Delete records and step rows (at most :data:`PRUNE_BATCH` of each, oldest
+        first) of blocks before ``before``; the newest step row stays, so a settled step is never
+        settled again. Pruned step rows are counted."""
+        conn.execute(
+            "DELETE FROM executions WHERE id IN (SELECT id FROM executions WHERE block < ? ORDER BY block LIMIT ?)",
+            (before, PRUNE_BATCH),
+        )
+        pruned = conn.execute(
+            "DELETE FROM steps WHERE block IN (SELECT block FROM steps WHERE block < ? "
+            "AND block < (SELECT MAX(block) FROM steps) ORDER BY block LIMIT ?)", (before, PRUNE_BATCH),
+        ).rowcount
+        if pruned:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('steps_pruned', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = value + excluded.value", (pruned,),
+            )
 
     def _add_score(self, conn: sqlite3.Connection, record: ExecutionRecord) -> None:
         row = conn.execute("SELECT hotkey, scores, tasks_seen FROM windows WHERE uid = ?", (record.uid,)).fetchone()
@@ -227,7 +382,8 @@ class ValidatorState:
         return self._conn.execute("SELECT MAX(block) FROM steps").fetchone()[0]
 
     def steps_settled(self) -> int:
-        return self._conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+        """Every step ever settled in this file, those retention deleted included."""
+        return self._conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0] + (self._get_meta("steps_pruned") or 0)
 
     def execution(self, record_id: int) -> ExecutionRecord | None:
         row = self._conn.execute(f"SELECT {_RECORD_COLUMNS} FROM executions WHERE id = ?", (record_id,)).fetchone()
@@ -242,28 +398,49 @@ class ValidatorState:
     # -- weights --------------------------------------------------------------------
 
     def last_weights_block(self) -> int | None:
+        if self._unrecorded_weights is not None:
+            return self._unrecorded_weights[0]
         return self._get_meta("last_weights_block")
 
     def weights_accepted(self, block: int, weights: Mapping[int, float]) -> None:
-        """Record weights the chain accepted at ``block`` (replacing the previous set)."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM weights")
-            conn.executemany("INSERT INTO weights (uid, weight) VALUES (?, ?)", sorted(weights.items()))
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_weights_block', ?)", (block,))
+        """Record weights the chain accepted at ``block`` (replacing the previous set).
+
+        Never raises for the disk: weights are set on chain by then, and a validator
+        that stopped here would set them again, unrecorded, at its restart. When the
+        disk refuses, they are kept in memory (what :meth:`last_weights_block` and
+        :meth:`last_weights` return) and written with the next write that succeeds."""
+        self._unrecorded_weights = (block, dict(weights))
+        try:
+            with self._transaction():
+                pass  # the weights kept in memory go in first
+        except StateUnwritable as exc:
+            log.error("weights accepted at block %s are kept in memory until the state can be written: %s",
+                      block, exc.error)
 
     def last_weights(self) -> dict[int, float]:
         """The weights last accepted on chain, by uid."""
+        if self._unrecorded_weights is not None:
+            return dict(sorted(self._unrecorded_weights[1].items()))
         return dict(self._conn.execute("SELECT uid, weight FROM weights ORDER BY uid").fetchall())
 
     # -- the instance secret ----------------------------------------------------------
 
     def instance_secret(self) -> int:
-        """This validator's secret for drawing hidden instances: random, made once, kept."""
+        """This validator's secret for drawing hidden instances: random, made with the
+        file (or by ``reset``), kept."""
+        secret = self._get_meta("instance_secret")
+        assert secret is not None, "a state file without a secret is refused when it opens"
+        return secret
+
+    def _keep_secret(self, reset: bool) -> None:
+        """Refuse a file that lost its secret, unless ``reset``: then make a new one."""
+        if self._get_meta("instance_secret") is not None:
+            return
+        if not reset:
+            raise StateRefused(_refusal(self.path, "has lost its instance secret"))
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance_secret', ?)", (secrets.randbits(63),)
-            )
-        return self._get_meta("instance_secret")
+            _new_secret(conn)
+        log.warning("state file %s: a new instance secret was made (--reset)", self.path)
 
     # -- task lifecycle -------------------------------------------------------------
 
@@ -357,6 +534,14 @@ class ValidatorState:
 
         self._migrate(_has_draw_columns, add)
 
+    def _add_capped_column(self) -> None:
+        """A state file from before records were capped: every value in it is whole."""
+
+        def add(conn: sqlite3.Connection) -> None:
+            conn.execute("ALTER TABLE executions ADD COLUMN capped TEXT")
+
+        self._migrate(_has_capped_column, add)
+
     def _migrate(
         self, done: Callable[[sqlite3.Connection], bool], apply: Callable[[sqlite3.Connection], None]
     ) -> None:
@@ -385,6 +570,10 @@ def _has_draw_columns(conn: sqlite3.Connection) -> bool:
     return {"hint_tier", "drawn_tempo"} <= _columns(conn, "executions")
 
 
+def _has_capped_column(conn: sqlite3.Connection) -> bool:
+    return "capped" in _columns(conn, "executions")
+
+
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
@@ -395,26 +584,88 @@ _FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, refe
 
 _RECORD_COLUMNS = (
     "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, hint_tier, drawn_tempo, plan, metrics, "
-    "final_output, score, reason"
+    "final_output, score, reason, capped"
 )
+_CAPPED_FIELDS = ("plan", "final_output", "score")
+"""The values a miner shapes, kept whole up to the cap."""
 
 
-def _execution_row(block: int, r: ExecutionRecord) -> tuple:
+def _execution_row(block: int, r: ExecutionRecord, cap: int) -> tuple:
+    kept = {field: _kept(getattr(r, field), cap) for field in _CAPPED_FIELDS}
+    capped = {field: [c.sha256, c.size] for field, (_, c) in kept.items() if c is not None}
     return (
         block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.hint_tier,
-        r.drawn_tempo, r.plan_hash,
-        _dump(r.plan), _dump(r.metrics), _dump(r.final_output), canonical_json(r.score), float(r.score["S"]), r.reason,
+        r.drawn_tempo, r.plan_hash, kept["plan"][0], _dump(r.metrics), kept["final_output"][0], kept["score"][0],
+        float(r.score["S"]), r.reason, canonical_json(capped) if capped else None,
     )
+
+
+def _kept(value: Any, cap: int) -> tuple[str | None, Capped | None]:
+    """What a record stores of ``value``: its canonical JSON when it fits in ``cap``
+    bytes, else its first bytes and the :class:`Capped` that says so."""
+    if value is None:
+        return None, None
+    text = canonical_json(value)
+    if len(text) * 4 <= cap:  # a code point is at most 4 bytes: no need to encode
+        return text, None
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= cap:
+        return text, None
+    prefix = data[:CAPPED_PREFIX_BYTES].decode("utf-8", "ignore")
+    return prefix, Capped(hashlib.sha256(data).hexdigest(), len(data), prefix)
 
 
 def _record(row: tuple) -> ExecutionRecord:
-    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, plan, metrics, final_output, score, reason = row
+    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, *values, reason, capped = row
+    plan, metrics, final_output, score = values
+    marks = json.loads(capped) if capped else {}
+
+    def read(field: str, text: str | None) -> Any:
+        if field in marks:
+            sha256, size = marks[field]
+            return Capped(sha256, size, text or "")
+        return _load(text)
+
     return ExecutionRecord(
         block=block, uid=uid, hotkey=hotkey, task_id=task_id, base_task_id=base, instance_seed=seed,
-        synthetic=bool(synthetic), hint_tier=tier, drawn_tempo=tempo,
-        plan=_load(plan), metrics=_load(metrics), final_output=_load(final_output), score=json.loads(score),
+        synthetic=bool(synthetic), hint_tier=tier, drawn_tempo=tempo, plan=read("plan", plan),
+        metrics=_load(metrics), final_output=read("final_output", final_output), score=read("score", score),
         reason=reason, id=rid,
     )
+
+
+def _create(path: Path) -> None:
+    """Make a state file at ``path`` whole, schema and secret, then link it in place: no
+    process ever sees it empty or without its secret. A file another process made in
+    the meantime wins."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.new")
+    conn = open_shared(draft, _SCHEMA)
+    try:
+        _new_secret(conn)
+    finally:
+        conn.close()  # the last connection folds the WAL into the file
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+
+
+def _new_secret(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('instance_secret', ?)", (secrets.randbits(63),))
+
+
+def _refusal(path: Path, what: str) -> str:
+    return (f"the state file {path} {what}: its history cannot be replayed under a new secret. "
+            f"Start with --reset to make a new instance secret in it, or give another --state")
+
+
+def _write_weights(conn: sqlite3.Connection, block: int, weights: Mapping[int, float]) -> None:
+    conn.execute("DELETE FROM weights")
+    conn.executemany("INSERT INTO weights (uid, weight) VALUES (?, ?)", sorted(weights.items()))
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_weights_block', ?)", (block,))
 
 
 def canonical_json(value: Any) -> str:

@@ -85,6 +85,13 @@ def validator(
         Optional[int],
         typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]"),
     ] = None,
+    reset: Annotated[
+        bool,
+        typer.Option(
+            "--reset",
+            help="Start on a state file that is empty or has lost its instance secret by making a new secret in it (drawn-family records made before no longer replay).  [default: off: such a file is refused]",
+        ),
+    ] = False,
     *,
     settings_flags: dict[str, Any],
 ) -> None:
@@ -106,6 +113,7 @@ def validator(
         _replay(settings.state, settings.tasks, replay_id, settings.drawn_per_tempo)
         return
     from neurons.validator import PortInUseError, ValidatorProcessConfig, run_validator
+    from validator.state import StateRefused
 
     try:
         config = ValidatorProcessConfig(
@@ -117,8 +125,8 @@ def validator(
         fail(describe(exc))
     configure_logging(config.log_level, timestamps=True)
     try:
-        asyncio.run(run_validator(config))
-    except PortInUseError as exc:
+        asyncio.run(run_validator(config, reset=reset))
+    except (PortInUseError, StateRefused) as exc:
         fail(str(exc))
     except (KeyError, OSError, ValueError) as exc:
         error(str(exc))
@@ -140,6 +148,8 @@ def providers_override(path: Path) -> str:
 
 
 def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> None:
+    """Exit 0 identical, 1 not, 3 nothing could be compared (the record kept its final
+    output and its score capped); a capped record's note goes to stderr too."""
     from neurons.validator import replay_record
 
     if not state.exists():
@@ -149,6 +159,10 @@ def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> N
     except (LookupError, OSError, ValueError) as exc:
         fail(str(exc).strip("'"))
     sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    if result["unchecked"] is not None:
+        typer.echo(f"note: record {record_id} is capped: {result['unchecked']}", err=True)
+    if result["identical"] is None:
+        raise typer.Exit(3)
     if not result["identical"]:
         raise typer.Exit(1)
 
@@ -164,11 +178,14 @@ def tasks(
     A task is active, or set aside (since and until which block, and why); the
     failures column counts the steps in a row its reference plan failed.
     """
-    from validator.state import ValidatorState
+    from validator.state import StateRefused, ValidatorState
 
     if not state.exists():
         fail(f"no state file {state}")
-    store = ValidatorState(state)
+    try:
+        store = ValidatorState(state)
+    except StateRefused as exc:
+        fail(str(exc))
     try:
         if reset:
             store.reset_tasks()
