@@ -106,7 +106,8 @@ class MinerEndpoints:
         self.metrics.planner_failure(failure.kind)
         status, reason = PLANNER_FAILURES[failure.kind]
         if failure.kind != "unplannable":
-            log.warning("planner %s: %s on task %s: %s", self.planner.name, failure.kind, package.task_id, failure.reason)
+            log.warning("planner %s: %s on task %s: %s%s", self.planner.name, failure.kind, package.task_id, failure.reason,
+                        f"\n{failure.traceback.rstrip()}" if failure.traceback else "")
         return _error(status, reason, failure.reason)
 
     async def node(self, request: Request) -> Response:

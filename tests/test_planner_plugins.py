@@ -316,3 +316,16 @@ async def test_the_validator_scores_a_failing_planner_zero_for_that_task_only(ho
     assert failed.score.S == 0 and failed.execution is None
     assert failed.reason.startswith(f"query failed: http {status}") and reason in failed.reason, failed.reason
     assert served.reason is None and served.score.S > 0.5, served.score
+
+
+async def test_a_raising_planner_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """The validator is told the reason only; the miner's log carries where the planner raised."""
+    doomed = PACKAGE.model_copy(update={"task_id": DOOMED}).model_dump(mode="json")
+    with caplog.at_level("WARNING", logger="dagnet.miner"):
+        async with running_miner(planner=_misbehaving("raises")) as miner:
+            failed = await miner.post("/WorkflowSynapse", doomed)
+    assert failed.json()["reason"] == "planner_error" and "Traceback" not in failed.text
+    (record,) = [r for r in caplog.records if "planner raises: error" in r.getMessage()]
+    logged = record.getMessage()
+    assert "Traceback (most recent call last)" in logged and "in plan" in logged
+    assert logged.rstrip().endswith("RuntimeError: boom")

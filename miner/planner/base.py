@@ -26,6 +26,7 @@ import asyncio
 import inspect
 import math
 import threading
+import traceback
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Union
@@ -64,12 +65,15 @@ class PlanningError(ValueError):
 class PlannerFailure(Exception):
     """A planner call that produced no answer: ``kind`` is ``unplannable`` (it raised
     :class:`PlanningError`), ``error`` (it raised anything else), ``timeout`` or
-    ``invalid`` (it returned something that is not an answer)."""
+    ``invalid`` (it returned something that is not an answer). An ``error`` carries the
+    planner's formatted traceback (``traceback``), for the miner's log: the reason alone
+    is what the validator is told."""
 
-    def __init__(self, kind: FailureKind, reason: str) -> None:
+    def __init__(self, kind: FailureKind, reason: str, traceback: str | None = None) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
+        self.traceback = traceback
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,8 @@ async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: floa
     except TimeoutError:
         raise PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s") from None
     except (Exception, SystemExit) as exc:
-        raise PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}")) from None
+        raise PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}"),
+                             "".join(traceback.format_exception(exc))) from None
     if not isinstance(result, (PlanProposal, WorkflowSynapse, WorkflowPlan)):
         raise PlannerFailure("invalid", f"the planner returned a {type(result).__name__}, not a plan")
     return result
