@@ -1,15 +1,23 @@
 """`dagnet eval` as a function: a planner scored offline exactly as a validator scores it,
-beside the reference planners.
+on what a validator sends, beside the reference planners.
 
-For every family and seed the planner answers the package of the instance
-:func:`neurons.localrun.family_task` draws (the validator's seed draw), sent at one hint
-tier (:func:`protocol.task.at_tier`, ``full`` unless asked), under the
-miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
+The families are the curated ones and, as a validator offers them, those drawn for a
+secret and tempos (``gen_…``, :func:`tasks.drawn_families` with the validator's executing
+check). For every family and seed the planner answers the package of the instance the
+family's generator draws for the seed (the validator's instance draw), sent as a
+validator's step sends it (:class:`validator.sampling.TaskDraw`): at a hint tier drawn
+as the validator draws it (:func:`validator.sampling.draw_tier`, the secret and the seed
+standing in for the block, so at :data:`~validator.sampling.DEFAULT_TIER_SHARES`), or
+at one tier when asked; as its synthetic variant when
+:func:`validator.sampling.is_synthetic` says so (at
+:data:`~validator.sampling.SYNTHETIC_RATE`); under the miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
 the validator's response check (:func:`protocol.response.check_response`) and a valid
 plan through owned execution and the scorer (:func:`engine.owned.evaluate_owned`,
 what ``dagnet run PLAN --task FAMILY --seed N`` runs). A planner that fails, or an
 answer the validator would reject, scores 0 with the reason, node by node where the
-plan check names nodes. Nothing one family does stops the others.
+plan check names nodes. Nothing one family does stops the others. Every run is
+labelled with its tier and its kind (``curated``, ``drawn`` or ``synthetic``), and the
+result is summed up per type, per tier, per kind and over all.
 
 Wiring only: planning, checking, execution and scoring are the validator's and the
 miner's own functions.
@@ -24,24 +32,48 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tasks import Family, load_families
+from tasks.drawn import PREFIX as DRAWN_PREFIX
 from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.hints import HintTier
 from protocol.response import check_response
-from protocol.task import Task, at_tier
+from protocol.task import Task
 from scoring.weights import normalize_weights
 from engine.owned import evaluate_owned
+from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, draw_tier, is_synthetic
 
-__all__ = ["PARTS", "REFERENCES", "Run", "evaluate_planner", "score_answer", "select_families"]
+__all__ = ["KINDS", "PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
 
 REFERENCES = ("good", "naive")
 """The planners every evaluation is shown beside."""
 PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 """What each run reports of its score (docs/scoring.md)."""
 
+KINDS = ("curated", "drawn", "synthetic")
+"""What an instance is: a curated family's, a drawn family's, or either sent as its synthetic variant."""
+
 Progress = Callable[[int, int, str], None]
 """``(done, total, what is running now)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mix:
+    """How the instances are sent: ``tier`` (``None``: drawn per instance as a validator
+    draws it, at ``tier_shares``), the ``synthetic_rate``, and the ``secret`` the tier
+    draws read (the validator's instance secret)."""
+
+    tier: HintTier | None = None
+    tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    synthetic_rate: float = SYNTHETIC_RATE
+    secret: int = 1
+
+    def draw(self, family: Family, seed: int, drawn_tempo: int | None) -> TaskDraw:
+        """Instance ``seed`` of ``family`` as a validator's step sends it; the seed stands in
+        for the block (a validator's tier and synthetic draws are per block)."""
+        tier = self.tier or draw_tier(self.secret, seed, family.task_id, self.tier_shares)
+        synthetic = is_synthetic(f"dagnet eval:{self.secret}:{family.task_id}", seed, self.synthetic_rate)
+        return TaskDraw(_instance(family, seed, drawn_tempo), seed, synthetic, tier, drawn_tempo)
 
 
 @dataclass
@@ -52,6 +84,8 @@ class Run:
     task_id: str
     task_type: str
     seed: int
+    tier: HintTier = "full"
+    kind: str = "curated"
     score: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
     status: str = "invalid"
     reason: str | None = None
@@ -63,10 +97,10 @@ class Run:
     """Set when the evaluation itself failed (a family that cannot be drawn, an engine error)."""
 
 
-def select_families(ids: Sequence[str] = (), task_type: str | None = None) -> list[Family]:
-    """The shipped families, restricted to ``ids`` (in that order) and ``task_type``.
-    ``KeyError`` names an unknown id or a type no family has."""
-    families = load_families()
+def select_families(ids: Sequence[str] = (), task_type: str | None = None, drawn: Sequence[Family] = ()) -> list[Family]:
+    """The shipped families and ``drawn`` ones, restricted to ``ids`` (in that order) and
+    ``task_type``. ``KeyError`` names an unknown id or a type no family has."""
+    families = [*load_families(), *drawn]
     if ids:
         by_id = {f.task_id: f for f in families}
         unknown = [i for i in ids if i not in by_id]
@@ -121,18 +155,20 @@ def evaluate_planner(
     seeds: Iterable[int],
     timeout_s: float = PLANNER_TIMEOUT_S,
     progress: Progress | None = None,
-    tier: HintTier = "full",
+    mix: Mix = Mix(),
+    drawn: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Score planner ``name`` and the references on ``families`` × ``seeds``, every package
-    sent at hint ``tier``; the result :func:`neurons.commands.eval` prints (``--json``
-    prints it as is).
+    """Score planner ``name`` (loaded with ``options``) and the references on ``families``
+    × ``seeds``, every instance sent as ``mix`` says; ``drawn`` maps the ids of the drawn
+    families among ``families`` to the tempo they were drawn for. The result
+    :func:`neurons.commands.eval` prints (``--json`` prints it as is).
 
     ``PlannerLoadError`` when ``name`` cannot be loaded; nothing else raises.
     """
     planners = {name: load_planner(name, options)}
     for reference in REFERENCES:
         planners.setdefault(reference, load_planner(reference))
-    seeds = list(seeds)
+    seeds, drawn = list(seeds), dict(drawn or {})
     total, done = len(families) * len(seeds) * len(planners), 0
     rows = []
     for family in families:
@@ -141,21 +177,37 @@ def evaluate_planner(
             for label, planner in planners.items():
                 if progress is not None:
                     progress(done, total, f"{family.task_id} seed {seed} {label}")
-                runs[label].append(_guarded(label, planner, family, seed, timeout_s, tier))
+                runs[label].append(_guarded(label, planner, family, seed, timeout_s, mix, drawn.get(family.task_id)))
                 done += 1
         rows.append(_family_row(family, name, runs))
     if progress is not None:
         progress(total, total, "")
     return {
-        "planner": name, "references": list(REFERENCES), "seeds": seeds, "tier": tier, "timeout_s": timeout_s,
-        "families": rows, "types": _groups(rows, name),
+        "planner": name, "references": list(REFERENCES), "seeds": seeds, "tier": mix.tier or "mix",
+        "tier_shares": dict(mix.tier_shares), "synthetic_rate": mix.synthetic_rate, "secret": mix.secret,
+        "drawn": drawn, "timeout_s": timeout_s, "families": rows,
+        "types": _grouped(rows, name, lambda row, run: row["task_type"], families=True),
+        "tiers": _grouped(rows, name, lambda row, run: run["tier"]),
+        "kinds": _grouped(rows, name, lambda row, run: run["kind"]),
     }
 
 
-def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float, tier: HintTier) -> Run:
-    """:func:`score_answer` at ``tier``, with anything that breaks the evaluation kept in the run."""
+def _instance(family: Family, seed: int, drawn_tempo: int | None) -> Task:
+    """The instance of ``family`` for ``seed`` (a curated family by its id, as ``dagnet run --task`` draws it)."""
+    if drawn_tempo is None and not family.task_id.startswith(DRAWN_PREFIX):
+        return family_task(family.task_id, seed)
+    return family.task(family.instance(seed))
+
+
+def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float, mix: Mix,
+             drawn_tempo: int | None) -> Run:
+    """:func:`score_answer` on the instance ``mix`` sends, with anything that breaks the
+    evaluation kept in the run."""
     try:
-        run = score_answer(planner, at_tier(family_task(family.task_id, seed), tier), timeout_s=timeout_s)
+        draw = mix.draw(family, seed, drawn_tempo)
+        run = score_answer(planner, draw.task(lambda instance, _seed: instance), timeout_s=timeout_s)
+        run.task_id, run.tier = family.task_id, draw.tier
+        run.kind = "synthetic" if draw.synthetic else "curated" if drawn_tempo is None else "drawn"
     except Exception as exc:  # one family's failure is one row's error, never the run's end
         run = Run(label, family.task_id, family.task_type, seed, error=f"{type(exc).__name__}: {exc}")
         run.reason = run.error
@@ -176,19 +228,25 @@ def _family_row(family: Family, name: str, runs: Mapping[str, list[Run]]) -> dic
     }
 
 
-def _groups(rows: list[dict[str, Any]], name: str) -> dict[str, dict[str, Any]]:
-    """Per type and over all families: mean parts (over every run), wins, weight shares."""
-    kinds = sorted({row["task_type"] for row in rows})
-    groups = {kind: [row for row in rows if row["task_type"] == kind] for kind in kinds}
-    groups["all"] = rows
+def _grouped(rows: list[dict[str, Any]], name: str, key: Callable[[dict[str, Any], dict[str, Any]], str], *,
+             families: bool = False) -> dict[str, dict[str, Any]]:
+    """Per ``key`` of a run (its type, tier or kind) and over all: the instances, mean
+    parts, wins against good and weight shares; with ``families``, how many families."""
     labels = [name, *REFERENCES]
+    keys: dict[str, list[tuple[dict[str, Any], int]]] = {}
+    for row in rows:
+        for index, run in enumerate(row["runs"][name]):
+            keys.setdefault(key(row, run), []).append((row, index))
+    groups = {group: keys[group] for group in sorted(keys)}
+    groups["all"] = [(row, index) for row in rows for index in range(len(row["runs"][name]))]
     summary = {}
-    for kind, members in groups.items():
-        runs = {label: [Run(**r) for row in members for r in row["runs"][label]] for label in labels}
+    for group, members in groups.items():
+        runs = {label: [Run(**row["runs"][label][index]) for row, index in members] for label in labels}
         means = {label: _mean(runs[label]) for label in labels}
-        summary[kind] = {
-            "families": len(members), "mean": means, "wins": _wins(runs[name], runs["good"]),
+        summary[group] = {
+            "instances": len(members), "mean": means, "wins": _wins(runs[name], runs["good"]),
             "weights": weight_shares(name, means),
+            **({"families": len({row["task_id"] for row, _ in members})} if families else {}),
         }
     return summary
 

@@ -4,6 +4,7 @@ validator's owned execution score it, beside good and naive; failures stay in th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,15 @@ import pytest
 import neurons.evaluation as evaluation
 from miner.planner import load_planner
 from neurons.commands.eval import render
-from neurons.evaluation import PARTS, evaluate_planner, select_families, weight_shares
+from neurons.evaluation import PARTS, Mix, evaluate_planner, select_families, weight_shares
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.response import check_response
 from engine.owned import evaluate_owned
+from protocol.hints import TIERS
+from protocol.task import SYNTHETIC_PREFIX
+from validator.sampling import draw_tier
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGNET = [sys.executable, "-m", "neurons"]
@@ -49,6 +53,20 @@ class WrongField:
                          params={"op": "strip", "text": "${hits.output.artifacts.metadata.hits.0.text}"})
         return WorkflowPlan(nodes=[search, reply], edges=[{"from": "hits", "to": "reply"}])
 
+SEEN = []
+
+class Records:
+    """Refuses every package, keeping what it was sent (task id, tier, budget)."""
+    name = "records"
+
+    def __init__(self, refuse="no"):
+        self.refuse = refuse
+
+    def plan(self, package):
+        from miner.planner import PlanningError
+        SEEN.append((package.task_id, package.hint_tier, package.constraints.max_latency_seconds))
+        raise PlanningError(f"refused: {self.refuse}")
+
 class Teleports(WrongField):
     """The same plan with one node on an action no subnet offers: the validator rejects it."""
     name = "teleports"
@@ -68,7 +86,8 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _good_run(family: str, seed: int) -> dict:
-    result = evaluate_planner("good", families=select_families([family]), seeds=[seed])
+    result = evaluate_planner("good", families=select_families([family]), seeds=[seed],
+                              mix=Mix(tier="full", synthetic_rate=0.0))
     (run,) = result["families"][0]["runs"]["good"]
     return run
 
@@ -151,3 +170,53 @@ def test_cli_prints_json_and_refuses_unknown_names(tmp_path: Path) -> None:
                           (["good", "--type", "poetry"], "unknown task type 'poetry'")):
         refused = subprocess.run([*DAGNET, "eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr, refused.stderr
+
+
+def test_by_default_eval_sends_what_a_validator_sends(plugins: Path) -> None:
+    """Each instance at the tier the validator's draw gives it, some as synthetic variants,
+    drawn families labelled as such; summed up per tier and per kind."""
+    import evalplanners
+
+    curated = select_families(["dt_sales", "rag_towns", "agent_trip"])
+    drawn = curated[2]  # stands in for a drawn family: the label comes from the mapping
+    seeds = range(1, 9)
+    result = evaluate_planner("evalplanners:Records", families=curated, seeds=seeds, mix=Mix(secret=5),
+                              drawn={drawn.task_id: 3})
+    runs = [run for row in result["families"] for run in row["runs"]["evalplanners:Records"]]
+    assert [run["tier"] for run in runs] == [draw_tier(5, seed, f.task_id) for f in curated for seed in seeds]
+    assert {run["tier"] for run in runs} == set(TIERS)
+    sent = {(task_id, tier) for task_id, tier, _ in evalplanners.SEEN}
+    assert {tier for _, tier in sent} == set(TIERS)
+    synthetic = [run for run in runs if run["kind"] == "synthetic"]
+    assert synthetic and any(task_id.startswith(SYNTHETIC_PREFIX) for task_id, _ in sent)
+    assert {run["kind"] for run in runs if run["task_id"] == drawn.task_id} <= {"drawn", "synthetic"}
+    assert "drawn" in {run["kind"] for run in runs}
+    assert set(result["tiers"]) == {*TIERS, "all"} and set(result["kinds"]) == {"curated", "drawn", "synthetic", "all"}
+    assert sum(result["tiers"][t]["instances"] for t in TIERS) == len(runs) == result["kinds"]["all"]["instances"]
+    text = render(result)
+    assert any(line.startswith("goal (") for line in text) and any(line.startswith("synthetic (") for line in text)
+    assert "each at the tier a validator draws (0.2 full / 0.3 outline / 0.5 goal)" in " ".join(line.strip() for line in text)
+
+
+def test_tier_narrows_the_mix(plugins: Path) -> None:
+    result = evaluate_planner("evalplanners:Records", families=select_families(["dt_sales"]), seeds=range(1, 7),
+                              mix=Mix(tier="outline"))
+    assert set(result["tiers"]) == {"outline", "all"} and result["tier"] == "outline"
+
+
+def _eval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DAGNET, "eval", *args, "--family", "dt_sales", "--seeds", "1", "--json"],
+                          cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_planner_options_apply_as_the_miner_applies_them_or_are_refused(plugins: Path) -> None:
+    """`--set planner.options.*` reaches the planner without `planner.name` (as `dagnet miner
+    --planner` applies it); an option the planner does not take is refused with the reason."""
+    applied = _eval("evalplanners:Records", "--set", "planner.options.refuse=yes-sir", cwd=plugins)
+    assert applied.returncode == 0, applied.stderr
+    (run,) = json.loads(applied.stdout)["families"][0]["runs"]["evalplanners:Records"]
+    assert run["reason"].endswith("refused: yes-sir")
+    refused = _eval("evalplanners:Records", "--set", "planner.options.colour=1", cwd=plugins)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "colour" in refused.stderr, refused.stderr

@@ -92,13 +92,13 @@ async def test_served_by_dagnet_miner_planner_template(venv: Path, tmp_path: Pat
 
 
 def test_evaluated_by_dagnet_eval_beside_good_and_naive(venv: Path) -> None:
-    args = [venv, "-m", "neurons", "eval", "template", "--seeds", "2"]
+    args = [venv, "-m", "neurons", "eval", "template", "--seeds", "2", "--tier", "full"]
     for family in FAMILIES:
         args += ["--family", family]
     table = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].startswith("dagnet eval template: 2 families x seeds 1..2")
+    assert lines[0].startswith("dagnet eval template: 2 curated families x seeds 1..2, at the full tier")
     assert all(len(line) <= 80 for line in lines)
     header = next(line for line in lines if line.startswith("family"))
     assert header.split() == ["family", "S", "succ", "cost", "lat", "rel", "qual", "good", "naive", "wins"]

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.commands.common import JsonOpt, TierOpt, fail, print_json
+from neurons.commands.common import JsonOpt, fail, print_json
 from protocol.hints import HintTier
+from validator.settings import setting_default
 
 _WIDTH = 80
 _NUMBERS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality")
@@ -41,30 +44,43 @@ def eval_planner(
         "applies.  [default: none]")] = None,
     sets: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE", help="Override one miner setting, e.g. planner.options.k=3 (repeatable).")] = None,
-    tier: HintTier = TierOpt,
+    tier: Annotated[Optional[HintTier], typer.Option(
+        "--tier", help="Send every package at this hint tier: full | outline | goal (docs/tasks.md).  "
+        "[default: none: each instance's tier drawn as a validator draws it, 0.2 full / 0.3 outline / 0.5 goal]")] = None,
+    secret: Annotated[int, typer.Option(
+        "--secret", min=0, help="The secret a validator draws its families and tiers from (any number: each "
+        "gives other families and tiers).")] = 1,
+    tempos: Annotated[Optional[list[int]], typer.Option(
+        "--tempo", min=0, metavar="T", help="Add the families drawn for this tempo (repeatable).  [default: 0]")] = None,
+    drawn: Annotated[int, typer.Option(
+        "--drawn", min=0, max=64, help="Families drawn per tempo, as a validator's drawn_per_tempo (0: the "
+        "curated families only).")] = setting_default("drawn_per_tempo"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Score a planner on every family × seeds exactly as a validator would (owned execution,
-    the validator's seed draw, check and scorer), beside good and naive, every package sent
-    at --tier; print mean S and its parts per family and type, wins against good, and the
-    weight share it would earn."""
+    """Score a planner on what a validator sends, exactly as a validator would (owned
+    execution, the validator's seed and tier draws, synthetic variants, check and scorer),
+    beside good and naive: every curated family and those drawn for --secret and --tempo,
+    × seeds; print mean S and its parts per family, type, tier and kind, wins against
+    good, and the weight share it would earn."""
     from miner.config import MinerSettings
     from miner.planner import PlannerLoadError
-    from neurons.evaluation import evaluate_planner, select_families
+    from neurons.evaluation import Mix, evaluate_planner, select_families
     from neurons.files import InputError
     from neurons.settings import build_settings
 
+    named = f"planner.name={json.dumps(planner)}"  # as `dagnet miner --planner`: the flag wins, the options apply
     try:
-        settings = build_settings(MinerSettings, config_file=config, overrides=sets or ())
-        families = select_families(family or (), task_type)
+        settings = build_settings(MinerSettings, config_file=config, overrides=[*(sets or ()), named])
+        pool = _drawn(secret, tempos or [0], drawn, family or ())
+        families = select_families(family or (), task_type, [f for _, f in pool])
     except (InputError, KeyError) as exc:
         fail(str(exc).strip("'\""))
-    options = settings.planner.options if settings.planner.name == planner else {}
     progress = _progress if sys.stderr.isatty() else None
     try:
         result = evaluate_planner(
-            planner, options=options, families=families, seeds=range(seed_base, seed_base + seeds),
-            timeout_s=settings.planner.timeout_s, progress=progress, tier=tier,
+            planner, options=settings.planner.options, families=families, seeds=range(seed_base, seed_base + seeds),
+            timeout_s=settings.planner.timeout_s, progress=progress, mix=Mix(tier=tier, secret=secret),
+            drawn={f.task_id: tempo for tempo, f in pool},
         )
     except PlannerLoadError as exc:
         fail(str(exc))
@@ -72,6 +88,21 @@ def eval_planner(
         print_json(result)
     else:
         typer.echo("\n".join(render(result)))
+
+
+def _drawn(secret: int, tempos: list[int], count: int, ids: Sequence[str]) -> list[tuple[int, Any]]:
+    """``(tempo, family)`` for every family a validator with ``secret`` draws for
+    ``tempos``, checked as it checks them; none when ``ids`` name curated families only."""
+    from tasks.drawn import PREFIX
+
+    if count == 0 or (ids and not any(i.startswith(PREFIX) for i in ids)):
+        return []
+    from neurons.validator import reference_solves
+    from tasks import drawn_families
+
+    if sys.stderr.isatty():
+        sys.stderr.write(f"drawing {count} families for tempo {', '.join(map(str, tempos))} (secret {secret})...\n")
+    return [(tempo, f) for tempo in dict.fromkeys(tempos) for f in drawn_families(secret, tempo, count, verify=reference_solves)]
 
 
 def _progress(done: int, total: int, current: str) -> None:
@@ -86,30 +117,50 @@ def render(result: dict[str, Any]) -> list[str]:
     """The tables, at most 80 columns wide (a long family id or reason is wrapped, not cut)."""
     name, seeds = result["planner"], result["seeds"]
     span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}..{seeds[-1]}"
-    intro = (f"dagnet eval {name}: {len(result['families'])} families x {span} at the {result['tier']} tier, "
-             "scored as a validator scores (owned execution, the validator's check and scorer); the mean over "
-             "the seeds. wins: instances where it scores above good.")
-    if 0 in seeds:
-        intro += " Seed 0 is the public example: a validator never draws it."
-    lines = [*_wrapped(intro, ""), "", _row("family", _HEADS, "wins", first=22)]
+    lines = [*_wrapped(_intro(result, span), ""), "", _row("family", _HEADS, "wins", first=22)]
     for row in result["families"]:
-        mean = row["mean"]
-        cells = [mean[name][p] for p in _NUMBERS] + [mean["good"]["S"], mean["naive"]["S"]]
-        lines.append(_row(row["task_id"], [f"{v:.3f}" for v in cells], _wins(row["wins"]), first=22))
+        lines.append(_group_row(row["task_id"], row, name))
         if row["error"]:
             lines += _wrapped(f"error: {row['error']}", "  ")
-    lines += ["", _row("type", _HEADS, "wins", first=22)]
-    for kind, group in result["types"].items():
-        mean = group["mean"]
-        cells = [mean[name][p] for p in _NUMBERS] + [mean["good"]["S"], mean["naive"]["S"]]
-        lines.append(_row(kind, [f"{v:.3f}" for v in cells], _wins(group["wins"]), first=22))
+    for title, groups in (("type", result["types"]), ("tier", result["tiers"]), ("kind", result["kinds"])):
+        lines += ["", _row(title, _HEADS, "wins", first=22)]
+        lines += [_group_row(f"{key} ({group['instances']})", group, name) for key, group in groups.items()]
     lines += ["", "weight share in a network of one miner each (the validator's softmax, T 0.06):"]
-    for kind, group in result["types"].items():
+    for key, group in [*result["types"].items(), *_but_all(result["tiers"]), *_but_all(result["kinds"])]:
         shares = group["weights"]
-        lines.append(f"  {kind:<16} {name[:20]} {shares['planner']:.3f}  good {shares['good']:.3f}  "
+        lines.append(f"  {key:<16} {name[:20]} {shares['planner']:.3f}  good {shares['good']:.3f}  "
                      f"naive {shares['naive']:.3f}")
     lines += _problems(result)
     return lines
+
+
+def _intro(result: dict[str, Any], span: str) -> str:
+    drawn = len(result["drawn"])
+    families = f"{len(result['families']) - drawn} curated" + (
+        f" and {drawn} drawn (secret {result['secret']}, tempo {', '.join(map(str, sorted(set(result['drawn'].values()))))})"
+        if drawn else "")
+    if result["tier"] == "mix":
+        tiers = "each at the tier a validator draws (" + " / ".join(
+            f"{share:g} {tier}" for tier, share in result["tier_shares"].items()) + ")"
+    else:
+        tiers = f"at the {result['tier']} tier"
+    intro = (f"dagnet eval {result['planner']}: {families} families x {span}, {tiers}, "
+             f"{result['synthetic_rate']:.1%} as synthetic variants; scored as a validator scores (owned "
+             "execution, the validator's check and scorer); the mean over the instances (their number in "
+             "brackets). wins: instances where it scores above good.")
+    if 0 in result["seeds"]:
+        intro += " Seed 0 is the public example: a validator never draws it."
+    return intro
+
+
+def _group_row(label: str, group: dict[str, Any], name: str) -> str:
+    mean = group["mean"]
+    cells = [mean[name][p] for p in _NUMBERS] + [mean["good"]["S"], mean["naive"]["S"]]
+    return _row(label, [f"{v:.3f}" for v in cells], _wins(group["wins"]), first=22)
+
+
+def _but_all(groups: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(key, group) for key, group in groups.items() if key != "all"]
 
 
 def _row(first_cell: str, cells: Any, last: str, *, first: int) -> str:
