@@ -1,8 +1,8 @@
 """``dagnet localnet``: the whole subnet on one machine, on the embedded chain.
 
 One command starts, as separate processes, the embedded chain node, N miners
-with a mix of strategies (good, naive, and the attackers invalid and precompute)
-and one validator, which executes every plan itself (owned execution, as on any
+with a mix of strategies (good, naive, and the attackers invalid and precompute),
+a miner for each planner of your own (``--planner NAME``, beside them) and one validator, which executes every plan itself (owned execution, as on any
 network: no tool provider is needed). This process registers every hotkey and
 stakes the validator. The miners follow the chain's metagraph as they would on a
 live subnet, serving their own axons and admitting whom the chain says; the validator
@@ -64,6 +64,8 @@ class LocalnetOptions:
     weights_rate_limit: int = 5
     tasks: Path = SHIPPED_TASKS
     run_dir: Path | None = None
+    planners: tuple[str, ...] = ()
+    """Planners of your own (named as for ``dagnet miner --planner``), one miner each after the mix."""
 
 
 def default_run_dir() -> Path:
@@ -72,9 +74,9 @@ def default_run_dir() -> Path:
     return cache / "dagnet" / f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
 
 
-def strategies(count: int) -> list[str]:
-    """The strategy of each miner: the mix in order, repeated."""
-    return [STRATEGY_MIX[i % len(STRATEGY_MIX)] for i in range(count)]
+def strategies(count: int, planners: Sequence[str] = ()) -> list[str]:
+    """The planner of each miner: the mix in order, repeated, then ``planners``."""
+    return [*(STRATEGY_MIX[i % len(STRATEGY_MIX)] for i in range(count)), *planners]
 
 
 @dataclass
@@ -183,7 +185,17 @@ async def _register(state: Path, hotkey_uri: str) -> int:
 
 
 def _miner_uri(index: int, strategy: str) -> str:
-    return f"//dagnet-localnet-{strategy}-{index}"
+    return f"//dagnet-localnet-{_plain(strategy)}-{index}"
+
+
+def _miner_name(miner: MinerInfo) -> str:
+    """The miner's process (and log file) name: ``miner-<uid>-<planner>``."""
+    return f"miner-{miner.uid}-{_plain(miner.strategy)}"
+
+
+def _plain(name: str) -> str:
+    """A planner name (``package.module:attr`` too) as a file name and a key path can hold it."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
 
 
 async def run_localnet(
@@ -229,14 +241,15 @@ async def _run(
 
     watcher = _chain(state, VALIDATOR_URI)
     try:
-        say(f"registering the validator (staking {VALIDATOR_STAKE_TAO:g} TAO) and {options.miners} miners")
+        planners = strategies(options.miners, options.planners)
+        say(f"registering the validator (staking {VALIDATOR_STAKE_TAO:g} TAO) and {len(planners)} miners")
         await watcher.register()
         await watcher.stake(VALIDATOR_STAKE_TAO)
-        miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(strategies(options.miners))]
+        miners = [MinerInfo(s, _wallet(_miner_uri(i, s)).hotkey.ss58_address) for i, s in enumerate(planners)]
         for index, miner in enumerate(miners):
             miner.uid = await _register(state, _miner_uri(index, miner.strategy))
 
-        say(f"starting {options.miners} miners")
+        say(f"starting {len(miners)} miners: {', '.join(planners)}")
         await _start_miners(state, options, miners, processes)
         say(f"processes up; waiting for the first epoch (at most {options.tempo + 1} blocks)")
         ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
@@ -268,11 +281,11 @@ async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[
     common = ["--port", "0", "--network", f"embedded:{state}", "--netuid", "1", "--sync-every", "1",
               "--log-level", "warning"]
     for index, miner in enumerate(miners):
-        processes.start(f"miner-{miner.uid}-{miner.strategy}",
+        processes.start(_miner_name(miner),
                         ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--planner", miner.strategy,
                          *common])
     for miner in miners:
-        miner.url = await processes.url_of(f"miner-{miner.uid}-{miner.strategy}")
+        miner.url = await processes.url_of(_miner_name(miner))
 
 
 async def _watch(

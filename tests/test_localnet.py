@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DAGNET = [sys.executable, "-m", "neurons"]
 
@@ -80,3 +82,38 @@ def test_ctrl_c_stops_every_process_and_prints_what_was_reached(tmp_path: Path) 
     assert summary["block"] >= summary["start_block"] > 0
     assert [row["strategy"] for row in summary["miners"]] == ["good", "naive"]
     assert not _processes_mentioning(str(run_dir))
+
+
+MINE = """
+from miner.planner import GoodPlanner
+
+
+class Mine(GoodPlanner):
+    name = "mine"
+"""
+
+
+@pytest.mark.e2e
+def test_localnet_serves_your_planner_beside_the_reference_miners(tmp_path: Path) -> None:
+    """`--planner package.module:attr` from the working folder: one more miner, named in the summary."""
+    (tmp_path / "mine.py").write_text(MINE)
+    run_dir = tmp_path / "net"
+    done = subprocess.run(
+        [*DAGNET, "localnet", "--miners", "1", "--planner", "mine:Mine", "--tempos", "1", "--tempo", "10",
+         "--block-time", "1", "--json", "--dir", str(run_dir)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    rows = {row["strategy"]: row for row in summary["miners"]}
+    assert list(rows) == ["good", "mine:Mine"]
+    assert rows["mine:Mine"]["steps_scored"] >= 1 and rows["mine:Mine"]["mean_S"] > 0, rows
+    assert (run_dir / f"miner-{rows['mine:Mine']['uid']}-mine-Mine.log").exists()
+    assert not _processes_mentioning(str(run_dir))
+
+
+def test_a_planner_that_cannot_be_loaded_stops_localnet_before_it_starts(tmp_path: Path) -> None:
+    done = subprocess.run([*DAGNET, "localnet", "--planner", "psychic", "--dir", str(tmp_path / "net")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "unknown planner 'psychic'" in done.stderr and not (tmp_path / "net").exists()

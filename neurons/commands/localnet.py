@@ -22,6 +22,10 @@ def register(app: typer.Typer) -> None:
 
 def localnet(
     miners: int = typer.Option(4, "--miners", min=1, help="Miners; strategies cycle good, naive, invalid, precompute."),
+    planners: Optional[list[str]] = typer.Option(
+        None, "--planner", metavar="NAME", help="Also serve this planner, one miner beside the others (repeatable): "
+        "named as for `dagnet miner --planner` (a built-in, an installed entry point, package.module:attr).  "
+        "[default: none]"),
     tempos: Optional[int] = typer.Option(None, "--tempos", min=1, help="Run this many epochs.  [default: 4]"),
     duration: Optional[float] = typer.Option(None, "--duration", min=1, help="Run this many seconds instead of --tempos."),
     block_time: float = typer.Option(1.0, "--block-time", min=0.1, help="Seconds per block."),
@@ -37,8 +41,9 @@ def localnet(
         fail("give --tempos or --duration, not both")
     if run_dir is not None and run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
+    _check_planners(planners or [])
     options = LocalnetOptions(
-        miners=miners, tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
+        miners=miners, planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
     )
     try:
@@ -48,3 +53,14 @@ def localnet(
         raise typer.Exit(code=1) from None
     if as_json:
         print_json(reached.summary())
+
+
+def _check_planners(names: list[str]) -> None:
+    """Load each planner once here, so one that cannot be is one `error:` line before any process starts."""
+    from miner.planner import PlannerLoadError, load_planner
+
+    for name in names:
+        try:
+            load_planner(name)
+        except PlannerLoadError as exc:
+            fail(str(exc))
