@@ -91,8 +91,12 @@ class MinerProcessConfig(BaseModel):
     def check(self) -> str:
         """Load the hotkey and the planner once, before serving; the hotkey's address.
 
-        Raises ``ValueError`` for a key or a planner that cannot be loaded.
+        Raises ``ValueError`` for a key or a planner that cannot be loaded, or a
+        ``--metagraph-file`` that is not there (a file that goes missing later keeps the
+        last snapshot, :class:`~miner.metagraph.FileMetagraph`).
         """
+        if self.metagraph_file is not None and not self.metagraph_file.is_file():
+            raise ValueError(f"--metagraph-file {self.metagraph_file}: no such file")
         address = self.hotkey().ss58_address
         try:
             self.planner()

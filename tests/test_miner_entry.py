@@ -99,6 +99,13 @@ def test_unknown_strategy_exits_with_a_message() -> None:
     assert result.stderr.count("\n") == 1 and "psychic" in result.stderr
 
 
+def test_a_metagraph_file_that_is_not_there_exits_with_a_message(tmp_path: Path) -> None:
+    """Not a miner that says "listening" and answers 503 for ever."""
+    result = _run("--dev-key", "//Bob", "--port", "0", "--metagraph-file", str(tmp_path / "nowhere.json"))
+    assert result.returncode == 2 and "listening" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "nowhere.json: no such file" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_served_process_refuses_replays_across_workers(tmp_path: Path, workers: int) -> None:
     metagraph = tmp_path / "mg.json"
