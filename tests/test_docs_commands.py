@@ -1,5 +1,5 @@
-"""Every command README.md and docs/*.md show runs as written (tests/support/doccmds.py
-says how a block is marked and run)."""
+"""Every command README.md, docs/*.md and the planner template's README show runs as
+written (tests/support/doccmds.py says how a block is marked and run)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,37 @@ def test_commands_join_continuations_and_read_the_expected_exit() -> None:
     text = "# a comment\ndagnet miner --dev-key //Bob \\\n    --port 8091\n\ndagnet plan check x.json   # exit 2: cycle"
     assert doccmds.commands(text) == ["dagnet miner --dev-key //Bob --port 8091", "dagnet plan check x.json   # exit 2: cycle"]
     assert [doccmds.expected_exit(c) for c in doccmds.commands(text)] == [0, 2]
+
+
+WALKTHROUGHS = ("docs/mining.md", "examples/planner-template/README.md")
+"""A miner's first steps: every block runs here, none is left to another test."""
+
+
+@pytest.mark.parametrize("page", WALKTHROUGHS)
+def test_a_miners_walkthrough_runs_block_by_block(page: str) -> None:
+    shown = [block for block in BLOCKS if block.page == doccmds.ROOT / page]
+    assert shown and {block.kind for block in shown} <= {"run", "serve", "skip"}, [(b.id, b.directive) for b in shown]
+    assert any(block.continues for block in shown)  # the later steps go on from the install
+
+
+def test_a_continued_block_goes_on_where_the_one_above_left_off(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```bash\necho hello > made.txt\ncd examples\n```\n\n<!-- doc-test: continue -->\n"
+                    "```bash\ntest -f metagraph.json && grep -q hello ../made.txt\n```\n\n"
+                    "<!-- doc-test: continue -->\n```bash\ntrue\n```\n")
+    first, second, third = doccmds.blocks(page)
+    assert (second.continues, second.kind, third.kind) == (True, "run", "run") and doccmds.before(third) == [first, second]
+    assert doccmds.run_block(second, tmp_path / "a").returncode == 0
+    broken = doccmds.Block(page, 1, "bash", "false", "run")
+    failing = doccmds.Block(page, second.line, "bash", second.text, second.directive)
+    page.write_text(page.read_text().replace("cd examples", "cd nowhere"))
+    assert doccmds.run_block(failing, tmp_path / "b").returncode == 99
+    assert doccmds.run_block(broken, tmp_path / "c").returncode == 99
+
+
+def test_what_a_block_installs_stays_in_its_folder(tmp_path: Path) -> None:
+    """Each block has an environment of its own that sees dagnet's: `pip install` goes there."""
+    block = doccmds.Block(doccmds.ROOT / "README.md", 1, "bash",
+                          'python -c "import sys, neurons; print(sys.prefix)" > prefix.txt\ndagnet --help', "run")
+    assert doccmds.run_block(block, tmp_path).returncode == 0
+    assert (tmp_path / "prefix.txt").read_text().strip() == str(tmp_path / ".venv")

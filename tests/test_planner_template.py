@@ -2,8 +2,8 @@
 its own tests run, served by `dagnet miner --planner template` to a signed query, and
 evaluated by `dagnet eval template` beside good and naive.
 
-These are the steps of docs/mining.md's blocks marked `<!-- recipe: planner-template -->`
-(run here in a fresh venv rather than the reader's own environment);
+These are the steps of docs/mining.md's walk-through (whose blocks tests/test_docs_commands.py
+runs as written), here with the miner served to a signed query and options passed;
 :func:`test_the_mining_page_shows_these_steps` keeps the page and this file in step."""
 
 from __future__ import annotations
@@ -113,8 +113,23 @@ def test_evaluated_by_dagnet_eval_beside_good_and_naive(venv: Path) -> None:
 def test_the_mining_page_shows_these_steps() -> None:
     from support import doccmds
 
-    blocks = [b for b in doccmds.blocks(ROOT / "docs" / "mining.md") if b.directive == "recipe planner-template"]
+    blocks = [b for b in doccmds.blocks(ROOT / "docs" / "mining.md") if b.language in doccmds.SHELLS]
     shown = [c.split("#")[0].strip() for block in blocks for c in doccmds.commands(block.text)]
-    for step in ("pip install -e .", "python -m pytest tests", "dagnet eval template"):
+    for step in ("pip install -e ~/my-planner", "(cd ~/my-planner && python -m pytest tests)"):
         assert step in shown, (step, shown)
+    assert any(c.startswith("dagnet eval template") for c in shown), shown
     assert any(c.startswith("dagnet miner --planner template") for c in shown), shown
+
+
+def test_the_planner_pages_settings_example_is_one_the_template_accepts(venv: Path, tmp_path: Path) -> None:
+    """docs/planner.md's `[planner]` table, as a miner's --config, with the template installed."""
+    from support import doccmds
+
+    (table,) = [b.text for b in doccmds.blocks(ROOT / "docs" / "planner.md") if b.language == "toml" and "[planner]" in b.text]
+    config = tmp_path / "miner.toml"
+    config.write_text(table)
+    done = subprocess.run([venv, "-m", "neurons", "eval", "template", "--config", str(config), "--family", "dt_sales",
+                           "--seeds", "1", "--tier", "full", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (run,) = json.loads(done.stdout)["families"][0]["runs"]["template"]
+    assert run["score"]["S"] > 0.5, run

@@ -1,4 +1,5 @@
-"""Docs as tests: find every fenced shell block of README.md and docs/*.md and run it.
+"""Docs as tests: find every fenced shell block of README.md, docs/*.md and the planner
+template's README and run it.
 
 A block is fenced with a language of ``bash``, ``sh`` or ``shell``. The HTML comment on
 the line right above the fence (renderers hide it) says how it runs:
@@ -10,12 +11,18 @@ the line right above the fence (renderers hide it) says how it runs:
 - ``<!-- doc-test: recipe NAME -->``: a recipe run whole by its own test (named in the
   page), which looks the block up by this marker;
 - ``<!-- doc-test: skip REASON -->``: cannot run here, for the reason given (a Docker
-  engine, the test suite itself).
+  engine, the test suite itself);
+- ``<!-- doc-test: continue -->`` or ``<!-- doc-test: continue serve URL -->``: the block
+  goes on where the block above it on the page left off (a walk-through's next step): the
+  commands of the blocks it continues run first, in the same folder (and, for a plain
+  block, the same shell), and must succeed.
 
-The fresh folder holds a copy of ``examples/`` and a ``.venv`` link to the running
-interpreter's environment, ``HOME`` points inside it (wallets, caches), and the
-environment's ``bin`` comes first on ``PATH``: commands run against the installed package
-exactly as a reader types them in a checkout.
+The fresh folder stands for a checkout: it holds a copy of ``examples/`` and its own
+``.venv`` (a new virtual environment that sees the running interpreter's packages, as
+``--system-site-packages`` would, with ``pip`` and ``dagnet`` in its ``bin``), ``HOME``
+points inside it (wallets, caches, ``~/my-planner``), and that ``bin`` comes first on
+``PATH``: commands run against the installed package exactly as a reader types them, and
+what a block installs with ``pip`` stays in its folder.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,24 +57,38 @@ class Block:
     language: str
     text: str
     directive: str
-    """``run`` (no comment), ``serve URL``, ``recipe NAME`` or ``skip REASON``."""
+    """``run`` (no comment), ``serve URL``, ``recipe NAME`` or ``skip REASON``, each
+    perhaps after ``continue``."""
 
     @property
     def id(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
     @property
+    def continues(self) -> bool:
+        """Whether the block goes on from the block above it on its page."""
+        return self.directive.split(" ", 1)[0] == _CONTINUE
+
+    @property
     def kind(self) -> str:
-        return self.directive.split(" ", 1)[0]
+        return self._own.split(" ", 1)[0]
 
     @property
     def argument(self) -> str:
-        parts = self.directive.split(" ", 1)
+        parts = self._own.split(" ", 1)
         return parts[1] if len(parts) > 1 else ""
+
+    @property
+    def _own(self) -> str:
+        rest = self.directive.removeprefix(_CONTINUE).strip() if self.continues else self.directive
+        return rest or "run"
+
+
+_CONTINUE = "continue"
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "planner-template" / "README.md"]
 
 
 def blocks(page: Path) -> list[Block]:
@@ -89,6 +111,18 @@ def blocks(page: Path) -> list[Block]:
 
 def shell_blocks() -> list[Block]:
     return [block for page in pages() for block in blocks(page) if block.language in SHELLS]
+
+
+def before(block: Block) -> list[Block]:
+    """The blocks ``block`` continues, first to last (none when it does not)."""
+    if not block.continues:
+        return []
+    page = [b for b in blocks(block.page) if b.language in SHELLS]
+    index = next(i for i, b in enumerate(page) if b.line == block.line)
+    start = index
+    while start > 0 and page[start].continues:
+        start -= 1
+    return page[start:index]
 
 
 def _directive(lines: list[str], fence_index: int) -> str:
@@ -124,19 +158,41 @@ def expected_exit(command: str) -> int:
 def workspace(tmp: Path) -> dict[str, str]:
     """Make ``tmp`` a reader's fresh folder; the environment its commands run in."""
     shutil.copytree(ROOT / "examples", tmp / "examples", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    venv = Path(sys.prefix)
-    (tmp / ".venv").symlink_to(venv, target_is_directory=True)
+    venv = _venv(tmp / ".venv")
     home = tmp / "home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("BT_", "PYTEST_"))}
-    env.update(HOME=str(home), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", COLUMNS="100")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("BT_", "PYTHONPATH", "PYTEST_"))}
+    path = os.pathsep.join([str(venv / "bin"), str(Path(sys.prefix) / "bin"), env.get("PATH", "")])
+    env.update(HOME=str(home), PATH=path, COLUMNS="100")
     return env
 
 
+def _venv(where: Path) -> Path:
+    """A new virtual environment at ``where`` that sees the running one's packages (a
+    ``.pth`` adds its site folder, whose own ``.pth`` files, dagnet's editable install
+    among them, apply), with ``pip`` and ``dagnet`` run by its own interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    host = sysconfig.get_paths()["purelib"]
+    (Path(site) / "dagnet-host.pth").write_text(f"import site; site.addsitedir({host!r})\n")
+    for name, module in (("pip", "pip"), ("dagnet", "neurons")):
+        command = where / "bin" / name
+        command.write_text(f'#!/bin/sh\nexec "{python}" -m {module} "$@"\n')
+        command.chmod(0o755)
+    return where
+
+
 def script(block: Block) -> str:
-    """A bash script running each command of ``block`` and checking its exit status."""
+    """A bash script running each command of the blocks ``block`` continues, then its
+    own, checking each one's exit status."""
+    return _checked([c for b in before(block) for c in commands(b.text)] + commands(block.text))
+
+
+def _checked(lines: list[str]) -> str:
     out = ["set -u"]
-    for number, command in enumerate(commands(block.text), 1):
+    for number, command in enumerate(lines, 1):
         expected = expected_exit(command)
         quoted = command.replace("'", "'\\''")
         out += [
@@ -159,7 +215,7 @@ def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
         start_new_session=True,
     )
     try:
-        out, err = process.communicate(timeout=LINE_TIMEOUT_S * max(1, len(commands(block.text))))
+        out, err = process.communicate(timeout=LINE_TIMEOUT_S * max(1, script(block).count("\nrc=$?")))
     except subprocess.TimeoutExpired:
         _stop(process)
         out, err = process.communicate()
@@ -170,10 +226,17 @@ def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 
 def serve_block(block: Block, tmp: Path) -> tuple[bool, str]:
-    """Start a ``serve URL`` block; whether ``URL`` answered before the process exited."""
+    """Start a ``serve URL`` block (once the blocks it continues have run); whether ``URL``
+    answered before the process exited."""
     env = workspace(tmp)
     log = tmp / "serve.log"
     with log.open("w") as sink:
+        earlier = [c for b in before(block) for c in commands(b.text)]
+        if earlier:
+            done = subprocess.run(["bash", "-c", _checked(earlier)], cwd=tmp, env=env, stdout=sink,
+                                  stderr=subprocess.STDOUT, timeout=LINE_TIMEOUT_S * len(earlier))
+            if done.returncode != 0:
+                return False, log.read_text(errors="replace")
         process = subprocess.Popen(
             ["bash", "-c", block.text], cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT,
             start_new_session=True,
