@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from miner.planner import load_planner
 from neurons.cli import app
 from neurons.commands.eval import render
-from neurons.evaluation import evaluate_planner, select_families
+from neurons.evaluation import Mix, evaluate_planner, select_families
 from neurons.localrun import family_task
 from tasks import family
 
@@ -58,8 +58,8 @@ def test_run_scores_the_same_at_every_tier_and_says_which(tmp_path: Path) -> Non
 
 
 def test_eval_at_goal_scores_naive_zero_and_its_table_says_the_tier() -> None:
-    result = evaluate_planner("naive", families=select_families(["dt_sales"]), seeds=[1], tier="goal")
+    result = evaluate_planner("naive", families=select_families(["dt_sales"]), seeds=[1], mix=Mix(tier="goal"))
     assert result["tier"] == "goal"
     (run,) = result["families"][0]["runs"]["naive"]
     assert run["score"]["S"] == 0 and run["reason"]
-    assert "x seed 1 at the goal tier" in " ".join(render(result))
+    assert "x seed 1, at the goal tier" in " ".join(line.strip() for line in render(result))
