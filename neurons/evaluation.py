@@ -43,15 +43,12 @@ from scoring.weights import normalize_weights
 from engine.owned import evaluate_owned
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, draw_tier, is_synthetic
 
-__all__ = ["KINDS", "PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
+__all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
 
 REFERENCES = ("good", "naive")
 """The planners every evaluation is shown beside."""
 PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 """What each run reports of its score (docs/scoring.md)."""
-
-KINDS = ("curated", "drawn", "synthetic")
-"""What an instance is: a curated family's, a drawn family's, or either sent as its synthetic variant."""
 
 Progress = Callable[[int, int, str], None]
 """``(done, total, what is running now)``."""
@@ -86,6 +83,7 @@ class Run:
     seed: int
     tier: HintTier = "full"
     kind: str = "curated"
+    """``curated``, ``drawn`` (a drawn family's instance) or ``synthetic`` (either, sent as its synthetic variant)."""
     score: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
     status: str = "invalid"
     reason: str | None = None

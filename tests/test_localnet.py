@@ -117,3 +117,26 @@ def test_a_planner_that_cannot_be_loaded_stops_localnet_before_it_starts(tmp_pat
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "unknown planner 'psychic'" in done.stderr and not (tmp_path / "net").exists()
+
+
+TEMPLATE = ROOT / "examples" / "planner-template"
+TEMPLATE_PLANNER = "planner_template.planner:TemplatePlanner"
+
+
+@pytest.mark.e2e
+def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localnet(tmp_path: Path) -> None:
+    """Issue 30: eval said 0.263 (the full tier only) where the chain paid 0.00004. At the
+    default mix the two agree within 0.05 (the planner found from the template's folder)."""
+    evaluated = subprocess.run([*DAGNET, "eval", TEMPLATE_PLANNER, "--seeds", "1", "--json"],
+                               cwd=TEMPLATE, capture_output=True, text=True, timeout=900)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    promised = json.loads(evaluated.stdout)["types"]["all"]["weights"]["planner"]
+    served = subprocess.run(
+        [*DAGNET, "localnet", "--miners", "2", "--planner", TEMPLATE_PLANNER, "--tempos", "2", "--tempo", "10",
+         "--block-time", "1", "--json", "--dir", str(tmp_path / "net")],
+        cwd=TEMPLATE, capture_output=True, text=True, timeout=400,
+    )
+    assert served.returncode == 0, served.stderr[-3000:]
+    rows = {row["strategy"]: row for row in json.loads(served.stdout)["miners"]}
+    assert rows[TEMPLATE_PLANNER]["steps_scored"] >= 3
+    assert abs(rows[TEMPLATE_PLANNER]["weight"] - promised) <= 0.05, (promised, rows)
