@@ -75,6 +75,10 @@ class Allowance:
         self._open = 0  # reservations not yet settled
         self.closed = closed or threading.Event()
 
+    def left(self) -> float:
+        """What a piece admitted now may use before the cap (its tools stop there)."""
+        return self.cap - self.spent - self._reserved
+
     def reserve(self) -> float | None:
         """Hold one piece's worst case, or ``None`` when the allowance cannot admit it."""
         if self.closed.is_set() or self.spent + self._reserved >= self.cap:

@@ -13,9 +13,10 @@ work its attempts do — the CPU of the tools (in this thread or a tool process)
 wall time a ``python_exec`` program (or a model) keeps its thread waiting. Each piece of
 an attempt's work reserves its worst case from the plan's :class:`~engine.budget.Allowance`
 before it starts and is charged what it used when it ends, so parallel nodes cannot
-overdraw it: one plan's work is at most its allowance plus one attempt's. Once the
-allowance is used, every further attempt fails at once with ``owned cpu budget
-exhausted``. The allowance is far above what any family's reference plan uses, so it
+overdraw it, and the tools stop a piece at what the plan has left
+(:data:`~protocol.runner.WORK_LEFT_S`): one plan's work is at most its allowance plus
+one attempt's. Once the allowance is used, every further attempt fails at once with
+``owned cpu budget exhausted``. The allowance is far above what any family's reference plan uses, so it
 never decides an honest plan's score.
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol.plan import WorkflowPlan
-from protocol.runner import Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
+from protocol.runner import WORK_LEFT_S, Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
 from protocol.task import Task
 from protocol.validation import PlanCheck
 
@@ -110,11 +111,13 @@ class _MeteredAttempt:
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            held = allowance.reserve()
-            if held is None:
-                if thrown is None:
-                    steps.close()
-                    return NodeResult(None, error=CPU_EXHAUSTED)
+            left, held = allowance.left(), allowance.reserve()
+            if held is not None:
+                WORK_LEFT_S.set(left)  # the tools' own limits stop this piece there
+            elif thrown is None:
+                steps.close()
+                return NodeResult(None, error=CPU_EXHAUSTED)
+            else:
                 held = allowance.hold(allowance.worst)
             started = work_s()
             try:

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.runner import NodeCall, NodeResult
+from protocol.runner import WORK_LEFT_S, NodeCall, NodeResult
 
 
 class ToolError(Exception):
@@ -101,13 +101,17 @@ def tool_processes() -> ProcessPoolExecutor:
 
 def run_in_process(fn: BlockingTool, cpu_s: float = TOOL_CPU_S) -> Tool:
     """A tool that does CPU work: run it in :func:`tool_processes`, at most ``cpu_s`` CPU
-    seconds a call, so the caller's event loop keeps serving and calls from many threads
+    seconds a call (less when the attempt has less left, :data:`WORK_LEFT_S`), so the caller's event loop keeps serving and calls from many threads
     use every core instead of sharing one interpreter lock. ``fn`` must be importable by
     name (a module-level function); its params, context and result cross by pickle.
     """
 
     async def tool(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.get_running_loop().run_in_executor(tool_processes(), _limited, fn, cpu_s, params, ctx)
+        left = WORK_LEFT_S.get()
+        limit, what = (cpu_s, f"{cpu_s:g}s") if cpu_s <= left else (left, "what its plan has left")
+        return await asyncio.get_running_loop().run_in_executor(
+            tool_processes(), _limited, fn, limit, what, params, ctx
+        )
 
     tool.__name__ = tool.__qualname__ = fn.__name__.lstrip("_")
     tool.__doc__ = fn.__doc__
@@ -115,12 +119,12 @@ def run_in_process(fn: BlockingTool, cpu_s: float = TOOL_CPU_S) -> Tool:
     return tool
 
 
-def _limited(fn: BlockingTool, cpu_s: float, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _limited(fn: BlockingTool, cpu_s: float, what: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Runs in a tool process (its main thread): ``fn`` stopped by SIGPROF after ``cpu_s``
-    of CPU time, which fails the call with a :class:`ToolError`."""
+    of CPU time, which fails the call with ``cpu limit exceeded (<what>)``."""
 
     def exceeded(signum: int, frame: object) -> None:
-        raise ToolError(f"cpu limit exceeded ({cpu_s:g}s)")
+        raise ToolError(f"cpu limit exceeded ({what})")
 
     signal.signal(signal.SIGPROF, exceeded)
     signal.setitimer(signal.ITIMER_PROF, cpu_s)
