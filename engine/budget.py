@@ -3,9 +3,13 @@ in :mod:`engine.evaluate`), and a plan's allowance of work (:mod:`engine.owned`)
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
-__all__ = ["Allowance", "_Budget"]
+__all__ = ["Allowance", "Cores", "_Budget"]
 
 
 class _Budget:
@@ -65,15 +69,22 @@ class Allowance:
     except ``closed``, which any thread may set.
     """
 
-    __slots__ = ("cap", "worst", "spent", "_reserved", "_open", "closed")
+    __slots__ = ("cap", "worst", "spent", "_reserved", "_open", "closed", "_cores")
 
-    def __init__(self, cap: float, worst: float, closed: threading.Event | None = None) -> None:
+    def __init__(
+        self, cap: float, worst: float, closed: threading.Event | None = None, cores: Cores | None = None
+    ) -> None:
         self.cap = cap
         self.worst = worst
         self.spent = 0.0
         self._reserved = 0.0
         self._open = 0  # reservations not yet settled
         self.closed = closed or threading.Event()
+        self._cores = cores
+
+    def turn(self) -> AbstractContextManager[None]:
+        """Wait for a core to do the next piece on, when the allowance shares :class:`Cores`."""
+        return nullcontext() if self._cores is None else self._cores.turn(self.spent)
 
     def left(self) -> float:
         """What a piece admitted now may use before the cap (its tools stop there)."""
@@ -97,3 +108,40 @@ class Allowance:
         self._open -= 1
         # Back to exactly zero when nothing is open, so float drift never accumulates.
         self._reserved = self._reserved - held if self._open else 0.0
+
+
+class Cores:
+    """The cores many plans' work shares, handed out least-used first.
+
+    A piece of work waits until a core is free and no waiting piece belongs to a plan that
+    has used less so far; so a plan that has done little (an honest one among sybils that
+    spend their whole share) waits for at most one piece per core, however many plans
+    there are. Pieces of plans that used the same go in the order they asked.
+    """
+
+    __slots__ = ("_free", "_waiting", "_tickets", "_changed")
+
+    def __init__(self, cores: int) -> None:
+        if cores < 1:
+            raise ValueError("cores must be at least 1")
+        self._free = cores
+        self._waiting: list[tuple[float, int]] = []  # heap of (used so far, ticket)
+        self._tickets = itertools.count()
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def turn(self, used: float) -> Iterator[None]:
+        """Hold a core for one piece of work of a plan that has used ``used`` seconds."""
+        with self._changed:
+            ticket = (used, next(self._tickets))
+            heapq.heappush(self._waiting, ticket)
+            self._changed.wait_for(lambda: self._free > 0 and self._waiting[0] == ticket)
+            heapq.heappop(self._waiting)
+            self._free -= 1
+            self._changed.notify_all()  # the next in line may have a core too
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify_all()

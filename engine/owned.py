@@ -36,7 +36,7 @@ from protocol.validation import PlanCheck
 
 from sandbox import SandboxLimits
 
-from .budget import Allowance
+from .budget import Allowance, Cores
 from .evaluate import Evaluation, run_task, score_execution
 from .executor import Execution
 from .routing import routed
@@ -64,9 +64,10 @@ class OwnedLimits:
             if not 0 < getattr(self, name) < float("inf"):
                 raise ValueError(f"{name} must be a positive number of seconds")
 
-    def allowance(self, closed: threading.Event | None = None) -> Allowance:
-        """A fresh allowance for one plan; setting ``closed`` refuses its further work."""
-        return Allowance(self.cpu_per_plan_s, self.attempt_reserve_s, closed)
+    def allowance(self, closed: threading.Event | None = None, cores: Cores | None = None) -> Allowance:
+        """A fresh allowance for one plan; setting ``closed`` refuses its further work; with
+        ``cores``, each piece waits its turn for one (least-used plan first)."""
+        return Allowance(self.cpu_per_plan_s, self.attempt_reserve_s, closed, cores)
 
 
 class _Metered:
@@ -111,21 +112,22 @@ class _MeteredAttempt:
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            left, held = allowance.left(), allowance.reserve()
-            if held is not None:
-                WORK_LEFT_S.set(left)  # the tools' own limits stop this piece there
-            elif thrown is None:
-                steps.close()
-                return NodeResult(None, error=CPU_EXHAUSTED)
-            else:
-                held = allowance.hold(allowance.worst)
-            started = work_s()
-            try:
-                yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
-            except StopIteration as done:
-                return done.value
-            finally:
-                allowance.settle(held, work_s() - started)
+            with allowance.turn():
+                left, held = allowance.left(), allowance.reserve()
+                if held is not None:
+                    WORK_LEFT_S.set(left)  # the tools' own limits stop this piece there
+                elif thrown is None:
+                    steps.close()
+                    return NodeResult(None, error=CPU_EXHAUSTED)
+                else:
+                    held = allowance.hold(allowance.worst)
+                started = work_s()
+                try:
+                    yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+                except StopIteration as done:
+                    return done.value
+                finally:
+                    allowance.settle(held, work_s() - started)
             try:
                 sent, thrown = (yield yielded), None
             except GeneratorExit:
@@ -135,10 +137,13 @@ class _MeteredAttempt:
                 sent, thrown = None, exc
 
 
-def metered(runner: NodeRunner, limits: OwnedLimits, *, closed: threading.Event | None = None) -> NodeRunner:
+def metered(
+    runner: NodeRunner, limits: OwnedLimits, *, closed: threading.Event | None = None, cores: Cores | None = None
+) -> NodeRunner:
     """``runner`` doing its work against one plan's allowance under ``limits`` (see
-    :meth:`OwnedLimits.allowance` for ``closed``); a frame runner stays a frame runner."""
-    wrapped = _Metered(runner, limits.allowance(closed))
+    :meth:`OwnedLimits.allowance` for ``closed`` and ``cores``); a frame runner stays a
+    frame runner."""
+    wrapped = _Metered(runner, limits.allowance(closed, cores))
     return wrapped if isinstance(runner, FrameRunner) else _PlainMetered(wrapped)
 
 
@@ -156,14 +161,16 @@ class _PlainMetered:
 
 def run_owned(
     plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, owned: OwnedLimits = OwnedLimits(),
-    closed: threading.Event | None = None, **options: Any,
+    closed: threading.Event | None = None, cores: Cores | None = None, **options: Any,
 ) -> Execution:
     """Execute ``plan`` on ``task``'s instance on simulated time, each node on its subnet's
     ``top_k`` providers (:func:`~engine.routing.routed`), each provider's work bounded by
     ``owned``; setting ``closed`` (from any thread) fails every attempt that has work left
-    to do, so the run winds down within one piece of work. ``options`` are
+    to do, so the run winds down within one piece of work; ``cores`` shares the machine
+    with other plans run at the same time. ``options`` are
     :func:`~engine.evaluate.run_task`'s. Blocks this thread."""
-    return run_simulated(run_task(plan, check, task, routed(metered(runner, owned, closed=closed), task.route), **options))
+    metered_runner = metered(runner, owned, closed=closed, cores=cores)
+    return run_simulated(run_task(plan, check, task, routed(metered_runner, task.route), **options))
 
 
 def evaluate_owned(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any) -> Evaluation:

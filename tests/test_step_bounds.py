@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from engine.budget import Cores
 from engine.owned import CPU_EXHAUSTED, OwnedLimits, evaluate_owned
-from miner.planner import get_planner
-from miner.tools.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
-from miner.tools.registry import default_registry
-from miner.tools.runner import LocalRunner
+from miner.planner import load_planner
+from subnets.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
+from subnets.runner import LocalRunner
 from neurons.localrun import family_task, owned_runner
 from protocol.metagraph import Peer
 from protocol.output import NodeOutput
@@ -42,7 +42,7 @@ class _Replies:
 
 def _answer(task: Task, plan: dict | None = None) -> tuple[WorkflowSynapse, bytes]:
     """The good planner's answer to ``task``, its plan replaced by ``plan`` when given."""
-    answer = get_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
+    answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
     body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
     if plan is not None:
         body["workflow_plan"] = plan
@@ -110,7 +110,7 @@ async def test_an_execution_unfinished_at_the_deadline_is_its_miners_failure_and
     with ThreadPoolExecutor(max_workers=2) as pool:
         result = await validation_step(
             task=task, miners=miners, client=_Replies({miners[0].url: honest, miners[1].url: stuck}),
-            runner_factory=lambda package, miner: runners[miner.uid](), owned=OwnedExecution(pool),
+            runner_factory=lambda package, miner: runners[miner.uid](), owned=OwnedExecution(pool, cores=Cores(2)),
             bounds=StepBounds(work_s=100.0, deadline_s=2.0),
         )
         release.set()
@@ -147,3 +147,25 @@ async def test_replies_are_checked_off_the_event_loop(monkeypatch) -> None:
             runner_factory=lambda package, _: owned_runner(task), owned=OwnedExecution(pool),
         )
     assert seen and loop_thread not in seen
+
+
+def test_cores_go_to_the_plan_that_has_used_least() -> None:
+    cores, order, holding = Cores(1), [], threading.Event()
+
+    def piece(name: str, used: float, started: threading.Event) -> None:
+        started.set()
+        with cores.turn(used):
+            order.append(name)
+
+    with cores.turn(0.0):  # the one core is busy while three plans queue for it
+        threads = []
+        for name, used in (("sybil-a", 5.0), ("sybil-b", 3.0), ("honest", 0.01)):
+            started = threading.Event()
+            threads.append(threading.Thread(target=piece, args=(name, used, started)))
+            threads[-1].start()
+            started.wait()
+        while len(cores._waiting) < 3:
+            holding.wait(0.01)
+    for thread in threads:
+        thread.join()
+    assert order == ["honest", "sybil-b", "sybil-a"]

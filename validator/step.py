@@ -7,9 +7,11 @@ The step is a pipeline of three phases, each concurrent across miners:
    on its own node runner (at most ``exec_concurrency`` at a time) on the task's drawn
    instance, under the budget and deadline of :func:`engine.evaluate.run_task`: by
    default the validator's own runner on simulated time in a worker thread
-   (:class:`OwnedExecution`), each plan on its share of the step's work, else the
-   configured external adapters on the wall clock; what has not finished by the step's
-   deadline (:class:`StepBounds`) is its miner's failure;
+   (:class:`OwnedExecution`), each plan on its share of the step's work and the
+   machine's cores least-used plan first, smallest plans first when there are more
+   than ``exec_concurrency``, else the configured external adapters on the wall clock;
+   what has not finished by the step's deadline (:class:`StepBounds`) is its miner's
+   failure;
 3. *score* — each execution is scored against the task's reference (each
    distinct final output judged once, see :func:`_score_all`).
 
@@ -51,6 +53,7 @@ from .judging import NOT_JUDGED, JudgingAllowance
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
 from subnets.holdings import holding
+from engine.budget import Cores
 from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,8 @@ class OwnedExecution:
 
     pool: Executor
     limits: OwnedLimits = OwnedLimits()
+    cores: Cores = field(default_factory=lambda: Cores(os.cpu_count() or 1))
+    """The machine's cores, shared by the plans running at once, least-used plan first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,8 @@ class _Candidate:
     miner: Peer
     synapse: WorkflowSynapse
     check: PlanCheck
+    size: int
+    """The reply's bytes."""
     execution: Execution | None = None
     failure: str | None = None
     score: Score | None = None
@@ -213,14 +220,15 @@ async def validation_step(
     if owned is not None and bounds is not None:
         owned = replace(owned, limits=bounds.share(owned.limits, len(candidates)))
     slots = asyncio.Semaphore(max(1, exec_concurrency))
+    queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
     executions = [
         asyncio.ensure_future(_execute(c, task, package, runner_factory, executor_config, limits, slots, owned))
-        for c in candidates
+        for c in queue
     ]
     if executions:
         left = None if bounds is None else max(0.0, bounds.deadline_s - (time.perf_counter() - started))
         _, unfinished = await asyncio.wait(executions, timeout=left)
-        _settle_unfinished(candidates, executions, unfinished)
+        _settle_unfinished(queue, executions, unfinished)
     executed = time.perf_counter()
 
     await _score_all(task, [c for c in candidates if c.failure is None], judging)
@@ -266,7 +274,7 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
     checked = check_response(reply.body or b"", package, limits=limits)
     if not checked.ok or checked.synapse is None or checked.plan_check is None:
         return checked.reason or "invalid response"
-    return _Candidate(miner, checked.synapse, checked.plan_check)
+    return _Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""))
 
 
 def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
@@ -306,7 +314,7 @@ async def _execute(
                 candidate.execution = await asyncio.get_running_loop().run_in_executor(owned.pool, functools.partial(
                     run_owned, synapse.workflow_plan, candidate.check, task, runner,
                     total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits, owned=owned.limits,
-                    closed=candidate.closed,
+                    closed=candidate.closed, cores=owned.cores,
                 ))
         except Exception as exc:  # an engine bug must cost this miner its score, not the step
             log.exception("execution of uid %s failed", candidate.miner.uid)
