@@ -174,7 +174,7 @@ class _Candidate:
     miner: Peer
     synapse: WorkflowSynapse
     check: PlanCheck
-    size: int
+    size: int = 0
     """The reply's bytes."""
     execution: Execution | None = None
     failure: str | None = None
