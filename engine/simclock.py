@@ -9,9 +9,12 @@ reads this clock, so the same run takes the same simulated seconds on a quiet or
 loaded machine.
 
 Work handed to an executor (``asyncio.to_thread``, ``loop.run_in_executor``: the CPU
-tools, the sandbox) runs inline, on the loop's own thread, at the current instant. So a
-tool's CPU time does not count, and there is no second thread whose finishing order
-could differ between two runs: the loop is single-threaded and deterministic.
+tools, the sandbox) runs at the current instant while the loop waits for it: inline, on
+the loop's own thread, or in a process of a process pool (the CPU tools), this thread
+blocked until it returns. So a tool's CPU time does not count, and there is no second
+piece of work whose finishing order could differ between two runs: the loop is
+deterministic. What that work costs the machine is measured all the same
+(:meth:`SimulatedLoop.work_s`), for the plan's allowance (:mod:`engine.owned`).
 
 What must not run on this loop: real network or subprocess I/O awaited *on* it (an
 adapter calling a remote provider). Waiting on a socket leaves the loop idle, and an
@@ -25,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -40,15 +44,34 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__()
         self._now = 0.0
+        self._elsewhere_s = 0.0
 
     def time(self) -> float:
         return self._now
 
+    def work_s(self) -> float:
+        """Real seconds of work done for this loop so far (compare two readings): its
+        thread's CPU time, the CPU time of what it ran in a process pool, and the wall time
+        its inline executor calls waited without using this thread's CPU (a sandboxed
+        program, a model's answer)."""
+        return time.thread_time() + self._elsewhere_s
+
     def run_in_executor(self, executor: Executor | None, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """Run ``func`` now, inline, and return its settled future (see the module)."""
+        """Run ``func`` now and return its settled future (see the module): inline, or, for a
+        process pool, in one of its processes while this thread waits."""
         future: asyncio.Future[T] = self.create_future()
+        wall, cpu = time.perf_counter(), time.thread_time()
         try:
-            future.set_result(func(*args))
+            if isinstance(executor, ProcessPoolExecutor):
+                ok, value, used = executor.submit(_measured, func, *args).result()
+                self._elsewhere_s += used
+                future.set_result(value) if ok else future.set_exception(value)
+            else:
+                try:
+                    future.set_result(func(*args))
+                finally:
+                    waited = (time.perf_counter() - wall) - (time.thread_time() - cpu)
+                    self._elsewhere_s += waited if waited > 0 else 0.0
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -67,6 +90,16 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
             if scheduled and scheduled[0]._when > self._now:
                 self._now = scheduled[0]._when
         super()._run_once()
+
+
+def _measured(func: Callable[..., T], *args: Any) -> tuple[bool, Any, float]:
+    """Runs in a pool's process: whether ``func`` returned, what it returned or raised,
+    and the CPU seconds it took."""
+    start = time.process_time()
+    try:
+        return True, func(*args), time.process_time() - start
+    except Exception as exc:
+        return False, exc, time.process_time() - start
 
 
 def run_simulated(main: Coroutine[Any, Any, T]) -> T:

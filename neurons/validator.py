@@ -53,6 +53,7 @@ from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
 from validator.loop import LoopConfig, TaskSource, ValidatorLoop
 from validator.sampling import DrawnFamilies
+from validator.step import StepBounds
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
 from validator.prometheus import ValidatorMetrics
 from validator.adapters import BySubnet
@@ -113,7 +114,8 @@ class ValidatorProcessConfig(ValidatorSettings):
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s,
-                          tier_shares=self.tier_shares)
+                          tier_shares=self.tier_shares,
+                          step_bounds=StepBounds(work_s=self.step_work_s, deadline_s=self.step_deadline_s))
 
 
 def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderTable | None]:

@@ -12,6 +12,7 @@ generator is still producing the next.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, runtime_checkable
 
@@ -64,6 +65,13 @@ class NodeResult:
     error: Annotated[str | None, Field(max_length=ERROR_MAX_CHARS)] = None
     unplanned_retries: int = 0
     frames: list[NodeOutput] | None = None
+
+
+WORK_LEFT_S: ContextVar[float] = ContextVar("work_left_s", default=float("inf"))
+"""The real seconds of work the attempt being run may still do (the rest of its plan's
+allowance in a validator's owned execution, ``engine/owned.py``; unbounded elsewhere): a
+tool that can stop its own work sooner caps it to this (a process tool's CPU, a sandboxed
+program's wall time)."""
 
 
 Emit = Callable[[NodeOutput], bool]

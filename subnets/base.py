@@ -11,11 +11,16 @@ deterministic and touch no network unless explicitly configured.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.runner import NodeCall, NodeResult
+from protocol.runner import WORK_LEFT_S, NodeCall, NodeResult
 
 
 class ToolError(Exception):
@@ -24,6 +29,14 @@ class ToolError(Exception):
     def __init__(self, message: str, *, cost_tao: float = 0.0) -> None:
         super().__init__(message)
         self.cost_tao = cost_tao
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Crosses from a tool process whole, its cost included.
+        return (_tool_error, (type(self), str(self), self.cost_tao))
+
+
+def _tool_error(cls: type[ToolError], message: str, cost_tao: float) -> ToolError:
+    return cls(message, cost_tao=cost_tao)
 
 
 @dataclass(slots=True)
@@ -65,6 +78,60 @@ def run_in_thread(fn: BlockingTool) -> Tool:
     tool.__name__ = tool.__qualname__ = fn.__name__.lstrip("_")
     tool.__doc__ = fn.__doc__
     return tool
+
+
+TOOL_CPU_S = 2.0
+"""The CPU seconds one call of a process tool (:func:`run_in_process`) may use; past it the
+call fails with ``cpu limit exceeded``. A reference call on any family's data takes
+milliseconds."""
+
+_POOL: ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def tool_processes() -> ProcessPoolExecutor:
+    """The processes CPU tools run in: one per core, started on first use (spawned, so a
+    threaded parent is never forked), replaced if one of them died."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or getattr(_POOL, "_broken", False):
+            _POOL = ProcessPoolExecutor(os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
+        return _POOL
+
+
+def run_in_process(fn: BlockingTool, cpu_s: float = TOOL_CPU_S) -> Tool:
+    """A tool that does CPU work: run it in :func:`tool_processes`, at most ``cpu_s`` CPU
+    seconds a call (less when the attempt has less left, :data:`WORK_LEFT_S`), so the caller's event loop keeps serving and calls from many threads
+    use every core instead of sharing one interpreter lock. ``fn`` must be importable by
+    name (a module-level function); its params, context and result cross by pickle.
+    """
+
+    async def tool(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        left = WORK_LEFT_S.get()
+        limit, what = (cpu_s, f"{cpu_s:g}s") if cpu_s <= left else (left, "what its plan has left")
+        return await asyncio.get_running_loop().run_in_executor(
+            tool_processes(), _limited, fn, limit, what, params, ctx
+        )
+
+    tool.__name__ = tool.__qualname__ = fn.__name__.lstrip("_")
+    tool.__doc__ = fn.__doc__
+    tool.__wrapped__ = fn  # type: ignore[attr-defined]  # the work itself, to call in this process
+    return tool
+
+
+def _limited(fn: BlockingTool, cpu_s: float, what: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Runs in a tool process (its main thread): ``fn`` stopped by SIGPROF after ``cpu_s``
+    of CPU time, which fails the call with ``cpu limit exceeded (<what>)``."""
+
+    def exceeded(signum: int, frame: object) -> None:
+        raise ToolError(f"cpu limit exceeded ({what})")
+
+    signal.signal(signal.SIGPROF, exceeded)
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    try:
+        return fn(params, ctx)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 @dataclass(frozen=True, slots=True)

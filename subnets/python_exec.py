@@ -7,7 +7,8 @@ The tool is a blocking one run in a worker thread (:func:`run_in_thread`), so on
 validator's simulated clock (owned execution, ``engine/simclock.py``) it runs inline
 and takes no simulated time of its own: the subnet's profile gives the node its latency.
 The program's CPU is capped by the node's timeout (at least one second: RLIMIT_CPU counts
-whole seconds), and its wall time by a multiple of that, so a loaded machine reaches the
+whole seconds), and its wall time by a multiple of that (and by what the attempt has left
+of its plan's allowance, :data:`~protocol.runner.WORK_LEFT_S`, on a validator), so a loaded machine reaches the
 same outcome as a quiet one unless the program sleeps. Its output carries nothing the
 machine measured (no wall time): a plan's output must not depend on the validator's load.
 
@@ -25,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.limits import OUTPUT_TEXT_MAX_BYTES
+from protocol.runner import WORK_LEFT_S
 from sandbox import SandboxLimits, SandboxResult, SandboxUnavailable, run_python
 
 from ._common import make_output, parse_params
@@ -60,7 +62,7 @@ def make_python_exec(limits: SandboxLimits) -> Tool:
         run_limits = dataclasses.replace(
             limits,
             cpu_seconds=cpu,
-            wall_seconds=min(limits.wall_seconds, WALL_PER_CPU * cpu),
+            wall_seconds=min(limits.wall_seconds, WALL_PER_CPU * cpu, WORK_LEFT_S.get()),
             # more than a node may output, so an oversize stdout is seen whole-or-more, never cut to fit
             max_output_bytes=max(limits.max_output_bytes, OUTPUT_TEXT_MAX_BYTES + 1),
         )

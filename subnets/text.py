@@ -21,7 +21,7 @@ from protocol.output import NodeOutput
 
 from ._common import bounded_json, ensure_fits, make_output, parse_params
 from ._regex import compile_guarded
-from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
+from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_process
 
 MAX_TEXT_CHARS = 256 * 1024
 MAX_REGEX_TEXT_CHARS = OUTPUT_TEXT_MAX_BYTES
@@ -230,7 +230,7 @@ def _text_transform(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult(parse_params(TextTransformParams, params).root.run())
 
 
-text_transform = run_in_thread(_text_transform)
+text_transform = run_in_process(_text_transform)
 
 
 TEXT_TRANSFORM = ToolSpec(

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ._common import (
     BoundedText, canonical_json, ensure_fits, json_output, load_json_param, make_output, parse_params, unresolved_held,
 )
-from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_thread
+from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_process
 
 MAX_OPS = 64
 MAX_CSV_CHARS = 256 * 1024
@@ -390,9 +390,9 @@ def _json_to_csv(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult(make_output(out.getvalue(), metadata={"rows": len(records), "columns": columns}))
 
 
-json_transform = run_in_thread(_json_transform)
-csv_to_json = run_in_thread(_csv_to_json)
-json_to_csv = run_in_thread(_json_to_csv)
+json_transform = run_in_process(_json_transform)
+csv_to_json = run_in_process(_csv_to_json)
+json_to_csv = run_in_process(_json_to_csv)
 
 JSON_TRANSFORM = ToolSpec(
     name="json_transform",

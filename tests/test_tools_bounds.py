@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import os
 import tracemalloc
 from typing import Any
 
 import pytest
 
-from subnets.base import ToolContext, ToolError
+from protocol.output import NodeOutput
+from subnets.base import ToolContext, ToolError, ToolResult, run_in_process
 from subnets.text import MAX_TEXT_CHARS, text_transform
 from subnets.transform import csv_to_json, json_to_csv, json_transform
 
@@ -45,13 +46,13 @@ HOSTILE: list[tuple[Any, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize("tool, params, what", HOSTILE, ids=[h[2] + str(i) for i, h in enumerate(HOSTILE)])
-async def test_amplifying_requests_are_refused_before_the_output_is_built(tool, params, what) -> None:
+def test_amplifying_requests_are_refused_before_the_output_is_built(tool, params, what) -> None:
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
         with pytest.raises(ToolError, match=f"output too large: {what}"):
-            await tool(params, CTX)
+            tool.__wrapped__(params, CTX)  # the tool's work in this process, where tracemalloc sees it
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
@@ -67,22 +68,25 @@ async def test_outputs_up_to_the_limit_are_still_built() -> None:
     assert json.loads(output.text) == [{"b": 1}]
 
 
-async def test_cpu_work_runs_off_the_event_loop() -> None:
-    """The tool's work happens in a worker thread: the loop's thread never runs it."""
-    loop_thread = threading.get_ident()
-    seen: list[int] = []
-    original = json.JSONEncoder.iterencode
+def _where(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    return ToolResult(NodeOutput(text=str(os.getpid())))
 
-    def spy(self, o, _one_shot=False):  # type: ignore[no-untyped-def]
-        seen.append(threading.get_ident())
-        return original(self, o, _one_shot)
 
-    json.JSONEncoder.iterencode = spy  # type: ignore[method-assign]
-    try:
-        await json_transform({"data": [3, 1, 2], "ops": [{"op": "sort"}]}, CTX)
-    finally:
-        json.JSONEncoder.iterencode = original  # type: ignore[method-assign]
-    assert seen and loop_thread not in seen
+def _spin(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    while True:
+        pass
+
+
+async def test_cpu_work_runs_in_a_tool_process() -> None:
+    """The tool's work happens in another process: neither the loop's thread nor its interpreter lock."""
+    assert int((await run_in_process(_where)({}, CTX)).output.text) != os.getpid()
+
+
+async def test_a_call_past_its_cpu_limit_fails_and_the_process_serves_on() -> None:
+    with pytest.raises(ToolError, match=r"cpu limit exceeded \(0.2s\)"):
+        await run_in_process(_spin, cpu_s=0.2)({}, CTX)
+    output = (await json_transform({"data": [3, 1, 2], "ops": [{"op": "sort"}]}, CTX)).output
+    assert json.loads(output.text) == [1, 2, 3]
 
 
 async def test_a_cancelled_caller_returns_at_once() -> None:

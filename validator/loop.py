@@ -61,7 +61,7 @@ from .lifecycle import InfrastructureFailure, Reference, no_sandbox, reference_f
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
 from engine.routing import routed
-from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepResult, validation_step
+from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepBounds, StepResult, validation_step
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ class LoopConfig:
     tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
     """The share of steps sent at each hint tier (:func:`~validator.sampling.draw_tier`)."""
     warmup_full_at: int = 20
+    step_bounds: StepBounds | None = None
+    """Each step's shared work and deadline (:class:`~validator.step.StepBounds`); ``None``: unbounded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +265,7 @@ class ValidatorLoop:
             result = await validation_step(
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
                 executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
-                owned=None if self._external(task) else self._owned,
+                owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
                 judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
             )
         except BaseException:

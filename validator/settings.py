@@ -114,6 +114,11 @@ class ValidatorSettings(BaseModel):
     """Seconds a miner has to answer (< one block)."""
     exec_concurrency: int = Field(default=16, ge=1)
     """Plans executed at once."""
+    step_work_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    """Seconds of work (tools' CPU, sandboxed programs' wall time) one step's plans share:
+    each plan gets an equal share, never more than its own allowance (docs/hardening.md)."""
+    step_deadline_s: float = Field(default=90.0, gt=0, allow_inf_nan=False)
+    """Seconds from a step's start after which its unfinished executions are their miners' failures."""
     max_frames: int = Field(default=_owned_by(ExecutorConfig, "max_frames"), ge=0)
     """Frames one generator node may emit."""
     max_frame_instances: int = Field(default=_owned_by(ExecutorConfig, "max_frame_instances"), ge=0)

@@ -3,11 +3,15 @@
 The step is a pipeline of three phases, each concurrent across miners:
 
 1. *query* — every miner gets the task package at once through the shared client;
-2. *execute* — each valid plan runs on its own node runner (at most
-   ``exec_concurrency`` at a time) on the task's drawn instance, under the budget
-   and deadline of :func:`engine.evaluate.run_task`: by default the validator's
-   own runner on simulated time in a worker thread (:class:`OwnedExecution`), else
-   the configured external adapters on the wall clock;
+2. *execute* — each valid plan (checked in a worker thread, off the event loop) runs
+   on its own node runner (at most ``exec_concurrency`` at a time) on the task's drawn
+   instance, under the budget and deadline of :func:`engine.evaluate.run_task`: by
+   default the validator's own runner on simulated time in a worker thread
+   (:class:`OwnedExecution`), each plan on its share of the step's work and the
+   machine's cores least-used plan first, smallest plans first when there are more
+   than ``exec_concurrency``, else the configured external adapters on the wall clock;
+   what has not finished by the step's deadline (:class:`StepBounds`) is its miner's
+   failure;
 3. *score* — each execution is scored against the task's reference (each
    distinct final output judged once, see :func:`_score_all`).
 
@@ -25,10 +29,11 @@ import functools
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from protocol.limits import DEFAULT_LIMITS, Limits
@@ -48,6 +53,7 @@ from .judging import NOT_JUDGED, JudgingAllowance
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
 from subnets.holdings import holding
+from engine.budget import Cores
 from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,36 @@ class OwnedExecution:
 
     pool: Executor
     limits: OwnedLimits = OwnedLimits()
+    cores: Cores = field(default_factory=lambda: Cores(os.cpu_count() or 1))
+    """The machine's cores, shared by the plans running at once, least-used plan first."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepBounds:
+    """What one step may cost the validator, whatever its miners send.
+
+    ``work_s`` is shared by the plans the step executes itself: each gets an equal share
+    (never more than :attr:`OwnedLimits.cpu_per_plan_s`), so the sum is bounded and no
+    plan can use another's. ``deadline_s`` counts from the step's start: executions not
+    finished by then are settled as their miner's failure (:data:`DEADLINE_REASON`), and
+    their remaining work is refused, so they wind down within one attempt.
+    """
+
+    work_s: float
+    deadline_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("work_s", "deadline_s"):
+            if not 0 < getattr(self, name) < float("inf"):
+                raise ValueError(f"{name} must be a positive number of seconds")
+
+    def share(self, limits: OwnedLimits, plans: int) -> OwnedLimits:
+        """``limits`` with one plan's share of :attr:`work_s` among ``plans``."""
+        share = self.work_s / max(1, plans)
+        return limits if share >= limits.cpu_per_plan_s else replace(limits, cpu_per_plan_s=share)
+
+
+DEADLINE_REASON = "step deadline: execution unfinished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +174,13 @@ class _Candidate:
     miner: Peer
     synapse: WorkflowSynapse
     check: PlanCheck
+    size: int = 0
+    """The reply's bytes."""
     execution: Execution | None = None
     failure: str | None = None
     score: Score | None = None
+    closed: threading.Event = field(default_factory=threading.Event)
+    """Set at the step's deadline: the execution's remaining work is refused."""
 
 
 async def validation_step(
@@ -154,6 +194,7 @@ async def validation_step(
     exec_concurrency: int = 16,
     owned: OwnedExecution | None = None,
     judging: JudgingAllowance | None = None,
+    bounds: StepBounds | None = None,
 ) -> StepResult:
     """Run one step of ``task`` against ``miners``; one outcome per miner, in order.
 
@@ -162,7 +203,8 @@ async def validation_step(
 
     With ``owned``, the runners ``runner_factory`` builds are the validator's own
     (no I/O): each plan runs on simulated time in ``owned.pool``, off the event loop.
-    Without, they run on this loop and the wall clock (external adapters).
+    Without, they run on this loop and the wall clock (external adapters). ``bounds``
+    shares the step's work among its plans and sets its deadline (``None``: unbounded).
     """
     started = time.perf_counter()
     own_before = client.own_s
@@ -170,13 +212,23 @@ async def validation_step(
 
     replies = await asyncio.gather(*(client.query_workflow(m.url, m.hotkey, package) for m in miners))
     queried = time.perf_counter()
-    admitted = [_admit(miner, reply, package, limits) for miner, reply in zip(miners, replies)]
+    admitted = await asyncio.to_thread(
+        lambda: [_admit(miner, reply, package, limits) for miner, reply in zip(miners, replies)]
+    )  # checking a 1 MiB plan takes a third of a second: never on the event loop
     candidates = [entry for entry in admitted if isinstance(entry, _Candidate)]
 
+    if owned is not None and bounds is not None:
+        owned = replace(owned, limits=bounds.share(owned.limits, len(candidates)))
     slots = asyncio.Semaphore(max(1, exec_concurrency))
-    await asyncio.gather(*(
-        _execute(c, task, package, runner_factory, executor_config, limits, slots, owned) for c in candidates
-    ))
+    queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
+    executions = [
+        asyncio.ensure_future(_execute(c, task, package, runner_factory, executor_config, limits, slots, owned))
+        for c in queue
+    ]
+    if executions:
+        left = None if bounds is None else max(0.0, bounds.deadline_s - (time.perf_counter() - started))
+        _, unfinished = await asyncio.wait(executions, timeout=left)
+        _settle_unfinished(queue, executions, unfinished)
     executed = time.perf_counter()
 
     await _score_all(task, [c for c in candidates if c.failure is None], judging)
@@ -189,6 +241,18 @@ async def validation_step(
         score_s=finished - executed, client_own_s=client.own_s - own_before,
     )
     return StepResult(task_id=package.task_id, outcomes=outcomes, timings=timings)
+
+
+def _settle_unfinished(
+    candidates: Sequence[_Candidate], executions: Sequence[asyncio.Future[None]], unfinished: set[asyncio.Future[None]]
+) -> None:
+    """At the deadline: each unfinished execution is its miner's failure; its remaining work
+    is refused (a thread cannot be stopped, but it winds down within one attempt)."""
+    for candidate, execution in zip(candidates, executions):
+        if execution in unfinished:
+            candidate.closed.set()
+            execution.cancel()
+            candidate.execution, candidate.failure = None, DEADLINE_REASON
 
 
 def _admit(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
@@ -210,7 +274,7 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
     checked = check_response(reply.body or b"", package, limits=limits)
     if not checked.ok or checked.synapse is None or checked.plan_check is None:
         return checked.reason or "invalid response"
-    return _Candidate(miner, checked.synapse, checked.plan_check)
+    return _Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""))
 
 
 def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
@@ -250,6 +314,7 @@ async def _execute(
                 candidate.execution = await asyncio.get_running_loop().run_in_executor(owned.pool, functools.partial(
                     run_owned, synapse.workflow_plan, candidate.check, task, runner,
                     total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits, owned=owned.limits,
+                    closed=candidate.closed, cores=owned.cores,
                 ))
         except Exception as exc:  # an engine bug must cost this miner its score, not the step
             log.exception("execution of uid %s failed", candidate.miner.uid)
