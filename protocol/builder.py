@@ -33,6 +33,11 @@ names the op, the key and what exists. ``.compile()`` returns a plan that
 :func:`protocol.validation.check_plan` accepts; every DataRef in it is written by
 :func:`protocol.dataref.ref`. At the top level a plan's final output is one node's
 output, so everything written to the top-level result must come from one op.
+
+A build belongs to the thread, or asyncio task, that runs it: the graphs being built
+are kept in a context variable, so plans built at the same time in different threads
+or tasks never see each other's ops. An op made in a thread or task the build did not
+start (or copy its context to) is refused as being outside a graph.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from .actions import ACTIONS, ActionSpec
@@ -389,13 +395,17 @@ def _resolve(value: Any, user: str) -> Any:
 
 # -- graphs -----------------------------------------------------------------------------
 
-_STACK: list[Scope] = []
+# The graphs being built, innermost last. A context variable, so each thread and each
+# asyncio task sees only its own builds; a tuple, so a context copied while a graph is
+# being built (a task or thread started from its body) cannot change its parent's stack.
+_BUILDING: ContextVar[tuple[Scope, ...]] = ContextVar("dagnet_plan_builder", default=())
 
 
 def _current(what: str) -> Scope:
-    if not _STACK:
+    building = _BUILDING.get()
+    if not building:
         raise BuildError(f"{what} is used outside a @graph being built")
-    return _STACK[-1]
+    return building[-1]
 
 
 class Scope:
@@ -511,11 +521,11 @@ class GraphFunction:
         missing = [p for p in self.params if p not in values]
         if missing:
             raise BuildError(f"{scope.name}: missing argument(s) {', '.join(missing)}")
-        _STACK.append(scope)
+        token = _BUILDING.set((*_BUILDING.get(), scope))
         try:
             self.fn(**{p: values[p] for p in self.params})
         finally:
-            _STACK.pop()
+            _BUILDING.reset(token)
             scope.stop = len(scope.all_ops)
 
 
