@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from protocol.actions import ACTIONS, TOOL_TYPES, admission_error
-from protocol.plan import WorkflowPlan
 from protocol.synapse import Constraints, TaskPackage, ToolInfo
 from protocol.validation import check_plan, check_plan_for
+from support.plans import node, plan
 
 TOOLS = {"sn1": ToolInfo(type="text"), "sn2": ToolInfo(type="math"), "sn3": ToolInfo(type="retrieval")}
 SCHEMA = {
@@ -19,15 +19,6 @@ SCHEMA = {
         "extra": {"type": "object", "additionalProperties": {"type": "number"}},
     },
 }
-
-
-def plan(*nodes: dict, edges: str = "") -> WorkflowPlan:
-    pairs = [pair.split(">") for pair in edges.split()]
-    return WorkflowPlan.model_validate({"nodes": list(nodes), "edges": [{"from": a, "to": b} for a, b in pairs]})
-
-
-def node(node_id: str, subnet: str, action: str, **params: object) -> dict:
-    return {"id": node_id, "subnet": subnet, "action": action, "params": params}
 
 
 def test_every_offered_action_is_in_the_catalogue_and_echo_is_offered_by_no_type() -> None:
@@ -58,30 +49,30 @@ def test_admission(action: str, subnet_type: str | None, expected: str | None) -
 
 
 def test_off_type_and_echo_nodes_make_the_plan_invalid_under_a_task() -> None:
-    p = plan(node("a", "sn1", "calculator", expression="1"), node("b", "sn2", "echo", text="x"), node("c", "sn9", "search"))
+    p = plan(node("a", "calculator", subnet="sn1", expression="1"), node("b", "echo", subnet="sn2", text="x"), node("c", "search", subnet="sn9"))
     errors = check_plan(p, tools=TOOLS).errors
     assert errors == [
         "node a: action 'calculator' is not offered by subnet sn1 (type 'text')",
         "node b: action 'echo' is not offered by subnet sn2 (type 'math')",
         "node c: subnet sn9 is not among the task's tools",
     ]
-    assert check_plan(plan(node("b", "sn2", "echo", text="x"))).valid  # no task: echo is fine for dry runs
+    assert check_plan(plan(node("b", "echo", subnet="sn2", text="x"))).valid  # no task: echo is fine for dry runs
 
 
 def test_unknown_action_is_an_error_even_without_a_task() -> None:
-    assert check_plan(plan(node("a", "sn1", "teleport"))).errors == ["node a: unknown action 'teleport'"]
+    assert check_plan(plan(node("a", "teleport", subnet="sn1"))).errors == ["node a: unknown action 'teleport'"]
 
 
 def test_input_is_a_reserved_node_id() -> None:
-    assert "node id 'input' is reserved for the task's inputs" in check_plan(plan(node("input", "sn1", "echo"))).errors
+    assert "node id 'input' is reserved for the task's inputs" in check_plan(plan(node("input", "echo", subnet="sn1"))).errors
 
 
 def test_refs_to_outputs_an_action_does_not_declare_block_the_node() -> None:
     p = plan(
-        node("s", "sn3", "search", query="q"),
-        node("ok", "sn1", "text_transform", op="template", text="{a}", values={"a": "${s.output.artifacts.metadata.hits.0.sentence}"}),
-        node("bad", "sn1", "text_transform", op="upper", text="${s.output.artifacts.code}"),
-        node("worse", "sn1", "text_transform", op="upper", text="${s.output.artifacts.metadata.value}"),
+        node("s", "search", subnet="sn3", query="q"),
+        node("ok", "text_transform", subnet="sn1", op="template", text="{a}", values={"a": "${s.output.artifacts.metadata.hits.0.sentence}"}),
+        node("bad", "text_transform", subnet="sn1", op="upper", text="${s.output.artifacts.code}"),
+        node("worse", "text_transform", subnet="sn1", op="upper", text="${s.output.artifacts.metadata.value}"),
         edges="s>ok s>bad s>worse",
     )
     check = check_plan(p, tools=TOOLS)
@@ -106,14 +97,14 @@ def test_refs_to_outputs_an_action_does_not_declare_block_the_node() -> None:
     ],
 )
 def test_input_refs_are_checked_against_the_schema(ref: str, declared: bool) -> None:
-    p = plan(node("a", "sn1", "text_transform", op="upper", text=ref))
+    p = plan(node("a", "text_transform", subnet="sn1", op="upper", text=ref))
     check = check_plan(p, tools=TOOLS, input_schema=SCHEMA)
     assert check.node_errors == ({} if declared else {"a": f"undeclared_input:{ref}"})
     assert check_plan(p, tools=TOOLS).valid  # no schema given: not checked
 
 
 def test_input_refs_need_no_edge() -> None:
-    p = plan(node("a", "sn1", "text_transform", op="upper", text="${input.city}"), node("b", "sn1", "text_transform", op="upper", text="${a.output.text} ${input.city}"), edges="a>b")
+    p = plan(node("a", "text_transform", subnet="sn1", op="upper", text="${input.city}"), node("b", "text_transform", subnet="sn1", op="upper", text="${a.output.text} ${input.city}"), edges="a>b")
     check = check_plan(p, input_schema=SCHEMA)
     assert check.valid
     assert check.compiled["b"].sources == {"a"}
@@ -124,7 +115,7 @@ def test_check_plan_for_reads_the_package() -> None:
         task_id="t", task_type="rag", inputs=SCHEMA, available_tools=TOOLS,
         constraints=Constraints(allowed_subnets=["sn1"]),
     )
-    p = plan(node("a", "sn2", "calculator", expression="${input.nope}"))
+    p = plan(node("a", "calculator", subnet="sn2", expression="${input.nope}"))
     check = check_plan_for(p, package)
     assert check.errors == ["node a: disallowed subnet sn2"]
     assert check.node_errors == {"a": "undeclared_input:${input.nope}"}

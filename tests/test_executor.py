@@ -17,6 +17,7 @@ from protocol.runner import NodeCall, NodeResult
 from protocol.validation import check_plan
 from engine.evaluate import budget_ceiling
 from engine.executor import Event, Execution, ExecutorConfig, execute
+from support.plans import node, plan
 
 FINAL = {"success", "failed", "blocked", "budget_abort"}
 
@@ -74,18 +75,6 @@ class ScriptedRunner:
 
     def attempts(self, node_id: str) -> int:
         return sum(1 for c in self.calls if c.node_id == node_id)
-
-
-def node(node_id: str, est: float = 0.0, **params: Any) -> dict:
-    """A plan node with ``estimated_cost=est``; ``params`` script the runner."""
-    extra = {k: params.pop(k) for k in ("touches", "parallel_safe") if k in params}
-    return {"id": node_id, "subnet": "sn1", "action": "echo", "params": params, "estimated_cost": est, **extra}
-
-
-def plan(*nodes: dict, edges: str = "", **fields: Any) -> WorkflowPlan:
-    pairs = [e.split(">") for e in edges.split()]
-    edge_list = [{"from": a, "to": b} for a, b in pairs]
-    return WorkflowPlan.model_validate({"nodes": list(nodes), "edges": edge_list, **fields})
 
 
 async def run(
@@ -201,7 +190,7 @@ def test_budget_ceiling_rule() -> None:
 
 async def test_budget_counts_estimates_reserved_by_in_flight_nodes() -> None:
     runner = ScriptedRunner()
-    p = plan(node("a", 0.6, cost=0.5), node("b", 0.6, cost=0.5), node("c", 0.6, cost=0.5), node("d", 0.6),
+    p = plan(node("a", estimated_cost=0.6, cost=0.5), node("b", estimated_cost=0.6, cost=0.5), node("c", estimated_cost=0.6, cost=0.5), node("d", estimated_cost=0.6),
              edges="a>d")
     events: list[Event] = []
     ex = await run(p, runner, ceiling=1.0, events=events)
@@ -216,7 +205,7 @@ async def test_budget_counts_estimates_reserved_by_in_flight_nodes() -> None:
 
 
 async def test_budget_spent_stops_what_follows() -> None:
-    p = plan(node("a", 0.1, cost=1.0), node("b", 0.1, cost=1.0), node("c", 0.1), edges="a>b b>c")
+    p = plan(node("a", estimated_cost=0.1, cost=1.0), node("b", estimated_cost=0.1, cost=1.0), node("c", estimated_cost=0.1), edges="a>b b>c")
     ex = await run(p, ceiling=1.0)
     assert statuses(ex) == {"a": "success", "b": "budget_abort", "c": "budget_abort"}
     assert ex.metrics.cost_tao == 1.0
@@ -547,7 +536,7 @@ def random_plans(draw: st.DrawFn) -> tuple[WorkflowPlan, float | None]:
         refs = draw(st.lists(st.integers(0, n - 1), max_size=2))
         text = " ".join(f"${{n{r}.output.{draw(st.sampled_from(['text', 'artifacts.code', 'nope']))}}}" for r in refs)
         nodes.append(node(
-            f"n{i}", draw(st.sampled_from([0.0, 0.1, 0.5])), text=text or f"n{i}",
+            f"n{i}", estimated_cost=draw(st.sampled_from([0.0, 0.1, 0.5])), text=text or f"n{i}",
             fail=draw(st.sampled_from([0, 0, 1, 3])), cost=draw(st.sampled_from([0.0, 0.2])),
             touches=draw(st.lists(st.sampled_from(["r1", "r2"]), max_size=1)),
             parallel_safe=draw(st.booleans()) or draw(st.booleans()),

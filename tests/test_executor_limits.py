@@ -9,15 +9,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from protocol.limits import Limits
 from protocol.output import NodeOutput
-from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from engine.executor import execute
+from support.plans import node, plan
 
 
 class PricedRunner:
@@ -34,19 +32,11 @@ class PricedRunner:
         return NodeResult(NodeOutput(text=str(call.params.get("text", "ok"))), cost_tao=cost)
 
 
-def _plan(nodes: list[dict[str, Any]], edges: list[tuple[str, str]] = (), **fields: Any) -> WorkflowPlan:
-    return WorkflowPlan.model_validate({
-        "nodes": [{"subnet": "sn1", "action": "echo", **n} for n in nodes],
-        "edges": [{"from": a, "to": b} for a, b in edges], **fields,
-    })
-
-
 async def test_retries_are_refused_once_the_ceiling_is_reached() -> None:
     """Issue: 11 attempts of a node estimated at 0 spent 0.11 against a 0.015 ceiling."""
-    plan = _plan([{"id": "a", "params": {"cost": 0.01, "fail": 10}}, {"id": "b", "params": {}}],
-                 edges=[("a", "b")], error_handling={"a": {"retry_count": 10}})
+    p = plan(node("a", cost=0.01, fail=10), node("b"), edges="a>b", error_handling={"a": {"retry_count": 10}})
     runner = PricedRunner()
-    ex = await execute(plan, runner, task_id="t", budget_ceiling=0.015, deadline_s=None)
+    ex = await execute(p, runner, task_id="t", budget_ceiling=0.015, deadline_s=None)
     assert ex.metrics.cost_tao == pytest.approx(0.02)  # two attempts: the second still fit
     assert ex.nodes["a"].attempts == 2 and ex.nodes["a"].status == "failed"
     assert ex.nodes["a"].reason.endswith("retry refused: budget_ceiling")
@@ -54,8 +44,8 @@ async def test_retries_are_refused_once_the_ceiling_is_reached() -> None:
 
 
 async def test_retries_within_the_ceiling_still_run() -> None:
-    plan = _plan([{"id": "a", "params": {"cost": 0.01, "fail": 2}}], error_handling={"a": {"retry_count": 2}})
-    ex = await execute(plan, PricedRunner(), task_id="t", budget_ceiling=1.0, deadline_s=None)
+    p = plan(node("a", cost=0.01, fail=2), error_handling={"a": {"retry_count": 2}})
+    ex = await execute(p, PricedRunner(), task_id="t", budget_ceiling=1.0, deadline_s=None)
     assert ex.nodes["a"].status == "success" and ex.nodes["a"].attempts == 3
 
 
@@ -65,23 +55,24 @@ async def test_zero_estimates_hold_the_dearest_attempt_seen() -> None:
     As for first attempts everywhere, a node is dispatched while what is spent and held
     is under the ceiling, so the last one dispatched may pass it by its own cost.
     """
-    nodes = [{"id": "first", "params": {"cost": 0.01}}] + [{"id": f"n{i}", "params": {"cost": 0.01}} for i in range(10)]
-    plan = _plan(nodes, edges=[("first", f"n{i}") for i in range(10)])
+    nodes = [node("first", cost=0.01)] + [node(f"n{i}", cost=0.01) for i in range(10)]
+    p = plan(*nodes, edges=" ".join(f"first>n{i}" for i in range(10)))
     runner = PricedRunner()
-    ex = await execute(plan, runner, task_id="t", budget_ceiling=0.035, deadline_s=None)
+    ex = await execute(p, runner, task_id="t", budget_ceiling=0.035, deadline_s=None)
     assert ex.metrics.cost_tao == pytest.approx(0.04)  # without the holding: all 11, 0.11
     assert len(runner.calls) == 4 and ex.status == "budget_abort"
 
 
 async def test_params_over_the_cap_block_the_node_before_they_are_built() -> None:
-    plan = _plan([
-        {"id": "big", "params": {"text": "x" * 1000}},
-        {"id": "fits", "params": {"items": ["${big.output.text}"] * 3}},
-        {"id": "over", "params": {"items": ["${big.output.text}"] * 5}},
-        {"id": "after", "params": {"t": "${over.output.text}"}},
-    ], edges=[("big", "fits"), ("big", "over"), ("over", "after")])
+    p = plan(
+        node("big", text="x" * 1000),
+        node("fits", items=["${big.output.text}"] * 3),
+        node("over", items=["${big.output.text}"] * 5),
+        node("after", t="${over.output.text}"),
+        edges="big>fits big>over over>after",
+    )
     runner = PricedRunner()
-    ex = await execute(plan, runner, task_id="t", budget_ceiling=None, deadline_s=None,
+    ex = await execute(p, runner, task_id="t", budget_ceiling=None, deadline_s=None,
                        limits=Limits(max_params_bytes=4_000))
     assert ex.nodes["fits"].status == "success"
     assert ex.nodes["over"].status == "blocked"

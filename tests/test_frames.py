@@ -23,6 +23,7 @@ from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.validation import check_plan
 from engine.executor import Event, Execution, ExecutorConfig, execute
 from engine.report import run_report
+from support.plans import node, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,15 +90,6 @@ class FrameFeed:
             count += 1
             if not emit(item):
                 self.refused.append(item.text)
-
-
-def node(node_id: str, action: str = "echo", est: float = 0.0, **params: Any) -> dict:
-    return {"id": node_id, "subnet": "sn1", "action": action, "params": params, "estimated_cost": est}
-
-
-def plan(*nodes: dict, edges: str, **fields: Any) -> WorkflowPlan:
-    edge_list = [{"from": a, "to": b} for a, b in (e.split(">") for e in edges.split())]
-    return WorkflowPlan.model_validate({"nodes": list(nodes), "edges": edge_list, **fields})
 
 
 def chain(**gather: Any) -> WorkflowPlan:
@@ -278,7 +270,7 @@ async def test_frame_instances_past_the_per_plan_limit_fail_the_generator() -> N
 
 
 async def test_each_instance_reserves_its_estimate_against_the_ceiling() -> None:
-    p = plan(node("g", "split"), node("n", est=1.0, text="${g.output.text}", cost=1.0), edges="g>n")
+    p = plan(node("g", "split"), node("n", estimated_cost=1.0, text="${g.output.text}", cost=1.0), edges="g>n")
     runner, events = FrameFeed(), []
     gates = [runner.gate(f"f{i}") for i in range(5)]
     task = asyncio.create_task(execute_with(p, runner, events, ceiling=2.5))

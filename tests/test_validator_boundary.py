@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import raw_peer, reply_with, serve_asgi
+from support.peers import axon, raw_peer, reply_with, serve_asgi
 from support.tasks import provider_profiles
 from support.validator_process import SOURCE
 
@@ -245,8 +245,8 @@ async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, st
         for key, planner in ((GOOD, "good"), (SECOND, "good")):
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
                              registry=default_registry(), planner=load_planner(planner))
-            host, port = (await stack.enter_async_context(serve_asgi(app))).removeprefix("http://").rsplit(":", 1)
-            axons[key.ss58_address] = [host, int(port)]
+            served = axon(await stack.enter_async_context(serve_asgi(app)))
+            axons[key.ss58_address] = [served.host, served.port]
         provider_app = create_app(MinerSettings(port=0, provider_tasks=provider_profiles(SOURCE.tasks())),
                                   keypair=PROVIDER, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                                   planner=load_planner("good"))

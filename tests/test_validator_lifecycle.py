@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi
+from support.peers import serve_asgi, serving
 from support.tasks import SomeFamilies
 from typer.testing import CliRunner
 
@@ -28,7 +28,6 @@ from subnets.registry import default_registry
 from neurons.cli import app
 from subnets.owned import owned_runner
 from neurons.validator import reference
-from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.lifecycle import Reference
@@ -62,11 +61,7 @@ async def _validator(
             miner = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
                                registry=default_registry(), planner=load_planner(strategy))
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(miner))
-        neurons = tuple(
-            Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)
-            for n in bare.neurons
-        )
-        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=MetagraphSnapshot(7, bare.block, neurons), hyper=Hyperparameters(
+        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=serving(bare, urls), hyper=Hyperparameters(
             tempo=TEMPO, weights_rate_limit=TEMPO, immunity_period=0, max_weight_limit=1.0, min_allowed_weights=0,
             commit_reveal_enabled=False,
         ))
@@ -77,11 +72,6 @@ async def _validator(
             chain, state, client, source, owned_runner=owned_runner, reference=judge or reference(),
             config=LoopConfig(synthetic_rate=0.0),
         ), chain, uids
-
-
-def _axon(url: str) -> Axon:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return Axon(host, int(port))
 
 
 class BrokenGenerator(SomeFamilies):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi
+from support.peers import serve_asgi, serving
+from support.polling import until
 from support.tasks import SomeFamilies
 
 from miner.app import create_app
@@ -19,7 +20,7 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
-from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
+from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
@@ -64,16 +65,7 @@ async def _network(tasks: tuple[Task, ...]) -> AsyncIterator[tuple[MetagraphSnap
                                   metagraph=StaticMetagraph(bare), registry=default_registry(),
                                   planner=load_planner("good"))
         provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))
-        neurons = tuple(
-            Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)
-            for n in bare.neurons
-        )
-        yield MetagraphSnapshot(bare.netuid, bare.block, neurons), provider
-
-
-def _axon(url: str) -> Axon:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return Axon(host, int(port))
+        yield serving(bare, urls), provider
 
 
 FULL_ONLY = {"tier_shares": {"full": 1.0}}
@@ -187,23 +179,17 @@ async def test_a_chain_outage_stops_nothing_and_weights_are_set_when_it_returns(
     async with _loop(tmp_path, poll_s=0.01) as (loop, chain):
         stop = asyncio.Event()
         runner = asyncio.create_task(loop.run(stop))
-        await _until(lambda: loop.state.steps_settled() >= 1)
+        await until(lambda: loop.state.steps_settled() >= 1)
         chain.down = True
-        await _until(lambda: loop.metrics.chain_errors.labels("block")._value.get() >= 3)
+        await until(lambda: loop.metrics.chain_errors.labels("block")._value.get() >= 3)
         assert not runner.done()
         before = loop.state.steps_settled()
         chain.advance(chain.hyper.tempo)  # blocks went by while the validator could not see them
         chain.down = False
-        await _until(lambda: loop.state.steps_settled() > before and len(chain.weights_log) >= 2)
+        await until(lambda: loop.state.steps_settled() > before and len(chain.weights_log) >= 2)
         stop.set()
         await runner
         assert chain.weights_log[-1][0] == chain.head
-
-
-async def _until(condition, timeout_s: float = 60.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path: Path) -> None:
@@ -269,12 +255,12 @@ async def test_a_block_with_nothing_to_do_is_tried_once(tmp_path: Path) -> None:
         chain.block, chain.metagraph = counting("block"), counting("metagraph")
         stop = asyncio.Event()
         runner = asyncio.create_task(loop.run(stop))
-        await _until(lambda: calls["metagraph"] == 1)
+        await until(lambda: calls["metagraph"] == 1)
         polled = calls["block"]
-        await _until(lambda: calls["block"] >= polled + 10)  # the loop has looked at the head again and again
+        await until(lambda: calls["block"] >= polled + 10)  # the loop has looked at the head again and again
         assert calls["metagraph"] == 1
         chain.advance()
-        await _until(lambda: calls["metagraph"] == 2)
+        await until(lambda: calls["metagraph"] == 2)
         stop.set()
         await runner
         assert loop.state.steps_settled() == 0

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from support.chain import chain_for, node_process, wait_for_block, wait_listening
 from support.keys import dev_keypair
-from support.peers import serve_asgi
+from support.peers import axon, serve_asgi
+from support.polling import until
 from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
@@ -27,12 +28,6 @@ from validator.state import ValidatorState
 VALIDATOR_URI, MINER_URI, PROVIDER_URI = "//dagnet-outage-validator", "//dagnet-outage-miner", "//dagnet-outage-provider"
 GENESIS = {"tempo": 6, "weights_rate_limit": 2, "immunity_period": 1000}
 BLOCK_S = 0.5
-
-
-async def _until(condition, timeout_s: float = 120.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not await condition():
-            await asyncio.sleep(0.1)
 
 
 def _stop(process) -> None:
@@ -65,8 +60,8 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
         async with contextlib.AsyncExitStack() as stack:
             miner_url = await stack.enter_async_context(serve_asgi(app(MINER_URI)))
             provider_url = await stack.enter_async_context(serve_asgi(app(PROVIDER_URI, provider_tasks=profiles)))
-            host, port = miner_url.removeprefix("http://").rsplit(":", 1)
-            await miner_chain.serve_axon(host, int(port))
+            served = axon(miner_url)
+            await miner_chain.serve_axon(served.host, served.port)
             client = await stack.enter_async_context(MinerClient(validator_key, config=ClientConfig(timeout_s=5.0)))
             provider = Peer(99, dev_keypair("dagnet-outage-provider").ss58_address, provider_url)
             loop = ValidatorLoop(validator_chain, state, client, source, FixedProviders([provider]),
@@ -76,7 +71,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             async def weights_set() -> bool:
                 return state.last_weights_block() is not None
 
-            await _until(weights_set)
+            await until(weights_set, timeout_s=120.0, every_s=0.1)
             first = state.last_weights_block()
             _stop(node)
 
@@ -85,7 +80,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             async def failing() -> bool:
                 return sum(errors.labels(call)._value.get() for call in ("block", "metagraph", "hyperparameters")) >= 3
 
-            await _until(failing)
+            await until(failing, timeout_s=120.0, every_s=0.1)
             assert not runner.done()
             settled_during_outage = state.steps_settled()
 
@@ -96,7 +91,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             async def set_again() -> bool:
                 return (state.last_weights_block() or 0) > max(first, resumed)
 
-            await _until(set_again)
+            await until(set_again, timeout_s=120.0, every_s=0.1)
             assert state.steps_settled() > settled_during_outage
             stop.set()
             await runner

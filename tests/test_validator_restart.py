@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi
+from support.peers import axon, serve_asgi
 from support.tasks import provider_profiles
 from support.tmpfs import fill, needs_root, tmpfs
 from support.validator_process import SOURCE
@@ -78,8 +78,8 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
                                   registry=default_registry(), planner=load_planner(name)), "/WorkflowSynapse")
             query_tap = query_tap or app
             url = await stack.enter_async_context(serve_asgi(app))
-            host, port = url.removeprefix("http://").rsplit(":", 1)
-            axons[key.ss58_address] = [host, int(port)]
+            served = axon(url)
+            axons[key.ss58_address] = [served.host, served.port]
         node_tap = _Tap(create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
                                    metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                                    planner=load_planner("good")), "/NodeSynapse")

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from support.fakechain import FakeChain
 from support.keys import dev_keypair
-from support.peers import serve_asgi
+from support.peers import axon, serve_asgi
 from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
@@ -172,11 +172,6 @@ class Network:
     cheat_provider: CheatProvider
 
 
-def _axon(url: str) -> Axon:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return Axon(host, int(port))
-
-
 @contextlib.asynccontextmanager
 async def _network(
     *, provider_hotkey: str, provider_coldkey: str, sabotage: bool = False, late: bool = False, colluder: bool = False,
@@ -193,14 +188,14 @@ async def _network(
             planner = CheatPlanner() if key is CHEAT else load_planner("good")
             app = create_app(MinerSettings(port=0, **settings), keypair=key, metagraph=StaticMetagraph(bare),
                              registry=default_registry(), planner=planner)
-            return _axon(await stack.enter_async_context(serve_asgi(app)))
+            return axon(await stack.enter_async_context(serve_asgi(app)))
 
         own = MetagraphSnapshot(7, 100, (
             Neuron(0, VALIDATOR.ss58_address, 1_000.0, True, coldkey="5ValidatorColdkey"),
             Neuron(1, GOOD.ss58_address, 10.0, axon=await serve(GOOD), coldkey="5GoodColdkey"),
             Neuron(2, CHEAT.ss58_address, 10.0, axon=await serve(CHEAT), coldkey=CHEAT_COLDKEY),
         ))
-        cheat_axon = _axon(await stack.enter_async_context(serve_asgi(cheat_provider.app())))
+        cheat_axon = axon(await stack.enter_async_context(serve_asgi(cheat_provider.app())))
         stack.callback(cheat_provider.released.set)  # before its server stops: a late answer comes now
         honest = [
             Neuron(i + 1, key.ss58_address, 100.0 - i, axon=await serve(key, provider_tasks=profiles),

@@ -5,6 +5,7 @@ connect at once (the kernel queues the connection) and no test waits on a flag.
 
     async with serve_asgi(app) as url: ...
     async with raw_peer(HANG) as peer: ...   # peer.url, peer.connections
+    axon(url)                                # the url as a metagraph axon
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import uvicorn
+
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
 
 
 def _listening_socket() -> socket.socket:
@@ -30,6 +33,21 @@ def _listening_socket() -> socket.socket:
 def _url(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"http://{host}:{port}"
+
+
+def axon(url: str) -> Axon:
+    """Where the metagraph says a peer served at ``url`` (``http://host:port``) listens."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return Axon(host, int(port))
+
+
+def serving(snapshot: MetagraphSnapshot, urls: dict[str, str]) -> MetagraphSnapshot:
+    """``snapshot`` with each hotkey in ``urls`` served at its url, every other neuron without an axon."""
+    neurons = tuple(
+        Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, axon(urls[n.hotkey]) if n.hotkey in urls else None)
+        for n in snapshot.neurons
+    )
+    return MetagraphSnapshot(snapshot.netuid, snapshot.block, neurons)
 
 
 @contextlib.asynccontextmanager
