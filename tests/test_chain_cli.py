@@ -6,6 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+
+pytestmark = pytest.mark.e2e
+
 
 def dagnet(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "neurons", *args], capture_output=True, text=True, timeout=180, env=env)

@@ -22,6 +22,10 @@ import pytest
 from support.chain import wait_listening
 from support.keys import fresh_keypair, signed_headers
 
+
+pytestmark = pytest.mark.e2e
+
+
 TEMPO, RATE_LIMIT, BLOCK_TIME = 10, 2, 0.2
 OWNER_CUT = 0.18
 

@@ -15,6 +15,9 @@ from chain.sdk import SnapshotBuilder
 from support.chain import chain_for, node_process, running_node, wait_for_block, wait_for_next_epoch, wait_listening
 
 
+pytestmark = pytest.mark.e2e
+
+
 @pytest.fixture
 def node(tmp_path):
     state = tmp_path / "chain.sqlite"

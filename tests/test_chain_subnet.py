@@ -8,6 +8,8 @@ import pytest
 from chain.base import ChainError
 from support.chain import chain_for, running_node, wait_for_block
 
+pytestmark = pytest.mark.e2e
+
 DELAY = 6
 
 

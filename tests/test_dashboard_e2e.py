@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+
+
+pytestmark = pytest.mark.e2e
+
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "dagnet.json"

@@ -103,6 +103,7 @@ def _resolved(profile: str) -> dict[str, dict]:
     return {name: spec for name, spec in services.items() if profile in spec.get("profiles", [profile])}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("profile", PROFILES)
 def test_compose_file_is_valid_for_docker_compose(profile: str) -> None:
     assert _resolved(profile)
@@ -241,6 +242,7 @@ def test_prometheus_scrapes_every_port_compose_serves_metrics_on() -> None:
             assert f"net:{args[args.index('--port') + 1]}" in scraped, name
 
 
+@pytest.mark.e2e
 def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     """The chain service's command and the bootstrap script, as the containers run them,
     with /data in a temporary folder (and DAGNET_HOME there, as the image sets it): from a chain

@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 from support import doccmds
 
+
+pytestmark = pytest.mark.e2e
+
+
 BLOCKS = doccmds.shell_blocks()
 KINDS = {"run", "serve", "recipe", "skip"}
 

@@ -159,6 +159,7 @@ def test_weight_share_is_the_validators_softmax_of_the_mean_s() -> None:
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.e2e
 def test_cli_prints_json_and_refuses_unknown_names(tmp_path: Path) -> None:
     done = subprocess.run([*DAGNET, "eval", "naive", "--family", "dt_sales", "--seeds", "1", "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

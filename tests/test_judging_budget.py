@@ -94,6 +94,7 @@ def busy_loops(count: int) -> Iterator[list[int]]:
             loop.wait()
 
 
+@pytest.mark.e2e
 def test_slow_correct_answers_are_judged_once_each_within_budget_and_alike_under_load(
     runs: list[CallsReport],
 ) -> None:

@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 
+
+pytestmark = pytest.mark.e2e
+
+
 ROOT = Path(__file__).resolve().parent.parent
 DAGNET = [sys.executable, "-m", "neurons"]
 

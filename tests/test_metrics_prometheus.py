@@ -25,6 +25,10 @@ from support.miner import MinerUnderTest, running_miner
 from support.peers import serve_asgi
 from support.prometheus import require
 
+
+pytestmark = pytest.mark.e2e
+
+
 SAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "prometheus.yml"
 ALERT_RULES = SAMPLE_CONFIG.with_name("alerts.yml")
 NODE = {"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "echo", "params": {"text": "hi"}}

@@ -81,24 +81,28 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_help_works() -> None:
     result = _run("--help")
     assert result.returncode == 0
     assert "--metagraph-file" in result.stdout and "--dev-key" in result.stdout
 
 
+@pytest.mark.e2e
 def test_bad_settings_exit_with_a_message() -> None:
     result = _run("--dev-key", "//Bob", "--workers", "0")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "workers" in result.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_strategy_exits_with_a_message() -> None:
     result = _run("--dev-key", "//Bob", "--strategy", "psychic", "--port", "0")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "psychic" in result.stderr
 
 
+@pytest.mark.e2e
 def test_a_metagraph_file_that_is_not_there_exits_with_a_message(tmp_path: Path) -> None:
     """Not a miner that says "listening" and answers 503 for ever."""
     result = _run("--dev-key", "//Bob", "--port", "0", "--metagraph-file", str(tmp_path / "nowhere.json"))
@@ -106,6 +110,7 @@ def test_a_metagraph_file_that_is_not_there_exits_with_a_message(tmp_path: Path)
     assert result.stderr.count("\n") == 1 and "nowhere.json: no such file" in result.stderr, result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_served_process_refuses_replays_across_workers(tmp_path: Path, workers: int) -> None:
     metagraph = tmp_path / "mg.json"

@@ -20,6 +20,10 @@ from bittensor.sp_core import Keypair
 from bench.network import MINER_URI, VALIDATOR_URI, _snapshot, serve_miners
 from bench.flood import forged_headers, huge_header, legit_latencies, memory_kib, quantile, stalled_bodies, stalled_heads
 
+
+pytestmark = pytest.mark.e2e
+
+
 OPEN_FILES = 512
 HEAD_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0

@@ -6,6 +6,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
+import pytest
 from bittensor.http_auth import InMemoryNonceStore
 
 from miner.config import MinerSettings
@@ -58,6 +59,7 @@ def _claim(path: str, pairs: list[tuple[str, int]], start, results) -> None:
         results.put(f"{type(exc).__name__}: {exc}")
 
 
+@pytest.mark.e2e
 def test_two_processes_never_both_accept_a_nonce(tmp_path: Path) -> None:
     now = time.time_ns()
     pairs = [(f"hotkey-{i % 5}", now + i) for i in range(400)]

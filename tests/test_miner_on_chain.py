@@ -10,9 +10,13 @@ import time
 from collections.abc import Callable
 
 import httpx
+import pytest
 
 from support.chain import chain_for, running_node, wait_for_next_epoch
 from support.keys import dev_keypair, signed_headers
+
+
+pytestmark = pytest.mark.e2e
 
 
 class Lines:

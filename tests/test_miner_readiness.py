@@ -109,6 +109,7 @@ async def test_health_is_200_when_ready() -> None:
     assert response.json()["status"] == "ok" and response.json()["reason"] is None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("metagraph", "needle"),
     [(None, "no metagraph yet"), ("bad.json", "not valid"),

@@ -36,6 +36,10 @@ from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import OwnedExecution, validation_step
 
+
+pytestmark = pytest.mark.e2e
+
+
 VALIDATOR = dev_keypair("Alice")
 MINER = dev_keypair("dagnet-fidelity-miner")
 PROVIDER = dev_keypair("dagnet-fidelity-provider")

@@ -231,6 +231,7 @@ def drawn() -> dict[str, list[str]]:
     return _all_findings(families)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task_type", ["data_transform", "rag", "agent", "code"])
 def test_no_one_node_plan_beats_the_chain_on_a_curated_family(curated, task_type: str) -> None:
     families = [f.task_id for f in load_families() if f.task_type == task_type]
@@ -245,6 +246,7 @@ def test_another_instance_s_answer_is_rarely_this_one_s(family: Family) -> None:
     assert share <= MAX_AGREEING
 
 
+@pytest.mark.e2e
 def test_no_one_node_plan_beats_the_chain_on_forty_drawn_families(drawn) -> None:
     assert len(drawn) == 40
     assert [line for lines in drawn.values() for line in lines] == []

@@ -130,6 +130,7 @@ def test_planner_section_of_the_settings(tmp_path: Path) -> None:
     assert build_settings(MinerSettings, config_file=config, overrides=['strategy="x"', 'planner.name="good"']).strategy == "good"
 
 
+@pytest.mark.e2e
 def test_module_attr_is_found_in_the_working_folder_as_python_m_finds_it(tmp_path: Path) -> None:
     """`cd ~/my-planner && dagnet plan make ... --planner myplanners:Echoes`: the console
     script's path starts at .venv/bin, so the working folder has to be added."""
@@ -143,6 +144,7 @@ def test_module_attr_is_found_in_the_working_folder_as_python_m_finds_it(tmp_pat
     assert json.loads(result.stdout)["workflow_plan"]["nodes"][0]["params"]["text"] == "hello"
 
 
+@pytest.mark.e2e
 def test_unknown_planner_stops_the_miner_before_it_binds() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--planner", "nowhere:Planner", "--port", "0"],
@@ -152,6 +154,7 @@ def test_unknown_planner_stops_the_miner_before_it_binds() -> None:
     assert result.stderr.count("\n") == 1 and "cannot import planner 'nowhere:Planner'" in result.stderr
 
 
+@pytest.mark.e2e
 async def test_a_plugin_with_options_is_served_by_every_worker(plugin_path: Path, tmp_path: Path) -> None:
     """--planner module:attr with --set planner.options.* reaches each of two worker processes."""
     snapshot = MetagraphBuilder(netuid=3).validator(dev_keypair("Alice"), stake=2_000.0).miner(

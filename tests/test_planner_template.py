@@ -52,6 +52,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+@pytest.mark.e2e
 def test_its_own_tests_pass_once_installed(venv: Path) -> None:
     package = venv.parents[2] / "my-planner"
     done = subprocess.run([venv, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=package,
@@ -59,6 +60,7 @@ def test_its_own_tests_pass_once_installed(venv: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.e2e
 async def test_served_by_dagnet_miner_planner_template(venv: Path, tmp_path: Path) -> None:
     snapshot = MetagraphBuilder(netuid=3).validator(dev_keypair("Alice"), stake=2_000.0).miner(
         dev_keypair("Bob"), axon=Axon("127.0.0.1", 8091)).build()
@@ -91,6 +93,7 @@ async def test_served_by_dagnet_miner_planner_template(venv: Path, tmp_path: Pat
     assert health["planner"]["name"] == "template"
 
 
+@pytest.mark.e2e
 def test_evaluated_by_dagnet_eval_beside_good_and_naive(venv: Path) -> None:
     args = [venv, "-m", "neurons", "eval", "template", "--seeds", "2", "--tier", "full"]
     for family in FAMILIES:

@@ -68,6 +68,7 @@ def _on_a_terminal(program: str, columns: int) -> list[str]:
     return [_ANSI.sub("", line) for line in b"".join(chunks).decode().splitlines()]
 
 
+@pytest.mark.e2e
 def test_the_leaderboard_at_80_columns_shows_every_number_whole():
     lines = _on_a_terminal(_PROGRAM, 80)
     assert lines and max(len(line) for line in lines) <= 80, "\n".join(lines)
@@ -80,6 +81,7 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
             assert f" {shown} " in line, (shown, line)
 
 
+@pytest.mark.e2e
 def test_the_leaderboard_on_a_wide_terminal_keeps_every_column():
     lines = _on_a_terminal(_PROGRAM, 140)
     header = next(line for line in lines if "strategy" in line)

@@ -17,6 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+
+pytestmark = pytest.mark.e2e
+
+
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- recipe: validator -->"
 SETTLE_S = 240

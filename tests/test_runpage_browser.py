@@ -18,7 +18,7 @@ from neurons.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/bootstrap installs it)")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/bootstrap installs it)")]
 
 SUCCESS = (0x2E, 0x7D, 0x32)
 FAILED = (0xC6, 0x28, 0x28)

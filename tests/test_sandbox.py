@@ -121,6 +121,7 @@ def test_each_run_as_root_gets_a_uid_of_its_own() -> None:
     assert len(uids) == 3
 
 
+@pytest.mark.e2e
 async def test_a_fork_bomb_does_not_starve_a_run_beside_it() -> None:
     bomb = "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        time.sleep(20)\n        os._exit(0)\ntime.sleep(20)\n"
     spawner = "import subprocess, sys\nprint(sum(subprocess.run([sys.executable, '-c', 'pass']).returncode == 0 for _ in range(3)))\n"
@@ -178,6 +179,7 @@ def test_bad_limits_are_rejected() -> None:
 # --- attacks -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_cpu_bound_infinite_loop_is_stopped(isolation: str) -> None:
     limits = SandboxLimits(cpu_seconds=1, wall_seconds=10)
     result = run_python({"main.py": "while True:\n    pass\n"}, ["main.py"], limits=limits)

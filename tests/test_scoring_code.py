@@ -217,6 +217,7 @@ def honest_wrong() -> float:
     return code_quality(WRONG).value
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_scores_no_more_than_an_honest_wrong_answer(name: str, honest_wrong: float) -> None:
     wrong = honest_wrong
@@ -225,6 +226,7 @@ def test_attack_scores_no_more_than_an_honest_wrong_answer(name: str, honest_wro
     assert quality.details.get("passed", 0) == 0
 
 
+@pytest.mark.e2e
 def test_expected_values_never_enter_the_sandbox() -> None:
     marker = f"secret-{uuid.uuid4().hex}"
     reference = {"entry_point": "f", "cases": [{"args": [1], "expected": marker}]}

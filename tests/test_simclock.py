@@ -124,6 +124,7 @@ def _score_all(seed: int, planner: str, hash_seed: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.e2e
 def test_scores_are_bit_identical_on_a_quiet_and_a_loaded_machine():
     """Every family, the good and the naive plan: the score object (latency term
     included) is the same with two busy loops beside the validator and another hash

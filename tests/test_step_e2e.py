@@ -34,6 +34,10 @@ from validator.errors import PeerClosed, PeerOversize, PeerTimeout
 from validator.loop import _observe_outcome
 from validator.prometheus import ValidatorMetrics
 
+
+pytestmark = pytest.mark.e2e
+
+
 TASK_ID = "code_fizzbuzz"
 """A v2 family with a roomy latency budget (loopback HTTP on a busy machine) whose
 flaky subnet separates a plan with declared retries from one without."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from storage import open_shared
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY)",)
@@ -17,6 +19,7 @@ def _open_and_write(path: str, key: int, start) -> None:
     conn.close()
 
 
+@pytest.mark.e2e
 def test_processes_starting_together_all_open_a_fresh_file(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     processes_per_round = 4

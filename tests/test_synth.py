@@ -43,6 +43,7 @@ def _hidden(family: Family, seeds=(1, 2, 3)) -> list[Example]:
     return [Example(i.inputs, i.holdings, example_output(family.task_type, i.reference)) for i in found]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task_id", ACROSS_TYPES)
 def test_the_steps_found_from_a_goal_package_answer_hidden_instances(task_id: str) -> None:
     family = FAMILIES[task_id]
@@ -50,6 +51,7 @@ def test_the_steps_found_from_a_goal_package_answer_hidden_instances(task_id: st
     assert check_program(steps, _hidden(family), MATCHES[family.task_type])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("task_id", "tier"), [("dt_books", "goal"), ("rag_towns", "outline"),
                                                ("agent_difference_firms", "goal"), ("code_bucket", "goal")])
 def test_good_scores_full_quality_where_naive_cannot_plan(task_id: str, tier: str) -> None:
@@ -153,6 +155,7 @@ def test_an_adversarial_package_costs_one_planning_error_within_the_budget(outpu
     assert time.monotonic() - started < 0.1
 
 
+@pytest.mark.e2e
 def test_drawn_families_are_solved_from_their_goal_packages() -> None:
     drawn = pytest.importorskip("tasks.drawn")
     families = drawn.drawn_families(secret=0x5EED, tempo=7, count=10)
@@ -166,6 +169,7 @@ def test_drawn_families_are_solved_from_their_goal_packages() -> None:
     assert solved >= 8, f"{solved} of {len(families)} drawn families"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task_id", ["code_tax", "code_count_above"])
 def test_a_constant_worked_out_from_the_table_is_beyond_the_search_and_the_family_s_own_program_finds_it(
         task_id: str) -> None:

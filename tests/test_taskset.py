@@ -103,6 +103,7 @@ def test_every_drawn_reference_has_what_its_scorer_reads():
                 jsonschema.validate(ref["expected_output"], ref["output_schema"])
 
 
+@pytest.mark.e2e
 def test_every_family_is_fair_to_a_plain_plan_and_leaves_choices_to_make():
     """Several subnets of some kind; the naive chain fits the latency limit and the
     budget by its own estimates, and the good plan fits the budget with its retries."""
@@ -127,6 +128,7 @@ def test_the_measured_families_cover_every_type():
     assert {family_task(task_id, HIDDEN).task_type for task_id in MEASURED} == {"code", "rag", "agent", "data_transform"}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task_id", MEASURED)
 async def test_good_plan_completes_with_the_reference_answer_and_scores_at_least_the_naive_one(task_id):
     task = family_task(task_id, HIDDEN)

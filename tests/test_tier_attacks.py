@@ -61,6 +61,10 @@ from tasks import Family, load_families
 from tasks.drawn import drawn_families
 from tasks.family import Instance
 
+
+pytestmark = pytest.mark.e2e
+
+
 HIDDEN = 4242
 CURATED = load_families()
 DRAWN = drawn_families(1, 0, 40)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from bench.network import render_network_bench, run_network_bench
+
+
+pytestmark = pytest.mark.e2e
 
 
 def test_network_bench_measures_both_modes_and_a_step() -> None:

@@ -55,6 +55,10 @@ from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
 from validator.step import validation_step
 
+
+pytestmark = pytest.mark.e2e
+
+
 MIB = 1 << 20
 BOMB_MIB = 1024
 """What the bomb inflates to. Nothing may decode it, so its size only makes the old failure loud."""

@@ -98,6 +98,7 @@ def _old_rule_would_set_aside(state: ValidatorState, task_id: str) -> bool:
     return bool(means) and sum(m < 0.1 for m in means) > 0.7 * len(means)
 
 
+@pytest.mark.e2e
 async def test_three_sybils_with_invalid_plans_set_aside_no_task_and_the_honest_miner_keeps_the_weight(
     tmp_path: Path,
 ) -> None:
@@ -144,6 +145,7 @@ async def test_a_task_whose_generator_is_broken_is_set_aside_and_returns_after_t
         assert INFRASTRUCTURE not in loop.step_outcomes
 
 
+@pytest.mark.e2e
 async def test_a_broken_task_leaves_the_others_scored(tmp_path: Path) -> None:
     source = BrokenGenerator("dt_inventory", "rag_comets")
     async with _validator(tmp_path, source, ["good"]) as (loop, chain, uids):

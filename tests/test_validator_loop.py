@@ -93,6 +93,7 @@ def _uid(loop: ValidatorLoop, name: str) -> int:
     return loop._snapshot.by_hotkey(KEYS[name].ss58_address).uid
 
 
+@pytest.mark.e2e
 async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path) -> None:
     async with _loop(tmp_path) as (loop, chain):
         for _ in range(3):
@@ -122,6 +123,7 @@ async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> No
         assert summary.base_task_id == pick_task(VALIDATOR.ss58_address, chain.head, _tasks()).task_id
 
 
+@pytest.mark.e2e
 async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -175,6 +177,7 @@ async def test_a_refused_set_weights_is_logged_and_retried_when_allowed(tmp_path
         assert await loop.maybe_set_weights(chain.head)
 
 
+@pytest.mark.e2e
 async def test_a_chain_outage_stops_nothing_and_weights_are_set_when_it_returns(tmp_path: Path) -> None:
     async with _loop(tmp_path, poll_s=0.01) as (loop, chain):
         stop = asyncio.Event()

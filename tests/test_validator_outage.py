@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from support.chain import chain_for, node_process, wait_for_block, wait_listening
 from support.keys import dev_keypair
 from support.peers import axon, serve_asgi
@@ -24,6 +26,10 @@ from validator.loop import LoopConfig, ValidatorLoop
 from subnets.owned import owned_runner
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
+
+
+pytestmark = pytest.mark.e2e
+
 
 VALIDATOR_URI, MINER_URI, PROVIDER_URI = "//dagnet-outage-validator", "//dagnet-outage-miner", "//dagnet-outage-provider"
 GENESIS = {"tempo": 6, "weights_rate_limit": 2, "immunity_period": 1000}

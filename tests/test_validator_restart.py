@@ -35,6 +35,10 @@ from miner.planner import load_planner
 from subnets.registry import default_registry
 from validator.state import ValidatorState
 
+
+pytestmark = pytest.mark.e2e
+
+
 ROOT = Path(__file__).resolve().parent.parent
 HELPER = ROOT / "tests" / "support" / "validator_process.py"
 VALIDATOR = dev_keypair("Alice")
