@@ -43,7 +43,7 @@ from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from tasks import Family
-from tasks.drawn import drawn_families, solves
+from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families, solves
 from miner.planner.naive import naive_with_retries
 from engine.owned import evaluate_owned
 from protocol.validation import check_plan_for
@@ -226,7 +226,7 @@ def _settled(check: asyncio.Future[str | None] | None) -> str | None:
     return check.result()
 
 
-SANDBOX_WARNING = "sandbox unavailable: code tasks will score 0 for every miner — see docs/sandbox.md"
+SANDBOX_WARNING = "sandbox unavailable: no code task is sent, miners are scored on the rest — see docs/sandbox.md"
 
 
 def sandbox_problem() -> str | None:
@@ -260,6 +260,38 @@ def start_sandbox_check() -> asyncio.Task[str | None]:
     return asyncio.get_running_loop().create_task(check(), name="sandbox-check")
 
 
+class CodeGate:
+    """Whether this validator sends code tasks: only once its start-up sandbox check
+    (:func:`start_sandbox_check`) has passed. A validator that cannot judge code sends no
+    code task, curated or drawn, and scores miners on the rest, rather than failing every
+    step that drew one; ``/health`` names the sandbox meanwhile."""
+
+    def __init__(self, check: asyncio.Future[str | None]) -> None:
+        self._check = check
+
+    def judges_code(self) -> bool:
+        check = self._check
+        return check.done() and not check.cancelled() and check.result() is None
+
+    def types(self) -> tuple[str, ...]:
+        """The task types families are drawn from now."""
+        return DRAWN_TYPES if self.judges_code() else tuple(t for t in DRAWN_TYPES if t != "code")
+
+
+class GatedTasks:
+    """``source`` less its code tasks while ``gate`` keeps code out."""
+
+    def __init__(self, source: TaskSource, gate: CodeGate) -> None:
+        self._source, self._gate = source, gate
+
+    def tasks(self) -> Sequence[Task]:
+        judges_code = self._gate.judges_code()
+        return [task for task in self._source.tasks() if judges_code or task.task_type != "code"]
+
+    def instance(self, task: Task, seed: int) -> Task:
+        return self._source.instance(task, seed)
+
+
 class DrawnTasks:
     """Families drawn for one tempo as a task source: each shown with its public example,
     an instance drawn by its own generator."""
@@ -275,13 +307,14 @@ class DrawnTasks:
         return found.task(found.instance(seed))
 
 
-def drawn_source(tasks: Path, per_tempo: int) -> DrawnFamilies | None:
+def drawn_source(tasks: Path, per_tempo: int, gate: CodeGate | None = None) -> DrawnFamilies | None:
     """The families a validator draws per tempo besides the shipped ones (``tasks.drawn``,
-    each checked by running its reference plan, :func:`reference_failure`); ``None`` for
-    a task-set file or ``per_tempo`` 0."""
+    each checked by running its reference plan, :func:`reference_failure`), of the types
+    ``gate`` lets through (every type without one); ``None`` for a task-set file or ``per_tempo`` 0."""
     if tasks != SHIPPED_TASKS or per_tempo <= 0:
         return None
-    return lambda secret, tempo: DrawnTasks(drawn_families(secret, tempo, per_tempo, verify=reference_solves))
+    return lambda secret, tempo: DrawnTasks(drawn_families(
+        secret, tempo, per_tempo, verify=reference_solves, types=DRAWN_TYPES if gate is None else gate.types()))
 
 
 def reference_failure(family: Family, seed: int) -> str | None:
@@ -348,14 +381,16 @@ async def run_validator(
     client_config = ClientConfig(timeout_s=config.query_timeout_s)
     try:
         async with MinerClient(wallet.hotkey, config=client_config) as client:
+            sandbox_check = start_sandbox_check()
+            gate = CodeGate(sandbox_check)
             loop = ValidatorLoop(
-                chain, state, client, source or load_task_source(config.tasks), providers,
+                chain, state, client, GatedTasks(source or load_task_source(config.tasks), gate), providers,
                 owned_runner=owned_runners(config), reference=reference(),
-                drawn=drawn_source(config.tasks, config.drawn_per_tempo) if source is None else None,
+                drawn=drawn_source(config.tasks, config.drawn_per_tempo, gate) if source is None else None,
                 config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
-            async with _serving(health_app(loop, metrics, start_sandbox_check()), sock) as url:
+            async with _serving(health_app(loop, metrics, sandbox_check), sock) as url:
                 _announce(
                     f"dagnet validator listening on {url} hotkey={loop.hotkey} netuid={chain.netuid} "
                     f"state={config.state} resumed_at_block={state.last_step_block()}"

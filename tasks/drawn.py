@@ -86,21 +86,26 @@ class DrawnSet:
     rejected: tuple[tuple[str, str], ...]
 
 
-def drawn_families(secret: int, tempo: int, count: int, verify: Verifier | None = None) -> tuple[Family, ...]:
-    """``count`` checked families drawn for ``tempo`` from ``secret`` (deterministic)."""
-    return draw_set(secret, tempo, count, verify).families
+def drawn_families(
+    secret: int, tempo: int, count: int, verify: Verifier | None = None, types: tuple[str, ...] = TYPES
+) -> tuple[Family, ...]:
+    """``count`` checked families drawn for ``tempo`` from ``secret`` (deterministic), of ``types``
+    in turn (a validator that cannot judge code leaves ``code`` out)."""
+    return draw_set(secret, tempo, count, verify, types).families
 
 
 @functools.lru_cache(maxsize=16)
-def draw_set(secret: int, tempo: int, count: int, verify: Verifier | None = None) -> DrawnSet:
+def draw_set(
+    secret: int, tempo: int, count: int, verify: Verifier | None = None, types: tuple[str, ...] = TYPES
+) -> DrawnSet:
     """:func:`drawn_families` with the candidates turned down; cached per arguments."""
     if count < 0:
         raise ValueError("count must be >= 0")
     families: list[Family] = []
     rejected: list[tuple[str, str]] = []
-    attempt, turn = 0, text_seed(f"dagnet drawn types:{secret}:{tempo}") % len(TYPES)
+    attempt, turn = 0, text_seed(f"dagnet drawn types:{secret}:{tempo}") % len(types)
     while len(families) < count:
-        kind = TYPES[(turn + len(families)) % len(TYPES)]
+        kind = types[(turn + len(families)) % len(types)]
         for _ in range(_ATTEMPTS_PER_FAMILY):
             production = candidate(secret, tempo, attempt, kind)
             attempt += 1

@@ -7,6 +7,7 @@ every plan themselves (owned execution, simulated time); their reference is the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -281,3 +282,44 @@ def test_dagnet_validator_help_lists_the_run_options_and_the_tasks_command() -> 
     for option in ("--wallet.name", "--dev-key", "--network", "--state", "--replay", "--sample-size"):
         assert option in result.stdout
     assert "tasks" in result.stdout.split("Commands:")[1]
+
+
+async def test_a_validator_without_a_sandbox_sends_no_code_task_and_scores_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start-up check finds no sandbox (as in a container without the validator's options):
+    code_fizzbuzz is never sent, every step settles on the other family, no step fails."""
+    from neurons import validator as process
+
+    monkeypatch.setattr(process, "isolation_available", lambda: "rlimits")
+    monkeypatch.setattr("scoring.quality.code.isolation_available", lambda: "rlimits")
+    check = process.start_sandbox_check()
+    gate = process.CodeGate(check)
+    source = process.GatedTasks(SomeFamilies("code_fizzbuzz", "dt_inventory"), gate)
+    async with _validator(tmp_path, source, ["good"]) as (loop, chain, uids):
+        assert await check is not None and not gate.judges_code()
+        for _ in range(2 * TEMPO):
+            assert await loop.step(chain.head) is not None
+            chain.advance()
+        assert set(loop.step_outcomes) == {SETTLED}
+        assert {r.base_task_id for r in loop.state.executions()} == {"dt_inventory"}
+        assert loop.state.window().means()[uids["good#0"]] > 0
+
+
+async def test_the_gate_lets_code_through_once_the_sandbox_check_passes() -> None:
+    from neurons.validator import CodeGate, GatedTasks
+
+    check: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    gate = CodeGate(check)
+    source = GatedTasks(SomeFamilies("code_fizzbuzz", "dt_inventory"), gate)
+    assert [t.task_id for t in source.tasks()] == ["dt_inventory"] and "code" not in gate.types()  # not settled yet
+    check.set_result(None)
+    assert {t.task_id for t in source.tasks()} == {"code_fizzbuzz", "dt_inventory"} and "code" in gate.types()
+
+
+def test_families_drawn_for_a_validator_without_a_sandbox_hold_no_code() -> None:
+    from tasks.drawn import TYPES, drawn_families
+
+    no_code = tuple(t for t in TYPES if t != "code")
+    assert "code" in {f.task_type for f in drawn_families(5, 31, len(TYPES))}
+    assert {f.task_type for f in drawn_families(5, 31, len(TYPES), types=no_code)} == set(no_code)

@@ -1,0 +1,180 @@
+"""The compose testnet on a real Docker engine (README, "A local testnet in containers").
+
+Starts the engine if it is not running (``scripts/docker-engine``: Debian's docker.io, the
+compose v2 plugin), builds the base image where none can be pulled
+(``scripts/build-base-image``, cached: reused while it exists), the dagnet image through
+compose and Prometheus from Debian's package, brings up the embedded profile without Grafana
+(its image cannot be pulled here and nothing of dagnet's runs in it), and waits until the
+validator has set weights with its code sandbox working, a code family has scored above 0,
+the good miner leads on chain and Prometheus scrapes every neuron; then ``down -v``.
+
+``DAGNET_COMPOSE`` picks the compose that runs it (default ``docker-compose``, Debian's 1.29;
+``docker compose`` for v2); ``DAGNET_BASE_IMAGE`` an image to build on instead of the
+debootstrapped one (e.g. ``python:3.11-slim-bookworm`` where a registry is reachable).
+Skipped, saying why, only where no engine can be started (not root, no apt, no dockerd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bittensor.sp_core import Keypair
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = "dagnet-e2e"
+SERVICES = ["net", "chain", "bootstrap", "validator", "miner-good", "miner-naive", "miner-invalid", "prometheus"]
+NEURON_PORTS = {"validator": 9100, "miner-good": 8091, "miner-naive": 8092, "miner-invalid": 8093}
+PROMETHEUS_IMAGE = "dagnet-prometheus:local"
+SETTLE_S = 300.0
+"""How long the running stack may take to show all it must (weights, code, incentive, scrapes)."""
+BUILD_S = 600
+
+
+def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float = BUILD_S) -> str:
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def engine() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("starting a Docker engine needs root (scripts/docker-engine)")
+    done = subprocess.run([str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True, timeout=BUILD_S)
+    if done.returncode != 0:
+        pytest.skip(f"no Docker engine could be started here: {done.stderr.strip()[-500:]}")
+
+
+@pytest.fixture(scope="module")
+def compose_env(engine: None) -> dict[str, str]:
+    base = os.environ.get("DAGNET_BASE_IMAGE") or "dagnet-base:bookworm"
+    if "DAGNET_BASE_IMAGE" not in os.environ:
+        _run([str(ROOT / "scripts" / "build-base-image"), "--host-ca", base])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
+    return {**env, "COMPOSE_PROFILES": "embedded", "COMPOSE_PROJECT_NAME": PROJECT,
+            "DAGNET_BASE_IMAGE": base, "DAGNET_PROMETHEUS_IMAGE": PROMETHEUS_IMAGE}
+
+
+def _compose(env: dict[str, str], *args: str, timeout: float = BUILD_S) -> str:
+    command = shlex.split(os.environ.get("DAGNET_COMPOSE", "docker-compose"))
+    return _run([*command, *args], env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def image(compose_env: dict[str, str]) -> str:
+    """dagnet:local, built by compose as `up` would (the `net` service's build)."""
+    _compose(compose_env, "build", "net")
+    return "dagnet:local"
+
+
+@pytest.fixture(scope="module")
+def stack(compose_env: dict[str, str], image: str) -> Iterator[dict[str, str]]:
+    _run(["docker", "build", "-q", "-f", "deploy/prometheus/Dockerfile", "--build-arg",
+          f"BASE={compose_env['DAGNET_BASE_IMAGE']}", "-t", PROMETHEUS_IMAGE, "deploy/prometheus"])
+    _compose(compose_env, "down", "-v", "--remove-orphans")  # a stack left by an interrupted run
+    try:
+        _compose(compose_env, "up", "-d", *SERVICES)
+        yield compose_env
+    finally:
+        _compose(compose_env, "down", "-v", "--remove-orphans")
+
+
+def _packages() -> set[str]:
+    """Every top-level package of the checkout that pyproject.toml's find includes."""
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    declared = {p.rstrip("*") for p in patterns}
+    on_disk = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert declared <= on_disk, f"pyproject.toml declares packages the checkout lacks: {declared - on_disk}"
+    return on_disk - {"tests", "examples"}
+
+
+def test_the_image_holds_every_package_and_runs_the_cli(image: str) -> None:
+    assert "Usage: dagnet" in _run(["docker", "run", "--rm", image, "--help"])
+    packages = sorted(_packages())
+    found = _run(["docker", "run", "--rm", "--entrypoint", "python", image, "-c",
+                  "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]; print('ok')", *packages])
+    assert found.strip() == "ok"
+
+
+def test_the_image_runs_code_in_the_sandbox_as_the_validator_service_does(image: str) -> None:
+    """The validator service's options (docker-compose.yml), on `docker run`: bwrap with its own
+    /proc, where the run sees only its own processes, under a validator with no capability."""
+    program = (
+        "import json, os; from sandbox import isolation_available, run_python\n"
+        "caps = [line.split()[1] for line in open('/proc/self/status') if line.startswith('Cap')]\n"
+        "run = run_python({'m.py': 'import os; print(6 * 7, *(p for p in os.listdir(\"/proc\") if p.isdigit()))'}, ['m.py'])\n"
+        "print(json.dumps([os.getuid(), sorted(set(caps)), isolation_available(), run.returncode, run.stdout.split(), run.stderr[-300:]]))\n"
+    )
+    out = _run(["docker", "run", "--rm", "--user", "0", "--cap-add", "SYS_ADMIN",
+                "--security-opt", "seccomp=deploy/seccomp-bwrap.json", "--security-opt", "apparmor=unconfined",
+                "--security-opt", "no-new-privileges:true", "--entrypoint", "dagnet-contained", image,
+                "python", "-c", program])
+    uid, caps, isolation, returncode, words, stderr = json.loads(out)
+    assert (uid, caps, isolation, returncode) == (10001, ["0000000000000000"], "bwrap", 0), out
+    assert words[0] == "42" and len(words) <= 3, out  # its own pids only: bwrap's init and the run
+
+
+def _get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def _observe(env: dict[str, str]) -> dict[str, object]:
+    """What the stack shows now: the validator's /health, the best code quality it recorded,
+    the incentive on chain by hotkey, and Prometheus's scrape targets by health."""
+    seen: dict[str, object] = {}
+    try:
+        seen["health"] = _get("http://127.0.0.1:9100/health")
+    except OSError as exc:
+        seen["health"] = repr(exc)
+    query = ("import sqlite3; db = sqlite3.connect('file:/data/validator.sqlite?mode=ro', uri=True); "
+             "print(db.execute(\"SELECT max(json_extract(score, '$.output_quality')) FROM executions "
+             "WHERE base_task_id LIKE 'code%'\").fetchone()[0])")
+    try:
+        seen["code_quality"] = _compose(env, "exec", "-T", "chain", "python", "-c", query, timeout=30).strip()
+        status = json.loads(_compose(env, "exec", "-T", "chain", "dagnet", "chain", "status", "--network", "embedded",
+                                     "--json", timeout=30))
+        seen["incentive"] = {n["hotkey"]: n["incentive"] for n in status["neurons"]}
+    except (AssertionError, ValueError, subprocess.TimeoutExpired) as exc:
+        seen["chain"] = str(exc)[-500:]
+    try:
+        targets = _get("http://127.0.0.1:9090/api/v1/targets")["data"]["activeTargets"]  # type: ignore[index]
+        seen["scrapes"] = {t["scrapeUrl"]: t["health"] for t in targets}
+    except OSError as exc:
+        seen["scrapes"] = repr(exc)
+    return seen
+
+
+def _settled(seen: dict[str, object]) -> bool:
+    health, incentive, scrapes = seen.get("health"), seen.get("incentive"), seen.get("scrapes")
+    good = Keypair.create_from_uri("//Bob").ss58_address
+    return (
+        isinstance(health, dict) and health["status"] == "ok" and health["last_weights_block"] is not None
+        and seen.get("code_quality") not in (None, "None") and float(seen["code_quality"]) > 0  # type: ignore[arg-type]
+        and isinstance(incentive, dict) and incentive.get(good, 0) > 0 and max(incentive, key=incentive.get) == good
+        and isinstance(scrapes, dict)
+        and all(scrapes.get(f"http://net:{port}/metrics") == "up" for port in NEURON_PORTS.values())
+    )
+
+
+def test_the_embedded_profile_sets_weights_scores_code_and_is_scraped(stack: dict[str, str]) -> None:
+    deadline = time.monotonic() + SETTLE_S
+    seen = _observe(stack)
+    while not _settled(seen) and time.monotonic() < deadline:
+        time.sleep(5)  # polling a live stack: blocks are 2 s, Prometheus scrapes every 15 s
+        seen = _observe(stack)
+    logs = "" if _settled(seen) else _compose(stack, "logs", "--tail", "30", "validator", timeout=60)
+    assert _settled(seen), f"after {SETTLE_S:.0f} s the stack shows {json.dumps(seen, indent=1)}\n{logs[-4000:]}"
