@@ -29,12 +29,13 @@ from bittensor.http_auth import NonceStore
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
-from protocol.routes import HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
+from protocol.routes import FEEDBACK_PATH, HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
 
 from .asgi import Guarded
 from .auth import BtAuthMiddleware, SignedHeadersGate
 from .blacklist import Blacklist, BlacklistMiddleware
 from .config import MinerSettings
+from .feedback import FeedbackInbox, FeedbackStore
 from .handlers import MinerEndpoints, dagnet_version, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware
 from .metagraph import MetagraphSource
@@ -66,9 +67,13 @@ def create_app(
     """Build one miner app. ``nonce_store`` defaults to :func:`nonce_store_for`;
     pass one to share replay protection between apps you build yourself.
 
-    ``app.state.metrics`` is the app's :class:`MinerMetrics`.
+    ``app.state.metrics`` is the app's :class:`MinerMetrics`. The feedback kept in
+    ``settings.feedback_db`` is replayed into the planner's ``observe`` here.
     """
     hotkey = keypair.ss58_address
+    store = None if settings.feedback_db is None else FeedbackStore(settings.feedback_db, hotkey)
+    inbox = FeedbackInbox(planner, store)
+    inbox.replay()
     metrics = MinerMetrics(actions=registry.names())
     metrics.follow(metagraph.snapshot, hotkey)
     endpoints = MinerEndpoints(
@@ -80,6 +85,7 @@ def create_app(
         ),
         metrics=metrics,
         planner_timeout_s=settings.planner.timeout_s,
+        inbox=inbox,
     )
     app = FastAPI(
         title="dagnet miner",
@@ -95,6 +101,7 @@ def create_app(
     app.add_exception_handler(Exception, internal_error)
     app.router.add_route(NODE_PATH, endpoints.node, methods=["POST"])  # the hot path first
     app.router.add_route(WORKFLOW_PATH, endpoints.workflow, methods=["POST"])
+    app.router.add_route(FEEDBACK_PATH, endpoints.feedback, methods=["POST"])
     app.router.add_route(HEALTH_PATH, endpoints.health, methods=["GET"])
     app.router.add_route(METRICS_PATH, endpoints.prometheus, methods=["GET"])
 

@@ -18,6 +18,11 @@ from protocol.synapse import ToolInfo
 from .planner.base import PLANNER_TIMEOUT_S
 
 
+def default_feedback_db(hotkey: str) -> Path:
+    """Where ``dagnet miner`` keeps the feedback for ``hotkey`` unless told otherwise."""
+    return Path.home() / ".dagnet" / f"miner-{hotkey}" / "feedback.sqlite"
+
+
 class RateLimit(BaseModel):
     """A token bucket per caller hotkey: ``per_second`` refill, ``burst`` capacity."""
 
@@ -96,6 +101,10 @@ class MinerSettings(BaseModel):
     """SQLite file shared by workers for replay protection; only used when
     ``workers > 1`` (default: a per-port file in the temp directory)."""
     auth: AuthWindow = Field(default_factory=AuthWindow)
+    feedback_db: Path | None = None
+    """SQLite file keeping the validators' feedback across restarts (docs/protocol.md,
+    "Feedback"). ``dagnet miner`` defaults it to :func:`default_feedback_db`; an app
+    built without one hands feedback to the planner and keeps none."""
 
     @model_validator(mode="before")
     @classmethod

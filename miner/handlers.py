@@ -21,12 +21,14 @@ from starlette.responses import Response
 
 from protocol.actions import is_generator
 from protocol.errors import format_validation_error
+from protocol.feedback import StepFeedback
 from protocol.output import NodeOutput
 from protocol.routes import error_body
 from protocol.runner import ERROR_MAX_CHARS, NodeCall, NodeResult
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
 
-from .asgi import BODY
+from .asgi import BODY, caller_hotkey
+from .feedback import FeedbackInbox
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
 from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
@@ -60,7 +62,7 @@ def dagnet_version() -> str:
 
 
 class MinerEndpoints:
-    """The four route handlers and what they share: this miner's identity,
+    """The route handlers and what they share: this miner's identity,
     its metagraph, its planner and its tool runner."""
 
     def __init__(
@@ -72,8 +74,10 @@ class MinerEndpoints:
         runner: LocalRunner,
         metrics: MinerMetrics,
         planner_timeout_s: float = PLANNER_TIMEOUT_S,
+        inbox: FeedbackInbox | None = None,
     ) -> None:
         self.hotkey = hotkey
+        self.inbox = inbox if inbox is not None else FeedbackInbox(planner, None)
         self.metagraph = metagraph
         self.planner = planner
         self.planner_timeout_s = planner_timeout_s
@@ -142,6 +146,25 @@ class MinerEndpoints:
             return NodeResult(None, error=f"timed out after {call.timeout_seconds:g}s"), "timeout"
         return result, ("success" if result.output is not None else "error")
 
+    async def feedback(self, request: Request) -> Response:
+        """``POST /Feedback``: a validator's account of one of this miner's own steps.
+
+        Only the validator the message names may send it (its signature says who it
+        is), and only about this miner (its uid now and, when named, its hotkey): anything
+        else is 403 ``not_yours``. Accepted feedback is kept in the store and handed to
+        the planner's ``observe`` (:class:`~miner.feedback.FeedbackInbox`).
+        """
+        message = await _parse(request, StepFeedback)
+        if isinstance(message, Response):
+            return message
+        snapshot = self.metagraph.snapshot()
+        neuron = None if snapshot is None else snapshot.by_hotkey(self.hotkey)
+        mismatch = _not_ours(message, caller_hotkey(request.scope), self.hotkey, None if neuron is None else neuron.uid)
+        if mismatch is not None:
+            return _error(403, "not_yours", mismatch)
+        stored, observed = await self.inbox.take(message)
+        return _json(_dumps({"status": "accepted", "stored": stored, "observed": observed}))
+
     async def health(self, request: Request) -> Response:
         """``GET /health``: who this miner is and whether it is ready; 503 with the reason when not."""
         snapshot = self.metagraph.snapshot()
@@ -169,6 +192,16 @@ class MinerEndpoints:
         """``GET /metrics``: Prometheus text exposition."""
         body, content_type = self.metrics.render()
         return Response(content=body, media_type=content_type)
+
+
+def _not_ours(message: StepFeedback, sender: str | None, hotkey: str, uid: int | None) -> str | None:
+    """Why ``message`` is not this miner's to take, or ``None`` (``sender`` is ``None``
+    only with auth off: then nobody's signature is checked)."""
+    if sender is not None and message.validator_hotkey != sender:
+        return f"feedback signed by {sender} names validator {message.validator_hotkey}"
+    if message.miner_uid != uid or message.miner_hotkey not in (None, hotkey):
+        return f"feedback for uid {message.miner_uid} ({message.miner_hotkey or 'no hotkey'}), not this miner"
+    return None
 
 
 def _keep(frames: list[NodeOutput], frame: NodeOutput) -> bool:

@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from miner.app import HasHotkey, create_app
-from miner.config import MinerSettings
+from miner.config import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
@@ -139,10 +139,13 @@ class MinerProcessConfig(BaseModel):
 
 
 def build_miner_app(config: MinerProcessConfig) -> FastAPI:
-    """The app for ``config``: real tools, the configured planner."""
+    """The app for ``config``: real tools, the configured planner, feedback kept on disk."""
+    keypair, settings = config.hotkey(), config.settings
+    if settings.feedback_db is None:
+        settings = settings.model_copy(update={"feedback_db": default_feedback_db(keypair.ss58_address)})
     return create_app(
-        config.settings,
-        keypair=config.hotkey(),
+        settings,
+        keypair=keypair,
         metagraph=config.metagraph(),
         registry=default_registry(),
         planner=config.planner(),

@@ -72,6 +72,8 @@ class StepFeedback(BaseModel):
     version: int = FEEDBACK_VERSION
     validator_hotkey: str = Field(max_length=64)
     miner_uid: int = Field(ge=0)
+    miner_hotkey: str | None = Field(default=None, max_length=64)
+    """The hotkey the feedback is for; a miner refuses feedback that names another."""
     block: int = Field(ge=0)
     tempo: int | None = Field(default=None, ge=0)
     task_id: str = Field(max_length=128)

@@ -10,19 +10,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "NODE_PATH", "PATHS", "PUBLIC_PATHS", "WORKFLOW_PATH", "error_body"]
+__all__ = [
+    "FEEDBACK_PATH", "HEALTH_PATH", "METRICS_PATH", "NODE_PATH", "PATHS", "PUBLIC_PATHS", "WORKFLOW_PATH", "error_body",
+]
 
 WORKFLOW_PATH = "/WorkflowSynapse"
 """``POST``: a task package in, a workflow plan out."""
 NODE_PATH = "/NodeSynapse"
 """``POST``: one resolved node in, its output out."""
+FEEDBACK_PATH = "/Feedback"
+"""``POST``: a validator's :class:`~protocol.feedback.StepFeedback` about this miner's own step in."""
 HEALTH_PATH = "/health"
 """``GET``: liveness and readiness."""
 METRICS_PATH = "/metrics"
 """``GET``: Prometheus exposition."""
 
 PUBLIC_PATHS = frozenset({HEALTH_PATH, METRICS_PATH})
-PATHS = frozenset({WORKFLOW_PATH, NODE_PATH, HEALTH_PATH, METRICS_PATH})
+PATHS = frozenset({WORKFLOW_PATH, NODE_PATH, FEEDBACK_PATH, HEALTH_PATH, METRICS_PATH})
 
 
 def error_body(reason: str, message: str, **extra: Any) -> bytes:

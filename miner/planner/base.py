@@ -15,6 +15,11 @@ A planner is any object with a ``name`` and a ``plan(package)`` method:
   deadline for costs that one query: :func:`run_planner` turns it into a
   :class:`PlannerFailure` that names its kind.
 
+A planner may also have ``observe(feedback)``: the miner hands it every
+:class:`~protocol.feedback.StepFeedback` a validator sends about this miner's own
+steps, and at start-up replays the ones it has kept (:func:`observe`). A planner
+without it is unaffected; one whose ``observe`` raises has it logged, and nothing else.
+
 A planner may declare ``interface = PLANNER_INTERFACE``; one that declares another
 version is refused when it is loaded (:mod:`miner.planner.loader`). docs/planner.md is
 the page a miner reads.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import math
 import threading
 import traceback
@@ -34,13 +40,14 @@ from typing import Any, Literal, Protocol, Union
 from pydantic import ValidationError
 
 from protocol.errors import format_validation_error
+from protocol.feedback import StepFeedback
 from protocol.graph import Graph
 from protocol.plan import WorkflowPlan
 from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 __all__ = [
     "FAILURE_KINDS", "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
-    "PlannerFailure", "PlanningError", "answer_for", "estimate", "run_planner",
+    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "run_planner",
 ]
 
 PLANNER_INTERFACE = 1
@@ -51,6 +58,7 @@ PLANNER_TIMEOUT_S = 6.0
 timeout, so a slow planner still gets a clear answer back to the validator in time."""
 
 _REASON_CHARS = 300
+log = logging.getLogger("dagnet.miner")
 _PACKAGE_FIELDS = frozenset(TaskPackage.model_fields) - {"scoring_version"}
 
 FailureKind = Literal["unplannable", "error", "timeout", "invalid"]
@@ -113,6 +121,22 @@ class Planner(Protocol):
     def plan(self, package: TaskPackage) -> PlanResult | Awaitable[PlanResult]:
         """Design a plan for ``package``; raises :class:`PlanningError` when it cannot."""
         ...
+
+
+def observe(planner: Planner, feedback: StepFeedback) -> bool:
+    """Hand ``feedback`` to ``planner.observe`` when it has one; whether it took it.
+
+    Whatever ``observe`` raises is logged and goes no further: feedback is for learning,
+    and a planner that cannot learn from it still plans."""
+    method = getattr(planner, "observe", None)
+    if not callable(method):
+        return False
+    try:
+        method(feedback)
+    except Exception as exc:
+        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__, _short(str(exc)))
+        return False
+    return True
 
 
 async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: float = PLANNER_TIMEOUT_S) -> PlanResult:

@@ -1,0 +1,173 @@
+"""The miner's feedback store: what validators told this miner about its own steps.
+
+``POST /Feedback`` (:meth:`~miner.handlers.MinerEndpoints.feedback`) keeps each
+accepted :class:`~protocol.feedback.StepFeedback` here before handing it to the
+planner, and at start-up the app replays the store, oldest first, into the planner's
+``observe``: what a planner learned survives a restart.
+
+The store is bounded: the :attr:`FeedbackStore.keep_per_validator` most recent
+messages of each validator (one per validator and block: a message sent again
+replaces the first), and at most :attr:`FeedbackStore.max_bytes` of messages in
+all (the oldest go first). Rows are kept per miner hotkey, so a file shared by
+two hotkeys never replays one's feedback into the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from protocol.feedback import StepFeedback
+from storage import open_shared
+
+from .planner.base import Planner, observe
+
+log = logging.getLogger("dagnet.miner")
+
+KEEP_PER_VALIDATOR = 256
+"""Messages kept per validator (the most recent by block)."""
+MAX_STORE_BYTES = 64 * 1024 * 1024
+"""Message bytes kept in all; past it the oldest messages are dropped."""
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS feedback ("
+    " miner_hotkey TEXT NOT NULL, validator TEXT NOT NULL, block INTEGER NOT NULL, body TEXT NOT NULL,"
+    " PRIMARY KEY (miner_hotkey, validator, block))",
+    "CREATE INDEX IF NOT EXISTS feedback_by_block ON feedback (miner_hotkey, block)",
+)
+_INSERT = "INSERT OR REPLACE INTO feedback (miner_hotkey, validator, block, body) VALUES (?, ?, ?, ?)"
+_TRIM_VALIDATOR = (
+    "DELETE FROM feedback WHERE miner_hotkey = ? AND validator = ? AND block <"
+    " (SELECT block FROM feedback WHERE miner_hotkey = ? AND validator = ? ORDER BY block DESC LIMIT 1 OFFSET ?)"
+)
+_OLDEST_OVER = (
+    "SELECT block FROM (SELECT block, SUM(LENGTH(body)) OVER (ORDER BY block DESC, validator) AS kept"
+    " FROM feedback WHERE miner_hotkey = ?) WHERE kept > ? ORDER BY block DESC LIMIT 1"
+)
+_REPLAY = "SELECT body FROM feedback WHERE miner_hotkey = ? ORDER BY block, validator"
+
+
+class FeedbackStore:
+    """Feedback for the miner ``hotkey`` in a SQLite file (WAL), safe across threads
+    and worker processes. The file is created by the first :meth:`add`."""
+
+    def __init__(
+        self, path: Path, hotkey: str, *, keep_per_validator: int = KEEP_PER_VALIDATOR, max_bytes: int = MAX_STORE_BYTES
+    ) -> None:
+        self.path = Path(path)
+        self.hotkey = hotkey
+        self.keep_per_validator = keep_per_validator
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def add(self, feedback: StepFeedback) -> None:
+        """Keep ``feedback``, then drop what is past the bounds."""
+        validator = feedback.validator_hotkey
+        with self._lock:
+            conn = self._connection()
+            conn.execute(_INSERT, (self.hotkey, validator, feedback.block, feedback.model_dump_json()))
+            conn.execute(_TRIM_VALIDATOR, (self.hotkey, validator, self.hotkey, validator, self.keep_per_validator - 1))
+            over = conn.execute(_OLDEST_OVER, (self.hotkey, self.max_bytes)).fetchone()
+            if over is not None:
+                conn.execute("DELETE FROM feedback WHERE miner_hotkey = ? AND block <= ?", (self.hotkey, over[0]))
+
+    def replay(self) -> Iterator[StepFeedback]:
+        """Every kept message for this hotkey, oldest block first; none when there is no file yet.
+        A row that no longer reads as a :class:`StepFeedback` is skipped."""
+        if not self.path.exists():
+            return
+        with self._lock:
+            rows = self._connection().execute(_REPLAY, (self.hotkey,)).fetchall()
+        for (body,) in rows:
+            try:
+                yield StepFeedback.model_validate_json(body)
+            except ValidationError:
+                log.warning("a stored feedback message no longer reads as StepFeedback: skipped")
+
+    def __len__(self) -> int:
+        if not self.path.exists():
+            return 0
+        with self._lock:
+            return self._connection().execute(
+                "SELECT COUNT(*) FROM feedback WHERE miner_hotkey = ?", (self.hotkey,)
+            ).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = open_shared(self.path, _SCHEMA)
+        return self._conn
+
+
+class FeedbackInbox:
+    """Where accepted feedback goes: into the store, then to the planner's ``observe``.
+
+    One daemon thread does both, one message at a time in arrival order, so a planner's
+    ``observe`` is never called twice at once and a slow one never holds up the event
+    loop (nor, being a daemon, the process's exit)."""
+
+    def __init__(self, planner: Planner, store: FeedbackStore | None) -> None:
+        self.planner = planner
+        self.store = store
+        self._jobs: queue.SimpleQueue[tuple[StepFeedback, asyncio.AbstractEventLoop, asyncio.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._worker: threading.Thread | None = None
+
+    def replay(self) -> int:
+        """Hand every stored message to the planner, oldest first; how many there were."""
+        if self.store is None:
+            return 0
+        count = 0
+        for feedback in self.store.replay():
+            observe(self.planner, feedback)
+            count += 1
+        return count
+
+    async def take(self, feedback: StepFeedback) -> tuple[bool, bool]:
+        """Keep ``feedback`` and hand it to the planner: ``(stored, observed)``."""
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="dagnet-feedback", daemon=True)
+            self._worker.start()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[tuple[bool, bool]] = loop.create_future()
+        self._jobs.put((feedback, loop, done))
+        return await done
+
+    def _work(self) -> None:
+        while True:
+            feedback, loop, done = self._jobs.get()
+            result = (self._stored(feedback), observe(self.planner, feedback))
+            try:
+                loop.call_soon_threadsafe(_settle, done, result)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def _stored(self, feedback: StepFeedback) -> bool:
+        if self.store is None:
+            return False
+        try:
+            self.store.add(feedback)
+        except sqlite3.Error as exc:  # a full disk costs the history, not the planner its feedback
+            log.warning("feedback from %s not stored: %s", feedback.validator_hotkey, exc)
+            return False
+        return True
+
+
+def _settle(done: asyncio.Future[Any], result: Any) -> None:
+    if not done.done():  # the request may have gone (its caller hung up)
+        done.set_result(result)
