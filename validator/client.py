@@ -26,7 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from protocol.errors import format_validation_error
 from protocol.limits import DEFAULT_LIMITS, Limits
-from protocol.routes import NODE_PATH, WORKFLOW_PATH
+from protocol.feedback import StepFeedback
+from protocol.routes import FEEDBACK_PATH, NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
 from .settings import setting_default
@@ -201,6 +202,12 @@ class MinerClient:
         """Ask a tool provider to run one resolved node."""
         return await self.post(axon_url, hotkey, NODE_PATH, self._encode(synapse), timeout_s=timeout_s)
 
+    async def send_feedback(
+        self, axon_url: str, hotkey: str, feedback: StepFeedback, *, timeout_s: float | None = None
+    ) -> Reply:
+        """Tell a miner how its own step went (``POST /Feedback``); never retried."""
+        return await self.post(axon_url, hotkey, FEEDBACK_PATH, self._encode(feedback), timeout_s=timeout_s)
+
     async def post(self, axon_url: str, hotkey: str, path: str, body: bytes, *, timeout_s: float | None = None) -> Reply:
         """Sign and send ``body`` (at most ``limits.max_request_bytes``); collect at most
         ``limits.max_response_bytes`` back."""
@@ -260,7 +267,7 @@ class MinerClient:
         self.own_s += time.perf_counter() - tick
         return data
 
-    def _encode(self, model: TaskPackage | NodeSynapse) -> bytes:
+    def _encode(self, model: TaskPackage | NodeSynapse | StepFeedback) -> bytes:
         tick = time.perf_counter()
         body = model.model_dump_json(by_alias=True, exclude_none=True).encode()
         self.own_s += time.perf_counter() - tick

@@ -48,6 +48,7 @@ from scoring.weights import normalize_weights, warmup_scale
 
 from .client import MinerClient
 from .errors import PeerTimeout
+from .feedback import FeedbackSender
 from .judging import JudgingAllowance
 from engine.executor import ExecutorConfig
 from .prometheus import ValidatorMetrics
@@ -145,6 +146,8 @@ class ValidatorLoop:
         self.config = config
         self.executor_config = executor_config
         self.judging = JudgingAllowance()
+        self.feedback = FeedbackSender(client)
+        """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
         self.metrics = metrics or ValidatorMetrics()
         self.metrics.version_key.set(config.version_key)
         self.metrics.last_weights_block.set(state.last_weights_block() or 0)
@@ -283,6 +286,7 @@ class ValidatorLoop:
             return None
         records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
         self.state.settle_step(block, records, judged, tempo=tempo)
+        self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.metrics.scores(self.state.window().means())
         log.info(
