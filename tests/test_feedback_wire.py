@@ -1,0 +1,258 @@
+"""Feedback on the wire: a validator tells each miner how its own step went (``POST /Feedback``),
+the miner keeps it across restarts and hands it to its planner's ``observe``; nobody else's
+feedback ever reaches a miner, and a miner that refuses or is down loses nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair, signed_headers
+from support.miner import FakePlanner, running_miner
+from support.peers import serve_asgi
+from support.tasks import SomeFamilies
+
+from miner.app import create_app
+from miner.asgi import send_error
+from miner.config import MinerSettings
+from miner.feedback import FeedbackStore
+from miner.metagraph import StaticMetagraph
+from miner.planner import load_planner
+from protocol.feedback import StepFeedback
+from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
+from protocol.routes import FEEDBACK_PATH
+from scoring.composite import invalid_score
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from validator.client import ClientConfig, MinerClient
+from validator.feedback import FeedbackSender, step_feedback
+from validator.loop import LoopConfig, ValidatorLoop
+from validator.state import ValidatorState
+from validator.step import MinerOutcome, StepResult, StepTimings
+
+VALIDATOR, MINER = dev_keypair("Alice"), dev_keypair("Bob")
+
+
+class Recording(FakePlanner):
+    """The fake planner, keeping every feedback message it is handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[StepFeedback] = []
+
+    def observe(self, feedback: StepFeedback) -> None:
+        self.seen.append(feedback)
+
+
+def _message(*, block: int = 40, uid: int = 1, validator: str = VALIDATOR.ss58_address, **extra) -> StepFeedback:
+    return StepFeedback(validator_hotkey=validator, miner_uid=uid, block=block, task_id="rag_towns", hint_tier="goal",
+                        outcome="completed", score={"S": 0.8}, **extra)
+
+
+def _body(message: StepFeedback) -> bytes:
+    return message.model_dump_json().encode()
+
+
+def _settings(tmp_path: Path) -> MinerSettings:
+    return MinerSettings(port=0, feedback_db=tmp_path / "feedback.sqlite")
+
+
+async def test_signed_feedback_reaches_its_miners_planner(tmp_path: Path) -> None:
+    planner = Recording()
+    message = _message(miner_hotkey=MINER.ss58_address)
+    async with running_miner(settings=_settings(tmp_path), planner=planner) as miner:
+        response = await miner.post(FEEDBACK_PATH, _body(message))
+        metrics = (await miner.get("/metrics")).text
+    assert response.status_code == 200, response.text
+    assert response.json() == {"status": "accepted", "stored": True, "observed": True}
+    assert planner.seen == [message]
+    assert f'dagnet_miner_requests_total{{code="200",endpoint="{FEEDBACK_PATH}"}} 1.0' in metrics
+
+
+def _forged(miner, body: bytes) -> dict[str, str]:
+    """Signed headers of another body: the signature does not cover what is sent."""
+    return signed_headers(VALIDATOR, miner.keypair, FEEDBACK_PATH, body + b" ")
+
+
+@pytest.mark.parametrize(("case", "status", "reason"), [
+    ("another uid", 403, "not_yours"),
+    ("another miner hotkey", 403, "not_yours"),
+    ("names another validator", 403, "not_yours"),
+    ("unsigned", 401, "malformed"),
+    ("forged", 401, "bad_signature"),
+    ("signed for another miner", 401, "wrong_receiver"),
+    ("signed by a miner", 403, "no_validator_permit"),
+])
+async def test_feedback_reaches_only_its_own_miner(tmp_path: Path, case: str, status: int, reason: str) -> None:
+    """Another hotkey asking gets nothing: there is no way to read feedback (no GET), and
+    feedback not signed by the validator it names, or not for this miner, is refused."""
+    other = dev_keypair("Charlie")
+    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).miner(other).build()
+    message = {
+        "another uid": _message(uid=2),
+        "another miner hotkey": _message(miner_hotkey=other.ss58_address),
+        "names another validator": _message(validator=other.ss58_address),
+    }.get(case, _message())
+    body = _body(message)
+    planner = Recording()
+    async with running_miner(settings=_settings(tmp_path), planner=planner, snapshot=snapshot) as miner:
+        headers = {"unsigned": {"Content-Type": "application/json"}, "forged": _forged(miner, body)}.get(case)
+        signer = other if case == "signed by a miner" else None
+        receiver = other if case == "signed for another miner" else None
+        response = await miner.post(FEEDBACK_PATH, body, headers=headers, signer=signer, receiver=receiver)
+        read = await miner.client.get(miner.url + FEEDBACK_PATH,
+                                      headers=signed_headers(VALIDATOR, MINER, FEEDBACK_PATH, method="GET"))
+    assert (response.status_code, response.json()["reason"]) == (status, reason)
+    assert read.status_code == 405
+    assert planner.seen == [] and len(FeedbackStore(tmp_path / "feedback.sqlite", MINER.ss58_address)) == 0
+
+
+async def test_a_raising_observe_costs_nothing_and_a_planner_without_one_is_unaffected(tmp_path: Path) -> None:
+    class Raises(FakePlanner):
+        def observe(self, feedback: StepFeedback) -> None:
+            raise RuntimeError("cannot learn")
+
+    for planner in (Raises(), FakePlanner()):
+        async with running_miner(settings=_settings(tmp_path), planner=planner) as miner:
+            response = await miner.post(FEEDBACK_PATH, _body(_message()))
+            health = await miner.get("/health")
+        assert response.json() == {"status": "accepted", "stored": True, "observed": False}
+        assert health.status_code == 200
+
+
+async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: Path) -> None:
+    messages = [_message(block=block) for block in (41, 40)]
+    async with running_miner(settings=_settings(tmp_path), planner=Recording()) as miner:
+        for message in messages:
+            assert (await miner.post(FEEDBACK_PATH, _body(message))).status_code == 200
+    restarted = Recording()
+    async with running_miner(settings=_settings(tmp_path), planner=restarted):
+        pass
+    assert restarted.seen == sorted(messages, key=lambda m: m.block)  # oldest first
+
+
+def test_the_store_keeps_the_most_recent_per_validator_and_only_its_own_hotkeys(tmp_path: Path) -> None:
+    path = tmp_path / "feedback.sqlite"
+    store = FeedbackStore(path, MINER.ss58_address, keep_per_validator=3)
+    for block in range(1, 6):
+        store.add(_message(block=block))
+        store.add(_message(block=block, validator="5Other"))
+    store.add(_message(block=5))  # sent again: replaces, never doubles
+    mine = [(m.validator_hotkey, m.block) for m in store.replay()]
+    assert sorted(mine) == sorted((v, b) for v in (VALIDATOR.ss58_address, "5Other") for b in (3, 4, 5))
+    assert list(FeedbackStore(path, "5SomeoneElse").replay()) == []
+    small = FeedbackStore(tmp_path / "small.sqlite", MINER.ss58_address, max_bytes=len(_body(_message())) * 2)
+    for block in range(1, 6):
+        small.add(_message(block=block))
+    assert [m.block for m in small.replay()] == [4, 5]
+
+
+# -- the validator's side ------------------------------------------------------------
+
+
+def _outcome(uid: int, hotkey: str) -> MinerOutcome:
+    return MinerOutcome(uid, hotkey, invalid_score("no plan"), "no plan", None, 0.1)
+
+
+@contextlib.asynccontextmanager
+async def _miners(planners: dict[str, object], *, wrap=lambda app, name: app) -> AsyncIterator[MetagraphSnapshot]:
+    """One miner per name (keys //dagnet-fb-NAME) on loopback, validator //Alice."""
+    keys = {name: dev_keypair(f"dagnet-fb-{name}") for name in planners}
+    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
+    for key in keys.values():
+        builder.miner(key)
+    bare = builder.build()
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {}
+        for name, key in keys.items():
+            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
+                             registry=default_registry(), planner=planners[name])
+            urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(wrap(app, name)))
+        yield MetagraphSnapshot(bare.netuid, bare.block, tuple(
+            Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)
+            for n in bare.neurons
+        ))
+
+
+def _axon(url: str) -> Axon:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return Axon(host, int(port))
+
+
+async def test_each_miner_is_sent_its_own_feedback_and_nobody_elses() -> None:
+    planners = {"a": Recording(), "b": Recording()}
+    async with _miners(planners) as snapshot, MinerClient(VALIDATOR) as client:
+        peers = [Peer.from_neuron(n) for n in snapshot.neurons if n.axon is not None]
+        result = StepResult("rag_towns", [_outcome(p.uid, p.hotkey) for p in peers], StepTimings(0, 0, 0, 0, 0))
+        sender = FeedbackSender(client)
+        sender.send(result, SomeFamilies("rag_towns").tasks()[0], peers, block=40, tempo=4)
+        await sender.drain()
+    assert (sender.sent, sender.failed) == (2, 0)
+    for planner, peer in zip(planners.values(), peers):
+        (seen,) = planner.seen
+        assert (seen.miner_uid, seen.miner_hotkey, seen.validator_hotkey) == (peer.uid, peer.hotkey, VALIDATOR.ss58_address)
+        assert (seen.outcome, seen.reason, seen.score, seen.tempo) == ("invalid", "no plan", {}, 4)
+
+
+def test_feedback_tells_the_nodes_and_score_parts_of_the_miners_own_execution() -> None:
+    from engine.owned import evaluate_owned
+    from protocol.validation import check_plan_for
+    from tasks import family
+
+    found = family("rag_towns")
+    task = found.task(found.instance(1))
+    plan = load_planner("good").plan(found.package).plan
+    evaluation = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task), total_estimated_cost=0.0)
+    outcome = MinerOutcome(3, "5M", evaluation.score, None, evaluation.execution, 0.1,
+                           plan.model_dump(mode="json", by_alias=True, exclude_none=True))
+    message = step_feedback(outcome, task, validator_hotkey="5V", block=40, tempo=None)
+    assert message.outcome == evaluation.execution.status and message.score["S"] == evaluation.score.S
+    assert {n.subnet for n in message.nodes} == {n.subnet for n in plan.nodes}
+    assert sum(len(n.attempts) for n in message.nodes) == sum(r.attempts for r in evaluation.execution.nodes.values())
+
+
+class _NoFeedback:
+    """A miner that refuses feedback (503), or, with ``release``, hangs on it until released."""
+
+    def __init__(self, app, release: asyncio.Event | None = None) -> None:
+        self.app, self.release = app, release
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == FEEDBACK_PATH:
+            if self.release is not None:
+                await self.release.wait()
+            await send_error(send, 503, "busy", "no feedback today")
+            return
+        await self.app(scope, receive, send)
+
+
+async def test_a_miner_that_is_down_or_refuses_feedback_keeps_its_score(tmp_path: Path) -> None:
+    """"Down" here is a miner that never answers its feedback: the validator gives up after
+    its short timeout. Scores are settled before any feedback is sent."""
+    release = asyncio.Event()
+    planners = {name: load_planner("good") for name in ("refuses", "down")}
+
+    def wrap(app, name):
+        return _NoFeedback(app, release if name == "down" else None)
+
+    async with _miners(planners, wrap=wrap) as snapshot:
+        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
+        state = ValidatorState(tmp_path / "validator.sqlite")
+        try:
+            async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
+                loop = ValidatorLoop(chain, state, client, SomeFamilies("rag_towns"), owned_runner=owned_runner,
+                                     config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}))
+                loop.feedback.timeout_s = 0.5
+                summary = await loop.step(chain.head)
+                settled = loop.state.window().means()
+                await loop.feedback.drain()
+                release.set()
+                assert (loop.feedback.sent, loop.feedback.failed) == (0, 2)
+                assert loop.state.window().means() == settled
+                assert summary is not None and all(score > 0.5 for score in summary.scores.values())
+                assert {r.uid: r.score["S"] for r in loop.state.executions()} == summary.scores
+        finally:
+            state.close()
