@@ -36,6 +36,8 @@ KEEP_PER_VALIDATOR = 256
 """Messages kept per validator (the most recent by block)."""
 MAX_STORE_BYTES = 64 * 1024 * 1024
 """Message bytes kept in all; past it the oldest messages are dropped."""
+MAX_WAITING = 64
+"""Messages taken but not yet handed to the planner (a slow ``observe``); past it, 503 ``busy``."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS feedback ("
@@ -120,9 +122,11 @@ class FeedbackInbox:
     ``observe`` is never called twice at once and a slow one never holds up the event
     loop (nor, being a daemon, the process's exit)."""
 
-    def __init__(self, planner: Planner, store: FeedbackStore | None) -> None:
+    def __init__(self, planner: Planner, store: FeedbackStore | None, *, max_waiting: int = MAX_WAITING) -> None:
         self.planner = planner
         self.store = store
+        self.max_waiting = max_waiting
+        self.waiting = 0
         self._jobs: queue.SimpleQueue[tuple[StepFeedback, asyncio.AbstractEventLoop, asyncio.Future[Any]]] = (
             queue.SimpleQueue()
         )
@@ -138,24 +142,34 @@ class FeedbackInbox:
             count += 1
         return count
 
-    async def take(self, feedback: StepFeedback) -> tuple[bool, bool]:
-        """Keep ``feedback`` and hand it to the planner: ``(stored, observed)``."""
+    def submit(self, feedback: StepFeedback) -> asyncio.Future[tuple[bool, bool]] | None:
+        """Queue ``feedback`` to be kept and handed to the planner; the future resolves to
+        ``(stored, observed)``. ``None`` (nothing queued) while :attr:`max_waiting`
+        messages are still in hand. Called on the event loop."""
+        if self.waiting >= self.max_waiting:
+            return None
         if self._worker is None:
             self._worker = threading.Thread(target=self._work, name="dagnet-feedback", daemon=True)
             self._worker.start()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[tuple[bool, bool]] = loop.create_future()
+        self.waiting += 1
         self._jobs.put((feedback, loop, done))
-        return await done
+        return done
 
     def _work(self) -> None:
         while True:
             feedback, loop, done = self._jobs.get()
             result = (self._stored(feedback), observe(self.planner, feedback))
             try:
-                loop.call_soon_threadsafe(_settle, done, result)
+                loop.call_soon_threadsafe(self._settle, done, result)
             except RuntimeError:  # the loop closed meanwhile
                 pass
+
+    def _settle(self, done: asyncio.Future[Any], result: tuple[bool, bool]) -> None:
+        self.waiting -= 1
+        if not done.done():  # the request may have gone (its caller hung up)
+            done.set_result(result)
 
     def _stored(self, feedback: StepFeedback) -> bool:
         if self.store is None:
@@ -167,7 +181,3 @@ class FeedbackInbox:
             return False
         return True
 
-
-def _settle(done: asyncio.Future[Any], result: Any) -> None:
-    if not done.done():  # the request may have gone (its caller hung up)
-        done.set_result(result)

@@ -162,7 +162,10 @@ class MinerEndpoints:
         mismatch = _not_ours(message, caller_hotkey(request.scope), self.hotkey, None if neuron is None else neuron.uid)
         if mismatch is not None:
             return _error(403, "not_yours", mismatch)
-        stored, observed = await self.inbox.take(message)
+        taken = self.inbox.submit(message)
+        if taken is None:
+            return _error(503, "busy", "the planner has not caught up with the feedback already sent")
+        stored, observed = await taken
         return _json(_dumps({"status": "accepted", "stored": stored, "observed": observed}))
 
     async def health(self, request: Request) -> Response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from support.tasks import SomeFamilies
 from miner.app import create_app
 from miner.asgi import send_error
 from miner.config import MinerSettings
-from miner.feedback import FeedbackStore
+from miner.feedback import FeedbackInbox, FeedbackStore
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from protocol.feedback import StepFeedback
@@ -121,6 +122,23 @@ async def test_a_raising_observe_costs_nothing_and_a_planner_without_one_is_unaf
             health = await miner.get("/health")
         assert response.json() == {"status": "accepted", "stored": True, "observed": False}
         assert health.status_code == 200
+
+
+async def test_a_planner_that_has_not_caught_up_turns_further_feedback_away() -> None:
+    release = threading.Event()
+
+    class Slow(Recording):
+        def observe(self, feedback: StepFeedback) -> None:
+            release.wait()
+            super().observe(feedback)
+
+    planner = Slow()
+    inbox = FeedbackInbox(planner, None, max_waiting=2)
+    first, second = inbox.submit(_message(block=1)), inbox.submit(_message(block=2))
+    assert inbox.submit(_message(block=3)) is None
+    release.set()
+    assert [await first, await second] == [(False, True)] * 2
+    assert [m.block for m in planner.seen] == [1, 2] and inbox.submit(_message(block=3)) is not None
 
 
 async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: Path) -> None:

@@ -158,6 +158,11 @@ class MinerClient:
     def hotkey(self) -> str:
         return self._signer.ss58_address
 
+    @property
+    def closed(self) -> bool:
+        """Whether requests cannot be sent (outside ``async with``)."""
+        return self._http is None
+
     async def __aenter__(self) -> MinerClient:
         cfg = self._config
         limits = httpx.Limits(

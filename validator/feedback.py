@@ -116,6 +116,9 @@ class FeedbackSender:
 
     async def _deliver(self, peer: Peer, outcome: MinerOutcome, task: Task, block: int, tempo: int | None) -> None:
         async with self._slots:
+            if self.client.closed:  # the validator is shutting down
+                self.failed += 1
+                return
             try:
                 message = step_feedback(outcome, task, validator_hotkey=self.client.hotkey, block=block, tempo=tempo)
                 reply = await self.client.send_feedback(peer.url, peer.hotkey, message, timeout_s=self.timeout_s)
