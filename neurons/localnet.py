@@ -283,7 +283,7 @@ async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[
     for index, miner in enumerate(miners):
         processes.start(_miner_name(miner),
                         ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--planner", miner.strategy,
-                         *common])
+                         "--set", f"feedback_db={state.parent / f'miner-{miner.uid}-feedback.sqlite'}", *common])
     for miner in miners:
         miner.url = await processes.url_of(_miner_name(miner))
 
