@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.feedback import node_feedback
+from engine.owned import evaluate_owned
 from miner.planner import load_planner
 from protocol.feedback import AttemptFeedback, NodeFeedback, StepFeedback
 from protocol.validation import check_plan_for
+from subnets.owned import owned_runner
 from tasks import family
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "learner-planner"))
@@ -74,6 +77,26 @@ def test_the_only_subnet_of_its_kind_is_kept_with_every_retry() -> None:
         s: i for s, i in PACKAGE.available_tools.items() if s not in ("sn22", "sn5")
     }})
     assert learner.relearned(package).available_tools["sn18"].fail_first == 10
+
+
+def test_in_a_world_that_behaves_as_advertised_it_learns_the_advertised_profiles() -> None:
+    """Fed the feedback of good's real executions (owned execution plays every subnet as
+    its profile says; sn13 fails the first attempt of every node), it learns those profiles back."""
+    found, learner = family("rag_towns"), Learner()
+    for seed in (1, 2, 3):
+        task = found.task(found.instance(seed))
+        plan = load_planner("good").plan(found.package).plan
+        run = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task), total_estimated_cost=0.0)
+        nodes, _ = node_feedback(plan, run.execution)
+        learner.observe(StepFeedback(validator_hotkey="5V", miner_uid=1, block=seed, tempo=1, task_id=task.task_id,
+                                     hint_tier="full", outcome=run.execution.status, nodes=nodes))
+    advertised, learned = found.package.available_tools, learner.relearned(found.package).available_tools
+    seen = [subnet for subnet, stats in learner.stats.items() if stats.attempts >= learner.min_attempts]
+    assert any(advertised[subnet].fail_first for subnet in seen)  # a flaky subnet among them
+    for subnet in seen:
+        assert learned[subnet].fail_first == advertised[subnet].fail_first
+        assert learned[subnet].avg_latency == pytest.approx(advertised[subnet].avg_latency)
+        assert learned[subnet].avg_cost == pytest.approx(advertised[subnet].avg_cost)
 
 
 def test_loaded_by_module_path() -> None:

@@ -14,7 +14,9 @@ of each subnet it has seen enough of:
   observed per-attempt failure rate ``p`` (``good`` then declares one retry more).
 
 A subnet whose attempts nearly all fail (``give_up``) is left out while its kind has
-another subnet. Then ``good`` plans the rewritten package as usual.
+another subnet. Then ``good`` plans the rewritten package as usual. What is not seen
+again fades: once a subnet's decayed attempts fall below ``min_attempts`` its advertised
+profile is back, so a subnet left out during an outage is tried again.
 
 The miner keeps the feedback across restarts and replays it into :meth:`Learner.observe`
 at start-up, so the learner itself keeps no files.
