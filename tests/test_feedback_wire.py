@@ -14,7 +14,7 @@ import pytest
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import FakePlanner, running_miner
-from support.peers import serve_asgi
+from support.peers import serve_asgi, serving
 from support.tasks import SomeFamilies
 
 from miner.app import create_app
@@ -24,7 +24,7 @@ from miner.feedback import FeedbackInbox, FeedbackStore
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from protocol.feedback import StepFeedback
-from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
+from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.routes import FEEDBACK_PATH
 from scoring.composite import invalid_score
 from subnets.owned import owned_runner
@@ -189,15 +189,7 @@ async def _miners(planners: dict[str, object], *, wrap=lambda app, name: app) ->
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
                              registry=default_registry(), planner=planners[name])
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(wrap(app, name)))
-        yield MetagraphSnapshot(bare.netuid, bare.block, tuple(
-            Neuron(n.uid, n.hotkey, n.stake, n.validator_permit, _axon(urls[n.hotkey]) if n.hotkey in urls else None)
-            for n in bare.neurons
-        ))
-
-
-def _axon(url: str) -> Axon:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return Axon(host, int(port))
+        yield serving(bare, urls)
 
 
 async def test_each_miner_is_sent_its_own_feedback_and_nobody_elses() -> None:
