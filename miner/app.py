@@ -67,8 +67,9 @@ def create_app(
     """Build one miner app. ``nonce_store`` defaults to :func:`nonce_store_for`;
     pass one to share replay protection between apps you build yourself.
 
-    ``app.state.metrics`` is the app's :class:`MinerMetrics`. The feedback kept in
-    ``settings.feedback_db`` is replayed into the planner's ``observe`` here.
+    ``app.state.metrics`` is the app's :class:`MinerMetrics`, ``app.state.feedback`` its
+    :class:`FeedbackInbox`. The feedback kept in ``settings.feedback_db`` is replayed into
+    the planner's ``observe`` here.
     """
     hotkey = keypair.ss58_address
     store = None if settings.feedback_db is None else FeedbackStore(settings.feedback_db, hotkey)
@@ -98,6 +99,7 @@ def create_app(
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.metrics = metrics
+    app.state.feedback = inbox
     app.add_exception_handler(Exception, internal_error)
     app.router.add_route(NODE_PATH, endpoints.node, methods=["POST"])  # the hot path first
     app.router.add_route(WORKFLOW_PATH, endpoints.workflow, methods=["POST"])

@@ -152,6 +152,18 @@ async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: P
     assert restarted.seen == sorted(messages, key=lambda m: m.block)  # oldest first
 
 
+def test_dagnet_miner_keeps_feedback_under_its_home_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurons.miner import MinerProcessConfig, build_miner_app
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    metagraph = Path(__file__).resolve().parents[1] / "examples" / "metagraph.json"
+    config = MinerProcessConfig(dev_key="//Bob", metagraph_file=metagraph)
+    default = build_miner_app(config).state.feedback.store.path
+    assert default == tmp_path / ".dagnet" / f"miner-{MINER.ss58_address}" / "feedback.sqlite"
+    chosen = config.model_copy(update={"settings": _settings(tmp_path)})
+    assert build_miner_app(chosen).state.feedback.store.path == tmp_path / "feedback.sqlite"
+
+
 def test_the_store_keeps_the_most_recent_per_validator_and_only_its_own_hotkeys(tmp_path: Path) -> None:
     path = tmp_path / "feedback.sqlite"
     store = FeedbackStore(path, MINER.ss58_address, keep_per_validator=3)
