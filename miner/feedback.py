@@ -180,4 +180,3 @@ class FeedbackInbox:
             log.warning("feedback from %s not stored: %s", feedback.validator_hotkey, exc)
             return False
         return True
-

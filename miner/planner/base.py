@@ -134,7 +134,8 @@ def observe(planner: Planner, feedback: StepFeedback) -> bool:
     try:
         method(feedback)
     except Exception as exc:
-        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__, _short(str(exc)))
+        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__,
+                    _short(str(exc)), exc_info=exc)
         return False
     return True
 
