@@ -55,6 +55,24 @@ def test_a_step_that_fails_to_settle_leaves_nothing(state: ValidatorState) -> No
     assert state.window().means() == {1: 1.0}
 
 
+def test_what_weights_read_is_one_moment_even_when_a_step_settles_between_reads(tmp_path: Path) -> None:
+    state, writer = ValidatorState(tmp_path / "state.sqlite"), ValidatorState(tmp_path / "state.sqlite")
+    state.settle_step(1, [_record(1, 1, 0.5)])
+
+    def settle_in_between(statement: str) -> None:  # a step settles (another writer) after the windows are read
+        if statement.startswith("SELECT uid, tasks_seen"):
+            writer.settle_step(2, [_record(2, 1, 1.0), _record(2, 2, 1.0)])
+
+    state._conn.set_trace_callback(settle_in_between)
+    standing = state.standing()
+    state._conn.set_trace_callback(None)
+    assert standing.window.means() == {1: 0.5}
+    assert standing.tasks_seen == {1: 1} and standing.hotkeys == {1: "hk1"}
+    assert state.standing().tasks_seen == {1: 2, 2: 1}  # the next read sees the step whole
+    state.close()
+    writer.close()
+
+
 def test_windows_keep_the_last_hundred_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     state = ValidatorState(path)

@@ -21,11 +21,13 @@ active again, whether or not any task is active. A step that fails for a reason 
 miner caused (the chain, an adapter, the reference run, the executor or the scorer
 crashing) is an infrastructure failure: skipped, counted by cause, nobody charged.
 
-After each step, when at least ``max(tempo, weights_rate_limit)`` blocks have
-passed since weights were last accepted, it sets weights from the windowed
-scores. A refusal is logged with the chain's reason and tried again at the next
-step. Nothing a chain, a miner or a scorer does ends the loop: a failed step is
-logged and counted, and the loop waits for the next block.
+Weights have a task of their own, beside the steps: at every new head and after
+every step, when at least ``max(tempo, weights_rate_limit)`` blocks have passed
+since weights were last accepted, it sets weights from the windowed scores, so a
+step held by slow miners delays no weight-set. A refusal is logged with the chain's
+reason and tried again at the next head; setting weights and recording them run to
+their end together. Nothing a chain, a miner or a scorer does ends the loop: a
+failed step is logged and counted, and the loop waits for the next block.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from chain.base import Chain, Hyperparameters
 from chain.network import ChainUnreachable, OutageWarner
@@ -65,6 +68,7 @@ from engine.routing import routed
 from .step import MinerOutcome, OwnedExecution, RunnerFactory, StepBounds, StepResult, validation_step
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SETTLED, IDLE, INFRASTRUCTURE = "settled", "idle", "infrastructure"
 STEP_OUTCOMES = (SETTLED, IDLE, INFRASTRUCTURE)
@@ -175,37 +179,50 @@ class ValidatorLoop:
         return self.chain.hotkey
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Step at every new block until ``stop`` is set."""
-        while not stop.is_set():
-            block = await self._next_block(stop)
-            if block is None:
-                return
-            await self.step(block)
-            await self.maybe_set_weights(block)
+        """Step at every new block, and set weights when they are due, until ``stop`` is set.
+
+        The weights have a task of their own: a due weight-set never waits for a step."""
+        settled = asyncio.Event()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._set_weights_when_due(stop, settled), name="weights")
+            while not stop.is_set():
+                block = await self._next_block(stop)
+                if block is None:
+                    break
+                await self.step(block)
+                settled.set()
 
     async def _next_block(self, stop: asyncio.Event) -> int | None:
         """The chain head once it is past the last step settled or tried (a step that
         settled nothing is not tried again at the same block); ``None`` when stopped."""
         failures = 0
         while not stop.is_set():
-            try:
-                block = await self.chain.block()
-            except Exception as exc:
-                self._chain_error("block", exc)
+            block = await self._head()
+            if block is None:
                 self._infrastructure("chain")
                 failures += 1
             else:
-                self._outage.recovered()
                 failures = 0
                 done = [b for b in (self.state.last_step_block(), self._attempted) if b is not None]
                 if not done or block > max(done):
                     self._attempted = block
                     return block
-            try:  # poll the head; back off while the chain does not answer
-                await asyncio.wait_for(stop.wait(), min(MAX_BACKOFF_S, self.config.poll_s * 2 ** min(failures, 8)))
-            except TimeoutError:
-                pass
+            await _first_of(self._poll_wait(failures), stop)
         return None
+
+    async def _head(self) -> int | None:
+        """The chain head, or ``None`` when the chain does not answer (counted and logged)."""
+        try:
+            block = await self.chain.block()
+        except Exception as exc:
+            self._chain_error("block", exc)
+            return None
+        self._outage.recovered()
+        return block
+
+    def _poll_wait(self, failures: int) -> float:
+        """How long to wait before the next look at the head: longer while the chain does not answer."""
+        return min(MAX_BACKOFF_S, self.config.poll_s * 2 ** min(failures, 8))
 
     async def step(self, block: int) -> StepSummary | None:
         """One validation step at ``block``; never raises for a chain, miner or scorer failure."""
@@ -408,6 +425,24 @@ class ValidatorLoop:
 
     # -- weights --------------------------------------------------------------------
 
+    async def _set_weights_when_due(self, stop: asyncio.Event, settled: asyncio.Event) -> None:
+        """The weights' own task: at every new head, and after every step (``settled``),
+        set weights if they are due. Nothing a chain or the state does ends it."""
+        checked: int | None = None
+        failures = 0
+        while not stop.is_set():
+            block = await self._head()
+            failures = 0 if block is not None else failures + 1
+            if block is not None and (block != checked or settled.is_set()):
+                settled.clear()
+                checked = block
+                try:
+                    await self.maybe_set_weights(block)
+                except Exception:
+                    log.exception("setting weights at block %s failed", block)
+                    self.metrics.weights_set.labels("error").inc()
+            await _first_of(self._poll_wait(failures), stop, *(() if failures else (settled,)))
+
     async def maybe_set_weights(self, block: int) -> bool:
         """Set weights if a tempo (and the rate limit) has passed since the last accepted set."""
         hyper = await self._hyperparameters()
@@ -419,12 +454,17 @@ class ValidatorLoop:
         return await self.set_weights(block, hyper)
 
     async def set_weights(self, block: int, hyper: Hyperparameters) -> bool:
-        tick = time.perf_counter()
         weights = self.weights(block, hyper.immunity_period)
         if not weights:
             log.info("no miner has a positive score yet: no weights to set")
             self.metrics.weights_set.labels("nothing_to_set").inc()
             return False
+        return await _to_the_end(self._submit(block, weights))
+
+    async def _submit(self, block: int, weights: dict[int, float]) -> bool:
+        """Send ``weights`` to the chain and record what it accepted: one unit, run to its
+        end by :func:`_to_the_end` even when the validator is stopped meanwhile."""
+        tick = time.perf_counter()
         uids = sorted(weights)
         try:
             result = await self.chain.set_weights(uids, [weights[uid] for uid in uids], self.config.version_key)
@@ -453,7 +493,8 @@ class ValidatorLoop:
         """
         if self._snapshot is None:
             return {}
-        window, seen, owners = self.state.window(), self.state.tasks_seen(), self.state.hotkeys()
+        standing = self.state.standing()  # one read: a step settling meanwhile is in it whole or not at all
+        window, seen, owners = standing.window, standing.tasks_seen, standing.hotkeys
         scores = {}
         for neuron in self._snapshot.neurons:
             if owners.get(neuron.uid) != neuron.hotkey:
@@ -519,6 +560,36 @@ def _sandbox_outcome(outcome: MinerOutcome) -> str:
     if "isolation" in quality:
         return "ran"
     return "unavailable" if no_sandbox(outcome.score) else "not_run"
+
+
+async def _first_of(timeout_s: float, *events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set, or ``timeout_s`` has passed."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+async def _to_the_end(unit: Awaitable[T]) -> T:
+    """``unit``'s result, awaited to its end even when the caller is cancelled meanwhile
+    (the cancellation is raised after it): the validator never stops between two
+    things that must happen together, such as setting weights and recording them."""
+    task = asyncio.ensure_future(unit)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+        else:
+            break
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 def _partner_subnets(tasks: Sequence[Task]) -> set[str]:

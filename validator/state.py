@@ -236,6 +236,16 @@ class Records:
     retention_blocks: int = RETENTION_BLOCKS
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What weights are computed from: the miners' windows as of one moment."""
+
+    window: RollingWindow
+    tasks_seen: dict[int, int]
+    hotkeys: dict[int, str]
+    """The hotkey each uid's window belongs to."""
+
+
 class ValidatorState:
     """The validator's SQLite state. One instance per process; not thread-safe."""
 
@@ -306,6 +316,15 @@ class ValidatorState:
         return RollingWindow.from_dict(
             {"size": self._window_size, "scores": {str(uid): json.loads(scores) for uid, scores in rows}}
         )
+
+    def standing(self) -> Standing:
+        """Every uid's window, tasks seen and hotkey, read in one transaction: a step
+        settled meanwhile (by another thread or process) is in all three or in none."""
+        self._conn.execute("BEGIN")
+        try:
+            return Standing(self.window(), self.tasks_seen(), self.hotkeys())
+        finally:
+            self._conn.execute("COMMIT")
 
     def tasks_seen(self) -> dict[int, int]:
         return dict(self._conn.execute("SELECT uid, tasks_seen FROM windows ORDER BY uid").fetchall())
