@@ -55,6 +55,7 @@ from rich.table import Table
 
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
+from protocol.outcomes import RunStatus
 from protocol.graph import Graph
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.output import NodeOutput
@@ -213,7 +214,7 @@ async def _timed(run: Coroutine[Any, Any, Execution]) -> tuple[float, float]:
         wall, cpu = time.perf_counter(), time.process_time()
         execution = await run
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    if execution.status != "completed":
+    if execution.status != RunStatus.COMPLETED:
         raise RuntimeError(f"benchmark run ended {execution.status}")
     return wall, cpu
 

@@ -40,6 +40,7 @@ from miner.planner import GoodPlanner, PlanningError, PlanProposal
 from neurons.columns import ALWAYS, Column, fit_table
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
+from protocol.outcomes import RunStatus
 from protocol.hints import TIERS, HintTier
 from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY
@@ -77,7 +78,7 @@ async def _run(proposal: PlanProposal | None, task: Task) -> dict[str, Any]:
     document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
     report = await run_document(document, task=task)
     score = report["score"]
-    solved = report["status"] == "completed" and score["output_quality"] >= 1.0
+    solved = report["status"] == RunStatus.COMPLETED and score["output_quality"] >= 1.0
     return {"S": score["S"], "solved": solved, "status": report["status"]}
 
 

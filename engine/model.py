@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
-
 from protocol.run_metrics import RunMetrics
+from protocol.outcomes import RunStatus
 
 __all__ = [
     "BLOCKED", "BUDGET_ABORT", "BUDGET_REASON", "DEADLINE_REASON", "FAILED", "PENDING", "READY", "RUNNING",
-    "SUCCESS", "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord", "Status",
+    "SUCCESS", "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord",
 ]
 
 PENDING, READY, RUNNING = "pending", "ready", "running"
@@ -23,8 +22,6 @@ SUCCESS, FAILED, BLOCKED, BUDGET_ABORT = "success", "failed", "blocked", "budget
 
 BUDGET_REASON = "budget_ceiling"
 DEADLINE_REASON = "deadline"
-
-Status = Literal["completed", "partial", "budget_abort", "invalid"]
 
 _INF = math.inf
 
@@ -95,7 +92,7 @@ class NodeRecord:
 class Execution:
     """The outcome of one plan execution; ``nodes`` is in plan order (empty when invalid)."""
 
-    status: Status
+    status: RunStatus
     errors: list[str]
     nodes: dict[str, NodeRecord]
     metrics: RunMetrics

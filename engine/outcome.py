@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
 from protocol.plan import WorkflowPlan
 from protocol.validation import PlanCheck
 
-from .model import BLOCKED, BUDGET_ABORT, FAILED, SUCCESS, Execution, Status
+from .model import BLOCKED, BUDGET_ABORT, FAILED, SUCCESS, Execution
 from .nodes import _Node
 
 __all__ = ["execution", "invalid"]
@@ -14,7 +15,7 @@ __all__ = ["execution", "invalid"]
 
 def invalid(plan: WorkflowPlan, check: PlanCheck, ceiling: float | None) -> Execution:
     return Execution(
-        status="invalid", errors=list(check.errors), nodes={}, metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
+        status=RunStatus.INVALID, errors=list(check.errors), nodes={}, metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
         budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
         final_output=None, output_node=None, total_steps=len(plan.nodes),
     )
@@ -86,9 +87,9 @@ def _output_node(plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node]) -> st
     return None
 
 
-def _overall(statuses: list[str]) -> Status:
+def _overall(statuses: list[str]) -> RunStatus:
     if statuses.count(SUCCESS) == len(statuses):
-        return "completed"
+        return RunStatus.COMPLETED
     if BUDGET_ABORT in statuses:
-        return "budget_abort"
-    return "partial"
+        return RunStatus.BUDGET_ABORT
+    return RunStatus.PARTIAL

@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from protocol.outcomes import RunStatus
+
 from .executor import Execution, NodeRecord
 
 __all__ = ["render_report", "render_score", "run_report"]
@@ -25,10 +27,10 @@ _STATUS_STYLE = {
     "success": "green",
     "failed": "red",
     "blocked": "yellow",
-    "budget_abort": "magenta",
-    "completed": "green",
-    "partial": "yellow",
-    "invalid": "red",
+    "budget_abort": "magenta",  # a node's status, and the run's (RunStatus.BUDGET_ABORT)
+    RunStatus.COMPLETED: "green",
+    RunStatus.PARTIAL: "yellow",
+    RunStatus.INVALID: "red",
 }
 
 

@@ -37,6 +37,7 @@ from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.hints import HintTier
+from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
 from scoring.weights import normalize_weights
@@ -85,7 +86,7 @@ class Run:
     kind: str = "curated"
     """``curated``, ``drawn`` (a drawn family's instance) or ``synthetic`` (either, sent as its synthetic variant)."""
     score: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
-    status: str = "invalid"
+    status: str = RunStatus.INVALID
     reason: str | None = None
     findings: list[str] = field(default_factory=list)
     """What the plan check found fatal, one finding each (``node x: ...``, a cycle...)."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.graph import CycleError, Graph
+from protocol.outcomes import RunStatus
 from protocol.plan import WorkflowPlan
 from scoring.composite import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
@@ -276,8 +277,8 @@ def _legend() -> str:
 
 
 def _status_colour(status: str) -> str:
-    return _COLOURS.get(status, {"completed": _COLOURS["success"], "partial": _COLOURS["blocked"],
-                                 "invalid": _COLOURS["failed"]}.get(status, _NOT_RUN))
+    return _COLOURS.get(status, {RunStatus.COMPLETED: _COLOURS["success"], RunStatus.PARTIAL: _COLOURS["blocked"],
+                                 RunStatus.INVALID: _COLOURS["failed"]}.get(status, _NOT_RUN))
 
 
 def _num(value: Any) -> str:

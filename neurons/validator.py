@@ -39,6 +39,7 @@ from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.outcomes import RunStatus
 from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
@@ -326,7 +327,7 @@ def reference_failure(family: Family, seed: int) -> str | None:
     evaluation = evaluate_owned(proposal.plan, check_plan_for(proposal.plan, task), task, owned_runner(task),
                                 total_estimated_cost=proposal.total_estimated_cost)
     score, execution = evaluation.score, evaluation.execution
-    if execution.status == "completed" and score.completion_ratio == 1 and score.output_quality == 1:
+    if execution.status == RunStatus.COMPLETED and score.completion_ratio == 1 and score.output_quality == 1:
         return None
     failed = {node: record.reason or record.status for node, record in execution.nodes.items()
               if record.status != "success"}

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
 from protocol.task import Task
 from sandbox import SandboxLimits
@@ -74,6 +75,6 @@ def saved_metrics(saved: Any) -> RunMetrics:
 def score_report(report: Mapping[str, Any], task: Task) -> Score:
     """Score a saved run report against ``task`` exactly as ``dagnet run --task`` did."""
     metrics = saved_metrics(report)
-    if report.get("status") == "invalid":
+    if report.get("status") == RunStatus.INVALID:
         return invalid_score("invalid plan")
     return score_run(task, metrics=metrics, final_output=report.get("final_output"))

@@ -23,7 +23,7 @@ import sandbox
 from protocol.metagraph import MetagraphSnapshot
 from validator import health
 from validator.health import HealthInputs, assess
-from validator.loop import IDLE, INFRASTRUCTURE, SETTLED
+from protocol.outcomes import StepOutcome
 
 OTHER = dev_keypair("dagnet-health-other")
 STREAK = health.INFRASTRUCTURE_STREAK
@@ -46,16 +46,16 @@ def _codes(**inputs) -> set[str]:
 def test_a_fresh_validator_is_ok() -> None:
     verdict = assess(HealthInputs(hotkey=VALIDATOR.ss58_address))
     assert verdict.status == "ok" and verdict.reasons == ()
-    assert _codes(recent_steps=[SETTLED] * 10, snapshot=_snapshot(), metagraph_age_s=3.0, tempo=10,
+    assert _codes(recent_steps=[StepOutcome.SETTLED] * 10, snapshot=_snapshot(), metagraph_age_s=3.0, tempo=10,
                   last_weights_block=95, first_block=50) == set()
 
 
 def test_infrastructure_failures_degrade_only_as_an_unbroken_streak() -> None:
-    assert _codes(recent_steps=[INFRASTRUCTURE] * (STREAK - 1)) == set()
-    assert _codes(recent_steps=[SETTLED] + [INFRASTRUCTURE] * STREAK) == {health.INFRASTRUCTURE}
-    assert _codes(recent_steps=[INFRASTRUCTURE] * STREAK + [IDLE]) == set()
-    assert _codes(recent_steps=[INFRASTRUCTURE] * STREAK + [SETTLED]) == set()
-    mixed = [INFRASTRUCTURE] * (STREAK - 1) + [IDLE] + [INFRASTRUCTURE] * (STREAK - 1)
+    assert _codes(recent_steps=[StepOutcome.INFRASTRUCTURE] * (STREAK - 1)) == set()
+    assert _codes(recent_steps=[StepOutcome.SETTLED] + [StepOutcome.INFRASTRUCTURE] * STREAK) == {health.INFRASTRUCTURE}
+    assert _codes(recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK + [StepOutcome.IDLE]) == set()
+    assert _codes(recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK + [StepOutcome.SETTLED]) == set()
+    mixed = [StepOutcome.INFRASTRUCTURE] * (STREAK - 1) + [StepOutcome.IDLE] + [StepOutcome.INFRASTRUCTURE] * (STREAK - 1)
     assert _codes(recent_steps=mixed) == set()
 
 
@@ -95,7 +95,7 @@ def test_a_chain_not_read_for_minutes_is_unreachable() -> None:
 
 def test_an_unavailable_sandbox_degrades_and_every_reason_is_reported_together() -> None:
     verdict = assess(HealthInputs(
-        hotkey=VALIDATOR.ss58_address, recent_steps=[INFRASTRUCTURE] * STREAK, snapshot=_snapshot(permit=False),
+        hotkey=VALIDATOR.ss58_address, recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK, snapshot=_snapshot(permit=False),
         metagraph_age_s=1_000.0, tempo=10, last_weights_block=10, sandbox_problem="isolation here is rlimits",
         state_problem="the state file v.sqlite cannot be written: database or disk is full",
     ))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from protocol.metagraph import MetagraphSnapshot
 
-from .loop import INFRASTRUCTURE as INFRASTRUCTURE_STEP
+from protocol.outcomes import StepOutcome
 
 INFRASTRUCTURE_STREAK = 5
 """Consecutive infrastructure-failed steps after which the validator is degraded."""
@@ -94,7 +94,7 @@ def assess(inputs: HealthInputs) -> Health:
 
 def _infrastructure(steps: Sequence[str]) -> Reason | None:
     last = list(steps)[-INFRASTRUCTURE_STREAK:]
-    if len(last) < INFRASTRUCTURE_STREAK or any(step != INFRASTRUCTURE_STEP for step in last):
+    if len(last) < INFRASTRUCTURE_STREAK or any(step != StepOutcome.INFRASTRUCTURE for step in last):
         return None
     return Reason(
         INFRASTRUCTURE,

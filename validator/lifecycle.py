@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.outcomes import RunStatus
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
@@ -94,7 +95,7 @@ def reference_failure(
         score = score_execution(task, check, execution)
     except Exception as exc:
         raise InfrastructureFailure("scorer", f"{type(exc).__name__}: {exc}") from exc
-    if execution.status != "completed":
+    if execution.status != RunStatus.COMPLETED:
         return _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
     if no_sandbox(score):
         raise InfrastructureFailure("scorer", _short(f"this machine cannot judge code: {score.details['quality']}"))

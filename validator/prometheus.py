@@ -15,13 +15,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from protocol.hints import TIERS
 from protocol.metagraph import MetagraphSnapshot
+from protocol.outcomes import RunStatus, StepOutcome
 
 from .lifecycle import INFRASTRUCTURE_CAUSES
 
 PHASES = ("sync", "query", "execute", "score", "reference", "record", "weights", "step")
-EXECUTION_STATUSES = ("completed", "partial", "budget_abort", "invalid", "not_run")
+EXECUTION_STATUSES = (*RunStatus, "not_run")
 WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
-STEP_OUTCOMES = ("settled", "error")
+STEP_RESULTS = (StepOutcome.SETTLED, "error")
+"""The ``outcome`` label of ``dagnet_validator_steps_total``: a settled step, or one lost
+to an infrastructure failure (``error``); an idle step is not counted."""
 SANDBOX_OUTCOMES = ("ran", "unavailable", "not_run")
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 60.0)
@@ -106,7 +109,7 @@ class ValidatorMetrics:
         # Every label value of a fixed vocabulary exists from the start, at 0, so a rate
         # or an alert over it has data before the first event of that kind.
         for counter, values in (
-            (self.steps, STEP_OUTCOMES), (self.weights_set, WEIGHTS_RESULTS),
+            (self.steps, STEP_RESULTS), (self.weights_set, WEIGHTS_RESULTS),
             (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES),
             (self.infrastructure_failures, INFRASTRUCTURE_CAUSES),
         ):

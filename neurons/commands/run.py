@@ -18,6 +18,7 @@ from neurons.commands.common import (
 from neurons.files import InputError, read_json
 from neurons.localrun import limits_for, run_document
 from protocol import strictjson
+from protocol.outcomes import RunStatus
 from protocol.hints import HintTier
 from protocol.task import at_tier
 
@@ -94,9 +95,9 @@ def run(
 
 def exit_code(status: str) -> int:
     """0 completed, 1 ran but did not complete, 2 invalid."""
-    if status == "invalid":
+    if status == RunStatus.INVALID:
         return EXIT_INVALID
-    return 0 if status == "completed" else EXIT_NOT_COMPLETED
+    return 0 if status == RunStatus.COMPLETED else EXIT_NOT_COMPLETED
 
 
 def _inputs(given: str, with_task: bool) -> dict[str, Any]:
