@@ -20,7 +20,8 @@ The pieces, one module per idea:
   itself is a scheduler *join*: it settles after its generator and all its
   instances, with their outcome.
 - This module: ``_Run`` ties them to the scheduler (dispatch, attempts, settling
-  and lifecycle events); :mod:`engine.outcome` builds the result.
+  and lifecycle events) and is the :class:`~engine.workers.AttemptHost` the workers
+  call; :mod:`engine.outcome` builds the result.
 
 How it runs, and why it is fast:
 
@@ -60,7 +61,7 @@ from .model import (
 from .nodes import _Node, build_nodes, scoped_outcome
 from .outcome import execution, invalid
 from .scheduler import Scheduler
-from .workers import _Pool, _Watchdog
+from .workers import Pool, Watchdog
 
 __all__ = [
     "BLOCKED", "BUDGET_ABORT", "FAILED", "PENDING", "READY", "RUNNING", "SUCCESS",
@@ -155,9 +156,9 @@ class _Run:
         self._frames = _Frames(plan.nodes, graph.preds, check, nodes, config)
         self._frame_runner = runner.run_frames if isinstance(runner, FrameRunner) else None
         loop = asyncio.get_running_loop()
-        self._watchdog = _Watchdog(loop)
+        self._watchdog = Watchdog(loop)
         units = parallel if check.frames.members else min(parallel, len(nodes))  # instances come and go
-        self._pool = _Pool(self, runner, self._watchdog, units)
+        self._pool = Pool(self, runner, self._watchdog, units)
         self._queue = self._pool.queue
         self.clock = _clock(loop)
         self.t0 = self.clock()

@@ -1,6 +1,9 @@
 """Workers and the watchdog: the tasks that run dispatched nodes' attempts through the
 runner, one :class:`_Slot` per worker, and the one timer that enforces every attempt's
 timeout.
+
+The workers see the run through :class:`AttemptHost`, what a run offers them (the
+executor's run satisfies it); this module imports nothing of the executor.
 """
 
 from __future__ import annotations
@@ -8,21 +11,53 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from protocol.runner import NodeCall, NodeResult, NodeRunner
 
 from .model import BUDGET_REASON, Attempt
 from .nodes import _Node
 
-if TYPE_CHECKING:
-    from .executor import _Run
-
-__all__ = ["_Pool", "_Watchdog"]
+__all__ = ["AttemptHost", "Pool", "Watchdog"]
 
 _INF = math.inf
 # The watchdog may fire a hair before its deadline (the loop's clock resolution).
 _WATCHDOG_SLACK_S = 1e-4
+
+
+class AttemptHost(Protocol):
+    """What a run offers the workers that run its nodes' attempts."""
+
+    clock: Callable[[], float]
+    """The loop's clock, in seconds."""
+    t0: float
+    """When the run started, on ``clock``."""
+    task_id: str
+
+    def retry_refused(self, node: _Node) -> bool:
+        """Whether the budget refuses another attempt of ``node`` (the run then halts)."""
+        ...
+
+    def record(self, node: _Node, result: object) -> str | None:
+        """Charge one completed attempt; ``None`` on success, else the attempt's error."""
+        ...
+
+    def timed_out(self, node: _Node) -> str:
+        """Count a timed-out attempt; returns its error."""
+        ...
+
+    def settle(self, node: _Node, error: str | None) -> None:
+        """``node`` ran its last attempt (``error`` is ``None`` on success)."""
+        ...
+
+    async def frames(self, node: _Node, call: NodeCall) -> NodeResult:
+        """Run one attempt of generator ``node``, taking its frames as they come."""
+        ...
+
+    def worker_exited(self, task: asyncio.Task[None]) -> None:
+        """A worker's task ended (only a bug ends one other than by cancellation)."""
+        ...
 
 
 class _Slot:
@@ -37,7 +72,7 @@ class _Slot:
         self.expired = False
 
 
-class _Watchdog:
+class Watchdog:
     """The run's clocks: one timer for every attempt's deadline, and the global deadline.
 
     A worker writes its current attempt's deadline into its :class:`_Slot` and calls
@@ -100,7 +135,7 @@ class _Watchdog:
             self.arm(earliest)
 
 
-class _Pool:
+class Pool:
     """Worker tasks serving the queue of dispatched nodes, at most ``max_workers``.
 
     A worker runs every attempt of a node through the runner and hands the
@@ -110,7 +145,7 @@ class _Pool:
     __slots__ = ("_loop", "_run", "_runner", "_watchdog", "_max_workers", "queue", "_idle", "_tasks",
                  "_wake_handle", "_stopping")
 
-    def __init__(self, run: _Run, runner: NodeRunner, watchdog: _Watchdog, max_workers: int) -> None:
+    def __init__(self, run: AttemptHost, runner: NodeRunner, watchdog: Watchdog, max_workers: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._run = run
         self._runner = runner
