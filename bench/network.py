@@ -213,7 +213,7 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
 
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     """Settle the step's records as the validator loop does; returns the seconds it took."""
-    from validator.loop import execution_record
+    from validator.stepping import execution_record
     from validator.sampling import TaskDraw
     from validator.state import ValidatorState
 

@@ -132,3 +132,28 @@ def test_the_cycle_check_sees_function_level_imports():
     graph = _import_graph()
     assert "neurons.miner" in graph["neurons.commands.miner"]  # imported inside the command function
     assert "neurons.cli" not in graph["neurons.miner"]  # only under its __main__ guard
+
+
+def test_the_workers_see_the_run_through_a_protocol_and_never_import_the_executor():
+    from engine.executor import _Run
+    from engine.workers import AttemptHost
+    import engine.workers
+
+    tree = ast.parse((ROOT / "engine" / "workers.py").read_text(encoding="utf-8"))
+    imported = {name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))  # TYPE_CHECKING too
+                for name in _targets(node, "engine.workers", False)}
+    assert not {name for name in imported if name.startswith("engine.executor")}
+    assert all(not name.startswith("_") for name in engine.workers.__all__)
+    members = {*AttemptHost.__annotations__, *(n for n, v in vars(AttemptHost).items() if callable(v) and not n.startswith("_"))}
+    assert members >= {"clock", "t0", "task_id", "record", "settle", "frames"}
+    assert {name for name in members if not hasattr(_Run, name)} == set()
+
+
+VALIDATOR_ROOMS = ("loop", "stepping", "weights", "observation", "chainview", "drawncache", "config")
+MAX_VALIDATOR_ROOM_LINES = 300
+
+
+def test_the_validator_loop_is_split_into_rooms_under_300_lines():
+    sizes = {room: len((ROOT / "validator" / f"{room}.py").read_text(encoding="utf-8").splitlines())
+             for room in VALIDATOR_ROOMS}
+    assert {room: n for room, n in sizes.items() if n >= MAX_VALIDATOR_ROOM_LINES} == {}

@@ -31,7 +31,7 @@ from engine.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.step import StepResult, validation_step
 from validator.errors import PeerClosed, PeerOversize, PeerTimeout
-from validator.loop import _observe_outcome
+from validator.observation import observe_outcome
 from validator.prometheus import ValidatorMetrics
 
 
@@ -163,7 +163,7 @@ async def test_misbehaving_miners_score_zero_with_a_reason_and_leave_honest_ones
     assert failures["cyclic"] is failures["garbage"] is type(None)  # they answered; the answer was wrong
     metrics = ValidatorMetrics()
     for outcome in crowded.outcomes:
-        _observe_outcome(metrics, outcome, task)
+        observe_outcome(metrics, outcome, task)
     assert metrics.timeouts.labels("query")._value.get() == 1  # the hanging miner's, read from its type
 
     for before, after in zip(alone.outcomes, crowded.outcomes[: len(honest)]):

@@ -32,7 +32,8 @@ from neurons.validator import reference
 from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.lifecycle import Reference
-from validator.loop import INFRASTRUCTURE, SETTLED, LoopConfig, TaskSource, ValidatorLoop
+from protocol.outcomes import StepOutcome
+from validator.loop import LoopConfig, TaskSource, ValidatorLoop
 from validator.state import ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ReferenceRun, ValidatorState
 
 VALIDATOR = dev_keypair("Alice")
@@ -116,7 +117,7 @@ async def test_three_sybils_with_invalid_plans_set_aside_no_task_and_the_honest_
         assert {t: (lc.state, lc.reference_failures) for t, lc in state.task_lifecycles().items()} == {
             task_id: (ACTIVE, 0) for task_id in SIX
         }
-        assert list(loop.step_outcomes)[-10:] == [SETTLED] * 10
+        assert list(loop.step_outcomes)[-10:] == [StepOutcome.SETTLED] * 10
         honest = uids["good#0"]
         block, weights, _ = chain.weights_log[-1]
         assert block >= first + 9 * TEMPO and len(chain.weights_log) >= 9
@@ -143,7 +144,7 @@ async def test_a_task_whose_generator_is_broken_is_set_aside_and_returns_after_t
         returned = loop.state.task_lifecycles()["dt_inventory"]
         assert (returned.state, returned.reference_failures, returned.since_block) == (ACTIVE, 1, None)
         assert loop.state.executions() == [] and loop.state.window().means() == {}  # no miner charged
-        assert INFRASTRUCTURE not in loop.step_outcomes
+        assert StepOutcome.INFRASTRUCTURE not in loop.step_outcomes
 
 
 @pytest.mark.e2e
@@ -184,7 +185,7 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
                 patch.setattr("engine.evaluate.score_run", _boom)
             chain.down = cause == "chain"
             assert await loop.step(chain.head) is None
-        assert list(loop.step_outcomes) == [INFRASTRUCTURE]
+        assert list(loop.step_outcomes) == [StepOutcome.INFRASTRUCTURE]
         assert loop.metrics.infrastructure_failures.labels(cause)._value.get() == 1
         assert loop.metrics.steps.labels("error")._value.get() == 1
         state = loop.state
@@ -196,7 +197,7 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
             chain.down = False
             chain.advance()
             assert await loop.step(chain.head) is not None
-            assert loop.step_outcomes[-1] == SETTLED
+            assert loop.step_outcomes[-1] == StepOutcome.SETTLED
 
 
 async def test_a_machine_that_cannot_judge_code_charges_no_code_task(tmp_path: Path, monkeypatch) -> None:
@@ -205,7 +206,7 @@ async def test_a_machine_that_cannot_judge_code_charges_no_code_task(tmp_path: P
         for _ in range(SET_ASIDE_AFTER + 1):
             assert await loop.step(chain.head) is None
             chain.advance()
-        assert list(loop.step_outcomes) == [INFRASTRUCTURE] * (SET_ASIDE_AFTER + 1)
+        assert list(loop.step_outcomes) == [StepOutcome.INFRASTRUCTURE] * (SET_ASIDE_AFTER + 1)
         assert loop.metrics.infrastructure_failures.labels("scorer")._value.get() == SET_ASIDE_AFTER + 1
         assert loop.state.task_lifecycles()["code_fizzbuzz"].reference_failures == 0
         assert loop.state.executions() == []
@@ -224,7 +225,7 @@ async def test_a_lost_head_read_is_recorded_as_an_infrastructure_failure(tmp_pat
                 await asyncio.sleep(0.01)
         stop.set()
         await runner
-        assert set(loop.step_outcomes) == {INFRASTRUCTURE} and loop.state.steps_settled() == 0
+        assert set(loop.step_outcomes) == {StepOutcome.INFRASTRUCTURE} and loop.state.steps_settled() == 0
 
 
 # -- dagnet validator tasks --------------------------------------------------------------

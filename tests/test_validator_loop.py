@@ -26,7 +26,8 @@ from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from subnets.owned import owned_runner
 from neurons.validator import reference
-from validator.loop import INFRASTRUCTURE, LoopConfig, ValidatorLoop
+from protocol.outcomes import StepOutcome
+from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
 
@@ -90,7 +91,7 @@ async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, 
 
 
 def _uid(loop: ValidatorLoop, name: str) -> int:
-    return loop._snapshot.by_hotkey(KEYS[name].ss58_address).uid
+    return loop.snapshot.by_hotkey(KEYS[name].ss58_address).uid
 
 
 @pytest.mark.e2e
@@ -132,7 +133,7 @@ async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay
 
     async with _loop(tmp_path, synthetic_rate=SYNTHETIC_RATE) as (loop, chain):
         tasks = _tasks()
-        draws = {b: draw_task(loop.hotkey, loop._secret, b, tasks, synthetic_rate=loop.config.synthetic_rate)
+        draws = {b: draw_task(loop.hotkey, loop.stepper.secret, b, tasks, synthetic_rate=loop.config.synthetic_rate)
                  for b in range(chain.head, chain.head + 4000)}
         assert abs(sum(d.synthetic for d in draws.values()) / len(draws) - SYNTHETIC_RATE) < 0.025
         synthetic = [b for b, d in draws.items() if d.synthetic][:2]
@@ -182,7 +183,7 @@ async def test_a_chain_outage_stops_nothing_and_weights_are_set_when_it_returns(
     async with _loop(tmp_path, poll_s=0.01) as (loop, chain):
         stop = asyncio.Event()
         runner = asyncio.create_task(loop.run(stop))
-        await until(lambda: loop.state.steps_settled() >= 1)
+        await until(lambda: loop.state.steps_settled() >= 1 and len(chain.weights_log) >= 1)  # weights: their own task
         chain.down = True
         await until(lambda: loop.metrics.chain_errors.labels("block")._value.get() >= 3)
         assert not runner.done()
@@ -202,7 +203,7 @@ async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path
         assert not await loop.maybe_set_weights(chain.head)
         assert loop.state.steps_settled() == 0
         assert loop.metrics.chain_errors.labels("metagraph")._value.get() == 1
-        assert list(loop.step_outcomes) == [INFRASTRUCTURE]
+        assert list(loop.step_outcomes) == [StepOutcome.INFRASTRUCTURE]
         assert loop.metrics.infrastructure_failures.labels("chain")._value.get() == 1
 
 
@@ -219,7 +220,7 @@ async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch,
             assert all(r.reason.startswith("scoring error") for r in loop.state.executions())
         else:
             assert summary is None and loop.metrics.steps.labels("error")._value.get() == 1
-            assert list(loop.step_outcomes) == [INFRASTRUCTURE]
+            assert list(loop.step_outcomes) == [StepOutcome.INFRASTRUCTURE]
             assert loop.metrics.infrastructure_failures.labels("step")._value.get() == 1
 
 

@@ -273,7 +273,7 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
             chain.advance()
         records = loop.state.executions()
         assert records and {r.hint_tier for r in records} == {"goal"}
-        naive = loop._snapshot.by_hotkey(KEYS["naive"].ss58_address).uid
+        naive = loop.snapshot.by_hotkey(KEYS["naive"].ss58_address).uid
         assert all(r.reason for r in records if r.uid == naive)  # naive plans from full hints only
         assert all(life.reference_failures == 0 for life in loop.state.task_lifecycles().values())
         assert all(replay(r, loop.source).identical for r in records)
@@ -286,14 +286,14 @@ async def test_the_loop_offers_this_tempos_drawn_families_and_never_sets_them_as
     async with _loop(tmp_path) as (loop, chain):
         loop.drawn = drawn
         hyper = await chain.hyperparameters()
-        candidates = [*loop.source.tasks(), *drawn(loop._secret, tempo_of(chain.head, hyper.tempo)).tasks()]
+        candidates = [*loop.source.tasks(), *drawn(loop.stepper.secret, tempo_of(chain.head, hyper.tempo)).tasks()]
         block = next(b for b in range(chain.head, chain.head + hyper.tempo)
-                     if draw_task(loop.hotkey, loop._secret, b, candidates, synthetic_rate=0.0).base.task_id
+                     if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id
                      .startswith("gen_"))
         chain.head = block
         summary = await loop.step(block)
         assert summary is not None and summary.base_task_id.startswith("gen_"), summary
         records = loop.state.executions()
         assert {r.drawn_tempo for r in records} == {tempo_of(block, hyper.tempo)}
-        assert all(replay(r, loop.source, drawn=drawn, secret=loop._secret).identical for r in records)
+        assert all(replay(r, loop.source, drawn=drawn, secret=loop.stepper.secret).identical for r in records)
         assert set(loop.state.task_lifecycles()) == set(TASK_IDS)  # drawn families are not in the lifecycle

@@ -1,0 +1,79 @@
+"""The chain as the validator's tasks see it: the head, the metagraph and the subnet's
+hyperparameters, each read with its failure counted and the last good read kept.
+
+Stepping and weights share one :class:`ChainView`: a metagraph the step read is the
+one weights are set against. Nothing here raises for a chain that does not answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from chain.base import Chain, Hyperparameters
+from chain.network import ChainUnreachable, OutageWarner
+from protocol.metagraph import MetagraphSnapshot
+
+from .lifecycle import InfrastructureFailure
+from .prometheus import ValidatorMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ChainView:
+    def __init__(self, chain: Chain, metrics: ValidatorMetrics) -> None:
+        self.chain = chain
+        self.metrics = metrics
+        self.snapshot: MetagraphSnapshot | None = None
+        """The last metagraph read, or ``None`` before the first read."""
+        self.hyperparameters: Hyperparameters | None = None
+        """The subnet's hyperparameters as last read, or ``None`` before the first read."""
+        self._outage = OutageWarner(log)
+
+    async def head(self) -> int | None:
+        """The chain head, or ``None`` when the chain does not answer."""
+        try:
+            block = await self.chain.block()
+        except Exception as exc:
+            self.error("block", exc)
+            return None
+        self._outage.recovered()
+        return block
+
+    async def sync(self, block: int) -> MetagraphSnapshot | None:
+        """The metagraph at ``block``, or the last one read when the chain cannot answer."""
+        try:
+            self.snapshot = await self.chain.metagraph(block)
+        except Exception as exc:
+            self.error("metagraph", exc)
+            if self.snapshot is None:
+                return None
+            log.warning("using the metagraph of block %s", self.snapshot.block)
+        else:
+            self.metrics.synced(self.snapshot)
+        return self.snapshot
+
+    async def read_hyperparameters(self) -> Hyperparameters | None:
+        """The subnet's hyperparameters read now, or the last ones read when the chain cannot answer."""
+        try:
+            self.hyperparameters = await self.chain.hyperparameters()
+        except Exception as exc:
+            self.error("hyperparameters", exc)
+        else:
+            self.metrics.tempo.set(self.hyperparameters.tempo)
+        return self.hyperparameters
+
+    async def tempo(self) -> int:
+        """The subnet's tempo, read from the chain the first time."""
+        hyper = self.hyperparameters or await self.read_hyperparameters()
+        if hyper is None:
+            raise InfrastructureFailure("chain", "the subnet's hyperparameters cannot be read")
+        return hyper.tempo
+
+    def error(self, call: str, exc: Exception) -> None:
+        """Count a failed chain call; an unreachable chain is logged once a minute (it names
+        the endpoint and the cause), anything else each time."""
+        self.metrics.chain_errors.labels(call).inc()
+        if isinstance(exc, ChainUnreachable):
+            self._outage.failed(exc, f"the validator's {call} call")
+        else:
+            log.warning("chain %s failed: %s", call, exc)

@@ -1,0 +1,30 @@
+"""How the validator's loop runs: what a step samples and sends, how often the head is
+read, how weights warm up (the settings a process passes to
+:class:`~validator.loop.ValidatorLoop`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from protocol.hints import HintTier
+from protocol.synapse import SCORING_VERSION
+
+from .sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE
+from .step import StepBounds
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    sample_size: int = 256
+    """Miners queried per step; a subnet with fewer serving miners is queried whole."""
+    exec_concurrency: int = 16
+    version_key: int = SCORING_VERSION
+    poll_s: float = 1.0
+    """How often the loop asks for the chain head while it waits for a new block."""
+    synthetic_rate: float = SYNTHETIC_RATE
+    tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    """The share of steps sent at each hint tier (:func:`~validator.sampling.draw_tier`)."""
+    warmup_full_at: int = 20
+    step_bounds: StepBounds | None = None
+    """Each step's shared work and deadline (:class:`~validator.step.StepBounds`); ``None``: unbounded."""

@@ -1,0 +1,257 @@
+"""One validation step at a block: draw the task, query and run the miners, judge the
+task with the validator's own reference, settle the step (docs/validator.md).
+
+Each step:
+
+1. syncs the metagraph at the block;
+2. draws the step's task (:func:`~validator.sampling.draw_task`): the task,
+   ``sha256(f"{hotkey}:{block}") mod len(tasks)`` over the active curated tasks and
+   the families drawn for this tempo (when a drawn source is wired), its hidden
+   instance's seed and its hint tier, which only this validator knows, and whether it
+   goes out as a synthetic variant (at :data:`~validator.sampling.SYNTHETIC_RATE`);
+3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
+   (all of them in a small net): query, validate, execute, score;
+4. meanwhile plans, runs and scores the same instance at the ``full`` tier with the
+   validator's own reference (:mod:`validator.lifecycle`): a reference that does not
+   succeed charges the task (set aside after :data:`~validator.state.SET_ASIDE_AFTER`
+   such steps in a row; a drawn family is never set aside) and no miner;
+5. settles the step in the state store, one transaction.
+
+Before each step, set-aside tasks whose cool-off has ended by the block are made
+active again, whether or not any task is active. A step that fails for a reason no
+miner caused (the chain, an adapter, the reference run, the executor or the scorer
+crashing) is an infrastructure failure: skipped, counted by cause, nobody charged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from engine.executor import ExecutorConfig
+from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
+from engine.routing import routed
+from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.synapse import TaskPackage
+from protocol.task import Task
+
+from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
+from .chainview import ChainView
+from .client import MinerClient
+from .config import LoopConfig
+from .drawncache import DrawnCache
+from .judging import JudgingAllowance
+from .lifecycle import InfrastructureFailure, Reference, reference_failure
+from .observation import StepLog, StepSummary
+from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
+from .providers import ProviderDirectory
+from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
+from .step import MinerOutcome, OwnedExecution, RunnerFactory, validation_step
+
+log = logging.getLogger(__name__)
+
+
+class Stepper:
+    """Runs the validator's steps; :class:`~validator.loop.ValidatorLoop` says when."""
+
+    def __init__(
+        self, view: ChainView, state: ValidatorState, client: MinerClient, source: TaskSource,
+        providers: ProviderDirectory | None, *, owned_runner: OwnedRunnerFactory | None, reference: Reference | None,
+        drawn: DrawnCache | None, config: LoopConfig, executor_config: ExecutorConfig, steps: StepLog,
+    ) -> None:
+        self.view = view
+        self.state = state
+        self.client = client
+        self.source = source
+        self.providers = providers
+        self.owned_runner = owned_runner
+        self.reference = reference
+        self.drawn = drawn
+        self.config = config
+        self.executor_config = executor_config
+        self.steps = steps
+        self.secret = state.instance_secret()
+        self.judging = JudgingAllowance()
+        self._owned = None if owned_runner is None else OwnedExecution(
+            ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
+        )
+
+    @property
+    def hotkey(self) -> str:
+        return self.view.chain.hotkey
+
+    async def step(self, block: int) -> StepSummary | None:
+        """One validation step at ``block``; never raises for a chain, miner or scorer failure."""
+        started = time.perf_counter()
+        try:
+            self._reinstate(block)
+            summary = await self._step(block)
+        except InfrastructureFailure as exc:
+            log.warning("step at block %s skipped, nobody charged: %s", block, exc)
+            self.steps.failed(exc.cause)
+            return None
+        except Exception:
+            log.exception("step at block %s failed, nobody charged", block)
+            self.steps.failed("step")
+            return None
+        self.steps.ended(summary, started)
+        return summary
+
+    async def _step(self, block: int) -> StepSummary | None:
+        tick = time.perf_counter()
+        snapshot = await self.view.sync(block)
+        if snapshot is None:
+            raise InfrastructureFailure("chain", "no metagraph has been read yet")
+        tempo = None if self.reference is None and self.drawn is None else await self.view.tempo()
+        drawn = await self._drawn_tasks(block, tempo)
+        active = [*self._active_tasks(), *drawn]
+        if not active:
+            log.warning("no active task at block %s: nothing to send", block)
+            return None
+        if self.providers is not None:
+            try:
+                await self.providers.refresh(_partner_subnets(active))
+            except Exception as exc:
+                raise InfrastructureFailure("adapter", f"providers: {type(exc).__name__}: {exc}") from exc
+        self.view.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
+
+        draw = draw_task(
+            self.hotkey, self.secret, block, active, synthetic_rate=self.config.synthetic_rate,
+            tier_shares=self.config.tier_shares,
+            drawn=dict.fromkeys((t.task_id for t in drawn), None if tempo is None else tempo_of(block, tempo)),
+        )
+        base = draw.base
+        task = self._sent(draw, block)
+        digest = int.from_bytes(step_digest(self.hotkey, block), "big")
+        neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
+        miners = [Peer.from_neuron(n) for n in neurons]
+        if not miners:
+            log.info("no serving miner at block %s", block)
+            return None
+
+        full = task if draw.tier == "full" else self._sent(replace(draw, tier="full"), block)
+        reference = asyncio.ensure_future(self._reference_failure(full))  # beside the miners, in a thread
+        try:
+            result = await validation_step(
+                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, snapshot),
+                executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
+                owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
+                judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
+            )
+        except BaseException:
+            reference.cancel()
+            raise
+        failure = await reference
+        self.steps.observe(result, task)
+
+        tick = time.perf_counter()
+        curated = draw.drawn_tempo is None  # a drawn family is never set aside: it is gone next tempo
+        judged = None if self.reference is None or not curated else ReferenceRun(base.task_id, failure)
+        if failure is not None:  # the task is broken on this instance: it is charged, no miner is
+            self.state.settle_step(block, [], judged, tempo=tempo)
+            self._log_reference_failure(block, base.task_id, failure, curated=curated)
+            return None
+        records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
+        self.state.settle_step(block, records, judged, tempo=tempo)
+        self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
+        self.view.metrics.scores(self.state.window().means())
+        log.info(
+            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs",
+            block, task.task_id, base.task_id, draw.tier, len(records), result.timings.wall_s,
+        )
+        return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
+
+    def _sent(self, draw: TaskDraw, block: int) -> Task:
+        """The task ``draw`` sends at ``block``, its instance drawn by the source it came from."""
+        drawn = None if self.drawn is None else self.drawn.source
+        return draw.task(source_of(draw.drawn_tempo, self.source, drawn, self.secret).instance).model_copy(
+            update={"send_block": block})
+
+    async def _drawn_tasks(self, block: int, tempo: int | None) -> Sequence[Task]:
+        """The families drawn for ``block``'s tempo (none without a drawn source), drawn
+        and checked in a worker thread the first time a tempo asks."""
+        if self.drawn is None or tempo is None:
+            return ()
+        source = await asyncio.to_thread(self.drawn.source, self.secret, tempo_of(block, tempo))
+        return source.tasks()
+
+    def _external(self, task: Task) -> bool:
+        """Whether ``task``'s plans run through the adapters, on the wall clock."""
+        return self.owned_runner is None or runs_external(self.providers, list(task.available_tools))
+
+    def _runner_factory(self, task: Task, own: MetagraphSnapshot) -> RunnerFactory:
+        """Who runs a miner's plan: the validator itself, or its adapters beside it."""
+        owned_runner = self.owned_runner
+        if not self._external(task):
+            assert owned_runner is not None
+            return lambda package, miner: owned_runner(task)
+        providers = self.providers
+        assert providers is not None
+        local = None if owned_runner is None else owned_runner(task)
+        rerun = None if owned_runner is None else owned_runner(tools_only(task))
+        limits = OwnedLimits() if self._owned is None else self._owned.limits
+
+        def build(package: TaskPackage, miner: Peer) -> AdapterRunner:
+            neuron = own.by_hotkey(miner.hotkey)
+            select = trusted_selector(providers, miner, miner_coldkey=neuron.coldkey if neuron else "", own=own)
+            return AdapterRunner(  # each plan's owned work and re-runs bounded as owned execution bounds a plan
+                self.client, select, package, serves=providers.serves,
+                local=None if local is None else metered(routed(local, package.route), limits),
+                rerun=None if rerun is None else metered(rerun, limits),
+            )
+
+        return build
+
+    def _active_tasks(self) -> list[Task]:
+        tasks = self.source.tasks()
+        states = self.state.task_states([t.task_id for t in tasks])
+        self.view.metrics.task_states(states, LIFECYCLE_STATES)
+        return [t for t in tasks if states.get(t.task_id) == ACTIVE]
+
+    def _reinstate(self, block: int) -> None:
+        for task_id in self.state.reinstate(block):
+            log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
+
+    async def _reference_failure(self, task: Task) -> str | None:
+        """Why the reference did not succeed on ``task``, run in a worker thread;
+        ``None`` when it did or when there is no reference."""
+        if self.reference is None:
+            return None
+        tick = time.perf_counter()
+        try:
+            return await asyncio.to_thread(reference_failure, self.reference, task, config=self.executor_config)
+        finally:
+            self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
+
+    def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
+        if not curated:
+            log.warning("block %s: drawn family %s's reference failed, nobody charged: %s", block, task_id, failure)
+            return
+        lifecycle = self.state.task_lifecycles()[task_id]
+        if lifecycle.state == ACTIVE:
+            log.warning(
+                "block %s: task %s's reference failed (%d in a row), no miner charged: %s",
+                block, task_id, lifecycle.reference_failures, failure,
+            )
+        else:
+            log.warning("task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure)
+
+
+def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
+    return {subnet for task in tasks for subnet in task.available_tools}
+
+
+def execution_record(block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome) -> ExecutionRecord:
+    """What the state keeps of one miner's part in the step at ``block``: ``task`` as
+    sent, and the ``draw`` it came from, to rebuild it (:mod:`validator.audit`)."""
+    execution = outcome.execution
+    return ExecutionRecord(
+        block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
+        instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
+        plan=outcome.plan, metrics=outcome.summary(), final_output=None if execution is None else execution.final_output,
+        score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
+    )
