@@ -19,9 +19,9 @@ from chain.base import WeightsResult
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import get_planner
-from miner.tools.registry import default_registry
-from neurons.localrun import owned_runner
+from miner.planner import load_planner
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
 from protocol.metagraph import Axon, MetagraphSnapshot
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
@@ -60,7 +60,7 @@ async def _validator(tmp_path: Path, release: asyncio.Event) -> AsyncIterator[tu
         builder = MetagraphBuilder(netuid=7).validator(VALIDATOR)
         bare = builder.miner(HONEST).build()
         app = create_app(MinerSettings(port=0), keypair=HONEST, metagraph=StaticMetagraph(bare),
-                         registry=default_registry(), planner=get_planner("good"))
+                         registry=default_registry(), planner=load_planner("good"))
         builder = MetagraphBuilder(netuid=7).validator(VALIDATOR)
         builder.miner(HONEST, axon=_axon(await stack.enter_async_context(serve_asgi(app))))
         sybils = []
