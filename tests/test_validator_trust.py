@@ -471,10 +471,10 @@ async def test_the_validators_reruns_are_metered_per_plan(tmp_path: Path) -> Non
     loop = ValidatorLoop(chain, state, client, FixedTasks(()), FixedProviders([peer]),  # type: ignore[arg-type]
                          owned_runner=lambda task: Burner())
     try:
-        assert loop._owned is not None
-        loop._owned = dataclasses.replace(loop._owned, limits=OwnedLimits(cpu_per_plan_s=1e-9))
+        assert loop.stepper._owned is not None
+        loop.stepper._owned = dataclasses.replace(loop.stepper._owned, limits=OwnedLimits(cpu_per_plan_s=1e-9))
         task = family_task(FAMILY, 1)
-        build = loop._runner_factory(task)
+        build = loop.stepper._runner_factory(task)
         plan, other = build(task.package(), Peer(1, "5Miner", "http://m")), build(task.package(), Peer(2, "5Rival", "http://r"))
         call = _call()
         assert (await plan.run(call)).output == NodeOutput(text="x")

@@ -35,7 +35,7 @@ from dataclasses import replace
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
 from engine.routing import routed
-from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.metagraph import Peer
 from protocol.synapse import TaskPackage
 from protocol.task import Task
 
@@ -137,7 +137,7 @@ class Stepper:
         reference = asyncio.ensure_future(self._reference_failure(full))  # beside the miners, in a thread
         try:
             result = await validation_step(
-                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, snapshot),
+                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
                 executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
                 owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
                 judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
@@ -183,20 +183,20 @@ class Stepper:
         """Whether ``task``'s plans run through the adapters, on the wall clock."""
         return self.owned_runner is None or runs_external(self.providers, list(task.available_tools))
 
-    def _runner_factory(self, task: Task, own: MetagraphSnapshot) -> RunnerFactory:
+    def _runner_factory(self, task: Task) -> RunnerFactory:
         """Who runs a miner's plan: the validator itself, or its adapters beside it."""
         owned_runner = self.owned_runner
         if not self._external(task):
             assert owned_runner is not None
             return lambda package, miner: owned_runner(task)
-        providers = self.providers
+        providers, own = self.providers, self.view.snapshot
         assert providers is not None
         local = None if owned_runner is None else owned_runner(task)
         rerun = None if owned_runner is None else owned_runner(tools_only(task))
         limits = OwnedLimits() if self._owned is None else self._owned.limits
 
         def build(package: TaskPackage, miner: Peer) -> AdapterRunner:
-            neuron = own.by_hotkey(miner.hotkey)
+            neuron = None if own is None else own.by_hotkey(miner.hotkey)
             select = trusted_selector(providers, miner, miner_coldkey=neuron.coldkey if neuron else "", own=own)
             return AdapterRunner(  # each plan's owned work and re-runs bounded as owned execution bounds a plan
                 self.client, select, package, serves=providers.serves,
