@@ -25,7 +25,7 @@ from neurons.localrun import SHIPPED_TASKS, load_task_source
 from protocol.limits import KIB, OUTPUT_CODE_MAX_BYTES, OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
 from scoring.evaluate import saved_metrics, score_run
 from validator.audit import recorded_task, replay
-from validator.loop import INFRASTRUCTURE, IDLE
+from protocol.outcomes import StepOutcome
 from validator.state import (
     ANSWER_CAP_BYTES, PRUNE_BATCH, WAL_LIMIT_BYTES, Capped, ExecutionRecord, Records, StateRefused, StateUnwritable,
     ValidatorState, canonical_json, plan_hash, step_growth_bound,
@@ -282,7 +282,7 @@ async def test_on_a_full_disk_the_loop_skips_steps_sets_weights_and_stays_up(tmp
         with _full_disk(loop.state):
             for _ in range(3):
                 assert await loop.step(chain.advance()) is None  # skipped, not raised
-            assert list(loop.step_outcomes)[-3:] == [INFRASTRUCTURE] * 3
+            assert list(loop.step_outcomes)[-3:] == [StepOutcome.INFRASTRUCTURE] * 3
             assert metrics.infrastructure_failures.labels("state")._value.get() == 3
             assert await loop.maybe_set_weights(chain.head)  # set on chain; recording it does not end the loop
             assert chain.weights_log[-1][0] == chain.head and loop.state.last_weights_block() == chain.head
@@ -291,7 +291,7 @@ async def test_on_a_full_disk_the_loop_skips_steps_sets_weights_and_stays_up(tmp
             assert any("cannot be written: database or disk is full" in reason for reason in body["reasons"])
         set_at = chain.head
         await loop.step(chain.advance())  # space again: the next write takes the weights with it
-        assert loop.step_outcomes[-1] == IDLE and loop.state.write_problem is None
+        assert loop.step_outcomes[-1] == StepOutcome.IDLE and loop.state.write_problem is None
         body = await _health(loop, metrics)
         assert not any("cannot be written" in reason for reason in body["reasons"])
     reopened = ValidatorState(tmp_path / "validator.sqlite")

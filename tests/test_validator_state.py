@@ -59,16 +59,23 @@ def test_what_weights_read_is_one_moment_even_when_a_step_settles_between_reads(
     state, writer = ValidatorState(tmp_path / "state.sqlite"), ValidatorState(tmp_path / "state.sqlite")
     state.settle_step(1, [_record(1, 1, 0.5)])
 
-    def settle_in_between(statement: str) -> None:  # a step settles (another writer) after the windows are read
-        if statement.startswith("SELECT uid, tasks_seen"):
-            writer.settle_step(2, [_record(2, 1, 1.0), _record(2, 2, 1.0)])
+    reads = 0
+
+    def settle_in_between(statement: str) -> None:  # a step settles (another writer) before the second read
+        nonlocal reads
+        if "FROM windows" in statement:
+            reads += 1
+            if reads == 2:
+                writer.settle_step(2, [_record(2, 1, 1.0), _record(2, 2, 1.0)])
 
     state._conn.set_trace_callback(settle_in_between)
     standing = state.standing()
-    state._conn.set_trace_callback(None)
     assert standing.window.means() == {1: 0.5}
     assert standing.tasks_seen == {1: 1} and standing.hotkeys == {1: "hk1"}
-    assert state.standing().tasks_seen == {1: 2, 2: 1}  # the next read sees the step whole
+    latest = state.standing()  # the step settled before (or as) this read began: it is in it whole
+    state._conn.set_trace_callback(None)
+    assert latest.window.means() == {1: 0.75, 2: 1.0}
+    assert latest.tasks_seen == {1: 2, 2: 1} and latest.hotkeys == {1: "hk1", 2: "hk2"}
     state.close()
     writer.close()
 

@@ -318,13 +318,13 @@ class ValidatorState:
         )
 
     def standing(self) -> Standing:
-        """Every uid's window, tasks seen and hotkey, read in one transaction: a step
+        """Every uid's window, tasks seen and hotkey, read by one statement: a step
         settled meanwhile (by another thread or process) is in all three or in none."""
-        self._conn.execute("BEGIN")
-        try:
-            return Standing(self.window(), self.tasks_seen(), self.hotkeys())
-        finally:
-            self._conn.execute("COMMIT")
+        rows = self._conn.execute("SELECT uid, hotkey, scores, tasks_seen FROM windows ORDER BY uid").fetchall()
+        window = RollingWindow.from_dict(
+            {"size": self._window_size, "scores": {str(uid): json.loads(scores) for uid, _, scores, _ in rows}}
+        )
+        return Standing(window, {uid: seen for uid, _, _, seen in rows}, {uid: hotkey for uid, hotkey, _, _ in rows})
 
     def tasks_seen(self) -> dict[int, int]:
         return dict(self._conn.execute("SELECT uid, tasks_seen FROM windows ORDER BY uid").fetchall())
