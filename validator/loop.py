@@ -131,9 +131,6 @@ class ValidatorLoop:
         """Set weights if they are due at ``block`` (:meth:`validator.weights.WeightSetter.maybe_set`)."""
         return await self.weight_setter.maybe_set(block)
 
-    def weights(self, block: int, immunity_period: int) -> dict[int, float]:
-        return self.weight_setter.weights(block, immunity_period)
-
     async def run(self, stop: asyncio.Event) -> None:
         """Step at every new block, and set weights when they are due, until ``stop`` is set.
 
