@@ -302,7 +302,7 @@ async def test_a_validator_without_a_sandbox_sends_no_code_task_and_scores_the_r
         for _ in range(2 * TEMPO):
             assert await loop.step(chain.head) is not None
             chain.advance()
-        assert set(loop.step_outcomes) == {SETTLED}
+        assert set(loop.step_outcomes) == {StepOutcome.SETTLED}
         assert {r.base_task_id for r in loop.state.executions()} == {"dt_inventory"}
         assert loop.state.window().means()[uids["good#0"]] > 0
 

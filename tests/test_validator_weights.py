@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import _read_request, raw_peer, serve_asgi
+from support.peers import _read_request, axon, raw_peer, serve_asgi
+from support.polling import until
 from support.tasks import SomeFamilies
 
 from chain.base import WeightsResult
@@ -22,7 +23,7 @@ from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.owned import owned_runner
 from subnets.registry import default_registry
-from protocol.metagraph import Axon, MetagraphSnapshot
+from protocol.metagraph import MetagraphSnapshot
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.state import ExecutionRecord, ValidatorState
@@ -31,11 +32,6 @@ VALIDATOR = dev_keypair("Alice")
 HONEST = dev_keypair("dagnet-weights-honest")
 SYBILS = [dev_keypair(f"dagnet-weights-sybil-{i}") for i in range(4)]
 TEMPO = 20
-
-
-def _axon(url: str) -> Axon:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    return Axon(host, int(port))
 
 
 def _held(release: asyncio.Event):
@@ -62,11 +58,11 @@ async def _validator(tmp_path: Path, release: asyncio.Event) -> AsyncIterator[tu
         app = create_app(MinerSettings(port=0), keypair=HONEST, metagraph=StaticMetagraph(bare),
                          registry=default_registry(), planner=load_planner("good"))
         builder = MetagraphBuilder(netuid=7).validator(VALIDATOR)
-        builder.miner(HONEST, axon=_axon(await stack.enter_async_context(serve_asgi(app))))
+        builder.miner(HONEST, axon=axon(await stack.enter_async_context(serve_asgi(app))))
         sybils = []
         for key in SYBILS:
             sybils.append(await stack.enter_async_context(raw_peer(_held(release))))
-            builder.miner(key, axon=_axon(sybils[-1].url))
+            builder.miner(key, axon=axon(sybils[-1].url))
         snapshot = builder.build()
         chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
         chain.hyper = replace(chain.hyper, tempo=TEMPO)
@@ -90,12 +86,6 @@ def _scored(uid: int, hotkey: str) -> ExecutionRecord:
                            instance_seed=0, plan=None, metrics=None, final_output=None, score={"S": 0.5}, reason=None)
 
 
-async def _until(condition, timeout_s: float = 30.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
 async def test_weights_are_set_every_tempo_while_sybils_hold_the_step(tmp_path: Path) -> None:
     release = asyncio.Event()
     async with _validator(tmp_path, release) as (loop, chain, sybils):
@@ -111,12 +101,12 @@ async def test_weights_are_set_every_tempo_while_sybils_hold_the_step(tmp_path: 
         stop = asyncio.Event()
         runner = asyncio.create_task(loop.run(stop))
         try:
-            await _until(lambda: all(s.active for s in sybils))  # the step at block 100 is held
+            await until(lambda: all(s.active for s in sybils))  # the step at block 100 is held
             start = chain.head
             for _ in range(4 * TEMPO):  # one block at a time, each seen by the validator before the next
                 chain.advance()
                 seen = reads
-                await _until(lambda: reads >= seen + 2, timeout_s=10.0)
+                await until(lambda: reads >= seen + 2, timeout_s=10.0)
             assert [block for block, _, _ in chain.weights_log] == [start + TEMPO * i for i in range(5)]
             assert loop.state.last_weights_block() == chain.head
             assert all(s.active for s in sybils) and loop.state.last_step_block() == start - 1  # still the one step
@@ -145,7 +135,7 @@ async def test_a_weight_set_accepted_on_chain_is_recorded_even_when_the_validato
         chain.set_weights = slow_answer
         runner = asyncio.create_task(loop.run(asyncio.Event()))
         try:
-            await _until(accepted.is_set)
+            await until(accepted.is_set)
         finally:
             runner.cancel()
             answer.set()

@@ -30,6 +30,7 @@ from .chainview import ChainView
 from .client import MinerClient
 from .config import LoopConfig
 from .drawncache import DrawnCache
+from .feedback import FeedbackSender
 from .lifecycle import Reference
 from .observation import StepLog, StepSummary
 from .prometheus import ValidatorMetrics
@@ -113,6 +114,11 @@ class ValidatorLoop:
     @property
     def last_step(self) -> StepSummary | None:
         return self.steps.last_step
+
+    @property
+    def feedback(self) -> FeedbackSender:
+        """Tells each queried miner how its own step went (:mod:`validator.feedback`)."""
+        return self.stepper.feedback
 
     @property
     def drawn(self) -> DrawnFamilies | None:

@@ -44,6 +44,7 @@ from .chainview import ChainView
 from .client import MinerClient
 from .config import LoopConfig
 from .drawncache import DrawnCache
+from .feedback import FeedbackSender
 from .judging import JudgingAllowance
 from .lifecycle import InfrastructureFailure, Reference, reference_failure
 from .observation import StepLog, StepSummary
@@ -76,6 +77,8 @@ class Stepper:
         self.steps = steps
         self.secret = state.instance_secret()
         self.judging = JudgingAllowance()
+        self.feedback = FeedbackSender(client)
+        """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
         self._owned = None if owned_runner is None else OwnedExecution(
             ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
         )
@@ -157,6 +160,7 @@ class Stepper:
             return None
         records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
         self.state.settle_step(block, records, judged, tempo=tempo)
+        self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.view.metrics.scores(self.state.window().means())
         log.info(
