@@ -10,20 +10,24 @@ from dataclasses import dataclass, field
 from protocol.hints import HintTier
 from protocol.synapse import SCORING_VERSION
 
-from .sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE
+from .sampling import SYNTHETIC_RATE
+from .settings import setting_default
 from .step import StepBounds
 
 
 @dataclass(frozen=True, slots=True)
 class LoopConfig:
-    sample_size: int = 256
+    """The loop's own config; every default an operator can set is the settings model's
+    (:mod:`validator.settings`), read from there rather than written again."""
+
+    sample_size: int = setting_default("sample_size")
     """Miners queried per step; a subnet with fewer serving miners is queried whole."""
-    exec_concurrency: int = 16
+    exec_concurrency: int = setting_default("exec_concurrency")
     version_key: int = SCORING_VERSION
-    poll_s: float = 1.0
+    poll_s: float = setting_default("poll_s")
     """How often the loop asks for the chain head while it waits for a new block."""
     synthetic_rate: float = SYNTHETIC_RATE
-    tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: setting_default("tier_shares"))
     """The share of steps sent at each hint tier (:func:`~validator.sampling.draw_tier`)."""
     warmup_full_at: int = 20
     step_bounds: StepBounds | None = None
