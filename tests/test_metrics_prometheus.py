@@ -127,5 +127,5 @@ async def test_prometheus_fires_the_sandbox_alert_for_a_validator_that_cannot_ju
             alerts = await prom.until(client, "/api/v1/alerts", {}, firing)
             degraded = await prom.series(client, "dagnet_validator_degraded == 1", "reason")
     assert [a["labels"]["instance"] for a in alerts] == [target]
-    assert alerts[0]["annotations"]["summary"].endswith("cannot judge code: every miner scores 0 on code tasks")
+    assert alerts[0]["annotations"]["summary"].endswith("cannot judge code: it sends no code task")
     assert degraded == {("sandbox_unavailable",): 1.0}
