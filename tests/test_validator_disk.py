@@ -222,6 +222,21 @@ def _fill(state: ValidatorState, pages: int | None = None) -> None:
     state._conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
+def test_a_write_that_changes_nothing_does_not_clear_the_disk_problem(tmp_path: Path) -> None:
+    """Each step starts by registering the tasks it may send (INSERT OR IGNORE: usually
+    nothing new, a transaction that commits on a full disk too). /health must keep naming
+    the disk until a write that stores something succeeds."""
+    state = ValidatorState(tmp_path / "v.sqlite")
+    state.settle_step(1, [_small(1, 1, 1.0)])
+    state.task_states(["dt_sales"])
+    _fill(state)
+    with pytest.raises(StateUnwritable):
+        state.settle_step(2, [_sybil_record(2, 1), _sybil_record(2, 2)])
+    assert state.task_states(["dt_sales"]) == {"dt_sales": "active"}
+    assert state.write_problem is not None and "database or disk is full" in state.write_problem
+    state.close()
+
+
 def test_a_step_the_disk_refuses_leaves_nothing_and_the_next_one_settles(tmp_path: Path) -> None:
     state = ValidatorState(tmp_path / "v.sqlite")
     state.settle_step(1, [_small(1, 1, 1.0)])

@@ -286,6 +286,7 @@ class ValidatorState:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a write the disk refuses raises :class:`StateUnwritable`.
         Weights kept in memory while the disk refused go in first (:meth:`weights_accepted`)."""
+        changes = self._conn.total_changes
         try:
             # IMMEDIATE takes the write lock up front, so two writers queue on the
             # busy timeout instead of failing an upgrade from a read lock.
@@ -305,7 +306,10 @@ class ValidatorState:
                 raise
             self.write_problem = f"the state file {self.path} cannot be written: {exc}"
             raise StateUnwritable(self.path, exc) from exc
-        self.write_problem = None
+        if self._conn.total_changes != changes:
+            # Only a transaction that wrote rows proves the disk takes writes again: an
+            # empty one commits on a full disk too, and would hide the problem mid-step.
+            self.write_problem = None
         self._unrecorded_weights = None
 
     # -- windows --------------------------------------------------------------------
