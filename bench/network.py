@@ -350,6 +350,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.planner import load_planner
     from miner.config import ServerLimits
     from miner.server import guarded_config
+    from miner.serving import EVERY_TOOL
     from subnets.registry import default_registry
     from bittensor.sp_core import Keypair
 
@@ -362,7 +363,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
         sock = socket.create_server(("127.0.0.1", 0), backlog=2048)
         settings = MinerSettings(
             port=sock.getsockname()[1], strategy=app_spec["strategy"], provider_subnets=spec["provider_subnets"],
-            rate_limit=RateLimit(per_second=1e9, burst=10**9), max_concurrency=spec["max_concurrency"],
+            serve=EVERY_TOOL, rate_limit=RateLimit(per_second=1e9, burst=10**9), max_concurrency=spec["max_concurrency"],
         )
         app = create_app(
             settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,

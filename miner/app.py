@@ -43,6 +43,7 @@ from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
 from .planner.base import Planner
 from .priority import StakePriorityMiddleware
+from .serving import ToolMenu
 from subnets.base import ToolRegistry
 from subnets.runner import LocalRunner
 
@@ -84,6 +85,7 @@ def create_app(
         runner=LocalRunner(
             registry, subnets=settings.provider_subnets or None, by_task=settings.provider_tasks or None
         ),
+        menu=ToolMenu(settings.serve, registry.names()),
         metrics=metrics,
         planner_timeout_s=settings.planner.timeout_s,
         inbox=inbox,

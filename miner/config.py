@@ -89,9 +89,13 @@ class MinerSettings(BaseModel):
     require_validator_permit: bool = True
     max_concurrency: int = Field(default=64, ge=1)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    serve: dict[str, list[str]] = Field(default_factory=dict)
+    """The tools this miner serves on ``/NodeSynapse``: partner subnet → its actions,
+    ``"*"`` for every subnet or every action (:mod:`miner.serving`). Empty, the default:
+    none. ``python_exec`` is served only under bwrap."""
     provider_subnets: dict[str, ToolInfo] = Field(default_factory=dict)
-    """Partner subnets this miner stands in for (``/NodeSynapse``), with their
-    pricing; empty means every subnet is served at the tools' own cost."""
+    """The pricing of the subnets served (``/NodeSynapse``): the delay, failures and
+    cost this miner plays for each; empty means the tools' own cost, no delay."""
     provider_tasks: dict[str, dict[str, ToolInfo]] = Field(default_factory=dict)
     """Per task id, the subnet table this miner plays for that task's nodes (a local
     network's stand-in provider charging, delaying and failing as each task's

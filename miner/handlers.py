@@ -33,6 +33,7 @@ from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
 from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
 from .readiness import readiness
+from .serving import ToolMenu
 from subnets.runner import LocalRunner
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -72,6 +73,7 @@ class MinerEndpoints:
         metagraph: MetagraphSource,
         planner: Planner,
         runner: LocalRunner,
+        menu: ToolMenu,
         metrics: MinerMetrics,
         planner_timeout_s: float = PLANNER_TIMEOUT_S,
         inbox: FeedbackInbox | None = None,
@@ -82,6 +84,7 @@ class MinerEndpoints:
         self.planner = planner
         self.planner_timeout_s = planner_timeout_s
         self.runner = runner
+        self.menu = menu
         self.metrics = metrics
         self.version = dagnet_version()
 
@@ -121,12 +124,16 @@ class MinerEndpoints:
         as sent (DataRefs are the validator's business, never resolved here)
         and the tool is bounded by the request's ``timeout_seconds``. A generator
         action answers with all its frames in this one response (``frames``), also
-        those made before a failure.
+        those made before a failure. A subnet and action the operator did not name
+        (:mod:`miner.serving`) is 404 ``not_served``.
         """
         synapse = await _parse(request, NodeSynapse)
         if isinstance(synapse, Response):
             return synapse
         call = synapse.call()
+        refusal = await self.menu.refusal(call.subnet, call.action)
+        if refusal is not None:
+            return _error(404, "not_served", refusal)
         frames: list[NodeOutput] | None = [] if is_generator(call.action) else None
         result, outcome = await self._run(call, frames)
         self.metrics.node_call(call.action, outcome)

@@ -28,6 +28,7 @@ from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
+from miner.serving import ToolMenu
 from subnets.registry import default_registry
 from neurons.keys import open_wallet
 from neurons.listen import bind
@@ -91,12 +92,14 @@ class MinerProcessConfig(BaseModel):
     def check(self) -> str:
         """Load the hotkey and the planner once, before serving; the hotkey's address.
 
-        Raises ``ValueError`` for a key or a planner that cannot be loaded, or a
+        Raises ``ValueError`` for a key or a planner that cannot be loaded, a
         ``--metagraph-file`` that is not there (a file that goes missing later keeps the
-        last snapshot, :class:`~miner.metagraph.FileMetagraph`).
+        last snapshot, :class:`~miner.metagraph.FileMetagraph`), and a ``serve`` table
+        that names an unknown action, or ``python_exec`` without bwrap.
         """
         if self.metagraph_file is not None and not self.metagraph_file.is_file():
             raise ValueError(f"--metagraph-file {self.metagraph_file}: no such file")
+        ToolMenu(self.settings.serve, default_registry().names()).check_sandbox()
         address = self.hotkey().ss58_address
         try:
             self.planner()

@@ -17,6 +17,7 @@ from support.keys import dev_keypair, signed_headers
 from support.miner import running_miner
 
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 
 SLOTS = 4
 ABANDON_AFTER_S = 1.0
@@ -29,7 +30,7 @@ def _node(delay_s: float) -> bytes:
 
 
 async def test_abandoned_slow_requests_free_their_slots_within_a_second() -> None:
-    async with running_miner(settings=MinerSettings(port=0, max_concurrency=SLOTS)) as miner:
+    async with running_miner(settings=MinerSettings(port=0, serve=EVERY_TOOL, max_concurrency=SLOTS)) as miner:
         slow = _node(delay_s=3000)
 
         async def abandon() -> None:

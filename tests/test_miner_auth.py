@@ -8,6 +8,7 @@ import json
 import pytest
 
 from miner.config import MinerSettings, RateLimit
+from miner.serving import EVERY_TOOL
 from support.keys import MetagraphBuilder, dev_keypair, fresh_keypair, signed_headers
 from support.miner import MinerUnderTest, running_miner
 
@@ -88,7 +89,7 @@ async def test_neuron_without_validator_permit_is_forbidden() -> None:
 async def test_permit_requirement_can_be_switched_off() -> None:
     alice, bob, eve = dev_keypair("Alice"), dev_keypair("Bob"), dev_keypair("Eve")
     snapshot = MetagraphBuilder().validator(alice).miner(bob).miner(eve).build()
-    settings = MinerSettings(require_validator_permit=False)
+    settings = MinerSettings(serve=EVERY_TOOL, require_validator_permit=False)
     async with running_miner(settings=settings, snapshot=snapshot) as miner:
         response = await miner.post("/NodeSynapse", BODY, signer=eve)
     assert response.status_code == 200
@@ -97,7 +98,7 @@ async def test_permit_requirement_can_be_switched_off() -> None:
 async def test_stake_below_minimum_is_forbidden() -> None:
     alice, bob, dave = dev_keypair("Alice"), dev_keypair("Bob"), dev_keypair("Dave")
     snapshot = MetagraphBuilder().validator(alice, stake=5_000.0).miner(bob).validator(dave, stake=99.0).build()
-    async with running_miner(settings=MinerSettings(min_stake=100.0), snapshot=snapshot) as miner:
+    async with running_miner(settings=MinerSettings(serve=EVERY_TOOL, min_stake=100.0), snapshot=snapshot) as miner:
         poor = await miner.post("/NodeSynapse", BODY, signer=dave)
         rich = await miner.post("/NodeSynapse", BODY, signer=alice)
     _assert_refused(poor, 403, "stake_below_minimum")
@@ -114,7 +115,7 @@ async def test_unsynced_metagraph_answers_503_until_it_syncs() -> None:
 
 
 async def test_rate_limit_answers_429_with_retry_after() -> None:
-    settings = MinerSettings(rate_limit=RateLimit(per_second=0.01, burst=2))
+    settings = MinerSettings(serve=EVERY_TOOL, rate_limit=RateLimit(per_second=0.01, burst=2))
     async with running_miner(settings=settings) as miner:
         statuses = [(await miner.post("/NodeSynapse", BODY)).status_code for _ in range(2)]
         limited = await miner.post("/NodeSynapse", BODY)
@@ -126,7 +127,7 @@ async def test_rate_limit_answers_429_with_retry_after() -> None:
 async def test_rate_limit_is_per_hotkey() -> None:
     alice, bob, dave = dev_keypair("Alice"), dev_keypair("Bob"), dev_keypair("Dave")
     snapshot = MetagraphBuilder().validator(alice).miner(bob).validator(dave).build()
-    settings = MinerSettings(rate_limit=RateLimit(per_second=0.01, burst=1))
+    settings = MinerSettings(serve=EVERY_TOOL, rate_limit=RateLimit(per_second=0.01, burst=1))
     async with running_miner(settings=settings, snapshot=snapshot) as miner:
         first = await miner.post("/NodeSynapse", BODY, signer=alice)
         again = await miner.post("/NodeSynapse", BODY, signer=alice)
@@ -135,14 +136,14 @@ async def test_rate_limit_is_per_hotkey() -> None:
 
 
 async def test_oversize_body_with_content_length_is_413() -> None:
-    async with running_miner(settings=MinerSettings(max_body_bytes=1024)) as miner:
+    async with running_miner(settings=MinerSettings(serve=EVERY_TOOL, max_body_bytes=1024)) as miner:
         big = json.dumps({**NODE, "params": {"text": "x" * 2000}}).encode()
         response = await miner.post("/NodeSynapse", big)
     _assert_refused(response, 413, "body_too_large")
 
 
 async def test_oversize_chunked_body_is_413_before_the_body_ends() -> None:
-    async with running_miner(settings=MinerSettings(max_body_bytes=1024)) as miner:
+    async with running_miner(settings=MinerSettings(serve=EVERY_TOOL, max_body_bytes=1024)) as miner:
         host, port = miner.url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         headers = signed_headers(miner.validator, miner.keypair, "/NodeSynapse", b"")

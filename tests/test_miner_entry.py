@@ -117,7 +117,8 @@ async def test_served_process_refuses_replays_across_workers(tmp_path: Path, wor
     _write_snapshot(metagraph)
     proc = subprocess.Popen(
         [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph), "--netuid", "3",
-         "--port", "0", "--workers", str(workers), "--set", f"nonce_db={tmp_path / 'nonces.db'}", "--log-level", "warning"],
+         "--port", "0", "--workers", str(workers), "--set", f"nonce_db={tmp_path / 'nonces.db'}", "--set", 'serve.sn1=["echo"]',
+         "--log-level", "warning"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True,
     )
     try:

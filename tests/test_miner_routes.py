@@ -7,6 +7,7 @@ import json
 import random
 
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.planner.base import PlanningError
 from protocol.response import check_response
 from protocol.synapse import SCORING_VERSION, NodeResponse, TaskPackage
@@ -140,7 +141,7 @@ async def test_node_is_bounded_by_its_timeout(miner_server: MinerUnderTest) -> N
 
 
 async def test_provider_subnets_price_the_node() -> None:
-    settings = MinerSettings(provider_subnets={"sn1": {"type": "text", "avg_cost": 0.1}})
+    settings = MinerSettings(serve=EVERY_TOOL, provider_subnets={"sn1": {"type": "text", "avg_cost": 0.1}})
     async with running_miner(settings=settings) as miner:
         served = await miner.post("/NodeSynapse", _node(params={"cost": 0.2}))
         foreign = await miner.post("/NodeSynapse", _node(subnet="sn9"))

@@ -24,6 +24,7 @@ from support.tasks import provider_profiles
 from tasks import FamilyTasks
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -67,7 +68,7 @@ async def test_network_score_matches_the_dry_run(task_type: str) -> None:
     profiles = provider_profiles(FamilyTasks().tasks())
     miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
                            registry=default_registry(), planner=planner)
-    provider_app = create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
+    provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles), keypair=PROVIDER,
                               metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=planner)
     async with contextlib.AsyncExitStack() as stack:
         miner = Peer(1, MINER.ss58_address, await stack.enter_async_context(serve_asgi(miner_app)))

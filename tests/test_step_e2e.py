@@ -16,6 +16,7 @@ from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from miner.planner.base import PlanProposal
@@ -91,7 +92,7 @@ def _snapshot() -> MetagraphSnapshot:
 
 @contextlib.asynccontextmanager
 async def _app(key: Keypair, planner: object, snapshot: MetagraphSnapshot, task: Task) -> AsyncIterator[Peer]:
-    settings = MinerSettings(port=0, provider_subnets=task.available_tools)
+    settings = MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=task.available_tools)
     app = create_app(settings, keypair=key, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                      planner=planner)
     async with serve_asgi(app) as url:

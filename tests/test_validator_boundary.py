@@ -40,6 +40,7 @@ from support.validator_process import SOURCE
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -184,7 +185,7 @@ async def test_a_provider_s_gzip_bomb_fails_its_node_only(bomb: bytes) -> None:
 
 @contextlib.asynccontextmanager
 async def _miner(key, planner: str, snapshot, task) -> AsyncIterator[Peer]:
-    app = create_app(MinerSettings(port=0, provider_subnets=task.available_tools), keypair=key,
+    app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=task.available_tools), keypair=key,
                      metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner(planner))
     async with serve_asgi(app) as url:
         yield Peer(uid=snapshot.by_hotkey(key.ss58_address).uid, hotkey=key.ss58_address, url=url)
@@ -251,7 +252,7 @@ async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, st
                              registry=default_registry(), planner=load_planner(planner))
             served = axon(await stack.enter_async_context(serve_asgi(app)))
             axons[key.ss58_address] = [served.host, served.port]
-        provider_app = create_app(MinerSettings(port=0, provider_tasks=provider_profiles(SOURCE.tasks())),
+        provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=provider_profiles(SOURCE.tasks())),
                                   keypair=PROVIDER, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                                   planner=load_planner("good"))
         provider_url = await stack.enter_async_context(serve_asgi(provider_app))

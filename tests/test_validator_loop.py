@@ -17,6 +17,7 @@ from support.tasks import SomeFamilies
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -62,7 +63,7 @@ async def _network(tasks: tuple[Task, ...]) -> AsyncIterator[tuple[MetagraphSnap
             app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
                              registry=default_registry(), planner=load_planner(name))
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(app))
-        provider_app = create_app(MinerSettings(port=0, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
+        provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
                                   metagraph=StaticMetagraph(bare), registry=default_registry(),
                                   planner=load_planner("good"))
         provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))

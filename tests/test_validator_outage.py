@@ -17,6 +17,7 @@ from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -57,7 +58,7 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
     profiles = provider_profiles(source.tasks())
 
     def app(uri: str, **settings):
-        return create_app(MinerSettings(port=0, **settings), keypair=dev_keypair(uri.removeprefix("//")),
+        return create_app(MinerSettings(port=0, serve=EVERY_TOOL, **settings), keypair=dev_keypair(uri.removeprefix("//")),
                           metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner("good"))
 
     stop = asyncio.Event()

@@ -30,6 +30,7 @@ from support.validator_process import SOURCE
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -84,7 +85,7 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
             url = await stack.enter_async_context(serve_asgi(app))
             served = axon(url)
             axons[key.ss58_address] = [served.host, served.port]
-        node_tap = _Tap(create_app(MinerSettings(port=0, provider_tasks=profiles), keypair=PROVIDER,
+        node_tap = _Tap(create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles), keypair=PROVIDER,
                                    metagraph=StaticMetagraph(snapshot), registry=default_registry(),
                                    planner=load_planner("good")), "/NodeSynapse")
         provider_url = await stack.enter_async_context(serve_asgi(node_tap))

@@ -40,6 +40,7 @@ from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
 from miner.config import MinerSettings
+from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from subnets.registry import default_registry
@@ -186,7 +187,7 @@ async def _network(
     async with contextlib.AsyncExitStack() as stack:
         async def serve(key: Any, **settings: Any) -> Axon:
             planner = CheatPlanner() if key is CHEAT else load_planner("good")
-            app = create_app(MinerSettings(port=0, **settings), keypair=key, metagraph=StaticMetagraph(bare),
+            app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, **settings), keypair=key, metagraph=StaticMetagraph(bare),
                              registry=default_registry(), planner=planner)
             return axon(await stack.enter_async_context(serve_asgi(app)))
 

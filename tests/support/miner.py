@@ -23,6 +23,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner.base import PlanProposal
+from miner.serving import EVERY_TOOL
 from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot
 from protocol.plan import PlanNode, WorkflowPlan
@@ -91,13 +92,14 @@ async def running_miner(
     """Serve a miner (hotkey //Bob) whose metagraph has validator //Alice.
 
     ``snapshot=True`` uses :func:`default_snapshot`; ``None`` means not synced.
+    Without ``settings`` the miner serves every tool (:data:`~miner.serving.EVERY_TOOL`).
     """
     validator, miner = dev_keypair("Alice"), dev_keypair("Bob")
     if snapshot is True:
         snapshot = default_snapshot(validator, miner)
     metagraph = StaticMetagraph(snapshot or None)
     app = create_app(
-        settings or MinerSettings(port=0),
+        settings or MinerSettings(port=0, serve=EVERY_TOOL),
         keypair=miner,
         metagraph=metagraph,
         registry=default_registry(),
