@@ -42,7 +42,9 @@ from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
 from .planner.base import Planner
+from .planner.workers import PlannerWorkers
 from .priority import StakePriorityMiddleware
+from .quota import PlanningQuota
 from .serving import ToolMenu
 from subnets.base import ToolRegistry
 from subnets.runner import LocalRunner
@@ -69,8 +71,10 @@ def create_app(
     pass one to share replay protection between apps you build yourself.
 
     ``app.state.metrics`` is the app's :class:`MinerMetrics`, ``app.state.feedback`` its
-    :class:`FeedbackInbox`. The feedback kept in ``settings.feedback_db`` is replayed into
-    the planner's ``observe`` here.
+    :class:`FeedbackInbox`, ``app.state.planning`` its
+    :class:`~miner.planner.workers.PlannerWorkers` (started on first use; ``warm()`` starts
+    them now, ``close()`` stops them). The feedback kept in ``settings.feedback_db`` is
+    replayed into the planner's ``observe`` here.
     """
     hotkey = keypair.ss58_address
     store = None if settings.feedback_db is None else FeedbackStore(settings.feedback_db, hotkey)
@@ -81,7 +85,13 @@ def create_app(
     endpoints = MinerEndpoints(
         hotkey=hotkey,
         metagraph=metagraph,
-        planner=planner,
+        planning=PlannerWorkers(planner, size=settings.planner.workers),
+        quota=PlanningQuota(
+            per_validator=settings.planner.per_validator,
+            queue_per_validator=settings.planner.queue_per_validator,
+            cpu_per_s=settings.planner.cpu_per_s,
+            cpu_burst_s=settings.planner.cpu_burst_s,
+        ),
         runner=LocalRunner(
             registry, subnets=settings.provider_subnets or None, by_task=settings.provider_tasks or None
         ),
@@ -102,6 +112,7 @@ def create_app(
     )
     app.state.metrics = metrics
     app.state.feedback = inbox
+    app.state.planning = endpoints.planning
     app.add_exception_handler(Exception, internal_error)
     app.router.add_route(NODE_PATH, endpoints.node, methods=["POST"])  # the hot path first
     app.router.add_route(WORKFLOW_PATH, endpoints.workflow, methods=["POST"])

@@ -71,7 +71,18 @@ class PlannerSettings(BaseModel):
     name: str = Field(default="good", min_length=1)
     """A built-in, an installed ``dagnet.planners`` entry point, or ``package.module:attr``."""
     timeout_s: float = Field(default=PLANNER_TIMEOUT_S, gt=0, le=60, allow_inf_nan=False)
+    """The deadline of one plan: past it the planning process is killed (and replaced)."""
     options: dict[str, Any] = Field(default_factory=dict)
+    workers: int = Field(default=2, ge=1, le=32)
+    """Planning processes (:mod:`miner.planner.workers`), each planning one query at a time."""
+    per_validator: int = Field(default=1, ge=1)
+    """Queries of one validator hotkey planned at once (:mod:`miner.quota`)."""
+    queue_per_validator: int = Field(default=2, ge=0)
+    """Queries of one validator waiting for its slot; any more are refused (429 ``planner_busy``)."""
+    cpu_per_s: float = Field(default=0.5, gt=0, allow_inf_nan=False)
+    """Planning CPU seconds one validator earns per second."""
+    cpu_burst_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    """Planning CPU seconds one validator may bank; at zero it is refused (429 ``planning_allowance``)."""
 
 
 class MinerSettings(BaseModel):

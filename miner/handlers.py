@@ -31,7 +31,9 @@ from .asgi import BODY, caller_hotkey
 from .feedback import FeedbackInbox
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
-from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, run_planner
+from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
+from .planner.workers import PlannerWorkers
+from .quota import PlanningQuota, QuotaExceeded
 from .readiness import readiness
 from .serving import ToolMenu
 from subnets.runner import LocalRunner
@@ -71,17 +73,19 @@ class MinerEndpoints:
         *,
         hotkey: str,
         metagraph: MetagraphSource,
-        planner: Planner,
+        planning: PlannerWorkers,
+        quota: PlanningQuota,
         runner: LocalRunner,
         menu: ToolMenu,
         metrics: MinerMetrics,
+        inbox: FeedbackInbox,
         planner_timeout_s: float = PLANNER_TIMEOUT_S,
-        inbox: FeedbackInbox | None = None,
     ) -> None:
         self.hotkey = hotkey
-        self.inbox = inbox if inbox is not None else FeedbackInbox(planner, None)
+        self.inbox = inbox
         self.metagraph = metagraph
-        self.planner = planner
+        self.planning = planning
+        self.quota = quota
         self.planner_timeout_s = planner_timeout_s
         self.runner = runner
         self.menu = menu
@@ -91,9 +95,10 @@ class MinerEndpoints:
     async def workflow(self, request: Request) -> Response:
         """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
 
-        The planner runs under the planning deadline, a plain one in a thread of its own
-        (:func:`~miner.planner.base.run_planner`); whatever it does wrong is answered
-        with :data:`PLANNER_FAILURES` and costs this query only.
+        The planner runs in a planning process under the planning deadline
+        (:mod:`miner.planner.workers`), within the caller's quota (:mod:`miner.quota`:
+        429 ``planner_busy`` or ``planning_allowance`` past it); whatever it does wrong
+        is answered with :data:`PLANNER_FAILURES` and costs this query only.
         """
         synapse = await _parse(request, WorkflowSynapse)
         if isinstance(synapse, Response):
@@ -102,8 +107,16 @@ class MinerEndpoints:
         if not state.ready:
             return _error(503, "miner_not_registered", f"this miner is not ready: {state.reason}")
         try:
-            result = await run_planner(self.planner, synapse, timeout_s=self.planner_timeout_s)
-            answer = answer_for(result, synapse, state.uid)
+            async with self.quota.admit(caller_hotkey(request.scope) or "") as charge:
+                outcome, cpu_s = await self.planning.plan(synapse, timeout_s=self.planner_timeout_s)
+                charge(cpu_s)
+        except QuotaExceeded as refused:
+            return _error(429, refused.reason, str(refused), headers={"retry-after": f"{refused.retry_after_s:.0f}"},
+                          retry_after_s=refused.retry_after_s)
+        try:
+            if isinstance(outcome, PlannerFailure):
+                raise outcome
+            answer = answer_for(outcome, synapse, state.uid)
             body = answer.model_dump_json(by_alias=True, exclude_none=True)
         except PlannerFailure as failure:
             return self._planner_failed(failure, synapse)
@@ -113,7 +126,7 @@ class MinerEndpoints:
         self.metrics.planner_failure(failure.kind)
         status, reason = PLANNER_FAILURES[failure.kind]
         if failure.kind != "unplannable":
-            log.warning("planner %s: %s on task %s: %s%s", self.planner.name, failure.kind, package.task_id, failure.reason,
+            log.warning("planner %s: %s on task %s: %s%s", self.planning.name, failure.kind, package.task_id, failure.reason,
                         f"\n{failure.traceback.rstrip()}" if failure.traceback else "")
         return _error(status, reason, failure.reason)
 
@@ -190,9 +203,11 @@ class MinerEndpoints:
             "synced": snapshot is not None,
             "metagraph_block": snapshot.block if snapshot is not None else None,
             "planner": {
-                "name": getattr(self.planner, "name", "?"),
+                "name": self.planning.name,
                 "interface": PLANNER_INTERFACE,
                 "timeout_s": self.planner_timeout_s,
+                "workers": self.planning.size,
+                "restarts": self.planning.restarts,
                 "failures": dict(self.metrics.planner_failure_counts),
             },
         }
@@ -254,8 +269,8 @@ def _invalid(exc: ValidationError) -> Response:
     return _error(422, "schema", f"schema violation: {format_validation_error(exc)}", errors=listed)
 
 
-def _error(status: int, reason: str, message: str, **extra: Any) -> Response:
-    return Response(content=error_body(reason, message, **extra), status_code=status, media_type=_JSON)
+def _error(status: int, reason: str, message: str, *, headers: dict[str, str] | None = None, **extra: Any) -> Response:
+    return Response(content=error_body(reason, message, **extra), status_code=status, headers=headers, media_type=_JSON)
 
 
 def _json(content: str | bytes) -> Response:

@@ -26,6 +26,7 @@ from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import Planner, PlannerLoadError, load_planner
+from miner.planner.workers import check_sendable
 from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.serving import ToolMenu
@@ -102,7 +103,7 @@ class MinerProcessConfig(BaseModel):
         ToolMenu(self.settings.serve, default_registry().names()).check_sandbox()
         address = self.hotkey().ss58_address
         try:
-            self.planner()
+            check_sendable(self.planner())
         except PlannerLoadError as exc:
             raise ValueError(str(exc)) from None
         return address
@@ -146,7 +147,7 @@ def build_miner_app(config: MinerProcessConfig) -> FastAPI:
     keypair, settings = config.hotkey(), config.settings
     if settings.feedback_db is None:
         settings = settings.model_copy(update={"feedback_db": default_feedback_db(keypair.ss58_address)})
-    return create_app(
+    app = create_app(
         settings,
         keypair=keypair,
         metagraph=config.metagraph(),
@@ -154,6 +155,8 @@ def build_miner_app(config: MinerProcessConfig) -> FastAPI:
         planner=config.planner(),
         auth_enabled=config.auth_enabled,
     )
+    app.state.planning.warm()  # the planning processes start now, not on the first query
+    return app
 
 
 def serve_miner(config: MinerProcessConfig) -> None:

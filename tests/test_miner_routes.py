@@ -23,6 +23,20 @@ PACKAGE = TaskPackage(
 )
 
 
+class Refuses:
+    name = "refuses"
+
+    def plan(self, package):
+        raise PlanningError("no subnet of kind 'vision'")
+
+
+class Crashes:
+    name = "crashes"
+
+    def plan(self, package):
+        raise RuntimeError("boom")
+
+
 def _node(**overrides) -> dict:
     return {"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "echo", "params": {"text": "hi"}} | overrides
 
@@ -46,12 +60,6 @@ async def test_workflow_needs_the_miner_in_the_metagraph() -> None:
 
 
 async def test_unplannable_task_is_422_with_the_planners_reason() -> None:
-    class Refuses:
-        name = "refuses"
-
-        def plan(self, package):
-            raise PlanningError("no subnet of kind 'vision'")
-
     async with running_miner(planner=Refuses()) as miner:
         response = await miner.post("/WorkflowSynapse", PACKAGE.model_dump(mode="json"))
     assert response.status_code == 422
@@ -60,12 +68,6 @@ async def test_unplannable_task_is_422_with_the_planners_reason() -> None:
 
 
 async def test_planner_crash_is_a_500_and_the_miner_keeps_serving() -> None:
-    class Crashes:
-        name = "crashes"
-
-        def plan(self, package):
-            raise RuntimeError("boom")
-
     async with running_miner(planner=Crashes()) as miner:
         crashed = await miner.post("/WorkflowSynapse", PACKAGE.model_dump(mode="json"))
         after = await miner.post("/NodeSynapse", _node())

@@ -140,17 +140,22 @@ def observe(planner: Planner, feedback: StepFeedback) -> bool:
     return True
 
 
-async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: float = PLANNER_TIMEOUT_S) -> PlanResult:
+async def run_planner(
+    planner: Planner, package: TaskPackage, *, timeout_s: float | None = PLANNER_TIMEOUT_S, threaded: bool = True
+) -> PlanResult:
     """``planner.plan(package)`` within ``timeout_s``, off the event loop when it is not
     async. Raises :class:`PlannerFailure` for every way it can fail, never anything else
     (a plain planner left running past the deadline finishes in its daemon thread and
-    its result is dropped)."""
+    its result is dropped).
+
+    ``threaded=False`` calls a plain planner on this thread: a planning process
+    (:mod:`miner.planner.workers`) does, its supervisor owning the deadline."""
     try:
         async with asyncio.timeout(timeout_s):
             if inspect.iscoroutinefunction(planner.plan):
                 result = await planner.plan(package)
             else:
-                result = await _in_thread(planner.plan, package)
+                result = await _in_thread(planner.plan, package) if threaded else planner.plan(package)
                 if inspect.isawaitable(result):
                     result = await result
     except PlanningError as exc:

@@ -106,5 +106,8 @@ async def running_miner(
         planner=planner or FakePlanner(),
         auth_enabled=auth_enabled,
     )
-    async with serve_asgi(app) as url, httpx.AsyncClient(timeout=10.0) as client:
-        yield MinerUnderTest(url, app, miner, validator, metagraph, client)
+    try:
+        async with serve_asgi(app) as url, httpx.AsyncClient(timeout=10.0) as client:
+            yield MinerUnderTest(url, app, miner, validator, metagraph, client)
+    finally:
+        app.state.planning.close()

@@ -1,0 +1,54 @@
+"""Planners that misbehave on purpose, importable by name (``support.planners:SpinsOnDoomed``)
+so a miner process, and each planning process, can load them.
+
+Each plans like :class:`~support.miner.FakePlanner` except on a task whose id starts
+with :data:`DOOMED`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from protocol.synapse import TaskPackage
+
+from .miner import FakePlanner
+
+DOOMED = "doomed"
+
+
+class SpinsOnDoomed(FakePlanner):
+    """Spins for ever on a doomed task: only a kill stops it."""
+
+    name = "spins"
+
+    def plan(self, package: TaskPackage):
+        while package.task_id.startswith(DOOMED):
+            pass
+        return super().plan(package)
+
+
+class ExitsOnDoomed(FakePlanner):
+    """Ends its whole process on a doomed task, as ``os._exit`` does: no exception to catch."""
+
+    name = "exits"
+
+    def plan(self, package: TaskPackage):
+        if package.task_id.startswith(DOOMED):
+            os._exit(3)
+        return super().plan(package)
+
+
+class BurnsCpu(FakePlanner):
+    """Spends ``cpu_s`` of CPU on every task before planning it."""
+
+    name = "burns"
+
+    def __init__(self, cpu_s: float = 0.05) -> None:
+        self.cpu_s = cpu_s
+
+    def plan(self, package: TaskPackage):
+        until = time.process_time() + self.cpu_s
+        while time.process_time() < until:
+            pass
+        return super().plan(package)
