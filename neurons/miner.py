@@ -26,7 +26,6 @@ from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from miner.planner import Planner, PlannerLoadError, load_planner
-from miner.planner.workers import check_sendable
 from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.serving import ToolMenu
@@ -103,7 +102,7 @@ class MinerProcessConfig(BaseModel):
         ToolMenu(self.settings.serve, default_registry().names()).check_sandbox()
         address = self.hotkey().ss58_address
         try:
-            check_sendable(self.planner())
+            self.planner()
         except PlannerLoadError as exc:
             raise ValueError(str(exc)) from None
         return address
@@ -143,7 +142,7 @@ class MinerProcessConfig(BaseModel):
 
 
 def build_miner_app(config: MinerProcessConfig) -> FastAPI:
-    """The app for ``config``: real tools, the configured planner, feedback kept on disk."""
+    """The app for ``config``: real tools, the configured planner in its planning processes, started now, feedback kept on disk."""
     keypair, settings = config.hotkey(), config.settings
     if settings.feedback_db is None:
         settings = settings.model_copy(update={"feedback_db": default_feedback_db(keypair.ss58_address)})

@@ -270,8 +270,9 @@ def _misbehaving(how: str, inner=None) -> _Misbehaves:
 async def test_a_failing_planner_costs_that_query_only(how: str) -> None:
     status, reason, kind, message = FAILURES[how]
     doomed = PACKAGE.model_copy(update={"task_id": DOOMED}).model_dump(mode="json")
-    settings = MinerSettings(port=0, planner={"timeout_s": 0.5})
+    settings = MinerSettings(port=0, planner={"timeout_s": 0.5, "workers": 1})
     async with running_miner(planner=_misbehaving(how), settings=settings) as miner:
+        await miner.post("/WorkflowSynapse", PACKAGE.model_dump(mode="json"))  # the planning process is loaded
         started = time.perf_counter()
         failed, health_during = await asyncio.gather(
             miner.post("/WorkflowSynapse", doomed), _after(0.1, miner.get("/health")))

@@ -1,30 +1,29 @@
 """Planning in supervised processes: a planner that spins is stopped, one that exits costs its query.
 
-:class:`PlannerWorkers` keeps ``size`` warm processes, each holding its own copy of the
-planner (sent pickled) and planning one package at a time. The miner's event loop
-hands a package to an idle process and waits for its answer:
+:class:`PlannerWorkers` keeps ``size`` warm processes, each planning one package at a
+time with the miner's planner. The miner's event loop hands a package to an idle
+process and waits for its answer:
 
-- past the deadline the process is killed (SIGKILL) and the query fails ``timeout``;
-  nothing of it keeps running, in the miner or anywhere;
+- past the deadline the process is killed (SIGKILL, with its process group) and the
+  query fails ``timeout``; nothing of it keeps running, in the miner or anywhere;
 - a process that dies while planning (``os._exit``, a crash, the OOM killer) fails
   its query ``error`` with its exit code;
 - a client that goes away kills the process planning for it.
 
-A killed or dead process is replaced by a fresh one the next time its slot is used.
-Processes fork from a ``forkserver`` that has imported :mod:`miner.planner` once, so a
-replacement starts in milliseconds without the miner's threads or sockets. Each
-answer carries the CPU seconds its process spent on it, which the miner charges to
-the validator that asked (:mod:`miner.quota`).
+A killed or dead process is replaced by a fresh one when its slot is next used. A
+process is a fork of the miner made from a thread of this pool: it starts at once with
+the planner already loaded, keeps only its two pipes (every other descriptor, the
+miner's sockets among them, is closed), runs in a session of its own and ends when
+the miner does. Each answer carries the CPU seconds the process spent on it, which
+the miner charges to the validator that asked (:mod:`miner.quota`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import multiprocessing
 import os
-import pickle
 import signal
+import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -35,63 +34,70 @@ from protocol.synapse import TaskPackage
 
 from .base import Planner, PlannerFailure, PlanResult, run_planner
 
-__all__ = ["PlannerWorkers", "check_sendable"]
-
-START_TIMEOUT_S = 60.0
-"""How long a new planning process may take to load its planner (a cold forkserver imports
-:mod:`miner.planner` first); the planning deadline starts once it is ready."""
-
-_READY = "ready"
-_CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["miner.planner"])  # once, when the forkserver starts
-_PR_SET_PDEATHSIG = 1
-
-
-def check_sendable(planner: Planner) -> None:
-    """``ValueError`` when ``planner`` cannot be sent to a planning process (it does not pickle)."""
-    try:
-        pickle.dumps(planner)
-    except Exception as exc:
-        name = getattr(planner, "name", type(planner).__name__)
-        raise ValueError(f"planner {name!r} cannot run in a planning process: it does not pickle ({exc})") from None
+__all__ = ["PlannerWorkers"]
 
 
 class _Worker:
-    """One planning process and the miner's end of its pipe."""
+    """One planning process and the miner's ends of its two pipes."""
 
-    __slots__ = ("process", "conn")
+    __slots__ = ("pid", "_to", "_from", "_status")
 
     def __init__(self, planner: Planner) -> None:
-        self.conn, theirs = _CONTEXT.Pipe()
-        self.process = _CONTEXT.Process(target=_serve, args=(theirs, planner), name="dagnet-planner", daemon=True)
-        self.process.start()
-        theirs.close()  # only the child holds its end: its death is EOF here
-
-    def ready(self) -> bool:
-        """Wait (blocking) until the process has its planner and says so; False if it never does."""
-        try:
-            return self.conn.poll(START_TIMEOUT_S) and self.conn.recv() == _READY
-        except (EOFError, OSError):
-            return False
+        """Fork the process (blocking for the fork only: call from a thread)."""
+        theirs_in, ours_out = os.pipe()
+        ours_in, theirs_out = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the planning process: it never returns from here
+            code = 1
+            try:
+                _detach(keep=(theirs_in, theirs_out))
+                _serve(Connection(theirs_in, writable=False), Connection(theirs_out, readable=False), planner)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(theirs_in)  # only the child holds its ends: its death is EOF here
+        os.close(theirs_out)
+        self.pid = pid
+        self._to = Connection(ours_out, readable=False)
+        self._from = Connection(ours_in, writable=False)
+        self._status: int | None = None
 
     def exchange(self, package: TaskPackage) -> tuple[Any, ...]:
         """Send ``package``, wait for the answer (blocking: run in a thread)."""
-        self.conn.send(package)
-        return self.conn.recv()
+        try:
+            self._to.send(package)
+            return self._from.recv()
+        except (EOFError, OSError):
+            self.exit_code()  # reap it: it died, or was killed at the deadline
+            raise
 
     def kill(self) -> None:
-        """Kill the process and anything it started (its own process group). The pipe
-        stays open until the thread waiting on it has read the EOF."""
+        """Kill the process and anything it started (its session's process group). The
+        pipes stay open until the thread waiting on them has read the EOF."""
         try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, TypeError):  # not yet a group leader
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
             pass
-        if self.process.is_alive():
-            self.process.kill()
+
+    def alive(self) -> bool:
+        if self._status is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by a thread waiting on it
+                return False
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+        return self._status is None
 
     def exit_code(self) -> int | None:
-        self.process.join(1.0)
-        return self.process.exitcode
+        """The process's exit code (negative: the signal that killed it), once it has ended (blocking)."""
+        if self._status is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+                self._status = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped already
+                pass
+        return self._status
 
 
 class PlannerWorkers:
@@ -111,11 +117,10 @@ class PlannerWorkers:
         weakref.finalize(self, _stop, self._live, self._threads)
 
     def warm(self) -> None:
-        """Start every process now (blocking), so the first queries find them ready."""
+        """Start every slot's process now (blocking, a fork each), so the first queries find them."""
         started = []
         while not self._idle.empty():
-            worker = self._idle.get_nowait()
-            started.append(worker or self._start())
+            started.append(self._idle.get_nowait() or self._start())
         for worker in started:
             self._idle.put_nowait(worker)
 
@@ -125,20 +130,17 @@ class PlannerWorkers:
 
     def pids(self) -> list[int]:
         """The planning processes alive now."""
-        return [w.process.pid for w in self._live if w.process.is_alive() and w.process.pid is not None]
+        return [worker.pid for worker in self._live if worker.alive()]
 
     async def plan(self, package: TaskPackage, *, timeout_s: float) -> tuple[PlanResult | PlannerFailure, float]:
         """The planner's answer (or the failure it amounts to) and the CPU seconds it took.
 
-        Waits for an idle process first; the deadline runs from when one has the package.
+        Waits for an idle process; the deadline runs from when one has the package.
         """
         worker = await self._idle.get()
         loop = asyncio.get_running_loop()
         try:
-            if worker is None:
-                worker = await loop.run_in_executor(self._threads, self._start)
-                if worker is None:
-                    return PlannerFailure("error", f"the planning process did not start within {START_TIMEOUT_S:g}s"), 0.0
+            worker = worker or await loop.run_in_executor(self._threads, self._start)
             started = time.monotonic()
             try:
                 async with asyncio.timeout(timeout_s):
@@ -151,24 +153,20 @@ class PlannerWorkers:
                 worker = self._retire(worker)
                 failure = PlannerFailure("error", f"the planner's process exited (code {code}) while planning")
                 return failure, time.monotonic() - started
-            except BaseException:  # cancelled (the client left): stop the planning with the request
-                worker = self._retire(worker)
-                raise
             return _outcome(reply)
+        except BaseException:  # cancelled (the client left): the planning stops with the request
+            worker = self._retire(worker) if worker is not None else None
+            raise
         finally:
             self._idle.put_nowait(worker)
 
-    def _start(self) -> _Worker | None:
+    def _start(self) -> _Worker:
         worker = _Worker(self._planner)
         self._live.add(worker)
-        if worker.ready():
-            return worker
-        worker.kill()
-        self._live.discard(worker)
-        return None
+        return worker
 
     def _retire(self, worker: _Worker) -> None:
-        """Kill ``worker``; its slot starts a fresh process when next used."""
+        """Kill ``worker``; its slot launches a fresh process when next used."""
         worker.kill()
         self._live.discard(worker)
         self.restarts += 1
@@ -183,6 +181,7 @@ def _outcome(reply: tuple[Any, ...]) -> tuple[PlanResult | PlannerFailure, float
 def _stop(live: set[_Worker], threads: ThreadPoolExecutor) -> None:
     for worker in list(live):
         worker.kill()
+        worker.exit_code()  # reaped at once: SIGKILL cannot be ignored
     live.clear()
     threads.shutdown(wait=False, cancel_futures=True)
 
@@ -190,17 +189,33 @@ def _stop(live: set[_Worker], threads: ThreadPoolExecutor) -> None:
 # --- in the planning process -------------------------------------------------------------
 
 
-def _serve(conn: Connection, planner: Planner) -> None:
-    """Plan each package that arrives until the miner's end closes; answer
+def _detach(keep: tuple[int, ...]) -> None:
+    """Leave the miner behind: a session of its own, no descriptor but stdio and ``keep``,
+    no Ctrl-C, and an end when the miner ends (even while the planner spins)."""
+    os.setsid()
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    miner = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == miner:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dagnet-planner-watch", daemon=True).start()
+
+
+def _serve(packages: Connection, answers: Connection, planner: Planner) -> None:
+    """Plan each package that arrives until the miner's end closes, answering
     ``(failure kind or None, result or reason, CPU seconds)``."""
-    os.setpgid(0, 0)  # a group of its own: the kill at the deadline takes its children too
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the miner, which stops us
     loop = asyncio.new_event_loop()
-    conn.send(_READY)
     while True:
         try:
-            package = conn.recv()
+            package = packages.recv()
         except (EOFError, OSError):
             return
         started = time.process_time()
@@ -211,14 +226,6 @@ def _serve(conn: Connection, planner: Planner) -> None:
             reply = (failure.kind, failure.reason)
         cpu_s = time.process_time() - started
         try:
-            conn.send((*reply, cpu_s))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            conn.send(("invalid", f"the planner's answer cannot be sent back: {type(exc).__name__}", cpu_s))
-
-
-def _die_with_parent() -> None:
-    """Be killed when the forkserver (which dies with the miner) does, even while spinning."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: EOF on the pipe still ends an idle process
-        pass
+            answers.send((*reply, cpu_s))
+        except Exception as exc:  # an answer that does not pickle
+            answers.send(("invalid", f"the planner's answer cannot be sent back: {type(exc).__name__}", cpu_s))
