@@ -175,6 +175,8 @@ async def test_a_plugin_with_options_is_served_by_every_worker(plugin_path: Path
         line = proc.stderr.readline()
         assert "listening on" in line, line
         url = line.split("listening on ")[1].split()[0]
+        async with httpx.AsyncClient(timeout=60) as client:
+            await client.get(url + "/health")  # waits in the backlog until a worker serves, unsigned
         body = PACKAGE.model_dump_json().encode()
         texts = set()
         for _ in range(4):  # a new connection each time: the requests spread over the workers

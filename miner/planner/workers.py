@@ -74,10 +74,12 @@ class _Worker:
     def kill(self) -> None:
         """Kill the process and anything it started (its session's process group). The
         pipes stay open until the thread waiting on them has read the EOF."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for kill in (os.killpg, os.kill):  # the group, or the process before it has made its group
+            try:
+                kill(self.pid, signal.SIGKILL)
+                return
+            except ProcessLookupError:
+                continue
 
     def alive(self) -> bool:
         if self._status is None:
@@ -199,6 +201,7 @@ def _detach(keep: tuple[int, ...]) -> None:
         low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the miner's graceful shutdown
     miner = os.getppid()
 
     def watch() -> None:
