@@ -11,9 +11,10 @@ Planning is the miner's costly work (CPU in its planning processes,
   deadline when it was killed there). A query is admitted only while the bucket is
   above zero; else 429 ``planning_allowance`` with the seconds until it is.
 
-With the miner's planning processes (``planner.workers``) at least ``per_validator``
-more than one validator's slots, another validator always finds one free. Callers
-reach this only after the blacklist, so the table holds at most the metagraph's hotkeys.
+With more planning processes (``planner.workers``, default 2) than one validator's
+slots (``per_validator``, default 1), a validator that floods the miner always leaves
+a process free for the others. Callers reach this only after the blacklist, so the
+table holds at most the metagraph's hotkeys (without auth, every caller is one key).
 """
 
 from __future__ import annotations
