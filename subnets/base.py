@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,26 @@ def tool_processes() -> ProcessPoolExecutor:
         if _POOL is None or getattr(_POOL, "_broken", False):
             _POOL = ProcessPoolExecutor(os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
         return _POOL
+
+
+class _Here(Executor):
+    """Runs each call at once, in the calling thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 — the caller's, through the future
+            future.set_exception(exc)
+        return future
+
+
+def run_tools_here() -> None:
+    """From now on, CPU tools run in this process, in the calling (main) thread, still
+    under their CPU limit: for a process that is itself a supervised worker (a miner's
+    planning process, a fork, which must not use the pool it inherited)."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = _Here(), threading.Lock()  # type: ignore[assignment]
 
 
 def run_in_process(fn: BlockingTool, cpu_s: float = TOOL_CPU_S) -> Tool:

@@ -47,7 +47,7 @@ from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 __all__ = [
     "FAILURE_KINDS", "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
-    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "run_planner",
+    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "plan_here", "run_planner",
 ]
 
 PLANNER_INTERFACE = 1
@@ -123,51 +123,59 @@ class Planner(Protocol):
         ...
 
 
-def observe(planner: Planner, feedback: StepFeedback) -> bool:
-    """Hand ``feedback`` to ``planner.observe`` when it has one; whether it took it.
-
-    Whatever ``observe`` raises is logged and goes no further: feedback is for learning,
-    and a planner that cannot learn from it still plans."""
-    method = getattr(planner, "observe", None)
-    if not callable(method):
-        return False
-    try:
-        method(feedback)
-    except Exception as exc:
-        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__,
-                    _short(str(exc)), exc_info=exc)
-        return False
-    return True
-
-
-async def run_planner(
-    planner: Planner, package: TaskPackage, *, timeout_s: float | None = PLANNER_TIMEOUT_S, threaded: bool = True
-) -> PlanResult:
+    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "plan_here", "run_planner",
     """``planner.plan(package)`` within ``timeout_s``, off the event loop when it is not
     async. Raises :class:`PlannerFailure` for every way it can fail, never anything else
     (a plain planner left running past the deadline finishes in its daemon thread and
-    its result is dropped).
-
-    ``threaded=False`` calls a plain planner on this thread: a planning process
-    (:mod:`miner.planner.workers`) does, its supervisor owning the deadline."""
+    its result is dropped)."""
     try:
         async with asyncio.timeout(timeout_s):
             if inspect.iscoroutinefunction(planner.plan):
                 result = await planner.plan(package)
             else:
-                result = await _in_thread(planner.plan, package) if threaded else planner.plan(package)
+                result = await _in_thread(planner.plan, package)
                 if inspect.isawaitable(result):
                     result = await result
-    except PlanningError as exc:
-        raise PlannerFailure("unplannable", _short(f"cannot plan this task: {exc}")) from None
-    except TimeoutError:
-        raise PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s") from None
-    except (Exception, SystemExit) as exc:
-        raise PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}"),
-                             "".join(traceback.format_exception(exc))) from None
+    except BaseException as exc:
+        raise _failure(exc, timeout_s) from None
+    return _checked(result)
+
+
+def plan_here(planner: Planner, package: TaskPackage) -> PlanResult:
+    """``planner.plan(package)`` on this thread, outside any event loop (an async planner
+    gets one of its own), with no deadline: how a planning process
+    (:mod:`miner.planner.workers`) calls it, its supervisor owning the deadline. Raises
+    :class:`PlannerFailure` as :func:`run_planner` does."""
+    try:
+        result = planner.plan(package)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+    except BaseException as exc:
+        raise _failure(exc, None) from None
+    return _checked(result)
+
+
+def _failure(exc: BaseException, timeout_s: float | None) -> PlannerFailure:
+    """The failure a planner's exception amounts to; anything but an ``Exception`` or
+    ``SystemExit`` (a cancellation, Ctrl-C) is raised again."""
+    if isinstance(exc, PlanningError):
+        return PlannerFailure("unplannable", _short(f"cannot plan this task: {exc}"))
+    if isinstance(exc, TimeoutError) and timeout_s is not None:
+        return PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s")
+    if isinstance(exc, (Exception, SystemExit)):
+        return PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}"),
+                              "".join(traceback.format_exception(exc)))
+    raise exc
+
+
+def _checked(result: Any) -> PlanResult:
     if not isinstance(result, (PlanProposal, WorkflowSynapse, WorkflowPlan)):
         raise PlannerFailure("invalid", f"the planner returned a {type(result).__name__}, not a plan")
     return result
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def answer_for(result: PlanResult, package: TaskPackage, miner_uid: int) -> WorkflowSynapse:

@@ -13,8 +13,8 @@ process and waits for its answer:
 A killed or dead process is replaced by a fresh one when its slot is next used. A
 process is a fork of the miner made from a thread of this pool: it starts at once with
 the planner already loaded, keeps only its two pipes (every other descriptor, the
-miner's sockets among them, is closed), runs in a session of its own and ends when
-the miner does. Each answer carries the CPU seconds the process spent on it, which
+miner's sockets among them, is closed), runs the planner's tool calls itself (not in the
+miner's tool processes), runs in a session of its own and ends when the miner does. Each answer carries the CPU seconds the process spent on it, which
 the miner charges to the validator that asked (:mod:`miner.quota`).
 """
 
@@ -31,8 +31,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from protocol.synapse import TaskPackage
+from subnets.base import run_tools_here
 
-from .base import Planner, PlannerFailure, PlanResult, run_planner
+from .base import Planner, PlannerFailure, PlanResult, plan_here
 
 __all__ = ["PlannerWorkers"]
 
@@ -176,8 +177,8 @@ class PlannerWorkers:
 
 
 def _outcome(reply: tuple[Any, ...]) -> tuple[PlanResult | PlannerFailure, float]:
-    kind, payload, cpu_s = reply
-    return (payload if kind is None else PlannerFailure(kind, payload)), cpu_s
+    kind, payload, trace, cpu_s = reply
+    return (payload if kind is None else PlannerFailure(kind, payload, trace)), cpu_s
 
 
 def _stop(live: set[_Worker], threads: ThreadPoolExecutor) -> None:
@@ -210,12 +211,12 @@ def _detach(keep: tuple[int, ...]) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="dagnet-planner-watch", daemon=True).start()
+    run_tools_here()  # the tool processes it inherited are the miner's, their threads gone
 
 
 def _serve(packages: Connection, answers: Connection, planner: Planner) -> None:
     """Plan each package that arrives until the miner's end closes, answering
-    ``(failure kind or None, result or reason, CPU seconds)``."""
-    loop = asyncio.new_event_loop()
+    ``(failure kind or None, result or reason, traceback or None, CPU seconds)``."""
     while True:
         try:
             package = packages.recv()
@@ -223,12 +224,11 @@ def _serve(packages: Connection, answers: Connection, planner: Planner) -> None:
             return
         started = time.process_time()
         try:
-            reply: tuple[Any, ...] = (None, loop.run_until_complete(
-                run_planner(planner, package, timeout_s=None, threaded=False)))
+            reply: tuple[Any, ...] = (None, plan_here(planner, package), None)
         except PlannerFailure as failure:
-            reply = (failure.kind, failure.reason)
+            reply = (failure.kind, failure.reason, failure.traceback)
         cpu_s = time.process_time() - started
         try:
             answers.send((*reply, cpu_s))
         except Exception as exc:  # an answer that does not pickle
-            answers.send(("invalid", f"the planner's answer cannot be sent back: {type(exc).__name__}", cpu_s))
+            answers.send(("invalid", f"the planner's answer cannot be sent back: {type(exc).__name__}", None, cpu_s))
