@@ -186,6 +186,8 @@ class MinerEndpoints:
         if taken is None:
             return _error(503, "busy", "the planner has not caught up with the feedback already sent")
         stored, observed = await taken
+        if observed:
+            self.planning.renew()  # the planning processes are forks: they learn it by forking again
         return _json(_dumps({"status": "accepted", "stored": stored, "observed": observed}))
 
     async def health(self, request: Request) -> Response:

@@ -189,3 +189,22 @@ async def test_a_planner_that_exits_costs_its_query_not_the_miner(tmp_path: Path
     assert [r.status_code for r in answers] == [500, 200, 500, 200], [r.text for r in answers]
     assert answers[0].json() == {"error": "the planner's process exited (code 3) while planning", "reason": "planner_error"}
     assert health.status_code == 200 and health.json()["planner"]["restarts"] == 2
+
+
+async def test_what_the_miners_planner_learns_reaches_its_planning_processes() -> None:
+    """The planning processes are forks: after ``renew`` (the miner calls it when the
+    planner has observed feedback) each plans with the planner as it is now."""
+    from miner.planner.workers import PlannerWorkers
+    from support.planners import Remembers
+
+    planner = Remembers()
+    workers = PlannerWorkers(planner, size=1)
+    try:
+        before, _ = await workers.plan(PACKAGE, timeout_s=30.0)
+        planner.note = "sn7 is slow"
+        stale, _ = await workers.plan(PACKAGE, timeout_s=30.0)
+        workers.renew()
+        after, _ = await workers.plan(PACKAGE, timeout_s=30.0)
+    finally:
+        workers.close()
+    assert [before.reasoning, stale.reasoning, after.reasoning] == ["nothing yet", "nothing yet", "sn7 is slow"]

@@ -123,7 +123,24 @@ class Planner(Protocol):
         ...
 
 
-    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "plan_here", "run_planner",
+def observe(planner: Planner, feedback: StepFeedback) -> bool:
+    """Hand ``feedback`` to ``planner.observe`` when it has one; whether it took it.
+
+    Whatever ``observe`` raises is logged and goes no further: feedback is for learning,
+    and a planner that cannot learn from it still plans."""
+    method = getattr(planner, "observe", None)
+    if not callable(method):
+        return False
+    try:
+        method(feedback)
+    except Exception as exc:
+        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__,
+                    _short(str(exc)), exc_info=exc)
+        return False
+    return True
+
+
+async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: float = PLANNER_TIMEOUT_S) -> PlanResult:
     """``planner.plan(package)`` within ``timeout_s``, off the event loop when it is not
     async. Raises :class:`PlannerFailure` for every way it can fail, never anything else
     (a plain planner left running past the deadline finishes in its daemon thread and

@@ -41,7 +41,7 @@ __all__ = ["PlannerWorkers"]
 class _Worker:
     """One planning process and the miner's ends of its two pipes."""
 
-    __slots__ = ("pid", "_to", "_from", "_status")
+    __slots__ = ("pid", "born", "_to", "_from", "_status")
 
     def __init__(self, planner: Planner) -> None:
         """Fork the process (blocking for the fork only: call from a thread)."""
@@ -59,6 +59,7 @@ class _Worker:
         os.close(theirs_in)  # only the child holds its ends: its death is EOF here
         os.close(theirs_out)
         self.pid = pid
+        self.born = time.monotonic()
         self._to = Connection(ours_out, readable=False)
         self._from = Connection(ours_in, writable=False)
         self._status: int | None = None
@@ -117,6 +118,7 @@ class PlannerWorkers:
             self._idle.put_nowait(None)  # a slot whose process starts when first used
         self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="dagnet-planning")
         self._live: set[_Worker] = set()
+        self._renewed_at = 0.0
         weakref.finalize(self, _stop, self._live, self._threads)
 
     def warm(self) -> None:
@@ -126,6 +128,11 @@ class PlannerWorkers:
             started.append(self._idle.get_nowait() or self._start())
         for worker in started:
             self._idle.put_nowait(worker)
+
+    def renew(self) -> None:
+        """The planner (in this process) has changed, e.g. it learned from feedback: each
+        planning process is replaced by a fresh fork before it plans again."""
+        self._renewed_at = time.monotonic()
 
     def close(self) -> None:
         """Kill every process; the pool plans nothing more."""
@@ -143,6 +150,8 @@ class PlannerWorkers:
         worker = await self._idle.get()
         loop = asyncio.get_running_loop()
         try:
+            if worker is not None and worker.born < self._renewed_at:
+                worker = await loop.run_in_executor(self._threads, self._refork, worker)
             worker = worker or await loop.run_in_executor(self._threads, self._start)
             started = time.monotonic()
             try:
@@ -167,6 +176,13 @@ class PlannerWorkers:
         worker = _Worker(self._planner)
         self._live.add(worker)
         return worker
+
+    def _refork(self, worker: _Worker) -> _Worker:
+        """An idle ``worker`` replaced by a fork of the planner as it is now."""
+        worker.kill()
+        worker.exit_code()
+        self._live.discard(worker)
+        return self._start()
 
     def _retire(self, worker: _Worker) -> None:
         """Kill ``worker``; its slot launches a fresh process when next used."""

@@ -52,3 +52,15 @@ class BurnsCpu(FakePlanner):
         while time.process_time() < until:
             pass
         return super().plan(package)
+
+
+class Remembers(FakePlanner):
+    """Puts ``note`` in its reasoning: what a planner learned shows in its next plan."""
+
+    name = "remembers"
+    note = "nothing yet"
+
+    def plan(self, package: TaskPackage):
+        proposal = super().plan(package)
+        return type(proposal)(proposal.plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
+                              proposal.confidence, self.note)
