@@ -8,7 +8,8 @@ next). Layers, later ones winning:
 3. dotted overrides (``--set rate_limit.burst=200``): the value is read as JSON when
    it parses (``200``, ``false``, ``{"a": 1}``), else taken as a string
    (``--set host=0.0.0.0``);
-4. the operator flags the command was given (those left unset are skipped).
+4. the operator flags the command was given (those left unset are skipped), each by its
+   field's dotted path (``planner.name``), as a value: never turned into text and back.
 
 Anything wrong — an unreadable file, an override without ``=``, a field the model
 does not have, a value it refuses — is one :class:`~neurons.files.InputError` line.
@@ -48,7 +49,7 @@ def build_settings(
         _set_path(data, path, value, text)
     for key, value in (flags or {}).items():
         if value is not None:
-            data[key] = value
+            _set_path(data, key.split("."), value, key)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

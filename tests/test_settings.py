@@ -229,3 +229,13 @@ def test_the_loop_client_and_executor_configs_default_to_the_settings() -> None:
     assert (executor.max_frames, executor.max_frame_instances) == (
         setting_default("max_frames"), setting_default("max_frame_instances"),
     )
+
+
+def test_a_flag_sets_a_nested_setting_as_a_value_and_wins_over_set() -> None:
+    """`dagnet miner --planner NAME` is planner.name, passed as the value it is (not turned
+    into a --set string and parsed back), and wins over --set as every flag does."""
+    from miner.config import MinerSettings
+
+    built = build_settings(MinerSettings, overrides=['planner.name="naive"', 'planner.options={"a": 1}'],
+                           flags={"planner.name": '{"not": "json"}', "port": None})
+    assert built.planner.name == '{"not": "json"}' and built.planner.options == {"a": 1}

@@ -9,7 +9,6 @@ miner starts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -90,12 +89,11 @@ def miner(
 
     Settings: defaults, then --config FILE, then each --set, then the flags above.
     """
-    flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "workers": workers}
-    named = [f"planner.name={json.dumps(planner)}"] if planner is not None else []  # the flag wins, as flags do
+    flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "workers": workers, "planner.name": planner}
     try:
         if provider_tasks is not None:
             flags["provider_tasks"] = {task.task_id: task.available_tools for task in load_taskset(provider_tasks)}
-        settings = build_settings(MinerSettings, config_file=config, overrides=[*(sets or ()), *named], flags=flags)
+        settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags=flags)
     except InputError as exc:
         fail(str(exc))
     from neurons.miner import MinerProcessConfig, serve_miner
