@@ -286,9 +286,9 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
     async with _loop(tmp_path, tier_shares={"goal": 1.0}) as (loop, chain):
         loop.drawn = drawn
         hyper = await chain.hyperparameters()
-        candidates = [*loop.source.tasks(), *drawn(loop._secret, tempo_of(chain.head, hyper.tempo)).tasks()]
+        candidates = [*loop.source.tasks(), *drawn(loop.stepper.secret, tempo_of(chain.head, hyper.tempo)).tasks()]
         blocks = [b for b in range(chain.head, chain.head + hyper.tempo)
-                  if draw_task(loop.hotkey, loop._secret, b, candidates, synthetic_rate=0.0).base.task_id
+                  if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id
                   .startswith("gen_")][:2]
         for block in blocks:
             chain.head = block
@@ -298,7 +298,7 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
         naive = loop.snapshot.by_hotkey(KEYS["naive"].ss58_address).uid
         assert all(r.reason for r in records if r.uid == naive)  # naive plans from full hints only
         assert all(life.reference_failures == 0 for life in loop.state.task_lifecycles().values())
-        assert all(replay(r, loop.source, drawn=drawn, secret=loop._secret).identical for r in records)
+        assert all(replay(r, loop.source, drawn=drawn, secret=loop.stepper.secret).identical for r in records)
         scored = loop.metrics.registry.get_sample_value("dagnet_validator_execution_score_count", {"tier": "goal"})
         assert scored == len(records)
 
