@@ -19,6 +19,10 @@ runs at every tier; per seed the oracle keeps the best of them. It does not depe
 the tier and is never below ``good``. **Headroom** is oracle − good: what a better
 planner could still win at that tier.
 
+The seeds are hidden ones only (:func:`hidden_seeds`): ``seeds`` consecutive seeds from
+``seed``, skipping every public example's seed (``0`` and the 64-bit ones), which ``good``
+fits by construction.
+
 Per tier and type the table gives the mean of each family's median S over the seeds,
 the share of ``good``'s runs that solved their instance (completed with quality 1), the
 headroom, and the weights ``normalize_weights`` gives one good miner against one
@@ -47,10 +51,11 @@ from protocol.score_weights import W_COST, W_LATENCY
 from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from tasks import Family, load_families
+from tasks.seed import EXAMPLE_SEED
 
 from .tasks import _bounded, network_weights, propose
 
-__all__ = ["render_tiers_bench", "run_tiers_bench"]
+__all__ = ["hidden_seeds", "render_tiers_bench", "run_tiers_bench"]
 
 REFERENCE_PLANNERS = ("good", "naive", "naive+retries")
 ORACLE = "oracle"
@@ -181,16 +186,23 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": len(runs)}
 
 
+def hidden_seeds(seed: int, seeds: int) -> list[int]:
+    """``seeds`` consecutive seeds from ``seed`` that are no public example's
+    (:func:`tasks.seed.public_seed`: ``0``, or 64-bit with the top bit set)."""
+    hidden = (candidate for candidate in itertools.count(seed) if candidate != EXAMPLE_SEED and candidate < 1 << 63)
+    return list(itertools.islice(hidden, seeds))
+
+
 async def run_tiers_bench(*, seed: int = 1, seeds: int = 3, drawn: int = 40, secret: int = 0,
                           concurrency: int = 4, families: Sequence[Family] = ()) -> dict[str, Any]:
-    """Every family × tier × strategy on the instances of ``seed .. seed + seeds - 1``
+    """Every family × tier × strategy on the hidden instances of :func:`hidden_seeds`
     (``families``, else :func:`bench_families`)."""
-    chosen = list(range(seed, seed + seeds))
+    chosen = hidden_seeds(seed, seeds)
     families = list(families) or bench_families(drawn, secret)
     per_family = await _bounded([_family_rows(family, chosen) for family in families], concurrency)
     rows = [row for family_rows in per_family for row in family_rows]
-    return {"seed": seed, "seeds": seeds, "drawn": drawn, "secret": secret, "families": len(families),
-            "rows": rows, "summary": summarize_tiers(rows)}
+    return {"seed": seed, "seeds": seeds, "instances": chosen, "drawn": drawn, "secret": secret,
+            "families": len(families), "rows": rows, "summary": summarize_tiers(rows)}
 
 
 def summarize_tiers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -251,7 +263,7 @@ COLUMNS = (
 
 
 def render_tiers_bench(result: dict[str, Any], console: Console) -> None:
-    seeds = f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
+    seeds = "seeds " + ", ".join(map(str, result["instances"]))
     title = f"{result['families']} families ({result['drawn']} drawn) per hint tier, mean of median S over {seeds}"
     console.print(fit_table(COLUMNS, list(result["summary"].values()), console.width, title=title))
     for target, misses in tier_targets(result["summary"]):

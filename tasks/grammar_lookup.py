@@ -6,12 +6,15 @@ report JSON (``agent``).
 The families are built by the curated builders (``rag_families._family``,
 ``agent_families._lookup_family``), so they hold their documents the way the curated
 ones do. Neighbours: for ``rag``, the same sentences in another order; for ``agent``,
-every other combination of the two figures.
+every other combination of the two figures, the same one with the figures swapped, and
+either figure alone (a program that reads one subject: when every example's ``larger``
+is its second figure, the examples cannot tell ``max(a, b)`` from ``b``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .agent_families import Combine, _lookup_family, tidy
@@ -87,16 +90,25 @@ def draw_rag(draw: Draw, index: int) -> Production:
     return Production(family, neighbours)
 
 
-def _combined(domain: Domain, combine: Combine):
+def _combined(domain: Domain, fn: Callable[[int, int], float]):
     def value(instance: Instance) -> Any:
         (_, a), (_, b) = _figures(domain, instance)
-        return tidy(combine.fn(a, b))
+        return tidy(fn(a, b))
     return value
+
+
+def _wrong_programs(combine: Combine) -> dict[str, Callable[[int, int], float]]:
+    """What programs that are not ``combine`` answer: another combination, ``combine`` on
+    the figures swapped, or one figure alone."""
+    found: dict[str, Callable[[int, int], float]] = {other.name: other.fn for other in COMBINES if other is not combine}
+    found |= {f"{combine.name} swapped": lambda a, b: combine.fn(b, a), "first alone": lambda a, b: a,
+              "second alone": lambda a, b: b}
+    return found
 
 
 def draw_lookup(draw: Draw, index: int) -> Production:
     """A domain and a combination of two subjects' figures."""
     domain, combine = _domain(draw), draw.choice(COMBINES)
     family = _lookup_family(index, domain, combine)
-    neighbours = {combine.name: {other.name: _combined(domain, other) for other in COMBINES if other is not combine}}
+    neighbours = {combine.name: {name: _combined(domain, fn) for name, fn in _wrong_programs(combine).items()}}
     return Production(family, neighbours)

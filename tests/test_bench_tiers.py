@@ -66,3 +66,14 @@ def test_each_target_names_the_tier_and_type_that_miss_it():
         "good solves ≥ 80% of goal instances of every type": ["goal/code"],
         "headroom > 0 on every type and tier": ["goal/code"],
     }
+
+
+def test_the_bench_runs_hidden_seeds_only():
+    """Seed 0 is every family's public example, which good fits by construction: the
+    bench's medians leave it out (and every other public example's seed)."""
+    from bench.tiers import hidden_seeds
+
+    assert hidden_seeds(0, 3) == [1, 2, 3] and hidden_seeds(5, 2) == [5, 6]
+    result = asyncio.run(run_tiers_bench(seed=0, seeds=1, drawn=0, families=_one_per_type()[:1]))
+    assert result["instances"] == [1]
+    assert all(row["good"]["runs"] == 1 for row in result["rows"])

@@ -160,3 +160,32 @@ def test_good_beats_naive_on_every_drawn_family_and_solves_it(family) -> None:
 def test_hidden_check_instances_are_validator_sized_seeds() -> None:
     seeds = check_seeds("gen_000000000000")
     assert len(seeds) == HIDDEN == len(set(seeds)) and all(0 <= s < 2**63 for s in seeds)
+
+
+def _figure(instance, subject: str) -> int:
+    """The figure the instance's documents state for ``subject`` (the number after its name)."""
+    text = " ".join(doc["text"] for held in instance.holdings.values() for doc in held)
+    return int(re.search(re.escape(subject) + r"\D*?(-?\d+)", text).group(1))
+
+
+@pytest.mark.parametrize("secret", [0, 1])
+def test_no_drawn_lookup_family_has_examples_that_one_figure_alone_answers(secret) -> None:
+    """A program that reads one subject's figure (a search for the second subject only) fits
+    a ``larger`` family whose three examples all have the larger figure second: such a
+    family is turned down (the neighbours ``first alone`` and ``second alone``), unless one
+    figure is the answer on the hidden instances too. On secret 0 one such family was drawn,
+    and good sent the one-figure program (wrong on 3 hidden instances in 6)."""
+    ambiguous = []
+    for family in drawn_families(secret, 0, 40):
+        examples = [family.instance(public_seed(family.task_id, i)) for i in range(EXAMPLES)]
+        if family.task_type != "agent" or "subjects" not in examples[0].inputs:
+            continue
+        hidden = [family.instance(seed) for seed in check_seeds(family.task_id)]
+        for position in (0, 1):
+            def alone(instance, position=position) -> bool:
+                answer = slots("agent", instance.reference)
+                value = [v for k, v in answer.items() if k not in ("first", "second")][0]
+                return _figure(instance, instance.inputs["subjects"][position]) == value
+            if all(alone(i) for i in examples) and not all(alone(i) for i in hidden):
+                ambiguous.append((family.task_id, position))
+    assert ambiguous == []

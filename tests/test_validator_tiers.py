@@ -27,7 +27,7 @@ from engine.owned import evaluate_owned
 from validator.audit import recorded_task, replay
 from validator.prometheus import ValidatorMetrics
 from validator.sampling import (
-    DEFAULT_TIER_SHARES, FixedTasks, TaskDraw, TaskSource, draw_task, draw_tier, instance_seed, tempo_of,
+    DEFAULT_TIER_SHARES, FixedTasks, TaskDraw, TaskSource, draw_task, draw_tier, instance_seed, step_tier, tempo_of,
     tier_shares_problem,
 )
 from validator.state import ExecutionRecord, ValidatorState
@@ -91,11 +91,25 @@ def test_shares_within_a_billionth_of_one_are_accepted() -> None:
     assert tier_shares_problem({"full": 0.2, "outline": 0.3, "goal": 0.5 - 5e-9}) is not None
 
 
+def test_a_curated_family_goes_out_at_full_and_a_drawn_one_at_one_tier_per_tempo() -> None:
+    """A curated family's description is the same on every step: sent at a lower tier, a
+    miner that kept its full hints from an earlier step would look them up. A drawn family
+    keeps one tier for its tempo, so one sent at outline or goal never goes out with its hints."""
+    base = family("rag_towns").task(family("rag_towns").example())
+    assert {draw_task(HOTKEY, SECRET, b, [base], tier_shares={"goal": 1.0}).tier for b in range(50)} == {"full"}
+    for tempo in range(20):
+        tiers = {step_tier(SECRET, b, "gen_x", {"gen_x": tempo}) for b in range(tempo * 360, tempo * 360 + 60)}
+        assert len(tiers) == 1 and tiers == {draw_tier(SECRET, tempo, "gen_x")}
+    per_tempo = Counter(step_tier(SECRET, 0, "gen_x", {"gen_x": tempo}) for tempo in range(3000))
+    assert all(abs(per_tempo[tier] / 3000 - share) < 0.03 for tier, share in TIER_SHARES.items()), per_tempo
+    assert len({step_tier(SECRET, b, "gen_x", {"gen_x": None}) for b in range(60)}) == 3  # no tempo: per block
+
+
 def test_the_draw_sends_its_task_at_its_tier() -> None:
     base = family("rag_towns").task(family("rag_towns").example())
     shares = {"goal": 1.0}
-    draw = draw_task(HOTKEY, SECRET, 42, [base], tier_shares=shares, synthetic_rate=0.0)
-    assert draw.tier == "goal" and draw.drawn_tempo is None
+    draw = draw_task(HOTKEY, SECRET, 42, [base], tier_shares=shares, synthetic_rate=0.0, drawn={"rag_towns": 0})
+    assert draw.tier == "goal" and draw.drawn_tempo == 0
     sent = draw.task(lambda task, seed: family_task(task.task_id, seed))
     assert sent.hint_tier == "goal" and sent.steps == [] and sent.seed == instance_seed(SECRET, 42, "rag_towns")
     assert sent.examples == base.examples and sent.instance_inputs  # the examples go out, the instance is kept
@@ -140,7 +154,8 @@ class _Curated(FixedTasks):
 
 def test_a_goal_tier_record_is_stored_and_replays_at_its_tier(tmp_path: Path) -> None:
     source = _Curated("dt_inventory")
-    draw = draw_task(HOTKEY, SECRET, 1234, source.tasks(), tier_shares={"goal": 1.0}, synthetic_rate=0.0)
+    # a curated family goes out at full today; a record of one at goal (an older validator's) still replays
+    draw = replace(draw_task(HOTKEY, SECRET, 1234, source.tasks(), synthetic_rate=0.0), tier="goal")
     task = draw.task(source.instance)
     record = _scored_record(task, 1234, draw, family("dt_inventory").package)
     assert record.score["S"] > 0.5  # a real execution, not an invalid answer
@@ -265,18 +280,25 @@ def test_execution_metrics_carry_a_tier_label_of_three_values() -> None:
 
 
 async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Path) -> None:
-    """Every step goes out at goal (no steps: naive cannot plan it), yet the reference runs
-    on the full tier of the same instance, so no task is charged."""
+    """Every drawn family goes out at goal (no steps: naive cannot plan it), yet the reference
+    runs on the full tier of the same instance, so no task is charged."""
+    drawn = _Drawn("dt_inventory", "rag_comets")
     async with _loop(tmp_path, tier_shares={"goal": 1.0}) as (loop, chain):
-        for _ in range(3):
-            await loop.step(chain.head)
-            chain.advance()
+        loop.drawn = drawn
+        hyper = await chain.hyperparameters()
+        candidates = [*loop.source.tasks(), *drawn(loop.stepper.secret, tempo_of(chain.head, hyper.tempo)).tasks()]
+        blocks = [b for b in range(chain.head, chain.head + hyper.tempo)
+                  if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id
+                  .startswith("gen_")][:2]
+        for block in blocks:
+            chain.head = block
+            await loop.step(block)
         records = loop.state.executions()
         assert records and {r.hint_tier for r in records} == {"goal"}
         naive = loop.snapshot.by_hotkey(KEYS["naive"].ss58_address).uid
         assert all(r.reason for r in records if r.uid == naive)  # naive plans from full hints only
         assert all(life.reference_failures == 0 for life in loop.state.task_lifecycles().values())
-        assert all(replay(r, loop.source).identical for r in records)
+        assert all(replay(r, loop.source, drawn=drawn, secret=loop.stepper.secret).identical for r in records)
         scored = loop.metrics.registry.get_sample_value("dagnet_validator_execution_score_count", {"tier": "goal"})
         assert scored == len(records)
 

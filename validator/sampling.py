@@ -2,7 +2,8 @@
 
 A step's **task draw** (:func:`draw_task`) is the one definition of what a step
 sends: which task (family), the seed of its hidden instance, whether it goes out
-as a synthetic variant, the hint tier it is sent at, and the tempo whose drawn
+as a synthetic variant, the hint tier it is sent at (:func:`step_tier`: a curated family
+at ``full`` only, a drawn one at one tier per tempo), and the tempo whose drawn
 families it came from (``None`` for a curated one). The loop sends what it draws and
 the state stores the draw, so an audit rebuilds the same task from the record
 (:meth:`TaskDraw.task`). Everything here is a pure function of its inputs: any
@@ -118,16 +119,30 @@ class TaskDraw:
         return synthetic_variant(task, self.seed) if self.synthetic else task
 
 
+def step_tier(secret: int, block: int, task_id: str, drawn: Mapping[str, int | None],
+              shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES) -> HintTier:
+    """The tier a step sends ``task_id`` at. A curated family (not in ``drawn``) goes out at
+    ``full`` only: its description is the same on every step, so at a lower tier a miner
+    that kept its full hints from an earlier step would look them up. A drawn family gets
+    one tier for its whole tempo, :func:`draw_tier` with the tempo in place of the block
+    (the block when the tempo is unknown), so a family sent at ``outline`` or ``goal`` is
+    never sent with its full hints."""
+    if task_id not in drawn:
+        return "full"
+    tempo = drawn[task_id]
+    return draw_tier(secret, block if tempo is None else tempo, task_id, shares)
+
+
 def draw_task(hotkey: str, secret: int, block: int, tasks: Sequence[Task], *,
               synthetic_rate: float = SYNTHETIC_RATE, tier_shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES,
-              drawn: Mapping[str, int] | None = None) -> TaskDraw:
+              drawn: Mapping[str, int | None] | None = None) -> TaskDraw:
     """The draw of the step at ``block``: :func:`pick_task`, :func:`instance_seed`,
-    :func:`is_synthetic`, :func:`draw_tier`. ``drawn`` maps the ids of the drawn
+    :func:`is_synthetic`, :func:`step_tier`. ``drawn`` maps the ids of the drawn
     families among ``tasks`` to the tempo they were drawn for."""
-    base = pick_task(hotkey, block, tasks)
+    base, drawn = pick_task(hotkey, block, tasks), drawn or {}
     return TaskDraw(
         base, instance_seed(secret, block, base.task_id), is_synthetic(hotkey, block, synthetic_rate),
-        draw_tier(secret, block, base.task_id, tier_shares), (drawn or {}).get(base.task_id),
+        step_tier(secret, block, base.task_id, drawn, tier_shares), drawn.get(base.task_id),
     )
 
 

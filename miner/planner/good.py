@@ -20,7 +20,11 @@ subnet that costs the score least.
   they are found by search over the action catalogue against the public examples
   (:mod:`miner.planner.synth`). At ``full`` the search runs too (unless
   ``shorter=False``), and a found program with fewer steps replaces the hinted one when
-  it is also cheaper by this planner's own estimate: when a shorter plan is right, take it.
+  it is also cheaper by this planner's own estimate and gives what the hints give on
+  fresh inputs made from the examples (``synth.agrees_with_hints``: each example with its
+  lists reversed, or one input from another example); a program that fits three
+  examples by chance is not taken over the hints (hints with ``python_exec``, which
+  the miner never runs, are not compared: there the examples alone judge).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from protocol.synapse import TaskPackage
 
 from .base import PlanningError, PlanProposal, estimate
 from .steps import Option, Placement, compile_plan, options, read_steps, step_graph
-from .synth import synthesise
+from .synth import agrees_with_hints, synthesise
 
 _SPARE_RETRIES = 1
 _MAX_RETRIES = 10  # ErrorPolicy's ceiling
@@ -82,7 +86,9 @@ class GoodPlanner:
         if len(steps) >= len(package.steps):
             return hinted
         found = self._place(package.model_copy(update={"steps": steps}), "found by search")
-        return found if self._key(found, package) < self._key(hinted, package) else hinted
+        if self._key(found, package) < self._key(hinted, package) and agrees_with_hints(package, steps):
+            return found
+        return hinted
 
     def _key(self, proposal: PlanProposal, package: TaskPackage) -> tuple[float, float, float]:
         limit = package.constraints.max_latency_seconds

@@ -43,7 +43,8 @@ def bench_network(
 
 @bench_app.command("tasks")
 def bench_tasks(
-    seed: int = typer.Option(0, "--seed", min=0, help="The first seed instances are drawn from."),
+    seed: int = typer.Option(0, "--seed", min=0, help="The first seed instances are drawn from (with --tiers, public "
+                             "examples' seeds are skipped)."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Instances per family (consecutive seeds); medians are kept."),
     window: int = typer.Option(100, "--window", min=0, help="Tasks two copies of good answer side by side; 0 skips."),
     as_json: bool = JsonOpt,

@@ -18,10 +18,9 @@ __all__ = ["Quality", "output_quality", "TASK_TYPES"]
 
 _TEXT_SCORERS: dict[str, Callable[[Mapping[str, Any], object], Quality]] = {
     "rag": rag.score,
-    "agent": agent.score,
     "data_transform": data_transform.score,
 }
-TASK_TYPES = frozenset({*_TEXT_SCORERS, "code"})
+TASK_TYPES = frozenset({*_TEXT_SCORERS, "agent", "code"})
 
 
 def output_quality(
@@ -31,6 +30,8 @@ def output_quality(
     (in the sandbox, under ``sandbox_limits``); the other types are pure."""
     if task.task_type == "code":
         return code.score(task.reference, final_output, limits=sandbox_limits)
+    if task.task_type == "agent":
+        return agent.score(task.reference, final_output, task.instance_inputs)
     scorer = _TEXT_SCORERS.get(task.task_type)
     if scorer is None:
         return Quality.zero(f"unknown task type {task.task_type!r}")

@@ -7,10 +7,18 @@ Items: ``{"type": "keyword", "text"}`` (case-insensitive substring),
 unknown type, or whose pattern does not compile counts as not passed, with the
 reason in the details. Patterns come from the benchmark (trusted); only their
 length is bounded here.
+
+Nothing is credited for what the inputs already contain: an item the instance's inputs
+satisfy by themselves (a ``json_key`` whose ``equals`` is an input value, a keyword or
+pattern found in the inputs' JSON) is *given*. The quality is the share of the other
+items passed, times the share of given items passed (they are still asked for), so a
+plan that echoes its inputs scores 0. A checklist whose every item is given is scored
+as a plain share.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,14 +29,55 @@ from .base import Quality, output_text
 MAX_PATTERN_CHARS = 1024
 
 
-def score(reference: Mapping[str, Any], final_output: object) -> Quality:
+def score(reference: Mapping[str, Any], final_output: object, inputs: Mapping[str, Any] | None = None) -> Quality:
+    """The checklist's share passed by ``final_output``, crediting nothing ``inputs`` already contain."""
     checklist = reference.get("goal_checklist")
     if not isinstance(checklist, list) or not checklist:
         return Quality.zero("task has no goal_checklist")
     text = output_text(final_output)
     results = [_check(item, text) for item in checklist]
     passed = sum(1 for result in results if result["passed"])
-    return Quality(passed / len(results), {"passed": passed, "total": len(results), "items": results})
+    given = [_given(item, inputs) for item in checklist] if inputs else [False] * len(checklist)
+    for result, is_given in zip(results, given):
+        if is_given:
+            result["given"] = True
+    credited = [result for result, is_given in zip(results, given) if not is_given]
+    if len(credited) in (0, len(results)):
+        value = passed / len(results)
+    else:
+        asked = [result for result, is_given in zip(results, given) if is_given]
+        value = _share(credited) * _share(asked)
+    return Quality(value, {"passed": passed, "total": len(results), "given": len(results) - len(credited),
+                           "items": results})
+
+
+def _share(results: list[dict[str, Any]]) -> float:
+    return sum(1 for result in results if result["passed"]) / len(results)
+
+
+def _given(item: object, inputs: Mapping[str, Any]) -> bool:
+    """Whether ``inputs`` satisfy ``item`` by themselves: its ``equals`` is an input value,
+    or its keyword or pattern is found in the inputs' JSON."""
+    if not isinstance(item, dict):
+        return False
+    text = json.dumps(inputs, ensure_ascii=False, default=str)
+    if item.get("type") == "json_key" and "equals" in item:
+        wanted = jsonvalue.canonical(item["equals"])
+        return any(jsonvalue.canonical(value) == wanted for value in _leaves(inputs))
+    if item.get("type") == "keyword":
+        return _keyword(item, text)[0]
+    if item.get("type") == "regex":
+        return _regex(item, text)[0]
+    return False
+
+
+def _leaves(value: Any) -> list[Any]:
+    """Every value in ``value``: itself, and what its lists and objects hold, at any depth."""
+    found = [value]
+    children = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else ()
+    for child in children:
+        found += _leaves(child)
+    return found
 
 
 def _check(item: object, text: str) -> dict[str, Any]:

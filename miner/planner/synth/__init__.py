@@ -27,9 +27,9 @@ from protocol.synapse import StepHint, TaskPackage
 from ..base import PlanningError
 from .answers import json_program, matches_json, matches_text, text_program
 from .code import code_program, matches_code
-from .world import Budget, Program, World, check_program
+from .world import Budget, Example, Program, World, agrees, check_program
 
-__all__ = ["CPU_BUDGET_S", "WALL_BUDGET_S", "synthesise"]
+__all__ = ["CPU_BUDGET_S", "WALL_BUDGET_S", "agrees_with_hints", "synthesise"]
 
 CPU_BUDGET_S = 2.0
 """CPU seconds one package's search may use."""
@@ -96,3 +96,14 @@ def _search(package: TaskPackage, budget: Budget) -> list[StepHint]:
     if not check_program(steps, world.examples, matches):
         raise PlanningError("the program found does not reproduce every public example")
     return steps
+
+
+def agrees_with_hints(package: TaskPackage, steps: list[StepHint]) -> bool:
+    """Whether ``steps`` give what ``package``'s hinted steps give on inputs no example
+    shows (:func:`~.world.fresh`): a found program that only fits the examples by chance
+    (reads one subject where the hints read two) differs there. Hints this process never
+    runs (``python_exec``: a code task's module) cannot be compared, so a found program is
+    judged on the examples alone there, as at the goal tier."""
+    if any(step.action == "python_exec" for step in package.steps):
+        return True
+    return agrees(steps, package.steps, [Example.of(example) for example in package.examples])

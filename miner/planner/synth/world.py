@@ -31,8 +31,8 @@ from protocol.synapse import StepHint, TaskPackage
 from ..base import PlanningError
 
 __all__ = [
-    "HELD_READERS", "Budget", "Example", "Fragment", "Program", "World", "canonical", "check_program", "hold", "kind_of",
-    "run_steps",
+    "HELD_READERS", "Budget", "Example", "Fragment", "Program", "World", "agrees", "canonical", "check_program", "fresh",
+    "hold", "kind_of", "run_steps",
 ]
 
 HELD_READERS: Mapping[str, tuple[str, str]] = {"search": ("collection", "documents"), "csv_to_json": ("table", "csv")}
@@ -277,3 +277,33 @@ def check_program(steps: Sequence[StepHint], examples: Sequence[Example], matche
     """Whether ``steps``' final output answers every example (``matches(output, answer)``)."""
     outputs = run_steps(steps, examples)
     return all(out is not None and matches(out, ex.output) for out, ex in zip(outputs, examples))
+
+
+def fresh(examples: Sequence[Example]) -> list[Example]:
+    """Inputs no example shows, made from the examples alone: each example with its lists
+    reversed, and each example with one input that names no held data taken from the next
+    example. Their answers are unknown; two programs that are both right agree on them."""
+    made: list[Example] = []
+    for i, example in enumerate(examples):
+        reversed_lists = {key: value[::-1] if isinstance(value, list) else value for key, value in example.inputs.items()}
+        if reversed_lists != example.inputs:
+            made.append(Example(reversed_lists, example.holdings, {}))
+        other = examples[(i + 1) % len(examples)].inputs
+        for key, value in example.inputs.items():
+            swapped = other.get(key, value)
+            if swapped != value and not (isinstance(value, str) and value in example.holdings):
+                made.append(Example({**example.inputs, key: swapped}, example.holdings, {}))
+    return made
+
+
+def agrees(found: Sequence[StepHint], reference: Sequence[StepHint], examples: Sequence[Example]) -> bool:
+    """Whether ``found`` gives ``reference``'s final output on every :func:`fresh` input the
+    reference runs on here, and there is at least one (``python_exec`` never runs here)."""
+    inputs = fresh(examples)
+    expected = run_steps(reference, inputs)
+    compared = [example for example, out in zip(inputs, expected) if out is not None]
+    if not compared:
+        return False
+    got = run_steps(found, compared)
+    return all(out is not None and canonical(out) == canonical(want)
+               for out, want in zip(got, (out for out in expected if out is not None)))
