@@ -6,7 +6,7 @@ secret and tempos (``gen_…``, :func:`tasks.drawn_families` with the validator'
 check). For every family and seed the planner answers the package of the instance the
 family's generator draws for the seed (the validator's instance draw), sent as a
 validator's step sends it (:class:`validator.sampling.TaskDraw`): at a hint tier drawn
-as the validator draws it (:func:`validator.sampling.draw_tier`, the secret and the seed
+as the validator draws it (:func:`validator.sampling.step_tier`, the secret and the seed
 standing in for the block, so at :data:`~validator.sampling.DEFAULT_TIER_SHARES`), or
 at one tier when asked; as its synthetic variant when
 :func:`validator.sampling.is_synthetic` says so (at
@@ -42,7 +42,7 @@ from protocol.response import check_response
 from protocol.task import Task
 from scoring.weights import normalize_weights
 from engine.owned import evaluate_owned
-from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, draw_tier, is_synthetic
+from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
 
 __all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
 
@@ -69,7 +69,8 @@ class Mix:
     def draw(self, family: Family, seed: int, drawn_tempo: int | None) -> TaskDraw:
         """Instance ``seed`` of ``family`` as a validator's step sends it; the seed stands in
         for the block (a validator's tier and synthetic draws are per block)."""
-        tier = self.tier or draw_tier(self.secret, seed, family.task_id, self.tier_shares)
+        drawn = {} if drawn_tempo is None else {family.task_id: drawn_tempo}
+        tier = self.tier or step_tier(self.secret, seed, family.task_id, drawn, self.tier_shares)
         synthetic = is_synthetic(f"dagnet eval:{self.secret}:{family.task_id}", seed, self.synthetic_rate)
         return TaskDraw(_instance(family, seed, drawn_tempo), seed, synthetic, tier, drawn_tempo)
 

@@ -22,7 +22,7 @@ from protocol.response import check_response
 from engine.owned import evaluate_owned
 from protocol.hints import TIERS
 from protocol.task import SYNTHETIC_PREFIX
-from validator.sampling import draw_tier
+from validator.sampling import step_tier
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGNET = [sys.executable, "-m", "neurons"]
@@ -181,13 +181,16 @@ def test_by_default_eval_sends_what_a_validator_sends(plugins: Path) -> None:
     curated = select_families(["dt_sales", "rag_towns", "agent_trip"])
     drawn = curated[2]  # stands in for a drawn family: the label comes from the mapping
     seeds = range(1, 9)
-    result = evaluate_planner("evalplanners:Records", families=curated, seeds=seeds, mix=Mix(secret=5),
+    secret = next(s for s in range(1, 100) if step_tier(s, 0, drawn.task_id, {drawn.task_id: 3}) != "full")
+    result = evaluate_planner("evalplanners:Records", families=curated, seeds=seeds, mix=Mix(secret=secret),
                               drawn={drawn.task_id: 3})
     runs = [run for row in result["families"] for run in row["runs"]["evalplanners:Records"]]
-    assert [run["tier"] for run in runs] == [draw_tier(5, seed, f.task_id) for f in curated for seed in seeds]
-    assert {run["tier"] for run in runs} == set(TIERS)
+    mapping = {drawn.task_id: 3}
+    assert [run["tier"] for run in runs] == [step_tier(secret, seed, f.task_id, mapping) for f in curated for seed in seeds]
+    assert {run["tier"] for run in runs if run["task_id"] != drawn.task_id} == {"full"}  # curated: full only
+    assert len({run["tier"] for run in runs if run["task_id"] == drawn.task_id}) == 1  # drawn: its tempo's tier
     sent = {(task_id, tier) for task_id, tier, _ in evalplanners.SEEN}
-    assert {tier for _, tier in sent} == set(TIERS)
+    assert {tier for _, tier in sent} == {"full", step_tier(secret, 0, drawn.task_id, mapping)}
     synthetic = [run for run in runs if run["kind"] == "synthetic"]
     assert synthetic and any(task_id.startswith(SYNTHETIC_PREFIX) for task_id, _ in sent)
     assert {run["kind"] for run in runs if run["task_id"] == drawn.task_id} <= {"drawn", "synthetic"}
@@ -195,8 +198,9 @@ def test_by_default_eval_sends_what_a_validator_sends(plugins: Path) -> None:
     assert set(result["tiers"]) == {*TIERS, "all"} and set(result["kinds"]) == {"curated", "drawn", "synthetic", "all"}
     assert sum(result["tiers"][t]["instances"] for t in TIERS) == len(runs) == result["kinds"]["all"]["instances"]
     text = render(result)
-    assert any(line.startswith("goal (") for line in text) and any(line.startswith("synthetic (") for line in text)
-    assert "each at the tier a validator draws (0.2 full / 0.3 outline / 0.5 goal)" in " ".join(line.strip() for line in text)
+    assert any(line.startswith("full (") for line in text) and any(line.startswith("synthetic (") for line in text)
+    assert "curated at full; drawn at their tempo's draw: 0.2 full / 0.3 outline / 0.5 goal" in " ".join(
+        line.strip() for line in text)
 
 
 def test_tier_narrows_the_mix(plugins: Path) -> None:

@@ -140,7 +140,7 @@ def _intro(result: dict[str, Any], span: str) -> str:
         f" and {drawn} drawn (secret {result['secret']}, tempo {', '.join(map(str, sorted(set(result['drawn'].values()))))})"
         if drawn else "")
     if result["tier"] == "mix":
-        tiers = "each at the tier a validator draws (" + " / ".join(
+        tiers = "each at the tier a validator sends it (curated at full; drawn at their tempo's draw: " + " / ".join(
             f"{share:g} {tier}" for tier, share in result["tier_shares"].items()) + ")"
     else:
         tiers = f"at the {result['tier']} tier"
