@@ -22,6 +22,7 @@ the headroom (oracle − good), and good's weight over naive+retries' in a 2-min
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from miner.planner import GoodPlanner, PlanningError, PlanProposal, load_planner
 from miner.planner.loader import PlannerLoadError
 from miner.planner.naive import naive_with_retries
 from protocol.feedback import StepFeedback
+from protocol.plan import ErrorPolicy
 from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
 from subnets.owned import owned_runner
@@ -72,6 +74,19 @@ def advertised_tools(families: Sequence[Family]) -> dict[str, ToolInfo]:
 def oracle_package(package: TaskPackage, world: World) -> TaskPackage:
     """``package`` with the world's truth as its profile."""
     return package.model_copy(update={"available_tools": world.tools(package.available_tools)})
+
+
+def oracle(package: TaskPackage, world: World) -> PlanProposal:
+    """``good``'s plan for the world's truth (true prices, expected latencies and attempts),
+    each node declaring the retries its subnet needs to succeed 99 times in 100."""
+    proposal = GoodPlanner().plan(oracle_package(package, world))
+    policies = dict(proposal.plan.error_handling)
+    for node in proposal.plan.nodes:
+        truth = world.subnets.get(node.subnet)
+        if truth is not None:
+            policy = policies.get(node.id, ErrorPolicy())
+            policies[node.id] = policy.model_copy(update={"retry_count": max(policy.retry_count, truth.attempts() - 1)})
+    return replace(proposal, plan=proposal.plan.model_copy(update={"error_handling": policies}))
 
 
 def _plan(planner: Planner, package: TaskPackage) -> PlanProposal | None:
@@ -125,7 +140,7 @@ def run_world_bench(
         heard: list[StepFeedback] = []
         for family in families:
             plans = dict(static[family.task_id])
-            plans["oracle"] = _plan(good.plan, oracle_package(family.package, world))
+            plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
             if student is not None:
                 plans["learner"] = _plan(student.plan, family.package)
             row: dict[str, Any] = {"tempo": tempo, "task_id": family.task_id, "task_type": family.task_type}

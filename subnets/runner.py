@@ -99,7 +99,7 @@ class LocalRunner:
             known = ", ".join(sorted(subnets)) or "none"
             return NodeResult(None, error=f"subnet {call.subnet!r} is not available (known: {known})")
         now = 0.0 if self._world.is_advertised else asyncio.get_running_loop().time()
-        outcome = self._world.call(call.subnet, info, self._seed, call.node_id, call.attempt, now)
+        outcome = self._world.call(call.subnet, info, (call.task_id, self._seed), call.node_id, call.attempt, now)
         if outcome.latency > 0:
             await asyncio.sleep(outcome.latency)
         if outcome.error is not None:

@@ -13,7 +13,8 @@ so tempo ``t`` is close to ``t − 1``: what a miner learns about a subnet stays
 true next tempo, and drifts.
 
 Every call's outcome (:meth:`World.call`) is a pure function of the world, the
-instance seed, the node id, the attempt and (for outages) the simulated time it starts:
+instance (task id and seed), the subnet, the node id, the attempt and (for outages) the
+simulated time it starts:
 sha256 of those, never an RNG's state, so a run's score is the same on a quiet or a
 loaded machine and in whatever order its nodes were scheduled. :data:`ADVERTISED` is the
 world in which every subnet does exactly what its profile says (today's ``LocalRunner``).
@@ -61,7 +62,6 @@ OUTAGE_START_S, OUTAGE_SPAN_S = (0.0, 1.0), (0.3, 2.0)
 OUTAGE_LATENCY = 0.1
 """A call in an outage is refused after this share of its latency, and costs nothing."""
 DEGRADE_BASE, DEGRADE_SLOPE = 0.05, 1.2
-ORACLE_SUCCESS = 0.99
 _PARAMS = ("latency", "tail", "price", "fail", "outage", "degrade")
 _UNIT = NormalDist()
 
@@ -80,22 +80,30 @@ class SubnetTruth:
     price: float = 1.0
     """Price per call as a multiple of ``avg_cost``."""
     fail_p: float = 0.0
-    """Per-attempt failure probability (replaces ``fail_first``)."""
+    """Per-attempt failure probability (replaces ``fail_first``); a failed attempt costs nothing."""
     outage_p: float = 0.0
     """Chance that a run sees one outage window of this subnet (every call in it fails)."""
     degrade_p: float = 0.0
-    """Chance that an answer is low quality (the call fails with ``low-quality answer``)."""
+    """Chance that an answer is low quality (the call fails with ``low-quality answer``, and is charged)."""
+
+    @property
+    def failing(self) -> float:
+        """The chance that one attempt fails, outages counted at half their chance (a run
+        meets a window for part of its time)."""
+        return 1 - (1 - self.fail_p) * (1 - self.degrade_p) * (1 - self.outage_p / 2)
 
     def expected(self, info: ToolInfo) -> ToolInfo:
         """The profile that tells this truth: expected latency (tail included), true
-        price, and as ``fail_first`` the attempts a node needs to succeed
-        :data:`ORACLE_SUCCESS` of the time, less the two a planner makes anyway (the
-        first and one spare: ``miner/planner/good.py``)."""
+        price, and the expected extra attempts (rounded) as ``fail_first``."""
         latency = info.avg_latency * self.latency * math.exp(self.spread**2 / 2) * (1 + self.tail_p * (self.tail - 1))
-        failing = 1 - (1 - self.fail_p) * (1 - self.degrade_p) * (1 - self.outage_p / 2)
-        needed = 1 if failing <= 0 else math.ceil(math.log(1 - ORACLE_SUCCESS) / math.log(failing))
-        return ToolInfo(type=info.type, avg_cost=info.avg_cost * self.price, avg_latency=latency,
-                        fail_first=min(10, max(0, needed - 2)))
+        extra = min(10, round(self.failing / (1 - self.failing)))
+        return ToolInfo(type=info.type, avg_cost=info.avg_cost * self.price, avg_latency=latency, fail_first=extra)
+
+    def attempts(self, success: float = 0.99) -> int:
+        """The attempts a node needs to succeed with probability ``success`` (at most 11)."""
+        if self.failing <= 0:
+            return 1
+        return min(11, max(1, math.ceil(math.log(1 - success) / math.log(self.failing))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,32 +129,34 @@ class World:
     def is_advertised(self) -> bool:
         return not self.subnets
 
-    def call(self, subnet: str, info: ToolInfo, seed: int, node_id: str, attempt: int, now: float) -> Outcome:
+    def call(
+        self, subnet: str, info: ToolInfo, instance: tuple[str, int], node_id: str, attempt: int, now: float
+    ) -> Outcome:
         """The outcome of ``attempt`` at ``node_id`` on ``subnet`` (advertised ``info``) in
-        the instance of ``seed``, started ``now`` simulated seconds into the run."""
+        ``instance`` (task id, seed), started ``now`` simulated seconds into the run."""
         truth = self.subnets.get(subnet)
         if truth is None:
             error = f"subnet {subnet} unavailable (attempt {attempt})" if attempt <= info.fail_first else None
             return Outcome(info.avg_latency, info.avg_cost, error)
-        u = _uniforms(self.salt, seed, node_id, str(attempt))
+        u = _uniforms(self.salt, *instance, subnet, node_id, attempt)
         factor = math.exp(truth.spread * _UNIT.inv_cdf(_open(u[0])))
         if u[1] < truth.tail_p:
             factor *= truth.tail
         latency = info.avg_latency * truth.latency * factor
         cost = info.avg_cost * truth.price
-        if self._down(subnet, truth, seed, now):  # refused at once: no answer, nothing charged
+        if self._down(subnet, truth, instance, now):  # refused at once: no answer, nothing charged
             return Outcome(latency * OUTAGE_LATENCY, 0.0, f"subnet {subnet} unavailable: outage")
-        if u[2] < truth.fail_p:
-            return Outcome(latency, cost, f"subnet {subnet} unavailable (attempt {attempt})")
+        if u[2] < truth.fail_p:  # no answer: nothing to pay for
+            return Outcome(latency, 0.0, f"subnet {subnet} unavailable (attempt {attempt})")
         if u[3] < truth.degrade_p:
             return Outcome(latency, cost, f"subnet {subnet}: {LOW_QUALITY}")
         return Outcome(latency, cost)
 
-    def _down(self, subnet: str, truth: SubnetTruth, seed: int, now: float) -> bool:
+    def _down(self, subnet: str, truth: SubnetTruth, instance: tuple[str, int], now: float) -> bool:
         """Whether ``subnet`` is in its outage window of this run at ``now``."""
         if truth.outage_p <= 0:
             return False
-        occurs, start, span = _uniforms(self.salt, seed, subnet, "outage")[:3]
+        occurs, start, span = _uniforms(self.salt, *instance, subnet, "outage")[:3]
         if occurs >= truth.outage_p:
             return False
         begin = _between(OUTAGE_START_S, start)

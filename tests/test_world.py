@@ -76,17 +76,17 @@ def test_a_subnets_truth_is_keyed_by_its_id_and_drifts_between_tempos():
 def test_every_call_is_a_pure_function_of_world_seed_node_and_attempt():
     world = world_for(99, 2, TOOLS)
     info = TOOLS["sn1"]
-    first = [world.call("sn1", info, 5, f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
-    again = [world.call("sn1", info, 5, f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
+    first = [world.call("sn1", info, ("t", 5), f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
+    again = [world.call("sn1", info, ("t", 5), f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
     assert first == again
     assert len({outcome.latency for outcome in first}) > 40  # latency varies call by call
-    other_seed = [world.call("sn1", info, 6, f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
+    other_seed = [world.call("sn1", info, ("t", 6), f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
     assert other_seed != first
 
 
 def test_the_advertised_world_plays_the_profile():
-    assert ADVERTISED.call("sn22", TOOLS["sn22"], 1, "a", 1, 0.0).error == "subnet sn22 unavailable (attempt 1)"
-    second = ADVERTISED.call("sn22", TOOLS["sn22"], 1, "a", 2, 0.0)
+    assert ADVERTISED.call("sn22", TOOLS["sn22"], ("t", 1), "a", 1, 0.0).error == "subnet sn22 unavailable (attempt 1)"
+    second = ADVERTISED.call("sn22", TOOLS["sn22"], ("t", 1), "a", 2, 0.0)
     assert (second.latency, second.cost, second.error) == (0.04, 0.001, None)
 
 
@@ -94,7 +94,7 @@ def test_a_published_world_round_trips_and_replays_calls():
     world = world_for(3, 4, TOOLS)
     published = World.from_json(json.loads(json.dumps(world.to_json())))
     assert published == world
-    assert all(published.call("sn8", TOOLS["sn8"], 11, "x", a, 0.5) == world.call("sn8", TOOLS["sn8"], 11, "x", a, 0.5)
+    assert all(published.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5) == world.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5)
                for a in range(1, 6))
 
 
