@@ -1,7 +1,8 @@
 """`dagnet bench world`: what knowing the hidden world is worth (issue 28).
 
-Over ``tempos`` tempos of the hidden world (:func:`subnets.world.world_for`, drawn from
-``secret``), every family (the curated ones and ``drawn`` families drawn from the grammar)
+Over ``tempos`` tempos of the hidden world (:func:`subnets.world.world_for`) of each of
+``secrets`` validator secrets (0, 1, …: a world is one draw, so one secret's ten tempos
+say as much about that draw as about the world's design), every family (the curated ones and ``drawn`` families drawn from the grammar)
 runs on ``seeds`` hidden instances per tempo — seeds that are never public examples — as
 a validator runs it (owned execution, simulated clock, the tempo's world), planned by:
 
@@ -14,9 +15,10 @@ a validator runs it (owned execution, simulated clock, the tempo's world), plann
   module:attr``) that gets, before each tempo, the :func:`engine.feedback.node_feedback`
   of its own runs of the tempo before (``observe(StepFeedback)``); "n/a" when none loads.
 
-Per task type it prints the mean of each family's median S (per tempo, over its seeds),
-the headroom (oracle − good), and good's weight over naive+retries' in a 2-miner network
-(``normalize_weights``), and learner − good per tempo when there is a learner.
+Per task type it prints the mean of each family's median S (per secret and tempo, over
+its seeds), the headroom (oracle − good), good's weight over naive+retries' in a 2-miner
+network (``normalize_weights``), and learner − good in the last tempo when there is a
+learner; then the headroom and the weight ratio of each secret alone.
 """
 
 from __future__ import annotations
@@ -124,16 +126,31 @@ def _feedback(family: Family, proposal: PlanProposal, execution: Any, score: dic
 
 
 def run_world_bench(
-    *, tempos: int = 10, seeds: int = 2, drawn: int = 10, secret: int = 0, learner: str | None = None,
+    *, tempos: int = 10, seeds: int = 1, drawn: int = 12, secrets: int = 3, learner: str | None = None,
     families: Sequence[Family] = (),
 ) -> dict[str, Any]:
-    """Every family × tempo × hidden seed with each strategy; see the module."""
-    families = list(families) or bench_families(drawn, secret)
-    tools = advertised_tools(families)
+    """Every secret × tempo × family × hidden seed with each strategy; see the module."""
+    families = list(families) or bench_families(drawn, 0)
     good = GoodPlanner()
     static = {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
               for f in families}
-    student = load_learner(learner)
+    rows: list[dict[str, Any]] = []
+    learned = False
+    for secret in range(secrets):
+        student = load_learner(learner)  # a fresh learner per world
+        learned = student is not None
+        rows += _play(families, static, secret, tempos, seeds, student)
+    return {"tempos": tempos, "seeds": seeds, "drawn": drawn, "secrets": secrets, "learner": learned,
+            "rows": rows, "summary": summarize(rows, tempos),
+            "per_secret": {s: summarize([r for r in rows if r["secret"] == s], tempos) for s in range(secrets)}}
+
+
+def _play(
+    families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
+    seeds: int, student: Any | None,
+) -> list[dict[str, Any]]:
+    """The rows of ``tempos`` tempos of ``secret``'s world."""
+    tools = advertised_tools(families)
     rows: list[dict[str, Any]] = []
     for tempo in range(tempos):
         world = world_for(secret, tempo, tools)
@@ -143,7 +160,8 @@ def run_world_bench(
             plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
             if student is not None:
                 plans["learner"] = _plan(student.plan, family.package)
-            row: dict[str, Any] = {"tempo": tempo, "task_id": family.task_id, "task_type": family.task_type}
+            row: dict[str, Any] = {"secret": secret, "tempo": tempo, "task_id": family.task_id,
+                                   "task_type": family.task_type}
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in hidden_seeds(tempo, seeds)]
                 row[strategy] = statistics.median(score["S"] for score, _ in runs)
@@ -152,8 +170,7 @@ def run_world_bench(
             rows.append(row)
         for message in heard if hasattr(student, "observe") else ():
             student.observe(message)
-    return {"tempos": tempos, "seeds": seeds, "drawn": drawn, "secret": secret, "learner": student is not None,
-            "rows": rows, "summary": summarize(rows, tempos)}
+    return rows
 
 
 def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
@@ -180,8 +197,8 @@ def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
 
 
 def render_world_bench(result: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"hidden world, {result['tempos']} tempos × {result['seeds']} hidden seeds per family "
-                        f"(curated + {result['drawn']} drawn, secret {result['secret']}): mean S")
+    table = Table(title=f"hidden world, {result['secrets']} secrets × {result['tempos']} tempos × {result['seeds']} "
+                        f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S")
     for column in ("type", "runs", "good", "naive+retries", "oracle", "learner", "oracle − good",
                    "good ÷ naive+r weight", "learner − good, last tempo"):
         table.add_column(column, justify="right", no_wrap=True)
@@ -192,6 +209,14 @@ def render_world_bench(result: dict[str, Any], console: Console) -> None:
         table.add_row(name, str(entry["runs"]), *(f"{means[s]:.3f}" for s in ("good", "naive+retries", "oracle")),
                       learner, f"{entry['headroom']:+.3f}", f"{entry['weight_ratio']:.2f}", learned)
     console.print(table)
+    alone = Table(title="each secret alone: oracle − good, good ÷ naive+r weight")
+    alone.add_column("type", justify="right")
+    for secret in result["per_secret"]:
+        alone.add_column(f"secret {secret}", justify="right", no_wrap=True)
+    for name in result["summary"]:
+        alone.add_row(name, *(f"{one[name]['headroom']:+.3f}, {one[name]['weight_ratio']:.2f}"
+                              for one in result["per_secret"].values()))
+    console.print(alone)
     misses = [n for n, e in result["summary"].items() if not (e["headroom_ok"] and e["ratio_ok"])]
     console.print(f"targets (oracle − good ≥ {HEADROOM_TARGET}, good ÷ naive+r ≥ {RATIO_TARGET}): "
                   + ("met on every type" if not misses else f"missed on {', '.join(misses)}"))

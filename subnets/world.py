@@ -43,25 +43,25 @@ LOW_QUALITY = "low-quality answer"
 
 # How far truth strays from the advertised profile (the world's spread). Latent values
 # are standard normal; each parameter is a monotone map of one of them.
-PERSISTENT_SHARE = 0.5
+PERSISTENT_SHARE = 0.35
 """Share of each latent value's variance that never changes for a secret."""
 DRIFT_RHO = 0.7
 """Weight of tempo ``t − k``'s noise is ``DRIFT_RHO ** k`` in the moving average."""
 DRIFT_WINDOW = 6
-LATENCY_MU, LATENCY_SIGMA = 0.2, 0.6
+LATENCY_MU, LATENCY_SIGMA = -0.1, 0.35
 """Median latency = advertised × exp(MU + SIGMA·z)."""
 CALL_SIGMA = 0.3
 """Per-call lognormal spread around the median."""
-TAIL_P, TAIL_SIGMA, TAIL_MAX_P, TAIL_FACTOR = 0.05, 0.8, 0.3, 6.0
-PRICE_MU, PRICE_SIGMA = 0.1, 0.5
-FAIL_BASE, FLAKY_BASE, FAIL_SLOPE = 0.04, 0.5, 1.3
+TAIL_P, TAIL_SIGMA, TAIL_MAX_P, TAIL_FACTOR = 0.03, 0.8, 0.3, 3.0
+PRICE_MU, PRICE_SIGMA = -0.05, 0.3
+FAIL_BASE, FLAKY_BASE, FAIL_SLOPE = 0.15, 0.5, 0.6
 """Per-attempt failure: logistic around FAIL_BASE (FLAKY_BASE for an advertised flaky subnet)."""
-OUTAGE_BASE, OUTAGE_SLOPE = 0.06, 1.2
+OUTAGE_BASE, OUTAGE_SLOPE = 0.03, 1.0
 OUTAGE_START_S, OUTAGE_SPAN_S = (0.0, 1.0), (0.3, 2.0)
 """An outage starts this many simulated seconds into a run and lasts this long."""
 OUTAGE_LATENCY = 0.1
 """A call in an outage is refused after this share of its latency, and costs nothing."""
-DEGRADE_BASE, DEGRADE_SLOPE = 0.05, 1.2
+DEGRADE_BASE, DEGRADE_SLOPE = 0.08, 0.8
 _PARAMS = ("latency", "tail", "price", "fail", "outage", "degrade")
 _UNIT = NormalDist()
 

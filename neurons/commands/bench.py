@@ -72,9 +72,10 @@ def bench_tasks(
 @bench_app.command("world")
 def bench_world(
     tempos: int = typer.Option(10, "--tempos", min=1, help="Tempos of the hidden world played, from tempo 0."),
-    seeds: int = typer.Option(2, "--seeds", min=1, help="Hidden instances per family and tempo; medians are kept."),
-    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar, besides the curated 40."),
-    secret: int = typer.Option(0, "--secret", min=0, help="The secret the worlds and the drawn families come from."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo; medians are kept."),
+    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
+                              "curated 40."),
+    secrets: int = typer.Option(3, "--secrets", min=1, help="Worlds played: those of secrets 0 .. N-1."),
     learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
                                 "package.module:attr; 'n/a' in the table when it does not load."),
     as_json: bool = JsonOpt,
@@ -83,7 +84,7 @@ def bench_world(
     feedback, over tempos of the hidden world: mean S per type, headroom, good ÷ naive+retries."""
     from bench.world import render_world_bench, run_world_bench
 
-    result = run_world_bench(tempos=tempos, seeds=seeds, drawn=drawn, secret=secret, learner=learner)
+    result = run_world_bench(tempos=tempos, seeds=seeds, drawn=drawn, secrets=secrets, learner=learner)
     print_json(result) if as_json else render_world_bench(result, Console())
 
 
