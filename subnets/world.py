@@ -103,6 +103,8 @@ class SubnetTruth:
         """The attempts a node needs to succeed with probability ``success`` (at most 11)."""
         if self.failing <= 0:
             return 1
+        if self.failing >= 1:
+            return 11
         return min(11, max(1, math.ceil(math.log(1 - success) / math.log(self.failing))))
 
 
@@ -179,7 +181,7 @@ class World:
 
 ADVERTISED = World()
 
-WorldSource = Callable[[int, int, Mapping[str, ToolInfo]], "World"]
+WorldSource = Callable[[int, int, Mapping[str, ToolInfo]], World]
 """``(secret, tempo, advertised tools) -> the tempo's world``: :func:`world_for`."""
 
 
