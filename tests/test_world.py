@@ -216,6 +216,9 @@ async def _world_loop(tmp_path: Path) -> AsyncIterator[tuple[ValidatorLoop, Fake
 
 
 async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
     from neurons.validator import health_app
     from validator.prometheus import ValidatorMetrics
 
@@ -247,3 +250,7 @@ async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_p
             published = await http.get(f"/world/{tempo - 1}")
             assert published.status_code == 200
             assert World.from_json(published.json()) == loop.past_world(tempo - 1)
+        ran = next(r for r in records if r.metrics is not None)
+    command = ["validator", "--state", str(tmp_path / "validator.sqlite"), "--replay", str(ran.id)]
+    replayed = await asyncio.to_thread(CliRunner().invoke, app, command)  # the re-run blocks on simulated time
+    assert replayed.exit_code == 0 and '"identical": true' in replayed.stdout, replayed.output
