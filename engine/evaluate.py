@@ -70,15 +70,21 @@ def ceiling(package: TaskPackage, plan: WorkflowPlan, total_estimated_cost: floa
     return budget_ceiling(package.constraints.max_budget_tao, max(total_estimated_cost or 0.0, priced))
 
 
+RECOMPUTE: Any = object()
+"""``run_task``'s ``recorded_ceiling`` when the ceiling is worked out from the plan."""
+
+
 async def run_task(
     plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, total_estimated_cost: float | None,
-    **options: Any,
+    recorded_ceiling: float | None = RECOMPUTE, **options: Any,
 ) -> Execution:
     """Execute ``plan`` on ``task``'s instance under the validator's budget and deadline.
-    ``options`` are :func:`~engine.executor.execute`'s ``config``, ``limits`` and ``on_event``."""
+    ``recorded_ceiling`` replaces the budget ceiling by the one a record kept (an audit's
+    re-run). ``options`` are :func:`~engine.executor.execute`'s ``config``, ``limits`` and ``on_event``."""
+    budget = ceiling(task, plan, total_estimated_cost) if recorded_ceiling is RECOMPUTE else recorded_ceiling
     return await execute(
         plan, runner, task_id=task.task_id, check=check,
-        budget_ceiling=ceiling(task, plan, total_estimated_cost),
+        budget_ceiling=budget,
         deadline_s=DEADLINE_FACTOR * task.constraints.max_latency_seconds,
         inputs=task.instance_inputs, prices=expected_prices(task), **options,
     )

@@ -36,6 +36,7 @@ from tasks.drawn import PREFIX as DRAWN_PREFIX
 from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
+from subnets.world import ADVERTISED, World, world_named
 from protocol.hints import HintTier
 from protocol.outcomes import RunStatus
 from protocol.response import check_response
@@ -65,6 +66,9 @@ class Mix:
     tier_shares: Mapping[HintTier, float] = field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
     synthetic_rate: float = SYNTHETIC_RATE
     secret: int = 1
+    world: str = "advertised"
+    """The world the subnets play: ``advertised``, or a tempo whose hidden world is drawn
+    from ``secret`` (:func:`subnets.world.world_named`)."""
 
     def draw(self, family: Family, seed: int, drawn_tempo: int | None) -> TaskDraw:
         """Instance ``seed`` of ``family`` as a validator's step sends it; the seed stands in
@@ -117,8 +121,9 @@ def select_families(ids: Sequence[str] = (), task_type: str | None = None, drawn
     return families
 
 
-def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S) -> Run:
-    """``planner``'s answer to ``task``'s package, checked and scored as a validator does."""
+def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S, world: World = ADVERTISED) -> Run:
+    """``planner``'s answer to ``task``'s package, checked and scored as a validator does,
+    its subnets playing ``world``."""
     package = task.package()
     run = Run(getattr(planner, "name", "?"), task.task_id, task.task_type, task.seed or 0)
     try:
@@ -135,7 +140,7 @@ def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIM
             run.nodes = dict(checked.plan_check.node_errors)
         return run
     evaluation = evaluate_owned(
-        checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task),
+        checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task, world=world),
         total_estimated_cost=checked.synapse.total_estimated_cost,
     )
     score = evaluation.score
@@ -163,8 +168,10 @@ def evaluate_planner(
     families among ``families`` to the tempo they were drawn for. The result
     :func:`neurons.commands.eval` prints (``--json`` prints it as is).
 
-    ``PlannerLoadError`` when ``name`` cannot be loaded; nothing else raises.
+    ``PlannerLoadError`` when ``name`` cannot be loaded, ``ValueError`` for a world
+    (``mix.world``) that names none; nothing else raises.
     """
+    world_named(mix.world, mix.secret, {})  # a bad name fails before anything runs
     planners = {name: load_planner(name, options)}
     for reference in REFERENCES:
         planners.setdefault(reference, load_planner(reference))
@@ -205,7 +212,9 @@ def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s:
     evaluation kept in the run."""
     try:
         draw = mix.draw(family, seed, drawn_tempo)
-        run = score_answer(planner, draw.task(lambda instance, _seed: instance), timeout_s=timeout_s)
+        task = draw.task(lambda instance, _seed: instance)
+        played = world_named(mix.world, mix.secret, task.available_tools)
+        run = score_answer(planner, task, timeout_s=timeout_s, world=played)
         run.task_id, run.tier = family.task_id, draw.tier
         run.kind = "synthetic" if draw.synthetic else "curated" if drawn_tempo is None else "drawn"
     except Exception as exc:  # one family's failure is one row's error, never the run's end

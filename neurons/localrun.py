@@ -22,6 +22,7 @@ from tasks import FamilyTasks, family
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from subnets.owned import owned_runner
+from subnets.world import ADVERTISED, World
 from neurons.files import InputError, read_json
 from protocol.documents import PlanDocument, document_shape, load_plan_document
 from protocol.errors import format_validation_error
@@ -135,6 +136,7 @@ async def run_document(
     config: ExecutorConfig = ExecutorConfig(),
     on_event: Callable[[Event], None] | None = None,
     inputs: Mapping[str, Any] | None = None,
+    world: World = ADVERTISED,
 ) -> dict[str, Any]:
     """Execute ``document`` locally and return the run report.
 
@@ -144,7 +146,7 @@ async def run_document(
     ``task_id`` and ``seed``; without one, :func:`engine.evaluate.run_plan` runs it.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
     ``inputs`` bind the plan's ``${input.*}`` refs when there is no task (with a task,
-    its instance binds them).
+    its instance binds them). ``world`` is what the task's subnets play (:mod:`subnets.world`).
     """
     if task is not None and inputs is not None:
         raise ValueError("inputs come from the task's instance: give a task or inputs, not both")
@@ -156,7 +158,7 @@ async def run_document(
         )
         return run_report(execution)
     evaluation = await asyncio.to_thread(
-        evaluate_owned, document.plan, check, task, owned_runner(task),
+        evaluate_owned, document.plan, check, task, owned_runner(task, world=world),
         total_estimated_cost=document.total_estimated_cost, config=config, limits=limits, on_event=on_event,
     )
     report = run_report(evaluation.execution, score=evaluation.score.model_dump())

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import model_validator
 
@@ -37,6 +37,7 @@ from miner.planner import load_planner
 from neurons.localrun import load_task_source
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
+from subnets.world import ADVERTISED, World, world_for
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.outcomes import RunStatus
@@ -48,11 +49,11 @@ from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families, solves
 from miner.planner.naive import naive_with_retries
 from engine.owned import evaluate_owned
 from protocol.validation import check_plan_for
-from validator.audit import replay
+from validator.audit import recorded_task, replay
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
-from validator.loop import LoopConfig, TaskSource, ValidatorLoop
+from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver
 from validator.sampling import DrawnFamilies
 from validator.step import StepBounds
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
@@ -161,9 +162,10 @@ def owned_runners(settings: ValidatorSettings) -> OwnedRunnerFactory:
         return owned_runner
     default = models.pop(EVERY_SUBNET, None)
 
-    def build(task: Task) -> NodeRunner:
-        routes = {subnet: owned_runner(task, llm=models[subnet]) for subnet in task.available_tools if subnet in models}
-        return BySubnet(routes, owned_runner(task, llm=default))
+    def build(task: Task, *, world: World = ADVERTISED) -> NodeRunner:
+        routes = {subnet: owned_runner(task, llm=models[subnet], world=world)
+                  for subnet in task.available_tools if subnet in models}
+        return BySubnet(routes, owned_runner(task, llm=default, world=world))
 
     return build
 
@@ -202,6 +204,17 @@ def health_app(
             "last_weights_block": state.last_weights_block(),
             "steps_settled": state.steps_settled(),
         }
+
+    @app.get("/world/{tempo}")
+    def world(tempo: int) -> dict[str, Any]:
+        """A past tempo's hidden world (docs/validator.md, auditing a record); 403 for the
+        current tempo, a future one, or none played."""
+        if loop.worlds is None:
+            raise HTTPException(404, "this validator plays the advertised profile")
+        try:
+            return loop.past_world(tempo).to_json()
+        except WorldNotOver as exc:
+            raise HTTPException(403, str(exc)) from None
 
     @app.get("/metrics")
     def metrics_route() -> Response:
@@ -388,7 +401,7 @@ async def run_validator(
                 chain, state, client, GatedTasks(source or load_task_source(config.tasks), gate), providers,
                 owned_runner=owned_runners(config), reference=reference(),
                 drawn=drawn_source(config.tasks, config.drawn_per_tempo, gate) if source is None else None,
-                config=config.loop_config(),
+                worlds=world_for, config=config.loop_config(),
                 executor_config=config.executor_config(), metrics=metrics,
             )
             async with _serving(health_app(loop, metrics, sandbox_check), sock) as url:
@@ -454,7 +467,12 @@ def replay_record(
         state.close()
     if record is None:
         raise LookupError(f"no execution record {record_id} in {config_state}")
-    result = replay(record, load_task_source(tasks), drawn=drawn_source(tasks, drawn_per_tempo), secret=secret)
+    source, drawn = load_task_source(tasks), drawn_source(tasks, drawn_per_tempo)
+    world = None
+    if record.world_tempo is not None:  # the record ran in that tempo's hidden world: run it there again
+        tools = recorded_task(record, source, drawn=drawn, secret=secret).available_tools
+        world = world_for(secret, record.world_tempo, tools)
+    result = replay(record, source, drawn=drawn, secret=secret, world=world)
     stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
     return {
         "record": record_id, "identical": result.identical, "stored": stored, "recomputed": result.recomputed,

@@ -5,7 +5,9 @@ a subnet table (a task's ``available_tools``), the runner also plays the part of
 those subnets' providers: it awaits each subnet's ``avg_latency``, charges its
 ``avg_cost`` on top of the tool's own cost, and fails the first ``fail_first``
 attempts of every node on a flaky subnet. So a plan's choice of subnets costs and
-takes time in a local run the way it would on the network.
+takes time in a local run the way it would on the network. Given a
+:class:`~subnets.world.World` (a tempo's hidden truth) and the instance's seed, it plays
+the subnets as that world says instead; the advertised world is the profile itself.
 
 Generator actions (``split``) run through :meth:`LocalRunner.run_frames`, which
 hands each frame to the executor the moment the tool yields it.
@@ -31,6 +33,7 @@ from protocol.synapse import ToolInfo
 
 from .base import ToolContext, ToolError, ToolRegistry
 from .frames import frames_summary
+from .world import ADVERTISED, World
 
 ERROR_MAX_CHARS = 2000
 """Longer error messages are cut (with a marker) so a report stays readable."""
@@ -44,20 +47,26 @@ class LocalRunner:
     Cancellation (the executor's timeout) propagates as it should.
     """
 
-    __slots__ = ("_registry", "_subnets", "_by_task")
+    __slots__ = ("_registry", "_subnets", "_by_task", "_world", "_seed")
 
     def __init__(
         self,
         registry: ToolRegistry,
         subnets: Mapping[str, ToolInfo] | None = None,
         by_task: Mapping[str, Mapping[str, ToolInfo]] | None = None,
+        *,
+        world: World = ADVERTISED,
+        seed: int = 0,
     ) -> None:
         """``by_task`` gives the subnet table of particular task ids (a local
         network's provider plays each task's published profile); other task ids
-        use ``subnets``."""
+        use ``subnets``. ``world`` and ``seed`` (the instance's) decide each call's
+        latency, price and failure (:meth:`subnets.world.World.call`)."""
         self._registry = registry
         self._subnets = dict(subnets) if subnets is not None else None
         self._by_task = {task: dict(table) for task, table in (by_task or {}).items()}
+        self._world = world
+        self._seed = seed
 
     def run(self, call: NodeCall) -> Coroutine[Any, Any, NodeResult]:
         """The attempt's coroutine (``await runner.run(call)`` as for any runner), handed
@@ -82,18 +91,20 @@ class LocalRunner:
     async def _as_provider(
         self, call: NodeCall, subnets: Mapping[str, ToolInfo], work: Callable[[NodeCall, float], Awaitable[NodeResult]]
     ) -> NodeResult:
-        """Play the subnet's provider around ``work``: its delay, its failing first attempts, its price."""
+        """Play the subnet's provider around ``work`` as the world says: its delay, its
+        failures, its price. An outage is read at the call's start on the run's clock
+        (owned execution's simulated clock starts at 0)."""
         info = subnets.get(call.subnet)
         if info is None:
             known = ", ".join(sorted(subnets)) or "none"
             return NodeResult(None, error=f"subnet {call.subnet!r} is not available (known: {known})")
-        if info.avg_latency > 0:
-            await asyncio.sleep(info.avg_latency)
-        if call.attempt <= info.fail_first:
-            return NodeResult(
-                None, cost_tao=info.avg_cost, error=f"subnet {call.subnet} unavailable (attempt {call.attempt})"
-            )
-        return await work(call, info.avg_cost)
+        now = 0.0 if self._world.is_advertised else asyncio.get_running_loop().time()
+        outcome = self._world.call(call.subnet, info, (call.task_id, self._seed), call.node_id, call.attempt, now)
+        if outcome.latency > 0:
+            await asyncio.sleep(outcome.latency)
+        if outcome.error is not None:
+            return NodeResult(None, cost_tao=outcome.cost, error=outcome.error)
+        return await work(call, outcome.cost)
 
     async def _run_tool(self, call: NodeCall, surcharge: float) -> NodeResult:
         try:

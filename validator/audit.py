@@ -17,6 +17,13 @@ A record keeps a plan, a final output or a score whole only up to the state's ca
 - both capped: only the task's rebuild is checked, nothing is compared.
 
 A capped plan changes nothing: replay never reads the plan (its hash is kept whole).
+
+A record that ran in a tempo's hidden world (``world_tempo``) is also **executed again**
+when the replay is given that world (a validator's own, or the one it published once the
+tempo was over, ``GET /world/<tempo>``): the stored plan runs on the rebuilt instance in
+that world, under the recorded budget ceiling, on simulated time, and that execution's
+score is what is compared. Every call's outcome is a pure function of the world, the
+instance seed, the node and the attempt (:mod:`subnets.world`), so it matches bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +32,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from engine.owned import evaluate_owned
+from protocol.plan import WorkflowPlan
 from protocol.task import Task
+from protocol.validation import check_plan_for
+from subnets.owned import owned_runner
+from subnets.world import World
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_quality, score_run
 from scoring.quality.base import Quality
@@ -71,13 +83,17 @@ def recorded_task(
 
 
 def replay(
-    record: ExecutionRecord, source: TaskSource, *, drawn: DrawnFamilies | None = None, secret: int = 0
+    record: ExecutionRecord, source: TaskSource, *, drawn: DrawnFamilies | None = None, secret: int = 0,
+    world: World | None = None,
 ) -> Replay:
     """Score ``record`` again on :func:`recorded_task`; raises ``KeyError`` when its task
-    cannot be rebuilt. A capped final output is not scored again (the module's docstring)."""
+    cannot be rebuilt. A capped final output is not scored again (the module's docstring).
+    With ``world`` (the record's tempo's), a plan kept whole is executed again in it."""
     if record.reason is not None or record.metrics is None:
         return _replayed(record, invalid_score(record.reason or "invalid response").model_dump(mode="json"))
     task = recorded_task(record, source, drawn=drawn, secret=secret)
+    if world is not None and isinstance(record.plan, dict):
+        return _replayed(record, rerun(record.plan, record.metrics.get("budget_ceiling"), task, world))
     metrics = saved_metrics(record.metrics)
     if not isinstance(record.final_output, Capped):
         return _replayed(record, score_run(task, metrics=metrics, final_output=record.final_output).model_dump(mode="json"))
@@ -93,3 +109,12 @@ def replay(
 
 def _replayed(record: ExecutionRecord, recomputed: dict[str, Any], unchecked: str | None = None) -> Replay:
     return Replay(record.id, record.score, recomputed, unchecked)
+
+
+def rerun(plan_json: dict[str, Any], budget_ceiling: float | None, task: Task, world: World) -> dict[str, Any]:
+    """The score of ``plan_json`` executed again on ``task``'s instance in ``world`` under
+    the recorded ``budget_ceiling``, as owned execution ran it."""
+    plan = WorkflowPlan.model_validate(plan_json)
+    evaluation = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task, world=world),
+                                total_estimated_cost=None, recorded_ceiling=budget_ceiling)
+    return evaluation.score.model_dump(mode="json")

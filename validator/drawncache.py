@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+
+from protocol.task import Task
 
 from .sampling import DrawnFamilies, TaskSource
 
@@ -26,3 +29,7 @@ class DrawnCache:
             self._kept = (index, self.families(secret, index))
             log.info("tempo %s: %d families drawn in %.2fs", index, len(self._kept[1].tasks()), time.perf_counter() - tick)
         return self._kept[1]
+
+    def kept_tasks(self) -> Sequence[Task]:
+        """The families of the tempo kept now (none before the first draw)."""
+        return () if self._kept is None else self._kept[1].tasks()

@@ -25,6 +25,7 @@ from chain.base import Chain, Hyperparameters
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedRunnerFactory
 from protocol.metagraph import MetagraphSnapshot
+from subnets.world import World, WorldSource
 
 from .chainview import ChainView
 from .client import MinerClient
@@ -35,17 +36,21 @@ from .lifecycle import Reference
 from .observation import StepLog, StepSummary
 from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
-from .sampling import DrawnFamilies, TaskSource
+from .sampling import DrawnFamilies, TaskSource, tempo_of
 from .state import ValidatorState
 from .stepping import Stepper
 from .weights import WeightSetter
 
-__all__ = ["LoopConfig", "StepSummary", "TaskSource", "ValidatorLoop"]
+__all__ = ["LoopConfig", "StepSummary", "TaskSource", "ValidatorLoop", "WorldNotOver"]
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
 """The longest wait between two looks at a chain head that does not answer."""
+
+
+class WorldNotOver(LookupError):
+    """A tempo's world was asked for before the tempo ended."""
 
 
 class ValidatorLoop:
@@ -60,6 +65,7 @@ class ValidatorLoop:
         owned_runner: OwnedRunnerFactory | None = None,
         reference: Reference | None = None,
         drawn: DrawnFamilies | None = None,
+        worlds: WorldSource | None = None,
         config: LoopConfig = LoopConfig(),
         executor_config: ExecutorConfig = ExecutorConfig(),
         metrics: ValidatorMetrics | None = None,
@@ -70,7 +76,9 @@ class ValidatorLoop:
         trust rules of :mod:`validator.adapters`. At least one of the two is required.
         ``reference`` judges each step's task (:mod:`validator.lifecycle`); without it
         no task is ever set aside. ``drawn`` gives the families drawn per tempo, offered
-        besides the curated ones (``None``: curated only)."""
+        besides the curated ones (``None``: curated only). ``worlds`` draws each tempo's
+        hidden world from the secret (:func:`subnets.world.world_for`), which every owned
+        execution of that tempo plays (``None``: the advertised profile)."""
         if providers is None and owned_runner is None:
             raise ValueError("give the loop owned_runner (owned execution), providers (external), or both")
         self.chain = chain
@@ -85,7 +93,7 @@ class ValidatorLoop:
         self.stepper = Stepper(
             self.view, state, client, source, providers, owned_runner=owned_runner, reference=reference,
             drawn=None if drawn is None else DrawnCache(drawn), config=config, executor_config=executor_config,
-            steps=self.steps,
+            steps=self.steps, worlds=worlds,
         )
         self.weight_setter = WeightSetter(
             self.view, state, self.metrics, version_key=config.version_key, warmup_full_at=config.warmup_full_at
@@ -128,6 +136,24 @@ class ValidatorLoop:
     @drawn.setter
     def drawn(self, drawn: DrawnFamilies | None) -> None:
         self.stepper.drawn = None if drawn is None else DrawnCache(drawn)
+
+    @property
+    def worlds(self) -> WorldSource | None:
+        return self.stepper.worlds
+
+    def past_world(self, tempo: int) -> World:
+        """The hidden world of ``tempo``, once it is over, for every subnet this validator's
+        tasks list: what it publishes so anyone can replay that tempo's records.
+        :class:`WorldNotOver` while ``tempo`` is the current tempo or later, or before the
+        chain has told the loop its block and tempo (nobody may learn a world in play)."""
+        hyper, snapshot, worlds = self.view.hyperparameters, self.view.snapshot, self.worlds
+        if hyper is None or snapshot is None or hyper.tempo <= 0 or tempo >= tempo_of(snapshot.block, hyper.tempo):
+            raise WorldNotOver(f"tempo {tempo} is not over")
+        assert worlds is not None, "no hidden world is played"
+        drawn = self.stepper.drawn
+        kept = [] if drawn is None else drawn.kept_tasks()
+        tools = {name: info for task in [*self.source.tasks(), *kept] for name, info in task.available_tools.items()}
+        return worlds(self.stepper.secret, tempo, tools)
 
     async def step(self, block: int) -> StepSummary | None:
         """One validation step at ``block`` (:meth:`validator.stepping.Stepper.step`)."""

@@ -134,7 +134,7 @@ _SCHEMA = (
         hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
         instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, hint_tier TEXT NOT NULL DEFAULT 'full',
         drawn_tempo INTEGER, plan_hash TEXT, plan TEXT, metrics TEXT,
-        final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, capped TEXT,
+        final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, capped TEXT, world_tempo INTEGER,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
     _TASKS_TABLE,
@@ -182,6 +182,8 @@ class ExecutionRecord:
     """The hint tier the task was sent at (:mod:`protocol.hints`)."""
     drawn_tempo: int | None = None
     """The tempo ``base_task_id`` was drawn for, when it is a drawn family; ``None``: curated."""
+    world_tempo: int | None = None
+    """The tempo whose hidden world the plan ran in (:mod:`subnets.world`); ``None``: the advertised profile."""
     id: int | None = None
 
     @property
@@ -361,8 +363,9 @@ class ValidatorState:
             )
             conn.executemany(
                 """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic,
-                   hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason, capped)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason, capped,
+                   world_tempo)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [_execution_row(block, r, self.records.answer_cap_bytes) for r in records],
             )
             for record in records:
@@ -554,6 +557,8 @@ class ValidatorState:
                 conn.execute("ALTER TABLE executions ADD COLUMN hint_tier TEXT NOT NULL DEFAULT 'full'")
             if "drawn_tempo" not in have:
                 conn.execute("ALTER TABLE executions ADD COLUMN drawn_tempo INTEGER")
+            if "world_tempo" not in have:  # before the hidden world, every plan ran on the advertised profile
+                conn.execute("ALTER TABLE executions ADD COLUMN world_tempo INTEGER")
 
         self._migrate(_has_draw_columns, add)
 
@@ -590,7 +595,7 @@ def _has_synthetic_column(conn: sqlite3.Connection) -> bool:
 
 
 def _has_draw_columns(conn: sqlite3.Connection) -> bool:
-    return {"hint_tier", "drawn_tempo"} <= _columns(conn, "executions")
+    return {"hint_tier", "drawn_tempo", "world_tempo"} <= _columns(conn, "executions")
 
 
 def _has_capped_column(conn: sqlite3.Connection) -> bool:
@@ -607,7 +612,7 @@ _FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, refe
 
 _RECORD_COLUMNS = (
     "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, hint_tier, drawn_tempo, plan, metrics, "
-    "final_output, score, reason, capped"
+    "final_output, score, reason, capped, world_tempo"
 )
 _CAPPED_FIELDS = ("plan", "final_output", "score")
 """The values a miner shapes, kept whole up to the cap."""
@@ -619,7 +624,7 @@ def _execution_row(block: int, r: ExecutionRecord, cap: int) -> tuple:
     return (
         block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.hint_tier,
         r.drawn_tempo, r.plan_hash, kept["plan"][0], _dump(r.metrics), kept["final_output"][0], kept["score"][0],
-        float(r.score["S"]), r.reason, canonical_json(capped) if capped else None,
+        float(r.score["S"]), r.reason, canonical_json(capped) if capped else None, r.world_tempo,
     )
 
 
@@ -639,7 +644,7 @@ def _kept(value: Any, cap: int) -> tuple[str | None, Capped | None]:
 
 
 def _record(row: tuple) -> ExecutionRecord:
-    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, *values, reason, capped = row
+    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, *values, reason, capped, world = row
     plan, metrics, final_output, score = values
     marks = json.loads(capped) if capped else {}
 
@@ -653,7 +658,7 @@ def _record(row: tuple) -> ExecutionRecord:
         block=block, uid=uid, hotkey=hotkey, task_id=task_id, base_task_id=base, instance_seed=seed,
         synthetic=bool(synthetic), hint_tier=tier, drawn_tempo=tempo, plan=read("plan", plan),
         metrics=_load(metrics), final_output=read("final_output", final_output), score=read("score", score),
-        reason=reason, id=rid,
+        reason=reason, world_tempo=world, id=rid,
     )
 
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
@@ -38,6 +39,7 @@ from engine.routing import routed
 from protocol.metagraph import Peer
 from protocol.synapse import TaskPackage
 from protocol.task import Task
+from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .chainview import ChainView
@@ -63,6 +65,7 @@ class Stepper:
         self, view: ChainView, state: ValidatorState, client: MinerClient, source: TaskSource,
         providers: ProviderDirectory | None, *, owned_runner: OwnedRunnerFactory | None, reference: Reference | None,
         drawn: DrawnCache | None, config: LoopConfig, executor_config: ExecutorConfig, steps: StepLog,
+        worlds: WorldSource | None = None,
     ) -> None:
         self.view = view
         self.state = state
@@ -72,6 +75,9 @@ class Stepper:
         self.owned_runner = owned_runner
         self.reference = reference
         self.drawn = drawn
+        self.worlds = worlds
+        """Draws each tempo's hidden world, which every owned execution of that tempo plays
+        (:func:`subnets.world.world_for`; ``None``: the advertised profile)."""
         self.config = config
         self.executor_config = executor_config
         self.steps = steps
@@ -109,7 +115,8 @@ class Stepper:
         snapshot = await self.view.sync(block)
         if snapshot is None:
             raise InfrastructureFailure("chain", "no metagraph has been read yet")
-        tempo = None if self.reference is None and self.drawn is None else await self.view.tempo()
+        wanted = self.reference is not None or self.drawn is not None or self.worlds is not None
+        tempo = await self.view.tempo() if wanted else None
         drawn = await self._drawn_tasks(block, tempo)
         active = [*self._active_tasks(), *drawn]
         if not active:
@@ -129,6 +136,8 @@ class Stepper:
         )
         base = draw.base
         task = self._sent(draw, block)
+        world = None if self.worlds is None or tempo is None else self.worlds(
+            self.secret, tempo_of(block, tempo), task.available_tools)
         digest = int.from_bytes(step_digest(self.hotkey, block), "big")
         neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
         miners = [Peer.from_neuron(n) for n in neurons]
@@ -140,7 +149,7 @@ class Stepper:
         reference = asyncio.ensure_future(self._reference_failure(full))  # beside the miners, in a thread
         try:
             result = await validation_step(
-                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task),
+                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, world),
                 executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
                 owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
                 judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
@@ -158,7 +167,7 @@ class Stepper:
             self.state.settle_step(block, [], judged, tempo=tempo)
             self._log_reference_failure(block, base.task_id, failure, curated=curated)
             return None
-        records = [execution_record(block, task, draw, outcome) for outcome in result.outcomes]
+        records = [execution_record(block, task, draw, outcome, world) for outcome in result.outcomes]
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
@@ -187,9 +196,11 @@ class Stepper:
         """Whether ``task``'s plans run through the adapters, on the wall clock."""
         return self.owned_runner is None or runs_external(self.providers, list(task.available_tools))
 
-    def _runner_factory(self, task: Task) -> RunnerFactory:
-        """Who runs a miner's plan: the validator itself, or its adapters beside it."""
-        owned_runner = self.owned_runner
+    def _runner_factory(self, task: Task, world: World | None) -> RunnerFactory:
+        """Who runs a miner's plan: the validator itself (in the tempo's ``world``), or its
+        adapters beside it."""
+        factory = self.owned_runner
+        owned_runner = factory if world is None or factory is None else partial(factory, world=world)
         if not self._external(task):
             assert owned_runner is not None
             return lambda package, miner: owned_runner(task)
@@ -249,13 +260,17 @@ def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
     return {subnet for task in tasks for subnet in task.available_tools}
 
 
-def execution_record(block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome) -> ExecutionRecord:
+def execution_record(
+    block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome, world: World | None = None
+) -> ExecutionRecord:
     """What the state keeps of one miner's part in the step at ``block``: ``task`` as
-    sent, and the ``draw`` it came from, to rebuild it (:mod:`validator.audit`)."""
+    sent, the ``draw`` it came from, to rebuild it (:mod:`validator.audit`), and the
+    tempo of the ``world`` it ran in."""
     execution = outcome.execution
     return ExecutionRecord(
         block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
         instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
+        world_tempo=None if world is None else world.tempo,
         plan=outcome.plan, metrics=outcome.summary(), final_output=None if execution is None else execution.final_output,
         score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
     )

@@ -1,4 +1,4 @@
-"""``dagnet bench executor | network | tasks | chain``: benchmarks that print ratios."""
+"""``dagnet bench executor | network | tasks | world | chain``: benchmarks that print ratios."""
 
 from __future__ import annotations
 
@@ -68,6 +68,25 @@ def bench_tasks(
 
     result = asyncio.run(run_tasks_bench(seed=seed, seeds=seeds, window=window, concurrency=concurrency))
     print_json(result) if as_json else render_tasks_bench(result, Console())
+
+
+@bench_app.command("world")
+def bench_world(
+    tempos: int = typer.Option(10, "--tempos", min=1, help="Tempos of the hidden world played, from tempo 0."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo; medians are kept."),
+    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
+                              "curated 40."),
+    secrets: int = typer.Option(3, "--secrets", min=1, help="Worlds played: those of secrets 0 .. N-1."),
+    learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
+                                "package.module:attr; 'n/a' in the table when it does not load."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Static good, naive+retries, the oracle that knows the world and a learner fed its own
+    feedback, over tempos of the hidden world: mean S per type, headroom, good ÷ naive+retries."""
+    from bench.world import render_world_bench, run_world_bench
+
+    result = run_world_bench(tempos=tempos, seeds=seeds, drawn=drawn, secrets=secrets, learner=learner)
+    print_json(result) if as_json else render_world_bench(result, Console())
 
 
 @bench_app.command("chain")

@@ -97,6 +97,13 @@ def finite(value: Any) -> Any:
     return value
 
 
+WorldOpt = typer.Option(
+    "advertised", "--world", metavar="advertised|TEMPO",
+    help="The world the task's subnets play: their advertised profile, or tempo TEMPO's hidden world drawn "
+    "from --secret (docs/tasks.md, the hidden world).",
+)
+SecretOpt = typer.Option(0, "--secret", min=0, help="With --world TEMPO: the validator secret the world is drawn from.")
+
 SeedOpt = typer.Option(
     None, "--seed", min=0, help="Draw the task family's instance from this seed.  [default: a fresh one, printed]"
 )

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from neurons.commands.common import JsonOpt, fail, print_json
+from neurons.commands.common import JsonOpt, WorldOpt, fail, print_json
 from protocol.hints import HintTier
 from validator.settings import setting_default
 
@@ -55,6 +55,7 @@ def eval_planner(
     drawn: Annotated[int, typer.Option(
         "--drawn", min=0, max=64, help="Families drawn per tempo, as a validator's drawn_per_tempo (0: the "
         "curated families only).")] = setting_default("drawn_per_tempo"),
+    world: str = WorldOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Score a planner on what a validator sends, exactly as a validator would (owned
@@ -79,10 +80,10 @@ def eval_planner(
     try:
         result = evaluate_planner(
             planner, options=settings.planner.options, families=families, seeds=range(seed_base, seed_base + seeds),
-            timeout_s=settings.planner.timeout_s, progress=progress, mix=Mix(tier=tier, secret=secret),
+            timeout_s=settings.planner.timeout_s, progress=progress, mix=Mix(tier=tier, secret=secret, world=world),
             drawn={f.task_id: tempo for tempo, f in pool},
         )
-    except PlannerLoadError as exc:
+    except (PlannerLoadError, ValueError) as exc:
         fail(str(exc))
     if as_json:
         print_json(result)

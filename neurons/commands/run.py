@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    EXIT_INVALID, JsonOpt, MaxNodesOpt, SeedOpt, TaskIdOpt, TierOpt, error, fail, load_inputs, needs, plan_argument,
-    print_json, task_option,
+    EXIT_INVALID, JsonOpt, MaxNodesOpt, SecretOpt, SeedOpt, TaskIdOpt, TierOpt, WorldOpt, error, fail, load_inputs,
+    needs, plan_argument, print_json, task_option,
 )
 from neurons.files import InputError, read_json
 from neurons.localrun import limits_for, run_document
@@ -21,6 +21,7 @@ from protocol import strictjson
 from protocol.outcomes import RunStatus
 from protocol.hints import HintTier
 from protocol.task import at_tier
+from subnets.world import ADVERTISED, world_named
 
 EXIT_NOT_COMPLETED = 1
 
@@ -37,6 +38,8 @@ def run(
     task_id: Optional[str] = TaskIdOpt,
     seed: Optional[int] = SeedOpt,
     tier: HintTier = TierOpt,
+    world: str = WorldOpt,
+    secret: int = SecretOpt,
     as_json: bool = JsonOpt,
     max_nodes: Optional[int] = MaxNodesOpt,
     events: bool = typer.Option(
@@ -57,7 +60,8 @@ def run(
 
     With a task family, the plan runs on a hidden instance drawn afresh each run (its
     seed is printed; --seed replays it) and is scored as a validator scores it; --tier
-    sends it at that hint tier (the score does not depend on it). Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
+    sends it at that hint tier (the score does not depend on it); --world TEMPO plays the
+    task's subnets as tempo TEMPO's hidden world (drawn from --secret) says. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from engine.report import render_report
@@ -65,16 +69,22 @@ def run(
     from engine.trace import RunTrace
 
     needs("--tier", None if tier == "full" else tier, "--task", task)
+    needs("--world", None if world == "advertised" else world, "--task", task)
     document, loaded_task = load_inputs(plan, task, task_id, seed)
+    played = ADVERTISED
     if loaded_task is not None:
         loaded_task = at_tier(loaded_task, tier)
+        try:
+            played = world_named(world, secret, loaded_task.available_tools)
+        except ValueError as exc:
+            fail(str(exc))
     bound = None if inputs is None else _inputs(inputs, loaded_task is not None)
     page = _open_for_writing(html_out) if html_out is not None else None
     # Lifecycle events are made only when something reads them (--events, --html): a plain
     # run takes the executor's quiet path, which builds no Event per transition.
     trace = RunTrace(_print_json_line if events else None) if events or page is not None else None
     report = asyncio.run(run_document(
-        document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace, inputs=bound,
+        document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace, inputs=bound, world=played,
     ))
     if page is not None and trace is not None:
         with page:

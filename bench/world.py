@@ -1,0 +1,222 @@
+"""`dagnet bench world`: what knowing the hidden world is worth (issue 28).
+
+Over ``tempos`` tempos of the hidden world (:func:`subnets.world.world_for`) of each of
+``secrets`` validator secrets (0, 1, …: a world is one draw, so one secret's ten tempos
+say as much about that draw as about the world's design), every family (the curated ones and ``drawn`` families drawn from the grammar)
+runs on ``seeds`` hidden instances per tempo — seeds that are never public examples — as
+a validator runs it (owned execution, simulated clock, the tempo's world), planned by:
+
+- ``good``: static, from the advertised profile (the package's ``available_tools``);
+- ``naive+retries``: the naive chain with one retry per node;
+- ``oracle``: ``good`` given the world's truth as the profile (expected latency with its
+  tail, true price, the failure probability as expected extra attempts): a planner that
+  knows the world;
+- ``learner``: a planner named ``learner`` (``load_planner("learner")`` or ``--learner
+  module:attr``) that gets, before each tempo, the :func:`engine.feedback.node_feedback`
+  of its own runs of the tempo before (``observe(StepFeedback)``); "n/a" when none loads.
+
+Per task type it prints the mean of each family's median S (per secret and tempo, over
+its seeds), the headroom (oracle − good), good's weight over naive+retries' in a 2-miner
+network (``normalize_weights``), and learner − good in the last tempo when there is a
+learner; then the headroom and the weight ratio of each secret alone.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from engine.feedback import node_feedback
+from engine.owned import evaluate_owned
+from miner.planner import GoodPlanner, PlanningError, PlanProposal, load_planner
+from miner.planner.loader import PlannerLoadError
+from miner.planner.naive import naive_with_retries
+from protocol.feedback import StepFeedback
+from protocol.plan import ErrorPolicy
+from protocol.synapse import TaskPackage, ToolInfo
+from protocol.validation import check_plan_for
+from subnets.owned import owned_runner
+from subnets.world import World, world_for
+from tasks import Family
+
+from .tasks import network_weights
+from .tiers import bench_families
+
+__all__ = ["render_world_bench", "run_world_bench"]
+
+STATIC = ("good", "naive+retries")
+STRATEGIES = (*STATIC, "oracle", "learner")
+HEADROOM_TARGET = 0.10
+RATIO_TARGET = 2.0
+_PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
+
+Planner = Callable[[TaskPackage], PlanProposal]
+
+
+def hidden_seeds(tempo: int, seeds: int) -> list[int]:
+    """The instance seeds of ``tempo``: small whole numbers from 1 (seed 0 is the public
+    example; the other public examples have the top bit of 64 set: ``tasks.seed.public_seed``)."""
+    return [1 + tempo * seeds + i for i in range(seeds)]
+
+
+def advertised_tools(families: Sequence[Family]) -> dict[str, ToolInfo]:
+    """Every subnet the families list, by id, as advertised (the first listing of each)."""
+    tools: dict[str, ToolInfo] = {}
+    for family in families:
+        for name, info in family.package.available_tools.items():
+            tools.setdefault(name, info)
+    return tools
+
+
+def oracle_package(package: TaskPackage, world: World) -> TaskPackage:
+    """``package`` with the world's truth as its profile."""
+    return package.model_copy(update={"available_tools": world.tools(package.available_tools)})
+
+
+def oracle(package: TaskPackage, world: World) -> PlanProposal:
+    """``good``'s plan for the world's truth (true prices, expected latencies and attempts),
+    each node declaring the retries its subnet needs to succeed 99 times in 100."""
+    proposal = GoodPlanner().plan(oracle_package(package, world))
+    policies = dict(proposal.plan.error_handling)
+    for node in proposal.plan.nodes:
+        truth = world.subnets.get(node.subnet)
+        if truth is not None:
+            policy = policies.get(node.id, ErrorPolicy())
+            policies[node.id] = policy.model_copy(update={"retry_count": max(policy.retry_count, truth.attempts() - 1)})
+    return replace(proposal, plan=proposal.plan.model_copy(update={"error_handling": policies}))
+
+
+def _plan(planner: Planner, package: TaskPackage) -> PlanProposal | None:
+    try:
+        return planner(package)
+    except PlanningError:
+        return None
+
+
+def _run(proposal: PlanProposal | None, family: Family, seed: int, world: World) -> tuple[dict[str, float], Any]:
+    """S and its parts of ``proposal`` on the instance of ``seed`` in ``world``, and the execution."""
+    if proposal is None:
+        return dict.fromkeys(_PARTS, 0.0), None
+    task = family.task(family.instance(seed))
+    check = check_plan_for(proposal.plan, task)
+    evaluation = evaluate_owned(proposal.plan, check, task, owned_runner(task, world=world),
+                                total_estimated_cost=proposal.total_estimated_cost)
+    return {part: getattr(evaluation.score, part) for part in _PARTS}, evaluation.execution
+
+
+def load_learner(name: str | None) -> Any | None:
+    """The learner planner, or ``None`` when there is none to load."""
+    try:
+        return load_planner(name or "learner")
+    except PlannerLoadError:
+        return None
+
+
+def _feedback(family: Family, proposal: PlanProposal, execution: Any, score: dict[str, float], tempo: int) -> StepFeedback:
+    nodes, omitted = node_feedback(proposal.plan, execution)
+    return StepFeedback(
+        validator_hotkey="bench", miner_uid=0, block=0, tempo=tempo, task_id=family.task_id, hint_tier="full",
+        outcome=execution.status, score=score, nodes=nodes, nodes_omitted=omitted,
+    )
+
+
+def run_world_bench(
+    *, tempos: int = 10, seeds: int = 1, drawn: int = 12, secrets: int = 3, learner: str | None = None,
+    families: Sequence[Family] = (),
+) -> dict[str, Any]:
+    """Every secret × tempo × family × hidden seed with each strategy; see the module."""
+    families = list(families) or bench_families(drawn, 0)
+    good = GoodPlanner()
+    static = {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
+              for f in families}
+    rows: list[dict[str, Any]] = []
+    learned = False
+    for secret in range(secrets):
+        student = load_learner(learner)  # a fresh learner per world
+        learned = student is not None
+        rows += _play(families, static, secret, tempos, seeds, student)
+    return {"tempos": tempos, "seeds": seeds, "drawn": drawn, "secrets": secrets, "learner": learned,
+            "rows": rows, "summary": summarize(rows, tempos),
+            "per_secret": {s: summarize([r for r in rows if r["secret"] == s], tempos) for s in range(secrets)}}
+
+
+def _play(
+    families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
+    seeds: int, student: Any | None,
+) -> list[dict[str, Any]]:
+    """The rows of ``tempos`` tempos of ``secret``'s world."""
+    tools = advertised_tools(families)
+    rows: list[dict[str, Any]] = []
+    for tempo in range(tempos):
+        world = world_for(secret, tempo, tools)
+        heard: list[StepFeedback] = []
+        for family in families:
+            plans = dict(static[family.task_id])
+            plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
+            if student is not None:
+                plans["learner"] = _plan(student.plan, family.package)
+            row: dict[str, Any] = {"secret": secret, "tempo": tempo, "task_id": family.task_id,
+                                   "task_type": family.task_type}
+            for strategy, proposal in plans.items():
+                runs = [_run(proposal, family, seed, world) for seed in hidden_seeds(tempo, seeds)]
+                row[strategy] = statistics.median(score["S"] for score, _ in runs)
+                if strategy == "learner" and proposal is not None:
+                    heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
+            rows.append(row)
+        for message in heard if hasattr(student, "observe") else ():
+            student.observe(message)
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
+    """Per type and overall: each strategy's mean S, the headroom, good's weight over
+    naive+retries', and learner − good in each tempo."""
+    groups = {t: [r for r in rows if r["task_type"] == t] for t in sorted({r["task_type"] for r in rows})}
+    groups["all"] = rows
+    summary: dict[str, Any] = {}
+    for name, typed in groups.items():
+        present = [s for s in STRATEGIES if all(s in r for r in typed)]
+        means = {s: statistics.fmean(r[s] for r in typed) for s in present}
+        weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
+        entry: dict[str, Any] = {
+            "runs": len(typed), "mean_S": means, "headroom": means["oracle"] - means["good"],
+            "weight_ratio": weights["good"] / weights["other"] if weights["other"] > 0 else float("inf"),
+        }
+        if "learner" in present:
+            entry["learned"] = [statistics.fmean(r["learner"] - r["good"] for r in typed if r["tempo"] == t)
+                                for t in range(tempos)]
+        entry["headroom_ok"] = entry["headroom"] >= HEADROOM_TARGET
+        entry["ratio_ok"] = entry["weight_ratio"] >= RATIO_TARGET
+        summary[name] = entry
+    return summary
+
+
+def render_world_bench(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"hidden world, {result['secrets']} secrets × {result['tempos']} tempos × {result['seeds']} "
+                        f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S")
+    for column in ("type", "runs", "good", "naive+retries", "oracle", "learner", "oracle − good",
+                   "good ÷ naive+r weight", "learner − good, last tempo"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, entry in result["summary"].items():
+        means = entry["mean_S"]
+        learner = f"{means['learner']:.3f}" if "learner" in means else "n/a"
+        learned = f"{entry['learned'][-1]:+.3f}" if "learned" in entry else "n/a"
+        table.add_row(name, str(entry["runs"]), *(f"{means[s]:.3f}" for s in ("good", "naive+retries", "oracle")),
+                      learner, f"{entry['headroom']:+.3f}", f"{entry['weight_ratio']:.2f}", learned)
+    console.print(table)
+    alone = Table(title="each secret alone: oracle − good, good ÷ naive+r weight")
+    alone.add_column("type", justify="right")
+    for secret in result["per_secret"]:
+        alone.add_column(f"secret {secret}", justify="right", no_wrap=True)
+    for name in result["summary"]:
+        alone.add_row(name, *(f"{one[name]['headroom']:+.3f}, {one[name]['weight_ratio']:.2f}"
+                              for one in result["per_secret"].values()))
+    console.print(alone)
+    misses = [n for n, e in result["summary"].items() if not (e["headroom_ok"] and e["ratio_ok"])]
+    console.print(f"targets (oracle − good ≥ {HEADROOM_TARGET}, good ÷ naive+r ≥ {RATIO_TARGET}): "
+                  + ("met on every type" if not misses else f"missed on {', '.join(misses)}"))

@@ -1,0 +1,259 @@
+"""The hidden world: what each partner subnet really does in one tempo.
+
+A package's ``available_tools`` is each subnet's *advertised* profile (price, latency,
+``fail_first``). On a real network that profile is a stale prior: latency has a tail,
+failures come and go, prices move, a text provider sometimes answers badly. A
+:class:`World` is that truth for one tempo, drawn from the validator's secret
+(:func:`world_for`), and owned execution plays it (:class:`subnets.runner.LocalRunner`).
+
+Each subnet's truth is a :class:`SubnetTruth`: factors on its advertised profile, keyed
+by subnet id (``sn5`` behaves alike in every family of a tempo). Its latent values are a
+persistent part (drawn once from the secret) plus a moving average over per-tempo noise,
+so tempo ``t`` is close to ``t − 1``: what a miner learns about a subnet stays mostly
+true next tempo, and drifts.
+
+Every call's outcome (:meth:`World.call`) is a pure function of the world, the
+instance (task id and seed), the subnet, the node id, the attempt and (for outages) the
+simulated time it starts:
+sha256 of those, never an RNG's state, so a run's score is the same on a quiet or a
+loaded machine and in whatever order its nodes were scheduled. :data:`ADVERTISED` is the
+world in which every subnet does exactly what its profile says (today's ``LocalRunner``).
+
+A world is published once its tempo is over (``GET /world/<tempo>`` on a validator's
+health server): it holds no secret, only the drawn truths and the per-call salt, so
+anyone can replay a record of that tempo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from protocol.synapse import ToolInfo
+
+__all__ = ["ADVERTISED", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "world_for", "world_named"]
+
+DEGRADED_TYPES = frozenset({"text"})
+"""Subnet types whose answers vary in quality by provider (model and text subnets)."""
+LOW_QUALITY = "low-quality answer"
+
+# How far truth strays from the advertised profile (the world's spread). Latent values
+# are standard normal; each parameter is a monotone map of one of them.
+PERSISTENT_SHARE = 0.35
+"""Share of each latent value's variance that never changes for a secret."""
+DRIFT_RHO = 0.7
+"""Weight of tempo ``t − k``'s noise is ``DRIFT_RHO ** k`` in the moving average."""
+DRIFT_WINDOW = 6
+LATENCY_MU, LATENCY_SIGMA = -0.1, 0.35
+"""Median latency = advertised × exp(MU + SIGMA·z)."""
+CALL_SIGMA = 0.3
+"""Per-call lognormal spread around the median."""
+TAIL_P, TAIL_SIGMA, TAIL_MAX_P, TAIL_FACTOR = 0.03, 0.8, 0.3, 3.0
+PRICE_MU, PRICE_SIGMA = -0.05, 0.3
+FAIL_BASE, FLAKY_BASE, FAIL_SLOPE = 0.15, 0.5, 0.6
+"""Per-attempt failure: logistic around FAIL_BASE (FLAKY_BASE for an advertised flaky subnet)."""
+OUTAGE_BASE, OUTAGE_SLOPE = 0.03, 1.0
+OUTAGE_START_S, OUTAGE_SPAN_S = (0.0, 1.0), (0.3, 2.0)
+"""An outage starts this many simulated seconds into a run and lasts this long."""
+OUTAGE_LATENCY = 0.1
+"""A call in an outage is refused after this share of its latency, and costs nothing."""
+DEGRADE_BASE, DEGRADE_SLOPE = 0.08, 0.8
+_PARAMS = ("latency", "tail", "price", "fail", "outage", "degrade")
+_UNIT = NormalDist()
+
+
+@dataclass(frozen=True, slots=True)
+class SubnetTruth:
+    """One subnet's behaviour in one tempo, relative to its advertised profile."""
+
+    latency: float = 1.0
+    """Median latency as a multiple of ``avg_latency``."""
+    spread: float = 0.0
+    """Per-call lognormal sigma around the median."""
+    tail_p: float = 0.0
+    tail: float = 1.0
+    """With probability ``tail_p`` a call takes ``tail`` times longer."""
+    price: float = 1.0
+    """Price per call as a multiple of ``avg_cost``."""
+    fail_p: float = 0.0
+    """Per-attempt failure probability (replaces ``fail_first``); a failed attempt costs nothing."""
+    outage_p: float = 0.0
+    """Chance that a run sees one outage window of this subnet (every call in it fails)."""
+    degrade_p: float = 0.0
+    """Chance that an answer is low quality (the call fails with ``low-quality answer``, and is charged)."""
+
+    @property
+    def failing(self) -> float:
+        """The chance that one attempt fails, outages counted at half their chance (a run
+        meets a window for part of its time)."""
+        return 1 - (1 - self.fail_p) * (1 - self.degrade_p) * (1 - self.outage_p / 2)
+
+    def expected(self, info: ToolInfo) -> ToolInfo:
+        """The profile that tells this truth: expected latency (tail included), true
+        price, and the expected extra attempts (rounded) as ``fail_first``."""
+        latency = info.avg_latency * self.latency * math.exp(self.spread**2 / 2) * (1 + self.tail_p * (self.tail - 1))
+        extra = min(10, round(self.failing / (1 - self.failing)))
+        return ToolInfo(type=info.type, avg_cost=info.avg_cost * self.price, avg_latency=latency, fail_first=extra)
+
+    def attempts(self, success: float = 0.99) -> int:
+        """The attempts a node needs to succeed with probability ``success`` (at most 11)."""
+        if self.failing <= 0:
+            return 1
+        if self.failing >= 1:
+            return 11
+        return min(11, max(1, math.ceil(math.log(1 - success) / math.log(self.failing))))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One call as the world plays it: how long it takes, what it costs, why it failed."""
+
+    latency: float
+    cost: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class World:
+    """Every subnet's truth for one tempo; ``tempo`` ``None`` and no truths is the
+    advertised world. A subnet the world does not list plays its advertised profile."""
+
+    tempo: int | None = None
+    salt: str = ""
+    """Keys every call's draw (hex; derived from the secret, published with the world)."""
+    subnets: Mapping[str, SubnetTruth] = field(default_factory=dict)
+
+    @property
+    def is_advertised(self) -> bool:
+        return not self.subnets
+
+    def call(
+        self, subnet: str, info: ToolInfo, instance: tuple[str, int], node_id: str, attempt: int, now: float
+    ) -> Outcome:
+        """The outcome of ``attempt`` at ``node_id`` on ``subnet`` (advertised ``info``) in
+        ``instance`` (task id, seed), started ``now`` simulated seconds into the run."""
+        truth = self.subnets.get(subnet)
+        if truth is None:
+            error = f"subnet {subnet} unavailable (attempt {attempt})" if attempt <= info.fail_first else None
+            return Outcome(info.avg_latency, info.avg_cost, error)
+        u = _uniforms(self.salt, *instance, subnet, node_id, attempt)
+        factor = math.exp(truth.spread * _UNIT.inv_cdf(_open(u[0])))
+        if u[1] < truth.tail_p:
+            factor *= truth.tail
+        latency = info.avg_latency * truth.latency * factor
+        cost = info.avg_cost * truth.price
+        if self._down(subnet, truth, instance, now):  # refused at once: no answer, nothing charged
+            return Outcome(latency * OUTAGE_LATENCY, 0.0, f"subnet {subnet} unavailable: outage")
+        if u[2] < truth.fail_p:  # no answer: nothing to pay for
+            return Outcome(latency, 0.0, f"subnet {subnet} unavailable (attempt {attempt})")
+        if u[3] < truth.degrade_p:
+            return Outcome(latency, cost, f"subnet {subnet}: {LOW_QUALITY}")
+        return Outcome(latency, cost)
+
+    def _down(self, subnet: str, truth: SubnetTruth, instance: tuple[str, int], now: float) -> bool:
+        """Whether ``subnet`` is in its outage window of this run at ``now``."""
+        if truth.outage_p <= 0:
+            return False
+        occurs, start, span = _uniforms(self.salt, *instance, subnet, "outage")[:3]
+        if occurs >= truth.outage_p:
+            return False
+        begin = _between(OUTAGE_START_S, start)
+        return begin <= now < begin + _between(OUTAGE_SPAN_S, span)
+
+    def tools(self, available: Mapping[str, ToolInfo]) -> dict[str, ToolInfo]:
+        """``available`` (a package's advertised tools) as this world's truth tells it:
+        what an oracle that knows the world would plan from."""
+        return {name: self.subnets[name].expected(info) if name in self.subnets else info
+                for name, info in available.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tempo": self.tempo, "salt": self.salt, "subnets": {k: asdict(v) for k, v in sorted(self.subnets.items())}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> World:
+        subnets = {name: SubnetTruth(**truth) for name, truth in data.get("subnets", {}).items()}
+        return cls(data.get("tempo"), data.get("salt", ""), subnets)
+
+
+ADVERTISED = World()
+
+WorldSource = Callable[[int, int, Mapping[str, ToolInfo]], World]
+"""``(secret, tempo, advertised tools) -> the tempo's world``: :func:`world_for`."""
+
+
+def advertised() -> World:
+    """The world in which every subnet does exactly what its advertised profile says."""
+    return ADVERTISED
+
+
+def world_for(secret: int, tempo: int, advertised: Mapping[str, ToolInfo]) -> World:
+    """The hidden world of ``tempo`` for the subnets ``advertised`` lists (id → profile),
+    drawn from ``secret``. A subnet's truth depends only on (secret, tempo, its id, its
+    type, whether it is advertised flaky), so worlds drawn for different listings agree
+    on the subnets they share."""
+    salt = hashlib.sha256(f"dagnet world calls:{secret}:{tempo}".encode()).hexdigest()
+    return World(tempo, salt, {name: _truth(secret, tempo, name, advertised[name]) for name in sorted(advertised)})
+
+
+def world_named(name: str, secret: int, advertised: Mapping[str, ToolInfo]) -> World:
+    """The world a command line names: ``advertised``, or a tempo (a whole number) drawn
+    with ``secret`` for the subnets ``advertised`` lists. ``ValueError`` otherwise."""
+    if name == "advertised":
+        return ADVERTISED
+    if not name.isdigit():
+        raise ValueError(f"--world takes 'advertised' or a tempo (a whole number), not {name!r}")
+    return world_for(secret, int(name), advertised)
+
+
+def _truth(secret: int, tempo: int, subnet: str, info: ToolInfo) -> SubnetTruth:
+    z = {param: _latent(secret, tempo, subnet, param) for param in _PARAMS}
+    flaky = info.fail_first > 0
+    degrades = info.type in DEGRADED_TYPES
+    return SubnetTruth(
+        latency=math.exp(LATENCY_MU + LATENCY_SIGMA * z["latency"]),
+        spread=CALL_SIGMA,
+        tail_p=min(TAIL_MAX_P, TAIL_P * math.exp(TAIL_SIGMA * z["tail"])),
+        tail=TAIL_FACTOR,
+        price=math.exp(PRICE_MU + PRICE_SIGMA * z["price"]),
+        fail_p=_logistic(FLAKY_BASE if flaky else FAIL_BASE, FAIL_SLOPE * z["fail"]),
+        outage_p=_logistic(OUTAGE_BASE, OUTAGE_SLOPE * z["outage"]),
+        degrade_p=_logistic(DEGRADE_BASE, DEGRADE_SLOPE * z["degrade"]) if degrades else 0.0,
+    )
+
+
+def _latent(secret: int, tempo: int, subnet: str, param: str) -> float:
+    """Standard normal: the persistent part plus a moving average of the last
+    :data:`DRIFT_WINDOW` tempos' noise (tempos before 0 count as noise too)."""
+    lasting = _normal(f"{secret}:persistent:{subnet}:{param}")
+    weights = [DRIFT_RHO**k for k in range(DRIFT_WINDOW)]
+    norm = math.sqrt(math.fsum(w * w for w in weights))
+    moving = math.fsum(w * _normal(f"{secret}:{tempo - k}:{subnet}:{param}") for k, w in enumerate(weights)) / norm
+    return math.sqrt(PERSISTENT_SHARE) * lasting + math.sqrt(1 - PERSISTENT_SHARE) * moving
+
+
+def _normal(text: str) -> float:
+    return _UNIT.inv_cdf(_open(_uniforms("dagnet world", text)[0]))
+
+
+def _uniforms(*parts: object) -> tuple[float, float, float, float]:
+    """Four uniforms in [0, 1) from sha256 of ``parts``."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    a, b, c, d = (int.from_bytes(digest[i : i + 8], "big") / 2**64 for i in range(0, 32, 8))
+    return a, b, c, d
+
+
+def _open(u: float) -> float:
+    """``u`` moved off 0 so that ``inv_cdf`` is defined."""
+    return min(max(u, 2**-60), 1 - 2**-53)
+
+
+def _between(bounds: tuple[float, float], u: float) -> float:
+    return bounds[0] + (bounds[1] - bounds[0]) * u
+
+
+def _logistic(base: float, shift: float) -> float:
+    return 1 / (1 + math.exp(-(math.log(base / (1 - base)) + shift)))
