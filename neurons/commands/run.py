@@ -65,7 +65,7 @@ def run(
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from engine.report import render_report
-    from neurons.runpage import render_run_page
+    from engine.runpage import render_run_page
     from engine.trace import RunTrace
 
     needs("--tier", None if tier == "full" else tier, "--task", task)
