@@ -132,3 +132,15 @@ def _unit(value: float) -> float:
 
 def _round(value: float) -> float:
     return round(value, DIGITS) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def explain(score: Score, reason: str | None = None) -> str:
+    """One line saying what ``score`` is made of, or (``reason``) why it is 0."""
+    if reason is not None:
+        return f"S=0: {reason}"
+    why = score.details.get("S_reason")
+    return (
+        f"S={score.S:.3f} (success {score.S_success:.3f} = quality {score.output_quality:.3f}"
+        f" x completion {score.completion_ratio:.3f}; cost {score.S_cost:.3f}, latency {score.S_latency:.3f},"
+        f" reliability {score.S_reliability:.3f})" + (f": {why}" if why else "")
+    )

@@ -51,9 +51,10 @@ def _profiles(tasks: tuple[Task, ...]) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def _network(tasks: tuple[Task, ...]) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
-    """Two miners (good, naive) and one provider of every subnet, all on loopback."""
-    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
+async def _network(tasks: tuple[Task, ...], permit: bool = True) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
+    """Two miners (good, naive) and one provider of every subnet, all on loopback; the
+    validator has a validator permit when ``permit``."""
+    builder = MetagraphBuilder(netuid=7).neuron(VALIDATOR, stake=1_000.0, validator_permit=permit)
     for key in KEYS.values():
         builder.miner(key)
     bare = builder.build()
@@ -76,9 +77,9 @@ only full-tier packages (tests/test_validator_tiers.py tests the tiers themselve
 
 
 @contextlib.asynccontextmanager
-async def _loop(tmp_path: Path, **config) -> AsyncIterator[tuple[ValidatorLoop, FakeChain]]:
+async def _loop(tmp_path: Path, *, permit: bool = True, **config) -> AsyncIterator[tuple[ValidatorLoop, FakeChain]]:
     tasks = _tasks()
-    async with _network(tasks) as (snapshot, provider):
+    async with _network(tasks, permit) as (snapshot, provider):
         chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
         state = ValidatorState(tmp_path / "validator.sqlite")
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
@@ -115,6 +116,31 @@ async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path
         assert loop.state.last_weights() == pytest.approx(weights)
         for record in records:  # every settled execution re-scores bit for bit
             assert replay(record, loop.source).identical, record
+
+
+async def test_a_miner_refusing_a_validator_without_a_permit_charges_no_one(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="validator")
+    async with _loop(tmp_path, permit=False) as (loop, chain):
+        summary = await loop.step(chain.head)
+        assert summary is not None and summary.scores == {}
+        assert loop.state.executions() == [] and loop.state.window().means() == {}
+        uids = {_uid(loop, name) for name in KEYS}
+    lines = [r.getMessage() for r in caplog.records if r.name == "validator.observation"]
+    assert len(lines) == 2 and {int(line.split()[3]) for line in lines} == uids, lines
+    assert all("not scored" in line and "no_validator_permit" in line for line in lines), lines
+
+
+async def test_each_step_logs_one_line_per_miner_with_s_and_its_parts(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="validator")
+    async with _loop(tmp_path) as (loop, chain):
+        await loop.step(chain.head)
+        records = {r.uid: r for r in loop.state.executions()}
+    lines = {int(r.getMessage().split()[3]): r.getMessage() for r in caplog.records if r.name == "validator.observation"}
+    assert lines.keys() == records.keys(), lines
+    for uid, line in lines.items():
+        record = records[uid]
+        assert f"task {record.task_id} ({record.hint_tier} tier)" in line, line
+        assert f"S={record.score['S']:.3f} (success" in line or f"S=0: {record.reason}" in line, line
 
 
 async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ what its headers cost.
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 from dataclasses import dataclass, replace
@@ -248,7 +249,7 @@ class MinerClient:
         if 200 <= response.status_code < 300:
             return Reply(response.status_code, data, None, elapsed, axon_url, hotkey)
         excerpt = data[:_ERROR_EXCERPT].decode("utf-8", "replace")
-        error = PeerBadStatus(response.status_code, excerpt).of_peer(axon_url, hotkey)
+        error = PeerBadStatus(response.status_code, excerpt, _refusal_reason(data)).of_peer(axon_url, hotkey)
         return Reply(response.status_code, data, error, elapsed, axon_url, hotkey)
 
     async def _read_capped(self, response: httpx.Response) -> bytes:
@@ -318,3 +319,14 @@ def _unrequested_encoding(headers: httpx.Headers) -> str | None:
     declared = headers.get("content-encoding", "")
     codings = {coding.strip().lower() for coding in declared.split(",")} - {"", "identity"}
     return declared.strip()[:_ERROR_EXCERPT] if codings else None
+
+
+def _refusal_reason(body: bytes) -> str | None:
+    """The ``reason`` of a refusal in dagnet's error JSON (:func:`protocol.routes.error_body`),
+    or ``None`` when the body is anything else."""
+    try:
+        parsed = json.loads(body[:4096])  # a refusal is one short line; anything longer is not one
+    except ValueError:
+        return None
+    reason = parsed.get("reason") if isinstance(parsed, dict) else None
+    return reason if isinstance(reason, str) else None

@@ -18,6 +18,9 @@ class PeerError(Exception):
     (the time was not spent waiting)."""
 
     retryable = False
+    ours = False
+    """The validator caused it (its own standing on the chain, its own request), not the
+    peer: an outcome charged to no one (docs/scoring.md)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -76,17 +79,27 @@ class PeerBadEncoding(PeerError):
         self.encoding = encoding
 
 
+CALLER_REFUSALS = frozenset({"no_validator_permit", "unregistered"})
+"""The reasons (``reason``) of a miner's 403 that are about the caller's standing on the chain:
+the validator has no permit yet, or the miner cannot yet see it on its metagraph."""
+
+
 class PeerBadStatus(PeerError):
     """The peer answered a status outside 2xx (a 401 when it rejects the signature);
-    ``excerpt`` is the start of its body. A 5xx is worth another request."""
+    ``excerpt`` is the start of its body, ``reason`` the refusal's short code when the
+    body is dagnet's error JSON. A 5xx is worth another request."""
 
-    def __init__(self, status: int, excerpt: str) -> None:
+    def __init__(self, status: int, excerpt: str, reason: str | None = None) -> None:
         super().__init__(f"http {status}: {excerpt}")
-        self.status, self.excerpt = status, excerpt
+        self.status, self.excerpt, self.reason = status, excerpt, reason
 
     @property
     def retryable(self) -> bool:  # type: ignore[override]
         return self.status >= 500
+
+    @property
+    def ours(self) -> bool:  # type: ignore[override]
+        return self.status == 403 and self.reason in CALLER_REFUSALS
 
 
 class PeerBadPayload(PeerError):
@@ -110,4 +123,5 @@ class RequestOversize(PeerError):
 
     def __init__(self, size: int, limit_bytes: int) -> None:
         super().__init__(f"request body of {size} bytes over the {limit_bytes}-byte limit; not sent")
+        self.ours = True
         self.size, self.limit_bytes = size, limit_bytes

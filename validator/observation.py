@@ -3,6 +3,7 @@ last settled step (for logs and live views), and each step's Prometheus metrics.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from .errors import PeerTimeout
 from .lifecycle import no_sandbox
 from .prometheus import ValidatorMetrics
 from .step import MinerOutcome, StepResult
+
+log = logging.getLogger(__name__)
 
 STEP_HISTORY = 32
 """How many recent step outcomes the loop keeps for ``/health``."""
@@ -68,9 +71,17 @@ class StepLog:
             observe_outcome(m, outcome, task)
 
 
+    def explain(self, result: StepResult, block: int, tier: str) -> None:
+        """One INFO line per miner of a settled step: what it was sent, and S with its
+        parts, or why it is 0, or why it is not scored (:meth:`MinerOutcome.explain`)."""
+        for outcome in result.outcomes:
+            log.info("block %s uid %s task %s (%s tier): %s", block, outcome.uid, result.task_id, tier, outcome.explain())
+
+
 def observe_outcome(m: ValidatorMetrics, outcome: MinerOutcome, task: Task) -> None:
     execution = outcome.execution
-    m.execution_score.labels(task.hint_tier).observe(outcome.score.S)
+    if outcome.charged:  # an outcome the validator caused is no score (MinerOutcome.charged)
+        m.execution_score.labels(task.hint_tier).observe(outcome.score.S)
     if execution is None:
         m.executions.labels("not_run", task.hint_tier).inc()
         if isinstance(outcome.failure, PeerTimeout):

@@ -43,7 +43,7 @@ from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import PlanCheck
-from scoring.composite import Score, composite, invalid_score
+from scoring.composite import Score, composite, explain, invalid_score
 from scoring.quality.base import output_code
 from scoring.quality.code import has_verdict
 
@@ -121,6 +121,19 @@ class MinerOutcome:
     failure: PeerError | None = None
     """Why no answer came from the miner, when none did (``reason`` is its message)."""
 
+    @property
+    def charged(self) -> bool:
+        """Whether the outcome is the miner's to answer for: not when the validator caused
+        it (:attr:`~validator.errors.PeerError.ours`, e.g. a miner refusing a validator with
+        no permit); such an outcome is not scored and enters no window."""
+        return self.failure is None or not self.failure.ours
+
+    def explain(self) -> str:
+        """One line: S and its parts, why it is 0, or why the outcome is not scored."""
+        if not self.charged:
+            return f"not scored (the validator's, not the miner's): {self.reason}"
+        return explain(self.score, self.reason)
+
     def summary(self) -> dict[str, Any] | None:
         """The execution's status and metrics as plain JSON, or ``None`` when it never ran."""
         if self.execution is None:
@@ -163,8 +176,8 @@ class StepResult:
     timings: StepTimings
 
     def scores(self) -> dict[int, float]:
-        """``uid -> S`` for every queried miner."""
-        return {outcome.uid: outcome.score.S for outcome in self.outcomes}
+        """``uid -> S`` for every miner whose outcome is scored (:attr:`MinerOutcome.charged`)."""
+        return {outcome.uid: outcome.score.S for outcome in self.outcomes if outcome.charged}
 
 
 @dataclass(slots=True)

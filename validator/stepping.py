@@ -167,7 +167,8 @@ class Stepper:
             self.state.settle_step(block, [], judged, tempo=tempo)
             self._log_reference_failure(block, base.task_id, failure, curated=curated)
             return None
-        records = [execution_record(block, task, draw, outcome, world) for outcome in result.outcomes]
+        self.steps.explain(result, block, draw.tier)
+        records = [execution_record(block, task, draw, outcome, world) for outcome in result.outcomes if outcome.charged]
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
