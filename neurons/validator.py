@@ -476,7 +476,7 @@ def replay_record(
     stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
     return {
         "record": record_id, "identical": result.identical, "stored": stored, "recomputed": result.recomputed,
-        "unchecked": result.unchecked,
+        "unchecked": result.unchecked, "explanation": record.explain(),
     }
 
 

@@ -130,17 +130,43 @@ async def test_a_miner_refusing_a_validator_without_a_permit_charges_no_one(tmp_
     assert all("not scored" in line and "no_validator_permit" in line for line in lines), lines
 
 
-async def test_each_step_logs_one_line_per_miner_with_s_and_its_parts(tmp_path: Path, caplog) -> None:
+async def test_every_score_is_explained_in_the_log_in_records_and_by_replay(tmp_path: Path, caplog) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from neurons.cli import app
+
     caplog.set_level(logging.INFO, logger="validator")
     async with _loop(tmp_path) as (loop, chain):
         await loop.step(chain.head)
-        records = {r.uid: r for r in loop.state.executions()}
-    lines = {int(r.getMessage().split()[3]): r.getMessage() for r in caplog.records if r.name == "validator.observation"}
-    assert lines.keys() == records.keys(), lines
-    for uid, line in lines.items():
-        record = records[uid]
-        assert f"task {record.task_id} ({record.hint_tier} tier)" in line, line
-        assert f"S={record.score['S']:.3f} (success" in line or f"S=0: {record.reason}" in line, line
+        chain.advance()
+        await loop.step(chain.head)
+        stored = {r.id: r for r in loop.state.executions()}
+    lines = [r.getMessage() for r in caplog.records if r.name == "validator.observation"]
+    assert len(lines) == len(stored) == 4, lines
+    for record in stored.values():  # one line per miner per step: uid, task, tier, S and its parts or why 0
+        line = f"block {record.block} uid {record.uid} task {record.task_id} ({record.hint_tier} tier): "
+        assert line + record.explain() in lines, (line, lines)
+        assert record.explain().startswith(f"S={record.score['S']:.3f} (success" if record.reason is None
+                                           else f"S=0: {record.reason}")
+
+    state = str(tmp_path / "validator.sqlite")
+    listed = CliRunner().invoke(app, ["validator", "records", "--state", state, "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [row["id"] for row in rows] == sorted(stored)
+    assert all(row["explanation"] == stored[row["id"]].explain() and row["uid"] == stored[row["id"]].uid
+               for row in rows)
+    some = stored[max(stored)]
+    narrowed = CliRunner().invoke(app, ["validator", "records", "--state", state, "--json", "--miner", str(some.uid),
+                                        "--task", some.base_task_id, "--last", "1"])
+    assert [row["id"] for row in json.loads(narrowed.stdout)] == [some.id], narrowed.output
+    table = CliRunner().invoke(app, ["validator", "records", "--state", state, "--miner", str(some.uid)])
+    assert table.exit_code == 0 and some.explain() in table.stdout and "tier" in table.stdout.splitlines()[0]
+    replayed = CliRunner().invoke(app, ["validator", "--state", state, "--replay", str(some.id)])
+    assert replayed.exit_code == 0, replayed.output
+    assert f"record {some.id}: {some.explain()}" in replayed.stderr
 
 
 async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> None:

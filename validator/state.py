@@ -56,6 +56,7 @@ from typing import Any
 from protocol.hints import HintTier
 from protocol.limits import KIB, MIB
 from protocol.task import SYNTHETIC_PREFIX
+from scoring.composite import Score, explain
 from scoring.window import RollingWindow
 from storage import open_shared
 
@@ -185,6 +186,13 @@ class ExecutionRecord:
     world_tempo: int | None = None
     """The tempo whose hidden world the plan ran in (:mod:`subnets.world`); ``None``: the advertised profile."""
     id: int | None = None
+
+    def explain(self) -> str:
+        """The line the validator logged for this outcome: S and its parts, or why it is 0
+        (:func:`scoring.composite.explain`)."""
+        if isinstance(self.score, Capped):
+            return f"S=? ({self.score.describe('score')})"
+        return explain(Score.model_validate(self.score), self.reason)
 
     @property
     def plan_hash(self) -> str | None:
@@ -415,11 +423,19 @@ class ValidatorState:
         row = self._conn.execute(f"SELECT {_RECORD_COLUMNS} FROM executions WHERE id = ?", (record_id,)).fetchone()
         return None if row is None else _record(row)
 
-    def executions(self, *, block: int | None = None) -> list[ExecutionRecord]:
-        """Every stored record (of one step when ``block`` is given), oldest first."""
-        where, args = ("WHERE block = ?", (block,)) if block is not None else ("", ())
-        rows = self._conn.execute(f"SELECT {_RECORD_COLUMNS} FROM executions {where} ORDER BY id", args)
-        return [_record(row) for row in rows.fetchall()]
+    def executions(
+        self, *, block: int | None = None, uid: int | None = None, task_id: str | None = None, last: int | None = None
+    ) -> list[ExecutionRecord]:
+        """The stored records, oldest first: of one step (``block``), one miner (``uid``),
+        one task (``task_id``, as sent or its base task), the ``last`` ones of those."""
+        filters = {"block = ?": block, "uid = ?": uid, "(task_id = ? OR base_task_id = ?)": task_id}
+        chosen = {clause: value for clause, value in filters.items() if value is not None}
+        where = " AND ".join(chosen)
+        args = [value for clause, value in chosen.items() for _ in range(clause.count("?"))]
+        query = f"SELECT {_RECORD_COLUMNS} FROM executions {'WHERE ' + where if where else ''} ORDER BY id DESC"
+        if last is not None:
+            query, args = query + " LIMIT ?", [*args, last]
+        return [_record(row) for row in reversed(self._conn.execute(query, args).fetchall())]
 
     # -- weights --------------------------------------------------------------------
 

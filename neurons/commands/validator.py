@@ -159,6 +159,7 @@ def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> N
     except (LookupError, OSError, ValueError) as exc:
         fail(str(exc).strip("'"))
     sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    typer.echo(f"record {record_id}: {result['explanation']}", err=True)
     if result["unchecked"] is not None:
         typer.echo(f"note: record {record_id} is capped: {result['unchecked']}", err=True)
     if result["identical"] is None:
@@ -213,12 +214,57 @@ _COLUMNS = (
 
 
 def _lifecycle_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """A header and one aligned line per task (``-`` for what is not set); the reason last, whole."""
-    if not rows:
-        return ["no task in the state file yet"]
-    table = [[header for header, _ in _COLUMNS]]
-    table += [["-" if row[key] is None else str(row[key]) for _, key in _COLUMNS] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS) - 1)]
+    return _aligned(_COLUMNS, rows) if rows else ["no task in the state file yet"]
+
+
+def _aligned(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> list[str]:
+    """A header and one aligned line per row (``-`` for what is not set); the last column whole."""
+    table = [[header for header, _ in columns]]
+    table += [["-" if row[key] is None else str(row[key]) for _, key in columns] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns) - 1)]
     return [
         "  ".join([*(cell.ljust(width) for cell, width in zip(line, widths)), line[-1]]).rstrip() for line in table
     ]
+
+
+@validator_app.command("records")
+def records(
+    state: StateOpt = DEFAULT_STATE,
+    miner: Annotated[Optional[int], typer.Option("--miner", metavar="UID", help="Only this miner's records.  [default: every miner]")] = None,
+    task: Annotated[Optional[str], typer.Option("--task", metavar="ID", help="Only this task's records (as sent, or its base task).  [default: every task]")] = None,
+    last: Annotated[int, typer.Option("--last", min=1, metavar="N", help="The newest N records that match.")] = 20,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List stored execution records, oldest first: the id `--replay` takes, block, uid,
+    task, tier, S and what it is made of (or why it is 0)."""
+    from validator.state import StateRefused, ValidatorState
+
+    if not state.exists():
+        fail(f"no state file {state}")
+    try:
+        store = ValidatorState(state)
+    except StateRefused as exc:
+        fail(str(exc))
+    try:
+        rows = [_record_row(record) for record in store.executions(uid=miner, task_id=task, last=last)]
+    finally:
+        store.close()
+    if as_json:
+        print_json(rows)
+        return
+    for line in _aligned(_RECORD_COLUMNS, rows) if rows else ["no record matches"]:
+        typer.echo(line)
+
+
+def _record_row(record: Any) -> dict[str, Any]:
+    score = record.score if isinstance(record.score, dict) else {}
+    return {
+        "id": record.id, "block": record.block, "uid": record.uid, "task_id": record.task_id,
+        "tier": record.hint_tier, "S": score.get("S"), "reason": record.reason, "explanation": record.explain(),
+    }
+
+
+_RECORD_COLUMNS = (
+    ("id", "id"), ("block", "block"), ("uid", "uid"), ("task", "task_id"), ("tier", "tier"),
+    ("outcome", "explanation"),
+)
