@@ -10,8 +10,10 @@ only when the validator runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -179,6 +181,20 @@ def tasks(
     A task is active, or set aside (since and until which block, and why); the
     failures column counts the steps in a row its reference plan failed.
     """
+    with _opened(state) as store:
+        if reset:
+            store.reset_tasks()
+        rows = [_lifecycle_row(task) for task in store.task_lifecycles().values()]
+    if as_json:
+        print_json(rows)
+        return
+    for line in _lifecycle_lines(rows):
+        typer.echo(line)
+
+
+@contextlib.contextmanager
+def _opened(state: Path) -> Iterator[Any]:
+    """The state file open, closed after; a missing or refused file is an input error."""
     from validator.state import StateRefused, ValidatorState
 
     if not state.exists():
@@ -188,16 +204,9 @@ def tasks(
     except StateRefused as exc:
         fail(str(exc))
     try:
-        if reset:
-            store.reset_tasks()
-        rows = [_lifecycle_row(task) for task in store.task_lifecycles().values()]
+        yield store
     finally:
         store.close()
-    if as_json:
-        print_json(rows)
-        return
-    for line in _lifecycle_lines(rows):
-        typer.echo(line)
 
 
 def _lifecycle_row(task: Any) -> dict[str, Any]:
@@ -237,18 +246,8 @@ def records(
 ) -> None:
     """List stored execution records, oldest first: the id `--replay` takes, block, uid,
     task, tier, S and what it is made of (or why it is 0)."""
-    from validator.state import StateRefused, ValidatorState
-
-    if not state.exists():
-        fail(f"no state file {state}")
-    try:
-        store = ValidatorState(state)
-    except StateRefused as exc:
-        fail(str(exc))
-    try:
+    with _opened(state) as store:
         rows = [_record_row(record) for record in store.executions(uid=miner, task_id=task, last=last)]
-    finally:
-        store.close()
     if as_json:
         print_json(rows)
         return
