@@ -15,6 +15,7 @@ from protocol.metagraph import MetagraphSnapshot, Neuron
 from .asgi import HOTKEY, STAKE, ASGIApp, Receive, Scope, Send, send_error
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
+from .querylog import RefusalLog
 
 
 class Blacklist:
@@ -25,9 +26,17 @@ class Blacklist:
         self.metagraph = metagraph
         self.min_stake = min_stake
         self.require_validator_permit = require_validator_permit
+        self._log = RefusalLog()
 
     def check(self, hotkey: str) -> tuple[int, str, str] | None:
-        """``(status, reason, message)`` when ``hotkey`` is refused now, else ``None``."""
+        """``(status, reason, message)`` when ``hotkey`` is refused now (logged, see
+        :class:`~miner.querylog.RefusalLog`), else ``None``."""
+        refused = self._check(hotkey)
+        if refused is not None:
+            self._log.refused(hotkey, *refused)
+        return refused
+
+    def _check(self, hotkey: str) -> tuple[int, str, str] | None:
         snapshot = self.metagraph.snapshot()
         if snapshot is None:
             return 503, "not_synced", "metagraph not yet synced"

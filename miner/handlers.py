@@ -34,6 +34,7 @@ from .prometheus import MinerMetrics
 from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
 from .planner.workers import PlannerWorkers
 from .quota import PlanningQuota, QuotaExceeded
+from .querylog import PACKAGE, logged_query
 from .readiness import readiness
 from .serving import ToolMenu
 from subnets.runner import LocalRunner
@@ -92,6 +93,7 @@ class MinerEndpoints:
         self.metrics = metrics
         self.version = dagnet_version()
 
+    @logged_query
     async def workflow(self, request: Request) -> Response:
         """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
 
@@ -253,7 +255,8 @@ async def _parse(request: Request, model: type[_M]) -> _M | Response:
     if body is None:
         body = await request.body()
     try:
-        return model.model_validate_json(body)
+        request.scope[PACKAGE] = parsed = model.model_validate_json(body)  # for the query's log line
+        return parsed
     except ValidationError as exc:
         return _invalid(exc)
     except RecursionError:
