@@ -26,13 +26,29 @@ class Network:
     def is_embedded(self) -> bool:
         return self.embedded_state is not None
 
+    @property
+    def is_live(self) -> bool:
+        """Whether TAO here is real: ``finney`` (and its ``archive`` nodes), ``test``, or a
+        ``wss://`` URL (a public node); ``local``, ``devnet``, ``ws://`` and embedded are
+        development networks."""
+        return self.name in LIVE_NETWORKS or self.name.startswith("wss://")
 
-def parse_network(value: str | None, endpoint: str | None = None) -> Network:
-    """``endpoint`` (``--subtensor.chain_endpoint``) wins over ``value``; then ``BT_NETWORK``; then ``finney``.
 
-    Raises ``ValueError`` for a name that is none of the accepted forms.
+LIVE_NETWORKS = ("finney", "archive", "test")
+NETWORK_FORMS = "finney | test | local | ws://URL | embedded[:PATH]"
+NO_NETWORK = f"no network given: name one with --network ({NETWORK_FORMS}) or BT_NETWORK"
+
+
+def parse_network(value: str | None, endpoint: str | None = None, *, default: str | None = "finney") -> Network:
+    """``endpoint`` (``--subtensor.chain_endpoint``) wins over ``value``; then ``BT_NETWORK``;
+    then ``default`` (a neuron passes ``None``: it never picks a chain on its own).
+
+    Raises ``ValueError`` for a name that is none of the accepted forms, or
+    (:data:`NO_NETWORK`) for none at all without a default.
     """
-    chosen = endpoint or value or os.environ.get("BT_NETWORK") or "finney"
+    chosen = endpoint or value or os.environ.get("BT_NETWORK") or default
+    if chosen is None:
+        raise ValueError(NO_NETWORK)
     if chosen == "embedded" or chosen.startswith("embedded:"):
         _, _, path = chosen.partition(":")
         return Network("embedded", Path(path).expanduser() if path else DEFAULT_EMBEDDED_STATE)

@@ -21,6 +21,7 @@ import logging
 import random
 import socket
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import bittensor as bt
@@ -51,6 +52,7 @@ class SdkChain:
         self._backoff = backoff_s
         self._snapshot = SnapshotBuilder()
         self._connected = False
+        self._embedded: Path | None = None
 
     @classmethod
     def open(cls, network: Network, wallet: Any | None, netuid: int, **kwargs: Any) -> SdkChain:
@@ -63,7 +65,17 @@ class SdkChain:
             client = bt.Client(network.name)
         chain = cls(client, wallet, netuid, **kwargs)
         chain._connected = network.is_embedded  # the embedded substrate opens its state on its own
+        chain._embedded = network.embedded_state
         return chain
+
+    @property
+    def where(self) -> str:
+        """The chain as people name it: ``embedded:PATH``, a URL, or a network with its URL
+        (``local (ws://127.0.0.1:9944)``)."""
+        if self._embedded is not None:
+            return f"embedded:{self._embedded}"
+        endpoint = self.client.endpoint
+        return endpoint if self.client.network == endpoint else f"{self.client.network} ({endpoint})"
 
     async def _attempt(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """``op()``, retried as the module says. A read whose pinned block the chain has
@@ -93,15 +105,14 @@ class SdkChain:
             if attempt >= self._retries:
                 raise error
             attempt += 1
-            log.warning("%s failed (%s); retrying in %.1fs", what, error, delay)
+            # an unreachable chain is the caller's to report (OutageWarner: once a minute)
+            log.log(logging.DEBUG if isinstance(error, ChainUnreachable) else logging.WARNING,
+                    "%s failed (%s); retrying in %.1fs", what, error, delay)
             await asyncio.sleep(delay * (1 + random.random() / 2))
             delay = min(delay * 2, 30.0)
 
     def _unreachable(self, exc: BaseException, what: str) -> ChainUnreachable:
-        endpoint = self.client.endpoint
-        if self.client.network != endpoint:
-            endpoint = f"{self.client.network} ({endpoint})"
-        return ChainUnreachable(endpoint, _cause(exc), what=what)
+        return ChainUnreachable(self.where, _cause(exc), what=what)
 
     async def connect(self) -> None:
         await self._attempt("connect", self.client.connect)
@@ -117,7 +128,7 @@ class SdkChain:
             at = block if block is not None else await self.client.block()
             graph = await self.client.subnets.metagraph(self.netuid, block=at, commitments=False)
             if graph is None:
-                raise SdkChainError(f"subnet {self.netuid} does not exist")
+                raise SdkChainError(f"subnet {self.netuid} does not exist on {self.where}")
             return self._snapshot(graph)
 
         return await self._attempt("read the metagraph", read)

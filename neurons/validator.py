@@ -126,7 +126,7 @@ def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, Prov
     from chain.network import parse_network
     from chain.sdk import SdkChain
 
-    network = parse_network(config.network, config.chain_endpoint)
+    network = parse_network(config.network, config.chain_endpoint, default=None)  # never finney by default
     chain = SdkChain.open(network, wallet, config.netuid)
 
     async def read(netuid: int) -> MetagraphSnapshot:  # a read-only view of another subnet, opened once
@@ -136,6 +136,18 @@ def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, Prov
 
     readers: dict[int, Chain] = {}
     return chain, provider_table(config, read)
+
+
+async def reached(chain: Chain, providers: ProviderTable | None) -> tuple[Chain, ProviderTable | None]:
+    """``chain`` once it has answered with its subnet's metagraph: at start, a chain that
+    cannot be reached (after the SDK's retries) or has no such subnet raises the
+    :class:`~chain.base.ChainError` that names it, and the validator exits 2."""
+    try:
+        await chain.metagraph()
+    except BaseException:
+        await chain.close()
+        raise
+    return chain, providers
 
 
 def provider_table(settings: ValidatorSettings, read: MetagraphReader) -> ProviderTable | None:
@@ -231,6 +243,7 @@ def health_inputs(loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: async
         metagraph_age_s=metrics.metagraph_age_s(), uptime_s=metrics.uptime_s(),
         tempo=None if hyper is None else hyper.tempo, last_weights_block=loop.state.last_weights_block(),
         first_block=metrics.first_block, sandbox_problem=_settled(sandbox), state_problem=loop.state.write_problem,
+        chain_problem=loop.view.chain_problem,
     )
 
 
@@ -382,7 +395,7 @@ async def run_validator(
         state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain
         try:
             if chain is None:
-                chain, providers = open_chain(config, wallet)
+                chain, providers = await reached(*open_chain(config, wallet))
         except BaseException:
             state.close()
             raise

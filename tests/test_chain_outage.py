@@ -123,3 +123,20 @@ async def test_a_validator_without_its_chain_backs_off_and_warns_once(tmp_path, 
     assert len(warnings) == 1 and "ws://127.0.0.1:1" in warnings[0] and "Connect call failed" in warnings[0]
     gaps = [b - a for a, b in zip(looks, looks[1:])]
     assert gaps[-1] > 4 * gaps[0], gaps
+
+
+def test_an_embedded_chain_is_named_by_its_state_file(tmp_path):
+    chain = SdkChain.open(Network("embedded", tmp_path / "dev.sqlite"), None, 1)
+    error = chain._unreachable(ConnectionRefusedError(111, "Connection refused"), "read the block")
+    assert error.endpoint == chain.where == f"embedded:{tmp_path / 'dev.sqlite'}"
+    assert "127.0.0.1:9944" not in str(error)
+
+
+async def test_the_retries_of_an_unreachable_chain_are_not_warnings(caplog):
+    """The process reports the outage (OutageWarner: once a minute), not each retry."""
+    chain = SdkChain.open(Network("ws://127.0.0.1:1"), None, 1, retries=3, backoff_s=0.01)
+    with caplog.at_level(logging.DEBUG, logger="dagnet.chain"), pytest.raises(ChainUnreachable):
+        await chain.block()
+    await chain.close()
+    retries = [r for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(retries) == 3 and {r.levelno for r in retries} == {logging.DEBUG}

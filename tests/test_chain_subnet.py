@@ -23,7 +23,7 @@ def empty_chain(tmp_path):
 async def test_no_subnet_until_created_then_the_owner_is_uid_0(empty_chain):
     owner = chain_for(empty_chain, "//Owner")
     try:
-        with pytest.raises(ChainError, match="does not exist"):
+        with pytest.raises(ChainError, match=f"subnet 1 does not exist on embedded:{empty_chain}"):
             await owner.metagraph()
         with pytest.raises(ChainError, match="does not exist"):
             await owner.register()

@@ -85,8 +85,8 @@ BAD_INPUTS = [
     (["validator", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["validator", "--wallet.name", "nobody", "--wallet.hotkey", "hk", "--wallet.path", "{dir}"], "wallet nobody/hk: cannot load the hotkey"),
     (["validator", "--bogus"], "No such option: --bogus"),
-    (["subnet", "register", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
-    (["subnet", "create", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["subnet", "register", "--network", "local", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (["subnet", "create", "--network", "local", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["subnet", "create", "--dev-key", "//Alice", "--network", "nowhere"], "unknown network 'nowhere'"),
     (["run", str(PLAN), "--inputs", "[1]"], "--inputs: expected a JSON object, got list"),
     (["run", str(PLAN), "--inputs", "{{not json"], "--inputs: not valid JSON"),
@@ -103,7 +103,7 @@ BAD_INPUTS = [
     (["subnet", "create", "--dev-key", "//Alice", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1"),
     (["localnet", "--dir", "{dir}"], "not a new or empty folder"),
     (["localnet", "--dir", "{bad_json}"], "not a new or empty folder"),
-    (["subnet", "stake", "1", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
+    (["subnet", "stake", "1", "--network", "local", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
 ]
 
 
@@ -149,7 +149,7 @@ def test_a_miner_port_in_use_is_one_line_exit_2_and_leaves_nothing(tmp_path: Pat
         port = taken.getsockname()[1]
         done = subprocess.run(
             [sys.executable, "-m", "neurons", "miner", "--dev-key", "//Bob", "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "2"],
+             "--workers", "2", "--network", "ws://127.0.0.1:1"],
             cwd=tmp_path, capture_output=True, text=True, timeout=120,
         )
     assert done.returncode == 2, done.stderr

@@ -145,6 +145,23 @@ async def test_health_and_gauges_follow_the_loop(tmp_path: Path) -> None:
         assert set(_gauges((await _get(app, "/metrics")).text).values()) == {0.0}
 
 
+async def test_a_subnet_missing_on_the_chain_is_named_in_health(tmp_path: Path) -> None:
+    import dataclasses
+
+    from chain.base import ChainError
+
+    async with validator_loop(tmp_path, _snapshot()) as (loop, chain, metrics):
+        async def missing(block=None):
+            raise ChainError("read the metagraph: subnet 5 does not exist on embedded:dev.sqlite")
+
+        chain.metagraph = missing
+        await loop.step(chain.head)
+        inputs = process.health_inputs(loop, metrics, None)
+    (reason,) = health.assess(dataclasses.replace(inputs, uptime_s=health.METAGRAPH_STALE_S + 1)).reasons
+    assert reason.code == health.CHAIN_UNREACHABLE
+    assert reason.message.endswith(": read the metagraph: subnet 5 does not exist on embedded:dev.sqlite"), reason
+
+
 async def test_a_validator_without_a_permit_says_so(tmp_path: Path) -> None:
     async with validator_loop(tmp_path, _snapshot(permit=False)) as (loop, chain, metrics):
         app = process.health_app(loop, metrics)

@@ -28,6 +28,9 @@ class ChainView:
         self.hyperparameters: Hyperparameters | None = None
         """The subnet's hyperparameters as last read, or ``None`` before the first read."""
         self._outage = OutageWarner(log)
+        self.chain_problem: str | None = None
+        """The last failed metagraph read's error (``None`` once one succeeds), for ``/health``:
+        it names the chain, and a subnet that does not exist on it."""
 
     async def head(self) -> int | None:
         """The chain head, or ``None`` when the chain does not answer."""
@@ -44,11 +47,13 @@ class ChainView:
         try:
             self.snapshot = await self.chain.metagraph(block)
         except Exception as exc:
+            self.chain_problem = str(exc)
             self.error("metagraph", exc)
             if self.snapshot is None:
                 return None
             log.warning("using the metagraph of block %s", self.snapshot.block)
         else:
+            self.chain_problem = None
             self.metrics.synced(self.snapshot)
         return self.snapshot
 

@@ -75,13 +75,16 @@ class HealthInputs:
     """Why code cannot be judged here; ``None`` when it can (or is not known yet)."""
     state_problem: str | None = None
     """Why the last write to the state file failed (a full disk); ``None`` once one succeeds."""
+    chain_problem: str | None = None
+    """The last failed metagraph read's error (it names the chain, and a subnet that does
+    not exist on it); ``None`` once a read succeeds."""
 
 
 def assess(inputs: HealthInputs) -> Health:
     """Every condition that makes this validator degraded, in :data:`REASONS` order."""
     found = (
         _infrastructure(inputs.recent_steps),
-        _chain(inputs.metagraph_age_s, inputs.uptime_s),
+        _chain(inputs.metagraph_age_s, inputs.uptime_s, inputs.chain_problem),
         _permit(inputs.hotkey, inputs.snapshot),
         _weights(inputs),
         None if inputs.sandbox_problem is None else Reason(SANDBOX_UNAVAILABLE, f"sandbox unavailable: {inputs.sandbox_problem}"),
@@ -102,11 +105,12 @@ def _infrastructure(steps: Sequence[str]) -> Reason | None:
     )
 
 
-def _chain(age_s: float | None, uptime_s: float) -> Reason | None:
+def _chain(age_s: float | None, uptime_s: float, problem: str | None) -> Reason | None:
+    why = problem or "is the chain reachable?"
     if age_s is None and uptime_s > METAGRAPH_STALE_S:
-        return Reason(CHAIN_UNREACHABLE, f"no metagraph read since the start, {uptime_s:.0f} s ago: is the chain reachable?")
+        return Reason(CHAIN_UNREACHABLE, f"no metagraph read since the start, {uptime_s:.0f} s ago: {why}")
     if age_s is not None and age_s > METAGRAPH_STALE_S:
-        return Reason(CHAIN_UNREACHABLE, f"no metagraph read for {age_s:.0f} s: is the chain reachable?")
+        return Reason(CHAIN_UNREACHABLE, f"no metagraph read for {age_s:.0f} s: {why}")
     return None
 
 

@@ -16,7 +16,9 @@ import typer
 
 from miner.config import MinerSettings
 from neurons.commands.common import configure_logging, describe, fail
-from neurons.commands.network import DevKeyOpt, EndpointOpt, HotkeyOpt, NetworkOpt, NeuronWalletOpt, WalletPathOpt
+from neurons.commands.network import (
+    NO_METAGRAPH, DevKeyOpt, EndpointOpt, HotkeyOpt, MinerNetworkOpt, NeuronWalletOpt, WalletPathOpt,
+)
 from neurons.files import InputError
 from neurons.listen import PortInUse
 from neurons.localrun import load_taskset
@@ -51,7 +53,7 @@ def miner(
         Optional[Path],
         typer.Option(help="Metagraph snapshot JSON, re-read when it changes (tests, offline runs).  [default: none]"),
     ] = None,
-    network: NetworkOpt = None,
+    network: MinerNetworkOpt = None,
     endpoint: EndpointOpt = None,
     external_host: Annotated[
         Optional[str], typer.Option("--external-host", help="Address advertised on chain.  [default: the listening host]")
@@ -116,6 +118,8 @@ def miner(
         process.check()
     except ValueError as exc:
         fail(describe(exc))
+    if metagraph_file is None and network is None and endpoint is None:
+        fail(NO_METAGRAPH)  # a miner never picks a chain on its own: without one it would serve 503 for ever
     configure_logging(log_level)
     try:
         serve_miner(process)

@@ -1,4 +1,7 @@
-"""``dagnet subnet create | register | stake``: make a subnet and put a wallet's hotkey on it (development networks)."""
+"""``dagnet subnet create | register | stake``: make a subnet and put a wallet's hotkey on it.
+
+Each of the three moves TAO: the network must be named, and on finney or test the
+command asks first (``--yes`` in scripts; :func:`~neurons.commands.network.paying_network`)."""
 
 from __future__ import annotations
 
@@ -8,11 +11,14 @@ import typer
 
 from neurons.commands.common import print_json
 from neurons.commands.network import (
-    DevKeyOpt, EndpointOpt, HotkeyOpt, NetuidOpt, NetworkOpt, WalletOpt, WalletPathOpt, load_wallet, network_of,
-    run_on_chain,
+    DevKeyOpt, EndpointOpt, HotkeyOpt, NetuidOpt, NetworkOpt, PayingNetworkOpt, WalletOpt, WalletPathOpt, YesOpt,
+    load_wallet, network_of, paying_network, run_on_chain,
 )
 
-subnet_app = typer.Typer(help="Subnet creation, registration and stake (development networks).", no_args_is_help=True)
+subnet_app = typer.Typer(
+    help="Subnet creation, registration and stake: the network must be named; finney and test ask first (--yes).",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,10 +27,13 @@ def register(app: typer.Typer) -> None:
 
 def _chain(
     network: str | None, endpoint: str | None, netuid: int, name: str, hotkey: str, path: str | None, dev_key: str | None,
+    *, yes: bool, doing: str,
 ) -> Any:
+    """The chain for a command that moves value, once it is named and (live) confirmed."""
     from chain.sdk import SdkChain
 
-    return SdkChain.open(network_of(network, endpoint), load_wallet(name, hotkey, path, dev_key), netuid)
+    chosen = paying_network(network, endpoint, yes=yes, doing=doing)
+    return SdkChain.open(chosen, load_wallet(name, hotkey, path, dev_key), netuid)
 
 
 @subnet_app.command("list")
@@ -39,7 +48,7 @@ def subnet_list(network: NetworkOpt = None, endpoint: EndpointOpt = None) -> Non
 
 @subnet_app.command("create")
 def subnet_create(
-    network: NetworkOpt = None, endpoint: EndpointOpt = None,
+    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False,
     wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
     new: Annotated[bool, typer.Option("--new", help="Create another subnet even if the coldkey owns one.")] = False,
@@ -53,7 +62,8 @@ def subnet_create(
     A coldkey that owns a subnet already gets that one back ("created": false), started if it
     was not yet, unless --new. The chain takes the network registration cost from the coldkey.
     """
-    chain = _chain(network, endpoint, 0, wallet_name, wallet_hotkey, wallet_path, dev_key)
+    chain = _chain(network, endpoint, 0, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
+                   doing="subnet create")
     print_json(run_on_chain(chain, _create(chain, new=new, start=start, start_timeout=start_timeout)))
 
 
@@ -75,12 +85,13 @@ async def _create(chain: Any, *, new: bool, start: bool, start_timeout: float) -
 
 @subnet_app.command("register")
 def subnet_register(
-    network: NetworkOpt = None, endpoint: EndpointOpt = None, netuid: NetuidOpt = 1,
+    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False, netuid: NetuidOpt = 1,
     wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
 ) -> None:
     """Register the wallet's hotkey on the subnet (burned registration, paid by its coldkey); prints its uid."""
-    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key)
+    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
+                   doing=f"subnet register (netuid {netuid})")
     uid = run_on_chain(chain, chain.register())
     print_json({"netuid": netuid, "hotkey": chain.hotkey, "uid": uid})
 
@@ -88,11 +99,12 @@ def subnet_register(
 @subnet_app.command("stake")
 def subnet_stake(
     amount: Annotated[float, typer.Argument(min=0, help="TAO to stake onto the wallet's hotkey.")],
-    network: NetworkOpt = None, endpoint: EndpointOpt = None, netuid: NetuidOpt = 1,
+    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False, netuid: NetuidOpt = 1,
     wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
 ) -> None:
     """Stake TAO from the wallet's coldkey onto its hotkey."""
-    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key)
+    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
+                   doing=f"subnet stake {amount:g} (netuid {netuid})")
     run_on_chain(chain, chain.stake(amount))
     print_json({"netuid": netuid, "hotkey": chain.hotkey, "staked_tao": amount})

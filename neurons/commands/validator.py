@@ -21,7 +21,7 @@ import typer
 from pydantic import TypeAdapter, ValidationError
 
 from neurons.commands.common import JsonOpt, configure_logging, describe, error, fail, print_json
-from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronWalletOpt, WalletPathOpt
+from neurons.commands.network import DevKeyOpt, HotkeyOpt, NeuronNetworkOpt, NeuronWalletOpt, WalletPathOpt, network_of
 from neurons.files import InputError, read_text
 from neurons.settings import build_settings, with_setting_flags
 from protocol.errors import format_validation_error
@@ -56,12 +56,7 @@ def validator(
     wallet_name: NeuronWalletOpt = None,
     wallet_hotkey: HotkeyOpt = "default",
     wallet_path: WalletPathOpt = None,
-    network: Annotated[
-        Optional[str],
-        typer.Option(
-            "--network", "--subtensor.network", help="finney | test | local | ws://URL | embedded[:PATH].  [default: none]"
-        ),
-    ] = None,
+    network: NeuronNetworkOpt = None,
     chain_endpoint: Annotated[
         Optional[str], typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]")
     ] = None,
@@ -114,6 +109,7 @@ def validator(
     if replay_id is not None:
         _replay(settings.state, settings.tasks, replay_id, settings.drawn_per_tempo)
         return
+    from chain.base import ChainError
     from neurons.validator import PortInUseError, ValidatorProcessConfig, run_validator
     from validator.state import StateRefused
 
@@ -125,10 +121,11 @@ def validator(
         config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
         fail(describe(exc))
+    network_of(network, chain_endpoint, default=None)  # a validator never picks a chain on its own
     configure_logging(config.log_level, timestamps=True)
     try:
         asyncio.run(run_validator(config, reset=reset))
-    except (PortInUseError, StateRefused) as exc:
+    except (PortInUseError, StateRefused, ChainError) as exc:  # a chain error here: at start, before any step
         fail(str(exc))
     except (KeyError, OSError, ValueError) as exc:
         error(str(exc))
