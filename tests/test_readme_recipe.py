@@ -1,14 +1,17 @@
 """README's validator recipe, run exactly as printed: a chain, three wallets, two miners
 and a validator as separate processes on the embedded chain, no tool provider anywhere,
-until the validator's weights are on chain and the good miner leads."""
+until the validator's weights are on chain and the good miner leads in the first epoch
+that pays anyone, with no refusal of the permit-less validator charged to a miner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -57,6 +60,13 @@ def _hotkey(home: Path, wallet: str) -> str:
     return json.loads(pub.read_text())["ss58Address"]
 
 
+def _refusals_in_the_window(state: Path) -> list[str]:
+    """The reasons of the recorded outcomes that are a miner refusing the validator itself."""
+    with contextlib.closing(sqlite3.connect(f"file:{state}?mode=ro", uri=True)) as db:
+        reasons = [row[0] for row in db.execute("SELECT reason FROM executions WHERE reason IS NOT NULL")]
+    return [r for r in reasons if "no_validator_permit" in r or '"unregistered"' in r]
+
+
 def test_the_readme_validator_recipe_puts_weights_on_chain(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -81,6 +91,8 @@ def test_the_readme_validator_recipe_puts_weights_on_chain(tmp_path: Path) -> No
                 break
             time.sleep(2)  # polling the chain's head: blocks are 1 s apart
         assert status is not None
+        refusals = _refusals_in_the_window(tmp_path / "validator.sqlite")
+        assert refusals == [], refusals  # the validator had no permit at first: those refusals are no score
         assert _uid_of(status, good)["incentive"] > _uid_of(status, naive)["incentive"], status
         assert _uid_of(status, validator)["dividends"] > 0, status
         health = httpx.get("http://127.0.0.1:9100/health", timeout=10).json()
