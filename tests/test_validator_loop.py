@@ -123,11 +123,15 @@ async def test_a_miner_refusing_a_validator_without_a_permit_charges_no_one(tmp_
     async with _loop(tmp_path, permit=False) as (loop, chain):
         summary = await loop.step(chain.head)
         assert summary is not None and summary.scores == {}
+        chain.advance()
+        await loop.step(chain.head)
         assert loop.state.executions() == [] and loop.state.window().means() == {}
         uids = {_uid(loop, name) for name in KEYS}
     lines = [r.getMessage() for r in caplog.records if r.name == "validator.observation"]
-    assert len(lines) == 2 and {int(line.split()[3]) for line in lines} == uids, lines
+    assert len(lines) == 4 and {int(line.split()[3]) for line in lines} == uids, lines  # 2 miners, 2 steps
     assert all("not scored" in line and "no_validator_permit" in line for line in lines), lines
+    said = [r.getMessage() for r in caplog.records if r.name == "validator.chainview" and "no validator permit" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("this validator has no validator permit on netuid 7 yet"), said
 
 
 async def test_every_score_is_explained_in_the_log_in_records_and_by_replay(tmp_path: Path, caplog) -> None:

@@ -28,6 +28,8 @@ class ChainView:
         self.hyperparameters: Hyperparameters | None = None
         """The subnet's hyperparameters as last read, or ``None`` before the first read."""
         self._outage = OutageWarner(log)
+        self._permit: bool | None = None
+        """Whether the last metagraph gave this validator a permit (``None``: not read yet)."""
         self.chain_problem: str | None = None
         """The last failed metagraph read's error (``None`` once one succeeds), for ``/health``:
         it names the chain, and a subnet that does not exist on it."""
@@ -55,7 +57,24 @@ class ChainView:
         else:
             self.chain_problem = None
             self.metrics.synced(self.snapshot)
+            self._note_permit(self.snapshot)
         return self.snapshot
+
+    def _note_permit(self, snapshot: MetagraphSnapshot) -> None:
+        """Say once when this validator has no validator permit, and once when it gets one."""
+        neuron = snapshot.by_hotkey(self.chain.hotkey)
+        permit = neuron is not None and neuron.validator_permit
+        if permit == self._permit:
+            return
+        self._permit = permit
+        if permit:
+            log.info("this validator has a validator permit on netuid %s now", snapshot.netuid)
+        else:
+            log.warning(
+                "this validator has no validator permit on netuid %s yet: miners may refuse it "
+                "(403 no_validator_permit), and such refusals are no score for them (docs/scoring.md)",
+                snapshot.netuid,
+            )
 
     async def read_hyperparameters(self) -> Hyperparameters | None:
         """The subnet's hyperparameters read now, or the last ones read when the chain cannot answer."""
