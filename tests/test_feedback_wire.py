@@ -12,23 +12,20 @@ from pathlib import Path
 
 import pytest
 from support.fakechain import FakeChain
+from support.network import serve_miners
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import FakePlanner, running_miner
-from support.peers import serve_asgi, serving
 from support.tasks import SomeFamilies
 
-from miner.app import create_app
 from miner.asgi import send_error
 from miner.config import MinerSettings
 from miner.feedback import FeedbackInbox, FeedbackStore
-from miner.metagraph import StaticMetagraph
 from miner.planner import load_planner
 from protocol.feedback import StepFeedback
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.routes import FEEDBACK_PATH
 from scoring.composite import invalid_score
 from subnets.owned import owned_runner
-from subnets.registry import default_registry
 from validator.client import ClientConfig, MinerClient
 from validator.feedback import FeedbackSender, step_feedback
 from validator.loop import LoopConfig, ValidatorLoop
@@ -190,18 +187,13 @@ def _outcome(uid: int, hotkey: str) -> MinerOutcome:
 @contextlib.asynccontextmanager
 async def _miners(planners: dict[str, object], *, wrap=lambda app, name: app) -> AsyncIterator[MetagraphSnapshot]:
     """One miner per name (keys //dagnet-fb-NAME) on loopback, validator //Alice."""
-    keys = {name: dev_keypair(f"dagnet-fb-{name}") for name in planners}
-    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
-    for key in keys.values():
-        builder.miner(key)
-    bare = builder.build()
+    names = {id(planner): name for name, planner in planners.items()}
     async with contextlib.AsyncExitStack() as stack:
-        urls = {}
-        for name, key in keys.items():
-            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                             registry=default_registry(), planner=planners[name])
-            urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(wrap(app, name)))
-        yield serving(bare, urls)
+        _, snapshot = await serve_miners(
+            VALIDATOR, [(planner, dev_keypair(f"dagnet-fb-{name}")) for name, planner in planners.items()], stack,
+            wrap=lambda app, planner: wrap(app, names[id(planner)]),
+        )
+        yield snapshot
 
 
 async def test_each_miner_is_sent_its_own_feedback_and_nobody_elses() -> None:

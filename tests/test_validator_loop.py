@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from support.fakechain import FakeChain
-from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi, serving
+from support.network import serve_miners
+from support.keys import dev_keypair
+from support.peers import serve_asgi
 from support.polling import until
 from support.tasks import SomeFamilies
 
@@ -54,21 +55,13 @@ def _profiles(tasks: tuple[Task, ...]) -> dict:
 async def _network(tasks: tuple[Task, ...], permit: bool = True) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
     """Two miners (good, naive) and one provider of every subnet, all on loopback; the
     validator has a validator permit when ``permit``."""
-    builder = MetagraphBuilder(netuid=7).neuron(VALIDATOR, stake=1_000.0, validator_permit=permit)
-    for key in KEYS.values():
-        builder.miner(key)
-    bare = builder.build()
     async with contextlib.AsyncExitStack() as stack:
-        urls = {}
-        for name, key in KEYS.items():
-            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                             registry=default_registry(), planner=load_planner(name))
-            urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(app))
+        bare, served = await serve_miners(VALIDATOR, KEYS, stack, permit=permit)
         provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
                                   metagraph=StaticMetagraph(bare), registry=default_registry(),
                                   planner=load_planner("good"))
         provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))
-        yield serving(bare, urls), provider
+        yield served, provider
 
 
 FULL_ONLY = {"tier_shares": {"full": 1.0}}
