@@ -112,15 +112,13 @@ async def test_health_is_200_when_ready() -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("metagraph", "needle"),
-    [(None, "no metagraph yet"), ("bad.json", "not valid"),
-     ("netuid7.json", "is of netuid 7, but this miner serves netuid 1")],
+    [("bad.json", "not valid"), ("netuid7.json", "is of netuid 7, but this miner serves netuid 1")],
 )
-def test_the_miner_says_it_is_not_ready_at_start(tmp_path: Path, metagraph: str | None, needle: str) -> None:
-    args = ["--dev-key", "//Bob", "--port", "0", "--log-level", "warning"]
-    if metagraph is not None:
-        (tmp_path / "bad.json").write_text("{broken")
-        (tmp_path / "netuid7.json").write_text(json.dumps(snapshot_to_dict(_snapshot(with_bob=True))))
-        args += ["--metagraph-file", str(tmp_path / metagraph)]
+def test_the_miner_says_it_is_not_ready_at_start(tmp_path: Path, metagraph: str, needle: str) -> None:
+    """(A miner given no metagraph to follow does not start at all: tests/test_network_defaults.py.)"""
+    (tmp_path / "bad.json").write_text("{broken")
+    (tmp_path / "netuid7.json").write_text(json.dumps(snapshot_to_dict(_snapshot(with_bob=True))))
+    args = ["--dev-key", "//Bob", "--port", "0", "--log-level", "warning", "--metagraph-file", str(tmp_path / metagraph)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "neurons.miner", *args], cwd=ROOT, stderr=subprocess.PIPE, text=True
     )
