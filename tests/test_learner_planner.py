@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -16,15 +17,22 @@ from subnets.owned import owned_runner
 from tasks import family
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "learner-planner"))
+import learner_planner.learner as learner_planner  # noqa: E402
 from learner_planner import Learner  # noqa: E402
 
 PACKAGE = family("rag_towns").package
 """``good`` puts both retrieval steps on sn18; sn22 and sn5 offer retrieval too."""
 
 
-def _feedback(subnet: str, *, failing: bool, tempo: int, nodes: int = 2, latency_s: float = 0.1) -> StepFeedback:
+def _feedback(
+    subnet: str, *, failing: bool, tempo: int, nodes: int = 2, latency_s: float = 0.1, then_ok: bool = False
+) -> StepFeedback:
+    """``nodes`` nodes on ``subnet``: three failed attempts each when ``failing`` (then one
+    that succeeds when ``then_ok``), else one attempt that succeeds."""
     error = "unavailable" if failing else None
     attempts = [AttemptFeedback(started_s=0.0, latency_s=latency_s, error=error) for _ in range(3 if failing else 1)]
+    if failing and then_ok:
+        attempts.append(AttemptFeedback(started_s=0.0, latency_s=latency_s))
     return StepFeedback(
         validator_hotkey="5V", miner_uid=1, block=tempo * 360, tempo=tempo, task_id="rag_towns", hint_tier="full",
         outcome="partial" if failing else "completed", nodes=[
@@ -77,6 +85,27 @@ def test_the_only_subnet_of_its_kind_is_kept_with_every_retry() -> None:
         s: i for s, i in PACKAGE.available_tools.items() if s not in ("sn22", "sn5")
     }})
     assert learner.relearned(package).available_tools["sn18"].fail_first == 10
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.2, 0.5, 0.6])
+def test_the_retries_make_a_node_succeed_as_often_as_asked(rate: float) -> None:
+    stats = learner_planner.SubnetStats(attempts=100.0, failures=100.0 * rate)
+    retries = stats.retries(0.99)
+    assert rate ** (retries + 1) <= 0.01 < rate**retries
+
+
+def test_nodes_on_a_flaky_subnet_declare_the_retries_it_needs() -> None:
+    """Every retrieval subnet failed three attempts in four: whichever ``good`` keeps, its
+    nodes retry until they succeed 99 times in 100, far past ``good``'s one spare retry."""
+    learner = Learner()
+    for subnet in ("sn18", "sn22", "sn5"):
+        learner.observe(_feedback(subnet, failing=True, then_ok=True, tempo=1))
+    plan = learner.plan(PACKAGE).plan
+    assert check_plan_for(plan, PACKAGE).valid
+    on_seen = [node for node in plan.nodes if node.subnet in learner.stats]
+    assert on_seen
+    needed = min(learner_planner.MAX_RETRIES, math.ceil(math.log(0.01) / math.log(0.75)) - 1)
+    assert all(plan.error_handling[node.id].retry_count == needed for node in on_seen)
 
 
 def test_in_a_world_that_behaves_as_advertised_it_learns_the_advertised_profiles() -> None:

@@ -14,7 +14,11 @@ of each subnet it has seen enough of:
   observed per-attempt failure rate ``p`` (``good`` then declares one retry more).
 
 A subnet whose attempts nearly all fail (``give_up``) is left out while its kind has
-another subnet. Then ``good`` plans the rewritten package as usual. What is not seen
+another subnet. Then ``good`` plans the rewritten package as usual, and each node on a
+subnet seen enough declares the retries that subnet needs to succeed 99 times in 100
+(``success``) at its observed failure rate: ``good`` declares one spare retry past
+``fail_first``, which a subnet failing one attempt in three does not always cover.
+Outages and low-quality answers come back as failed attempts, so they count in the rate. What is not seen
 again fades: once a subnet's decayed attempts fall below ``min_attempts`` its advertised
 profile is back, so a subnet left out during an outage is tried again.
 
@@ -24,16 +28,19 @@ at start-up, so the learner itself keeps no files.
 
 from __future__ import annotations
 
+import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from miner.planner import PLANNER_INTERFACE, GoodPlanner, PlanProposal
 from protocol.feedback import NodeFeedback, StepFeedback
+from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.synapse import TaskPackage, ToolInfo
 
 BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
 MAX_FAIL_FIRST = 10  # ToolInfo's ceiling
+MAX_RETRIES = 10  # ErrorPolicy's ceiling
 
 
 @dataclass
@@ -68,6 +75,16 @@ class SubnetStats:
     def failure_rate(self) -> float:
         return self.failures / self.attempts
 
+    def retries(self, success: float) -> int:
+        """The retries a node needs to succeed with probability ``success`` when each
+        attempt fails at the observed rate."""
+        rate = self.failure_rate
+        if rate <= 0:
+            return 0
+        if rate >= 1:
+            return MAX_RETRIES
+        return min(MAX_RETRIES, max(0, math.ceil(math.log(1 - success) / math.log(rate)) - 1))
+
     def profile(self, advertised: ToolInfo) -> ToolInfo:
         """``advertised`` with what was observed in its place."""
         rate = self.failure_rate
@@ -85,13 +102,18 @@ class Learner:
     name = "learner"
     interface = PLANNER_INTERFACE
 
-    def __init__(self, *, half_life: float = 2.0, min_attempts: float = 3.0, give_up: float = 0.9, **good: object) -> None:
+    def __init__(
+        self, *, half_life: float = 2.0, min_attempts: float = 3.0, give_up: float = 0.9, success: float = 0.99,
+        **good: object,
+    ) -> None:
         """``half_life`` in tempos; a subnet's profile is rewritten once ``min_attempts``
-        (decayed) were seen; ``give_up`` is the failure rate past which it is left out.
-        Other options go to ``good``."""
+        (decayed) were seen; ``give_up`` is the failure rate past which it is left out;
+        each node declares the retries its subnet needs to succeed with probability
+        ``success``. Other options go to ``good``."""
         self.half_life = half_life
         self.min_attempts = min_attempts
         self.give_up = give_up
+        self.success = success
         self.good = GoodPlanner(**good)
         self.stats: dict[str, SubnetStats] = {}
         self._lock = threading.Lock()  # observe and plan run in different threads
@@ -108,7 +130,22 @@ class Learner:
                     self.stats.setdefault(node.subnet, SubnetStats()).add(node, clock, self.half_life)
 
     def plan(self, package: TaskPackage) -> PlanProposal:
-        return self.good.plan(self.relearned(package))
+        proposal = self.good.plan(self.relearned(package))
+        return replace(proposal, plan=self.with_retries(proposal.plan))
+
+    def with_retries(self, plan: WorkflowPlan) -> WorkflowPlan:
+        """``plan`` with each node on a subnet seen enough declaring at least the retries
+        that subnet needs to succeed with probability ``success``."""
+        policies = dict(plan.error_handling)
+        with self._lock:
+            for node in plan.nodes:
+                stats = self.stats.get(node.subnet)
+                if stats is None or stats.attempts < self.min_attempts:
+                    continue
+                policy = policies.get(node.id, ErrorPolicy())
+                retries = max(policy.retry_count, stats.retries(self.success))
+                policies[node.id] = policy.model_copy(update={"retry_count": retries})
+        return plan.model_copy(update={"error_handling": policies})
 
     def relearned(self, package: TaskPackage) -> TaskPackage:
         """``package`` with the profiles of the subnets seen enough rewritten, and those
