@@ -475,7 +475,7 @@ async def test_the_validators_reruns_are_metered_per_plan(tmp_path: Path) -> Non
         assert loop.stepper._owned is not None
         loop.stepper._owned = dataclasses.replace(loop.stepper._owned, limits=OwnedLimits(cpu_per_plan_s=1e-9))
         task = family_task(FAMILY, 1)
-        build = loop.stepper._runner_factory(task)
+        build = loop.stepper._runner_factory(task, None)
         plan, other = build(task.package(), Peer(1, "5Miner", "http://m")), build(task.package(), Peer(2, "5Rival", "http://r"))
         call = _call()
         assert (await plan.run(call)).output == NodeOutput(text="x")
