@@ -27,7 +27,6 @@ from neurons.files import InputError, read_json
 from protocol.documents import PlanDocument, document_shape, load_plan_document
 from protocol.errors import format_validation_error
 from protocol.limits import DEFAULT_LIMITS, Limits
-from protocol.runner import NodeRunner
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import saved_metrics

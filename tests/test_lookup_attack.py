@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 
 import pytest
-from test_tier_attacks import TableMiner, _bar, _hidden
+from test_tier_attacks import TableMiner, _bar
 
 from miner.planner import PlanProposal, load_planner
 from miner.planner.base import estimate

@@ -160,7 +160,10 @@ class _Search:
         self.groups = _groups(graph, ranked)
 
     def key(self, choice: tuple[int, ...]) -> tuple[float, float, float]:
-        cost = math.fsum(costs[k] for costs, k in zip(self.costs, choice))
+        try:
+            cost = math.fsum(costs[k] for costs, k in zip(self.costs, choice))
+        except OverflowError:  # prices near the float limit (a package may say anything): dearer than any
+            cost = math.inf
         return self.limits.key(cost, self.graph.critical_path(self._latencies(choice)))
 
     def _latencies(self, choice: tuple[int, ...]) -> list[float]:
