@@ -1,0 +1,146 @@
+"""Paid for beating the reference: per-step margins, copies as one answer, and the
+weights a window of margins earns (docs/scoring.md, "What a miner is paid for").
+
+Each step the validator also runs its own reference planner on the same instance, at
+the same tier, in the same world, and scores it like any miner. A miner's *margin* on
+the step is ``S − S_reference``. Copies are one answer: the hotkeys that sent plans with
+the same canonical digest (:func:`protocol.canonical.plan_digest`) share a positive
+margin equally, so registering more copies of a plan earns nothing more than one of
+them alone. A loss is each one's own.
+
+Weights come from the window's mean credited margin (losses count, so how reliably a
+miner beats the reference matters as much as by how far):
+
+- every miner with a positive mean margin shares ``1 − FLOOR`` in proportion to it;
+- every other miner with a positive mean score shares ``FLOOR``, in proportion to its
+  share of the answers it sent times ``exp(S / FLOOR_TEMPERATURE)``: a newcomer still
+  sees a gradient, a naive chain ranks below a copy of the reference, and copies hold
+  one answer's part between them;
+- when nobody beats the reference, ``1 − FLOOR`` goes to ``burn_uid`` when one is given
+  (the subnet owner's uid, as live subnets burn), else the floor group takes it all;
+- with nobody above the floor and no scores at all, nothing is set.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights", "credits", "margin_weights"]
+
+FLOOR = 0.05
+"""The share of the emission every miner at or below the reference shares (docs/scoring.md)."""
+
+FLOOR_TEMPERATURE = 0.01
+"""The floor's softmax temperature: a miner 0.05 below another gets e⁻⁵ (1/148) of its
+floor weight, so a naive chain ranks below a copy of the reference even when the copy
+shares its plan with 63 others."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One miner's scored answer on a step: its plan's canonical digest (``None`` when it
+    sent no valid plan) and its score ``S``."""
+
+    digest: str | None
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """What one step credits a miner: its ``margin`` over the reference (a positive one
+    divided among its copies) and its ``share`` of its answer (1 ÷ the hotkeys that sent it)."""
+
+    margin: float
+    share: float
+
+
+def credits(answers: Mapping[int, Answer], reference: float) -> dict[int, Credit]:
+    """Each uid's credit for one step. ``S − reference`` is the margin; the uids that sent
+    the same digest are copies: each holds ``1/n`` of the answer and of a positive margin,
+    so copies together earn what one of them earns alone. A loss is each one's own.
+    Non-finite scores count as 0."""
+    copies: dict[str, int] = {}
+    for answer in answers.values():
+        if answer.digest is not None:
+            copies[answer.digest] = copies.get(answer.digest, 0) + 1
+    result = {}
+    for uid, answer in sorted(answers.items()):
+        share = 1.0 if answer.digest is None else 1.0 / copies[answer.digest]
+        margin = _finite(answer.score) - reference
+        result[uid] = Credit(margin * share if margin > 0 else margin, share)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Means:
+    """A miner's window means: score ``S``, credited margin and share of its answers."""
+
+    score: float
+    margin: float
+    share: float = 1.0
+
+
+class Payout(StrEnum):
+    """Where the emission went: to miners that beat the reference, or by the fallback."""
+
+    MARGIN = "margin"
+    BURN = "burn"
+    FLOOR_ONLY = "floor_only"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class MarginWeights:
+    weights: dict[int, float]
+    payout: Payout
+
+
+def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid: int | None = None) -> MarginWeights:
+    """Weights (summing to 1) from each uid's window means (module docstring)."""
+    if not 0 <= floor < 1:
+        raise ValueError(f"floor must be in [0, 1), got {floor}")
+    beaters = {uid: m.margin for uid, m in sorted(means.items()) if math.isfinite(m.margin) and m.margin > 0}
+    floor_group = _floor_shares({uid: m for uid, m in means.items() if uid not in beaters})
+    if beaters:
+        total = math.fsum(beaters.values())
+        kept = floor if floor_group else 0.0
+        weights = {uid: (1.0 - kept) * m / total for uid, m in beaters.items()}
+        _add(weights, floor_group, kept)
+        return MarginWeights(weights, Payout.MARGIN)
+    if burn_uid is not None:
+        weights = {burn_uid: 1.0 - floor if floor_group else 1.0}
+        _add(weights, floor_group, floor)
+        return MarginWeights(weights, Payout.BURN)
+    if floor_group:
+        return MarginWeights(floor_group, Payout.FLOOR_ONLY)
+    return MarginWeights({}, Payout.NOTHING)
+
+
+def _floor_shares(group: Mapping[int, Means]) -> dict[int, float]:
+    """The floor split by ``share × exp(S / FLOOR_TEMPERATURE)`` over the miners with a
+    positive mean score: copies hold one answer's part between them."""
+    scored = {uid: m for uid, m in sorted(group.items()) if _positive(m.score) and _positive(m.share)}
+    if not scored:
+        return {}
+    best = max(min(m.score, 1.0) for m in scored.values())
+    raw = {uid: min(m.share, 1.0) * math.exp((min(m.score, 1.0) - best) / FLOOR_TEMPERATURE) for uid, m in scored.items()}
+    total = math.fsum(raw.values())
+    return {uid: value / total for uid, value in raw.items()}
+
+
+def _add(weights: dict[int, float], shares: Mapping[int, float], scale: float) -> None:
+    for uid, share in shares.items():
+        weights[uid] = weights.get(uid, 0.0) + scale * share
+
+
+def _positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
