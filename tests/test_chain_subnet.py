@@ -28,12 +28,14 @@ async def test_no_subnet_until_created_then_the_owner_is_uid_0(empty_chain):
         with pytest.raises(ChainError, match="does not exist"):
             await owner.register()
         assert await owner.subnet_owners() == {} and await owner.owned_subnets() == []
+        assert await owner.owner_hotkey() is None
 
         assert await owner.create_subnet() == 1
         assert await owner.owned_subnets() == [1]
         assert (await owner.subnet_owners())[1] == owner.wallet.coldkeypub.ss58_address
         snapshot = await owner.metagraph()
         assert [(n.uid, n.hotkey) for n in snapshot.neurons] == [(0, owner.hotkey)]
+        assert await owner.owner_hotkey() == owner.hotkey  # what a validator burns to (SubnetOwnerHotkey)
         with pytest.raises(ChainError, match="holds one subnet"):
             await owner.create_subnet()
     finally:
