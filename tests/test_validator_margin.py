@@ -67,7 +67,7 @@ class Good:
         self.change = change
 
     def plan(self, package: TaskPackage) -> PlanProposal:
-        proposal = GoodPlanner().plan(package)
+        proposal = GoodPlanner(timed=False).plan(package)  # the reference's own search, whatever the load
         return replace(proposal, plan=self.change(proposal.plan))
 
 
