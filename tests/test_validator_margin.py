@@ -34,7 +34,7 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from miner.planner import GoodPlanner, PlanProposal, load_planner
 from neurons.cli import app
-from neurons.validator import reference
+from neurons.validator import drawn_source, reference
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage
@@ -45,6 +45,8 @@ from subnets.world import world_for
 from validator.audit import recorded_task, replay_margin
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
+from validator.sampling import FixedTasks
+from validator.settings import SHIPPED_TASKS
 from validator.state import ValidatorState
 
 VALIDATOR = dev_keypair("Alice")
@@ -106,11 +108,12 @@ def with_junk(plan: WorkflowPlan) -> WorkflowPlan:
 
 @contextlib.asynccontextmanager
 async def _validator(
-    state_path: Path, planners: Mapping[str, object], *, owner: bool = False,
+    state_path: Path, planners: Mapping[str, object], *, owner: bool = False, drawn: bool = False,
 ) -> AsyncIterator[tuple[ValidatorLoop, FakeChain, dict[str, int]]]:
     """A validator over :data:`FAMILIES` in the hidden world, one miner per named planner
     (each ``planners[name]`` a planner object, or a callable of the state's secret giving
-    one); the subnet owner's hotkey registered (without an axon) when ``owner``."""
+    one); the subnet owner's hotkey registered (without an axon) when ``owner``. With
+    ``drawn``, it sends only two families drawn per tempo, at the ``goal`` tier."""
     keys = {name: dev_keypair(f"dagnet-margin-{name}") for name in planners}
     builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
     if owner:
@@ -137,8 +140,9 @@ async def _validator(
             uids["owner"] = bare.by_hotkey(OWNER.ss58_address).uid
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=10.0)))
         yield ValidatorLoop(
-            chain, state, client, FAMILIES, owned_runner=owned_runner, reference=reference(), worlds=world_for,
-            config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}),
+            chain, state, client, FixedTasks([]) if drawn else FAMILIES, owned_runner=owned_runner,
+            reference=reference(), worlds=world_for, drawn=drawn_source(SHIPPED_TASKS, 2) if drawn else None,
+            config=LoopConfig(synthetic_rate=0.0, tier_shares={"goal": 1.0} if drawn else {"full": 1.0}),
         ), chain, uids
 
 
@@ -197,6 +201,18 @@ async def test_a_miner_clearly_better_than_the_reference_takes_all_but_the_floor
         weights = await _weights(loop, chain)
     assert weights[uids["better"]] >= 1 - FLOOR - 1e-9
     assert weights[uids["naive"]] < min(weights[uids[copy]] for copy in copies)
+
+
+async def test_at_the_goal_tier_the_reference_plans_the_package_the_miners_got(tmp_path: Path) -> None:
+    planners = {"good": Good(), "naive": load_planner("naive")}
+    async with _validator(_state_file(tmp_path, "a"), planners, drawn=True) as (loop, chain, uids):
+        await _steps(loop, chain, 2)
+        records = loop.state.executions()
+    assert {r.hint_tier for r in records} == {"goal"} and all(r.drawn_tempo is not None for r in records)
+    assert all(r.reference_S is not None for r in records)
+    assert {r.margin for r in records if r.uid == uids["good"]} == {0.0}
+    naive = [r for r in records if r.uid == uids["naive"]]  # it answers nothing without step hints
+    assert all(r.margin == -r.reference_S for r in naive) and any(r.margin < 0 for r in naive)
 
 
 async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: Path) -> None:
