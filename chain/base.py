@@ -70,6 +70,11 @@ class Chain(Protocol):
 
     async def blocks_until_epoch(self) -> int: ...
 
+    async def owner_hotkey(self) -> str | None:
+        """The subnet owner's hotkey (``SubnetOwnerHotkey``), or ``None`` when it has none
+        (a subnet made at genesis); a validator burns to its uid (docs/scoring.md)."""
+        ...
+
     async def serve_axon(self, host: str, port: int) -> None: ...
 
     async def set_weights(

@@ -160,6 +160,13 @@ class SdkChain:
 
         return await self._attempt("read the epoch schedule", read)
 
+    async def owner_hotkey(self) -> str | None:
+        owner = await self._attempt(
+            "read the subnet owner's hotkey",
+            lambda: self.client.query(bt.storage.SubtensorModule.SubnetOwnerHotkey, [self.netuid]),
+        )
+        return str(owner) if owner else None
+
     async def serve_axon(self, host: str, port: int) -> None:
         intent = bt.ServeAxon(netuid=self.netuid, ip=_ip_of(host), port=port)
         result = await self._attempt("serve the axon", lambda: self.client.execute(intent, self.wallet))

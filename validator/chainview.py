@@ -28,6 +28,7 @@ class ChainView:
         self.hyperparameters: Hyperparameters | None = None
         """The subnet's hyperparameters as last read, or ``None`` before the first read."""
         self._outage = OutageWarner(log)
+        self._owner: str | None = None
         self._permit: bool | None = None
         """Whether the last metagraph gave this validator a permit (``None``: not read yet)."""
         self.chain_problem: str | None = None
@@ -85,6 +86,14 @@ class ChainView:
         else:
             self.metrics.tempo.set(self.hyperparameters.tempo)
         return self.hyperparameters
+
+    async def owner_hotkey(self) -> str | None:
+        """The subnet owner's hotkey read now, or the last one read when the chain cannot answer."""
+        try:
+            self._owner = await self.chain.owner_hotkey()
+        except Exception as exc:
+            self.error("owner_hotkey", exc)
+        return self._owner
 
     async def tempo(self) -> int:
         """The subnet's tempo, read from the chain the first time."""

@@ -1,16 +1,21 @@
 """What a validator remembers between steps and across restarts, in one SQLite file.
 
 - **windows**: the last 100 scores of each miner uid (a :class:`RollingWindow`)
-  with the hotkey they belong to and how many tasks that hotkey has been scored on;
+  with the hotkey they belong to and how many tasks that hotkey has been scored on,
+  and beside them the last 100 credited margins over the reference and shares of an
+  answer (:mod:`scoring.margin`), of the steps whose reference produced a score;
 - **executions**: one record per scored miner per step — the task as sent and the
   draw it came from (base task, instance seed, synthetic or not, hint tier, the tempo
   of a drawn family), the plan and its hash, the metrics, the final output, the score and the
-  reason for a 0 — enough to re-score it later (:mod:`validator.audit`);
+  reason for a 0 — enough to re-score it later (:mod:`validator.audit`) — and the
+  reference's score on the step, the margin over it, the credited margin and share, and
+  the plan's canonical digest;
 - **steps**: the blocks whose step is settled;
 - **tasks**: each task's lifecycle: active, or set aside since a block until a
   block for a reason, and how many steps in a row its reference plan failed;
 - **meta**: the last block weights were set at, the instance secret, how many step
-  rows retention has deleted.
+  rows retention has deleted;
+- **payout**: where the last accepted weights sent the emission (:class:`~scoring.margin.Payout`).
 
 What a miner shapes is kept up to a size (:class:`Records`): a plan, a final output
 or a score larger than :data:`ANSWER_CAP_BYTES` as canonical JSON is stored as its
@@ -45,11 +50,12 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +63,7 @@ from protocol.hints import HintTier
 from protocol.limits import KIB, MIB
 from protocol.task import SYNTHETIC_PREFIX
 from scoring.composite import Score, explain
+from scoring.margin import Means, Payout
 from scoring.window import RollingWindow
 from storage import open_shared
 
@@ -127,7 +134,8 @@ _TASKS_TABLE = """CREATE TABLE IF NOT EXISTS tasks (
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS windows (
-        uid INTEGER PRIMARY KEY, hotkey TEXT NOT NULL, scores TEXT NOT NULL, tasks_seen INTEGER NOT NULL)""",
+        uid INTEGER PRIMARY KEY, hotkey TEXT NOT NULL, scores TEXT NOT NULL, tasks_seen INTEGER NOT NULL,
+        margins TEXT NOT NULL DEFAULT '[]', shares TEXT NOT NULL DEFAULT '[]')""",
     """CREATE TABLE IF NOT EXISTS steps (
         block INTEGER PRIMARY KEY, task_id TEXT NOT NULL, miners INTEGER NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS executions (
@@ -136,11 +144,14 @@ _SCHEMA = (
         instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, hint_tier TEXT NOT NULL DEFAULT 'full',
         drawn_tempo INTEGER, plan_hash TEXT, plan TEXT, metrics TEXT,
         final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, capped TEXT, world_tempo INTEGER,
+        reference_s REAL, margin REAL, credit REAL, share REAL, digest TEXT,
         UNIQUE (block, uid))""",
     "CREATE INDEX IF NOT EXISTS executions_task ON executions (base_task_id, block)",
     _TASKS_TABLE,
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS weights (uid INTEGER PRIMARY KEY, weight REAL NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS payout (
+        slot INTEGER PRIMARY KEY CHECK (slot = 0), block INTEGER NOT NULL, kind TEXT NOT NULL, burn_uid INTEGER)""",
 )
 
 
@@ -185,6 +196,18 @@ class ExecutionRecord:
     """The tempo ``base_task_id`` was drawn for, when it is a drawn family; ``None``: curated."""
     world_tempo: int | None = None
     """The tempo whose hidden world the plan ran in (:mod:`subnets.world`); ``None``: the advertised profile."""
+    reference_S: float | None = None
+    """The validator's reference's ``S`` on the same instance, tier and world; ``None`` when
+    the reference produced no score (it could not plan the tier, or the task runs on adapters)."""
+    margin: float | None = None
+    """``S − reference_S`` (``None`` without ``reference_S``)."""
+    credit: float | None = None
+    """The margin credited to the window: a positive margin divided among the copies of
+    the answer, a loss whole (:func:`scoring.margin.credits`)."""
+    share: float | None = None
+    """1 ÷ the hotkeys that sent this answer on the step (1 for no valid plan)."""
+    digest: str | None = None
+    """The plan's canonical digest (:func:`protocol.canonical.plan_digest`); ``None``: no valid plan."""
     id: int | None = None
 
     def explain(self) -> str:
@@ -238,6 +261,16 @@ class ReferenceRun:
 
 
 @dataclass(frozen=True, slots=True)
+class PaidOut:
+    """Where an accepted weight-set sent the emission (:func:`scoring.margin.margin_weights`)."""
+
+    block: int
+    payout: Payout
+    burn_uid: int | None = None
+    """The uid that took the burned part, when :attr:`payout` is ``burn``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Records:
     """What records keep: each plan, final output and score up to ``answer_cap_bytes``
     whole, for ``retention_blocks`` blocks."""
@@ -254,6 +287,18 @@ class Standing:
     tasks_seen: dict[int, int]
     hotkeys: dict[int, str]
     """The hotkey each uid's window belongs to."""
+    margins: dict[int, list[float]] = field(default_factory=dict)
+    """Each uid's window of credited margins over the reference (:mod:`scoring.margin`)."""
+    shares: dict[int, list[float]] = field(default_factory=dict)
+    """Each uid's window of shares of its answers."""
+
+    def means(self) -> dict[int, Means]:
+        """Each uid's window means: score, credited margin (0 before any step with a
+        reference score) and share (1 before any)."""
+        return {
+            uid: Means(self.window.mean(uid), _mean(self.margins.get(uid), 0.0), _mean(self.shares.get(uid), 1.0))
+            for uid in sorted(set(self.window.uids()) | set(self.margins))
+        }
 
 
 class ValidatorState:
@@ -272,7 +317,7 @@ class ValidatorState:
         self._window_size = window_size
         self.write_problem: str | None = None
         """Why the last write failed, while it is the last write; ``None`` once one succeeds."""
-        self._unrecorded_weights: tuple[int, dict[int, float]] | None = None
+        self._unrecorded_weights: tuple[int, dict[int, float], tuple[Payout, int | None] | None] | None = None
         if not self.path.exists():
             _create(self.path)
         elif self.path.stat().st_size == 0 and not reset:
@@ -284,6 +329,7 @@ class ValidatorState:
             self._add_synthetic_column()
             self._add_draw_columns()
             self._add_capped_column()
+            self._add_margin_columns()
             self._keep_secret(reset)
         except BaseException:
             self._conn.close()
@@ -334,11 +380,16 @@ class ValidatorState:
     def standing(self) -> Standing:
         """Every uid's window, tasks seen and hotkey, read by one statement: a step
         settled meanwhile (by another thread or process) is in all three or in none."""
-        rows = self._conn.execute("SELECT uid, hotkey, scores, tasks_seen FROM windows ORDER BY uid").fetchall()
+        rows = self._conn.execute(
+            "SELECT uid, hotkey, scores, tasks_seen, margins, shares FROM windows ORDER BY uid").fetchall()
         window = RollingWindow.from_dict(
-            {"size": self._window_size, "scores": {str(uid): json.loads(scores) for uid, _, scores, _ in rows}}
+            {"size": self._window_size, "scores": {str(row[0]): json.loads(row[2]) for row in rows}}
         )
-        return Standing(window, {uid: seen for uid, _, _, seen in rows}, {uid: hotkey for uid, hotkey, _, _ in rows})
+        return Standing(
+            window, {row[0]: row[3] for row in rows}, {row[0]: row[1] for row in rows},
+            margins={row[0]: json.loads(row[4])[-self._window_size:] for row in rows},
+            shares={row[0]: json.loads(row[5])[-self._window_size:] for row in rows},
+        )
 
     def tasks_seen(self) -> dict[int, int]:
         return dict(self._conn.execute("SELECT uid, tasks_seen FROM windows ORDER BY uid").fetchall())
@@ -372,8 +423,8 @@ class ValidatorState:
             conn.executemany(
                 """INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic,
                    hint_tier, drawn_tempo, plan_hash, plan, metrics, final_output, score, s, reason, capped,
-                   world_tempo)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   world_tempo, reference_s, margin, credit, share, digest)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [_execution_row(block, r, self.records.answer_cap_bytes) for r in records],
             )
             for record in records:
@@ -400,17 +451,26 @@ class ValidatorState:
             )
 
     def _add_score(self, conn: sqlite3.Connection, record: ExecutionRecord) -> None:
-        row = conn.execute("SELECT hotkey, scores, tasks_seen FROM windows WHERE uid = ?", (record.uid,)).fetchone()
-        if row is None or row[0] != record.hotkey:  # a new hotkey on the uid starts afresh
-            scores, seen = [], 0
+        """Add the record's score to its uid's window, and its credited margin and share
+        when the step's reference produced a score; a new hotkey on the uid starts afresh."""
+        row = conn.execute(
+            "SELECT hotkey, scores, tasks_seen, margins, shares FROM windows WHERE uid = ?", (record.uid,)).fetchone()
+        if row is None or row[0] != record.hotkey:
+            scores, seen, margins, shares = [], 0, [], []
         else:
-            scores, seen = json.loads(row[1]), row[2]
+            scores, seen, margins, shares = json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4])
         window = RollingWindow.from_dict({"size": self._window_size, "scores": {str(record.uid): scores}})
         window.add(record.uid, float(record.score["S"]))
+        if record.credit is not None and record.share is not None:
+            margins, shares = self._kept_last([*margins, record.credit]), self._kept_last([*shares, record.share])
         conn.execute(
-            "INSERT OR REPLACE INTO windows (uid, hotkey, scores, tasks_seen) VALUES (?, ?, ?, ?)",
-            (record.uid, record.hotkey, json.dumps(window.to_dict()["scores"][str(record.uid)]), seen + 1),
+            "INSERT OR REPLACE INTO windows (uid, hotkey, scores, tasks_seen, margins, shares) VALUES (?, ?, ?, ?, ?, ?)",
+            (record.uid, record.hotkey, json.dumps(window.to_dict()["scores"][str(record.uid)]), seen + 1,
+             json.dumps(margins), json.dumps(shares)),
         )
+
+    def _kept_last(self, values: list[float]) -> list[float]:
+        return values[-self._window_size:]
 
     def last_step_block(self) -> int | None:
         return self._conn.execute("SELECT MAX(block) FROM steps").fetchone()[0]
@@ -444,20 +504,31 @@ class ValidatorState:
             return self._unrecorded_weights[0]
         return self._get_meta("last_weights_block")
 
-    def weights_accepted(self, block: int, weights: Mapping[int, float]) -> None:
+    def weights_accepted(
+        self, block: int, weights: Mapping[int, float], payout: Payout | None = None, *, burn_uid: int | None = None
+    ) -> None:
         """Record weights the chain accepted at ``block`` (replacing the previous set).
 
         Never raises for the disk: weights are set on chain by then, and a validator
         that stopped here would set them again, unrecorded, at its restart. When the
         disk refuses, they are kept in memory (what :meth:`last_weights_block` and
         :meth:`last_weights` return) and written with the next write that succeeds."""
-        self._unrecorded_weights = (block, dict(weights))
+        self._unrecorded_weights = (block, dict(weights), None if payout is None else (payout, burn_uid))
         try:
             with self._transaction():
                 pass  # the weights kept in memory go in first
         except StateUnwritable as exc:
             log.error("weights accepted at block %s are kept in memory until the state can be written: %s",
                       block, exc.error)
+
+    def last_payout(self) -> PaidOut | None:
+        """Where the weights last accepted on chain sent the emission; ``None`` before any
+        (or when they were recorded without it)."""
+        if self._unrecorded_weights is not None:
+            block, _, payout = self._unrecorded_weights
+            return None if payout is None else PaidOut(block, *payout)
+        row = self._conn.execute("SELECT block, kind, burn_uid FROM payout").fetchone()
+        return None if row is None else PaidOut(row[0], Payout(row[1]), row[2])
 
     def last_weights(self) -> dict[int, float]:
         """The weights last accepted on chain, by uid."""
@@ -586,6 +657,22 @@ class ValidatorState:
 
         self._migrate(_has_capped_column, add)
 
+    def _add_margin_columns(self) -> None:
+        """A state file from before the margin over the reference: its records have none
+        (their reference was never scored at their tier and world), its windows no margins."""
+
+        def add(conn: sqlite3.Connection) -> None:
+            have = _columns(conn, "executions")
+            for column, kind in _MARGIN_COLUMNS.items():
+                if column not in have:
+                    conn.execute(f"ALTER TABLE executions ADD COLUMN {column} {kind}")
+            windows = _columns(conn, "windows")
+            for column in ("margins", "shares"):
+                if column not in windows:
+                    conn.execute(f"ALTER TABLE windows ADD COLUMN {column} TEXT NOT NULL DEFAULT '[]'")
+
+        self._migrate(_has_margin_columns, add)
+
     def _migrate(
         self, done: Callable[[sqlite3.Connection], bool], apply: Callable[[sqlite3.Connection], None]
     ) -> None:
@@ -618,6 +705,13 @@ def _has_capped_column(conn: sqlite3.Connection) -> bool:
     return "capped" in _columns(conn, "executions")
 
 
+_MARGIN_COLUMNS = {"reference_s": "REAL", "margin": "REAL", "credit": "REAL", "share": "REAL", "digest": "TEXT"}
+
+
+def _has_margin_columns(conn: sqlite3.Connection) -> bool:
+    return _MARGIN_COLUMNS.keys() <= _columns(conn, "executions") and {"margins", "shares"} <= _columns(conn, "windows")
+
+
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
@@ -628,7 +722,7 @@ _FRESH = "state = ?, since_block = NULL, until_block = NULL, reason = NULL, refe
 
 _RECORD_COLUMNS = (
     "id, block, uid, hotkey, task_id, base_task_id, instance_seed, synthetic, hint_tier, drawn_tempo, plan, metrics, "
-    "final_output, score, reason, capped, world_tempo"
+    "final_output, score, reason, capped, world_tempo, reference_s, margin, credit, share, digest"
 )
 _CAPPED_FIELDS = ("plan", "final_output", "score")
 """The values a miner shapes, kept whole up to the cap."""
@@ -641,6 +735,7 @@ def _execution_row(block: int, r: ExecutionRecord, cap: int) -> tuple:
         block, r.uid, r.hotkey, r.task_id, r.base_task_id, r.instance_seed, int(r.synthetic), r.hint_tier,
         r.drawn_tempo, r.plan_hash, kept["plan"][0], _dump(r.metrics), kept["final_output"][0], kept["score"][0],
         float(r.score["S"]), r.reason, canonical_json(capped) if capped else None, r.world_tempo,
+        r.reference_S, r.margin, r.credit, r.share, r.digest,
     )
 
 
@@ -660,7 +755,8 @@ def _kept(value: Any, cap: int) -> tuple[str | None, Capped | None]:
 
 
 def _record(row: tuple) -> ExecutionRecord:
-    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, *values, reason, capped, world = row
+    rid, block, uid, hotkey, task_id, base, seed, synthetic, tier, tempo, *values, reason, capped, world = row[:-5]
+    reference_s, margin, credit, share, digest = row[-5:]
     plan, metrics, final_output, score = values
     marks = json.loads(capped) if capped else {}
 
@@ -674,7 +770,8 @@ def _record(row: tuple) -> ExecutionRecord:
         block=block, uid=uid, hotkey=hotkey, task_id=task_id, base_task_id=base, instance_seed=seed,
         synthetic=bool(synthetic), hint_tier=tier, drawn_tempo=tempo, plan=read("plan", plan),
         metrics=_load(metrics), final_output=read("final_output", final_output), score=read("score", score),
-        reason=reason, world_tempo=world, id=rid,
+        reason=reason, world_tempo=world, reference_S=reference_s, margin=margin, credit=credit, share=share,
+        digest=digest, id=rid,
     )
 
 
@@ -706,7 +803,12 @@ def _refusal(path: Path, what: str) -> str:
             f"Start with --reset to make a new instance secret in it, or give another --state")
 
 
-def _write_weights(conn: sqlite3.Connection, block: int, weights: Mapping[int, float]) -> None:
+def _write_weights(
+    conn: sqlite3.Connection, block: int, weights: Mapping[int, float], payout: tuple[Payout, int | None] | None
+) -> None:
+    if payout is not None:
+        conn.execute("INSERT OR REPLACE INTO payout (slot, block, kind, burn_uid) VALUES (0, ?, ?, ?)",
+                     (block, str(payout[0]), payout[1]))
     conn.execute("DELETE FROM weights")
     conn.executemany("INSERT INTO weights (uid, weight) VALUES (?, ?)", sorted(weights.items()))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_weights_block', ?)", (block,))
@@ -723,3 +825,7 @@ def _dump(value: Any) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _mean(values: Sequence[float] | None, empty: float) -> float:
+    return math.fsum(values) / len(values) if values else empty

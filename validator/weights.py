@@ -1,23 +1,30 @@
 """Setting weights: when they are due, what they are, and the chain's answer recorded.
 
 Weights are due when ``max(tempo, weights_rate_limit)`` blocks have passed since the
-last accepted set. They are the windowed means of the miners on the metagraph, each
-counting only for the hotkey that earned it and scaled while the miner warms up. The
-loop asks on a task of its own (:meth:`validator.loop.ValidatorLoop.run`), so a step
-held by slow miners delays no weight-set. Sending the weights and recording what the
-chain accepted are one unit (:func:`to_the_end`).
+last accepted set. They come from the miners' window means over the reference
+(:func:`scoring.margin.margin_weights`): the miners on the metagraph, each window
+counting only for the hotkey that earned it, its mean score and mean credited margin
+scaled while the miner warms up. When nobody beats the reference, the part above the
+floor burns to the subnet owner's uid when the owner's hotkey is registered on the
+subnet, else the floor group takes it all. The loop asks on a task of its own
+(:meth:`validator.loop.ValidatorLoop.run`), so a step held by slow miners delays no
+weight-set. Sending the weights and recording what the chain accepted are one unit
+(:func:`to_the_end`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from chain.base import Hyperparameters
-from scoring.weights import normalize_weights, warmup_scale
+from scoring.margin import MarginWeights, Means, Payout, margin_weights
+from scoring.weights import warmup_scale
 
 from .chainview import ChainView
 from .prometheus import ValidatorMetrics
@@ -37,6 +44,8 @@ class WeightSetter:
         self.metrics = metrics
         self.version_key = version_key
         self.warmup_full_at = warmup_full_at
+        self.last_payout: Paid | None = None
+        """The last weight-set the chain accepted in this process (:meth:`ValidatorState.last_payout` survives restarts)."""
 
     async def maybe_set(self, block: int) -> bool:
         """Set weights if a tempo (and the rate limit) has passed since the last accepted set."""
@@ -49,17 +58,19 @@ class WeightSetter:
         return await self.set(block, hyper)
 
     async def set(self, block: int, hyper: Hyperparameters) -> bool:
-        weights = self.weights(block, hyper.immunity_period)
-        if not weights:
-            log.info("no miner has a positive score yet: no weights to set")
+        owner = await self.view.owner_hotkey()
+        paid = self.payout(block, hyper.immunity_period, burn_uid=self._uid_of(owner))
+        if not paid.weights:
+            log.info("no miner has a positive score yet and the owner's hotkey is not registered: no weights to set")
             self.metrics.weights_set.labels("nothing_to_set").inc()
             return False
-        return await to_the_end(self._submit(block, weights))
+        return await to_the_end(self._submit(block, paid))
 
-    async def _submit(self, block: int, weights: dict[int, float]) -> bool:
-        """Send ``weights`` to the chain and record what it accepted: one unit, run to its
-        end by :func:`to_the_end` even when the validator is stopped meanwhile."""
+    async def _submit(self, block: int, paid: MarginWeights) -> bool:
+        """Send ``paid``'s weights to the chain and record what it accepted: one unit, run to
+        its end by :func:`to_the_end` even when the validator is stopped meanwhile."""
         tick = time.perf_counter()
+        weights = paid.weights
         uids = sorted(weights)
         try:
             result = await self.view.chain.set_weights(uids, [weights[uid] for uid in uids], self.version_key)
@@ -73,32 +84,78 @@ class WeightSetter:
             self.metrics.weights_set.labels("refused").inc()
             return False
         accepted = result.block if result.block is not None else block
-        self.state.weights_accepted(accepted, weights)
+        self.state.weights_accepted(accepted, weights, paid.payout, burn_uid=paid.burn_uid)
+        self.last_payout = paid
         self.metrics.weights_set.labels("success").inc()
         self.metrics.last_weights_block.set(accepted)
         self.metrics.weights(weights)
-        log.info("weights set at block %s for %d miners", accepted, len(weights))
+        log.info("weights set at block %s for %d miners: %s", accepted, len(weights), describe(paid))
         return True
 
-    def weights(self, block: int, immunity_period: int) -> dict[int, float]:
-        """Weights from the windowed means of the miners on the metagraph last read.
+    def weights(self, block: int, immunity_period: int, *, burn_uid: int | None = None) -> dict[int, float]:
+        """The weights of :meth:`payout`."""
+        return self.payout(block, immunity_period, burn_uid=burn_uid).weights
 
-        A window counts only for the hotkey that earned it; a miner still in
-        immunity is scaled by ``min(1, tasks_seen / warmup_full_at)``.
+    def payout(self, block: int, immunity_period: int, *, burn_uid: int | None = None) -> Paid:
+        """Weights from the window means of the miners on the metagraph last read
+        (:func:`scoring.margin.margin_weights`), burning to ``burn_uid`` when nobody
+        beats the reference.
+
+        A window counts only for the hotkey that earned it; a miner still in immunity
+        has its mean score and mean margin scaled by ``min(1, tasks_seen / warmup_full_at)``.
         """
+        means = self.means(block, immunity_period)
+        paid = margin_weights(means, burn_uid=burn_uid)
+        return Paid(paid.weights, paid.payout, means, burn_uid if paid.payout is Payout.BURN else None)
+
+    def means(self, block: int, immunity_period: int) -> dict[int, Means]:
+        """The window means that count, warm-up scaled, of the miners on the metagraph last read."""
         snapshot = self.view.snapshot
         if snapshot is None:
             return {}
         standing = self.state.standing()  # one read: a step settling meanwhile is in it whole or not at all
-        scores = {}
+        stored = standing.means()
+        means = {}
         for neuron in snapshot.neurons:
-            if standing.hotkeys.get(neuron.uid) != neuron.hotkey:
+            if standing.hotkeys.get(neuron.uid) != neuron.hotkey or neuron.uid not in stored:
                 continue
             registered = neuron.registered_block
             in_immunity = registered is not None and block - registered < immunity_period
             scale = warmup_scale(standing.tasks_seen.get(neuron.uid, 0), in_immunity, self.warmup_full_at)
-            scores[neuron.uid] = standing.window.mean(neuron.uid) * scale
-        return normalize_weights(scores)
+            mean = stored[neuron.uid]
+            means[neuron.uid] = Means(mean.score * scale, mean.margin * scale, mean.share)
+        return means
+
+    def _uid_of(self, hotkey: str | None) -> int | None:
+        """``hotkey``'s uid on the metagraph last read, when it is registered there."""
+        snapshot = self.view.snapshot
+        neuron = None if hotkey is None or snapshot is None else snapshot.by_hotkey(hotkey)
+        return None if neuron is None else neuron.uid
+
+
+@dataclass(frozen=True, slots=True)
+class Paid(MarginWeights):
+    """One weight-set: the weights, where they sent the emission, the means they came
+    from and the uid that took the burned part (when :attr:`payout` is ``burn``)."""
+
+    means: dict[int, Means] = field(default_factory=dict)
+    burn_uid: int | None = None
+
+
+def describe(paid: Paid) -> str:
+    """Where ``paid`` sends the emission, in one line for the log."""
+    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and paid.means.get(uid, _NONE).margin <= 0}
+    floor_part = f"floor {100 * math.fsum(floor.values()):.0f} % to {len(floor)} miners" if floor else "no floor"
+    if paid.payout is Payout.MARGIN:
+        beaters = [paid.means[uid].margin for uid in paid.weights if uid not in floor]
+        return f"{len(beaters)} beat the reference (best {max(beaters):+.3f}), {floor_part}"
+    if paid.payout is Payout.BURN:
+        burned = paid.weights.get(paid.burn_uid, 0.0)
+        return f"nobody beat the reference: {100 * burned:.0f} % burned to the owner's uid {paid.burn_uid}, {floor_part}"
+    return f"nobody beat the reference and the owner's hotkey is not on the subnet: {floor_part} (all of it)"
+
+
+_NONE = Means(0.0, 0.0)
 
 
 async def to_the_end(unit: Awaitable[T]) -> T:

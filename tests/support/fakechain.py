@@ -28,6 +28,8 @@ class FakeChain:
     head: int = 100
     down: bool = False
     netuid: int = 7
+    owner: str | None = None
+    """The subnet owner's hotkey (``None``: a subnet without one)."""
     weights_log: list[tuple[int, dict[int, float], int]] = field(default_factory=list)
     refusals: list[tuple[int, str]] = field(default_factory=list)
     _last_set: int | None = None
@@ -55,6 +57,10 @@ class FakeChain:
     async def blocks_until_epoch(self) -> int:
         self._check()
         return self.hyper.tempo - self.head % self.hyper.tempo
+
+    async def owner_hotkey(self) -> str | None:
+        self._check()
+        return self.owner
 
     async def serve_axon(self, host: str, port: int) -> None:
         self._check()
