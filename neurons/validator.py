@@ -49,7 +49,7 @@ from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families, solves
 from miner.planner.naive import naive_with_retries
 from engine.owned import evaluate_owned
 from protocol.validation import check_plan_for
-from validator.audit import recorded_task, replay
+from validator.audit import recorded_task, replay, replay_margin
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
 from validator.lifecycle import Reference
@@ -471,7 +471,9 @@ def replay_record(
 ) -> dict[str, Any]:
     """Re-score one stored execution; the result says whether it matched bit for bit
     (``None``: nothing could be compared) and what a capped record left unchecked. A
-    drawn family is drawn again from the state's secret and the record's tempo."""
+    drawn family is drawn again from the state's secret and the record's tempo. A record
+    with a margin has the reference replayed on its instance, tier and world too
+    (:func:`validator.audit.replay_margin`): identical means the margin is, too."""
     state = ValidatorState(config_state)
     try:
         record = state.execution(record_id)
@@ -487,9 +489,15 @@ def replay_record(
         world = world_for(secret, record.world_tempo, tools)
     result = replay(record, source, drawn=drawn, secret=secret, world=world)
     stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
+    identical, margin = result.identical, None
+    if record.reference_S is not None:  # the reference's run beside the miners, replayed: the same margin
+        again = replay_margin(record, source, reference(), drawn=drawn, secret=secret, world=world)
+        margin = {"stored": {"reference_S": record.reference_S, "margin": record.margin},
+                  "recomputed": dataclasses.asdict(again), "identical": again.matches(record)}
+        identical = None if identical is None else identical and again.matches(record)
     return {
-        "record": record_id, "identical": result.identical, "stored": stored, "recomputed": result.recomputed,
-        "unchecked": result.unchecked, "explanation": record.explain(),
+        "record": record_id, "identical": identical, "stored": stored, "recomputed": result.recomputed,
+        "unchecked": result.unchecked, "explanation": record.explain(), "margin": margin,
     }
 
 

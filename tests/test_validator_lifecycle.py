@@ -164,10 +164,6 @@ def _crashing_planner(package):
     raise RuntimeError("planner bug")
 
 
-def _crashing_runner(task):
-    raise RuntimeError("runner bug")
-
-
 def _boom(*args, **kwargs):
     raise RuntimeError("boom")
 
@@ -177,12 +173,12 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
     judge = reference()
     if cause == "reference":
         judge = Reference(planner=_crashing_planner, runner=owned_runner)
-    elif cause == "executor":
-        judge = Reference(planner=judge.planner, runner=_crashing_runner)
     async with _validator(tmp_path, SomeFamilies("dt_inventory"), ["good", "naive"], judge=judge) as (loop, chain, _):
         with monkeypatch.context() as patch:
             if cause == "scorer":  # the scorer itself: every judgement raises
                 patch.setattr("engine.evaluate.score_run", _boom)
+            if cause == "executor":  # executing the reference's plan raises
+                patch.setattr("validator.lifecycle.run_owned", _boom)
             chain.down = cause == "chain"
             assert await loop.step(chain.head) is None
         assert list(loop.step_outcomes) == [StepOutcome.INFRASTRUCTURE]

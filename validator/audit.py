@@ -18,6 +18,11 @@ A record keeps a plan, a final output or a score whole only up to the state's ca
 
 A capped plan changes nothing: replay never reads the plan (its hash is kept whole).
 
+The record's **margin** over the reference is checked the same way (:func:`replay_margin`):
+the validator's reference is planned again on the rebuilt task (the record's instance
+and tier) and run in the record's world, scored as the step scored it, and the record's
+``S`` minus that ``reference_S`` is its margin again, bit for bit.
+
 A record that ran in a tempo's hidden world (``world_tempo``) is also **executed again**
 when the replay is given that world (a validator's own, or the one it published once the
 tempo was over, ``GET /world/<tempo>``): the stored plan runs on the rebuilt instance in
@@ -30,18 +35,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from engine.owned import evaluate_owned
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
+from subnets.holdings import holding
 from subnets.owned import owned_runner
 from subnets.world import World
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_quality, score_run
 from scoring.quality.base import Quality
 
+from .lifecycle import Reference, run_reference
 from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
 from .state import Capped, ExecutionRecord, canonical_json
 
@@ -105,6 +113,35 @@ def replay(
     unchecked = (f"{output}: its quality was not scored again; checked: the task rebuilds from its draw, and the "
                  "score follows from the stored metrics and the stored output quality")
     return _replayed(record, score_quality(task, metrics=metrics, quality=stored).model_dump(mode="json"), unchecked)
+
+
+@dataclass(frozen=True, slots=True)
+class MarginReplay:
+    """The reference replayed on a record's instance, tier and world: its ``S`` and the
+    record's margin over it (``None`` when the reference produced no score)."""
+
+    reference_S: float | None
+    margin: float | None
+
+    def matches(self, record: ExecutionRecord) -> bool:
+        """Whether the record keeps this reference ``S`` and margin, bit for bit."""
+        return (self.reference_S, self.margin) == (record.reference_S, record.margin)
+
+
+def replay_margin(
+    record: ExecutionRecord, source: TaskSource, reference: Reference, *, drawn: DrawnFamilies | None = None,
+    secret: int = 0, world: World | None = None,
+) -> MarginReplay:
+    """Plan and run the validator's ``reference`` again on :func:`recorded_task` in ``world``
+    (the record's tempo's; ``None``: the advertised profile), as the step ran it beside the
+    miners; raises ``KeyError`` when the task cannot be rebuilt. Blocks."""
+    task = recorded_task(record, source, drawn=drawn, secret=secret)
+    runner = reference.runner if world is None else partial(reference.runner, world=world)
+    outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings))
+    if outcome.score is None:
+        return MarginReplay(None, None)
+    stored = record.score["S"] if isinstance(record.score, dict) else None
+    return MarginReplay(outcome.score.S, None if stored is None else stored - outcome.score.S)
 
 
 def _replayed(record: ExecutionRecord, recomputed: dict[str, Any], unchecked: str | None = None) -> Replay:

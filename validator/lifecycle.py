@@ -35,12 +35,15 @@ from scoring.composite import Score
 
 from engine.evaluate import score_execution
 from engine.executor import SUCCESS, Execution, ExecutorConfig
+from engine.budget import Cores
 from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
+from protocol.runner import NodeRunner
 
 from .failures import INFRASTRUCTURE_CAUSES, InfrastructureFailure
 
 __all__ = [
-    "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferencePlanner", "no_sandbox", "reference_failure",
+    "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferenceOutcome", "ReferencePlanner", "no_sandbox",
+    "reference_failure", "run_reference",
 ]
 
 ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
@@ -63,31 +66,57 @@ class Reference:
     limits: OwnedLimits = OwnedLimits()
 
 
+@dataclass(frozen=True, slots=True)
+class ReferenceOutcome:
+    """What the reference did on one task package: why it did not succeed (``None``: it
+    did) and its score, the ``S`` margins are taken over (``None`` when it produced no
+    execution: it could not plan the package, or its plan is invalid)."""
+
+    failure: str | None
+    score: Score | None = None
+    answer: WorkflowSynapse | None = None
+    """The reference's answer, to run again elsewhere without planning twice."""
+
+
 def reference_failure(
     reference: Reference, task: Task, *, config: ExecutorConfig = ExecutorConfig(), limits: Limits = DEFAULT_LIMITS
 ) -> str | None:
-    """Why the reference did not succeed on ``task``'s instance, or ``None`` when it did.
+    """Why the reference did not succeed on ``task``'s instance, or ``None`` when it did
+    (:func:`run_reference` on the reference's own runner). Blocks: call it in a worker thread.
 
-    Plans, runs and scores the instance with the reference, as a validator
-    scores a miner's plan (:func:`engine.owned.evaluate_owned`, in its two parts so
-    a crash names the part). Blocks: call it in a worker thread.
+    Raises :class:`InfrastructureFailure` when the planner, executor or scorer crashes.
+    """
+    return run_reference(reference, task, reference.runner, config=config, limits=limits,
+                         owned=reference.limits).failure
+
+
+def run_reference(
+    reference: Reference, task: Task, runner: Callable[[Task], NodeRunner], *, config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS, owned: OwnedLimits = OwnedLimits(), cores: Cores | None = None,
+    answer: WorkflowSynapse | None = None,
+) -> ReferenceOutcome:
+    """Plan ``task``'s package with the reference (or take its ``answer``), run the plan on
+    the runner ``runner`` builds for ``task`` through owned execution and score it, as a validator scores a miner's plan
+    (:func:`engine.owned.evaluate_owned`, in its two parts so a crash names the part).
+    Blocks: call it in a worker thread.
 
     Raises :class:`InfrastructureFailure` when the planner, executor or scorer crashes.
     """
     package = task.package()
-    try:
-        answer = reference.planner(package)
-    except ValueError as exc:
-        return _short(f"the reference planner cannot plan it: {exc}")
-    except Exception as exc:
-        raise InfrastructureFailure("reference", f"{type(exc).__name__}: {exc}") from exc
+    if answer is None:
+        try:
+            answer = reference.planner(package)
+        except ValueError as exc:
+            return ReferenceOutcome(_short(f"the reference planner cannot plan it: {exc}"))
+        except Exception as exc:
+            raise InfrastructureFailure("reference", f"{type(exc).__name__}: {exc}") from exc
     check = check_plan_for(answer.workflow_plan, package, limits=limits)
     if not check.runnable:
-        return _short(f"the reference plan is invalid: {'; '.join(check.errors)}")
+        return ReferenceOutcome(_short(f"the reference plan is invalid: {'; '.join(check.errors)}"))
     try:
         execution = run_owned(
-            answer.workflow_plan, check, task, reference.runner(task), total_estimated_cost=answer.total_estimated_cost,
-            config=config, limits=limits, owned=reference.limits,
+            answer.workflow_plan, check, task, runner(task), total_estimated_cost=answer.total_estimated_cost,
+            config=config, limits=limits, owned=owned, cores=cores,
         )
     except Exception as exc:
         raise InfrastructureFailure("executor", f"{type(exc).__name__}: {exc}") from exc
@@ -96,12 +125,13 @@ def reference_failure(
     except Exception as exc:
         raise InfrastructureFailure("scorer", f"{type(exc).__name__}: {exc}") from exc
     if execution.status != RunStatus.COMPLETED:
-        return _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
+        failure = _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
+        return ReferenceOutcome(failure, score, answer)
     if no_sandbox(score):
         raise InfrastructureFailure("scorer", _short(f"this machine cannot judge code: {score.details['quality']}"))
     if score.output_quality <= 0:
-        return _short(f"the reference output has quality 0: {score.details.get('quality')}")
-    return None
+        return ReferenceOutcome(_short(f"the reference output has quality 0: {score.details.get('quality')}"), score, answer)
+    return ReferenceOutcome(None, score, answer)
 
 
 def no_sandbox(score: Score) -> bool:

@@ -36,6 +36,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from protocol.canonical import plan_digest
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metagraph import Peer
 from protocol.response import check_response
@@ -120,6 +121,9 @@ class MinerOutcome:
     or :data:`WALL` (external adapters)."""
     failure: PeerError | None = None
     """Why no answer came from the miner, when none did (``reason`` is its message)."""
+    digest: str | None = None
+    """The plan's canonical digest (:func:`protocol.canonical.plan_digest`) when it passed
+    the checks: copies of one program share it whatever their node names and order."""
 
     @property
     def charged(self) -> bool:
@@ -189,6 +193,7 @@ class _Candidate:
     check: PlanCheck
     size: int = 0
     """The reply's bytes."""
+    digest: str | None = None
     execution: Execution | None = None
     failure: str | None = None
     score: Score | None = None
@@ -287,7 +292,8 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
     checked = check_response(reply.body or b"", package, limits=limits)
     if not checked.ok or checked.synapse is None or checked.plan_check is None:
         return checked.reason or "invalid response"
-    return _Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""))
+    plan = checked.synapse.workflow_plan
+    return _Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""), plan_digest(plan))
 
 
 def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
@@ -299,9 +305,11 @@ def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> 
     if entry.score is None:
         reason = entry.failure or "not scored"
         return MinerOutcome(
-            miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan, clock
+            miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan, clock,
+            digest=entry.digest,
         )
-    return MinerOutcome(miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock)
+    return MinerOutcome(
+        miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock, digest=entry.digest)
 
 
 async def _execute(

@@ -37,6 +37,8 @@ from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
 from engine.routing import routed
 from protocol.metagraph import Peer
+from scoring.margin import Answer, Credit, credits
+from subnets.holdings import holding
 from protocol.synapse import TaskPackage
 from protocol.task import Task
 from subnets.world import World, WorldSource
@@ -48,7 +50,7 @@ from .config import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
-from .lifecycle import InfrastructureFailure, Reference, reference_failure
+from .lifecycle import InfrastructureFailure, Reference, run_reference
 from .observation import StepLog, StepSummary
 from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .providers import ProviderDirectory
@@ -146,7 +148,7 @@ class Stepper:
             return None
 
         full = task if draw.tier == "full" else self._sent(replace(draw, tier="full"), block)
-        reference = asyncio.ensure_future(self._reference_failure(full))  # beside the miners, in a thread
+        reference = asyncio.ensure_future(self._references(task, full, world, len(miners)))  # beside the miners
         try:
             result = await validation_step(
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, world),
@@ -157,7 +159,7 @@ class Stepper:
         except BaseException:
             reference.cancel()
             raise
-        failure = await reference
+        failure, reference_s = await reference
         self.steps.observe(result, task)
 
         tick = time.perf_counter()
@@ -168,14 +170,18 @@ class Stepper:
             self._log_reference_failure(block, base.task_id, failure, curated=curated)
             return None
         self.steps.explain(result, block, draw.tier)
-        records = [execution_record(block, task, draw, outcome, world) for outcome in result.outcomes if outcome.charged]
+        charged = [outcome for outcome in result.outcomes if outcome.charged]
+        margins = step_credits(charged, reference_s)
+        records = [execution_record(block, task, draw, outcome, world, reference_s, margins.get(outcome.uid))
+                   for outcome in charged]
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.view.metrics.scores(self.state.window().means())
         log.info(
-            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs",
+            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs; reference S=%s",
             block, task.task_id, base.task_id, draw.tier, len(records), result.timings.wall_s,
+            "none (no margin this step)" if reference_s is None else f"{reference_s:.3f}",
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
 
@@ -197,11 +203,15 @@ class Stepper:
         """Whether ``task``'s plans run through the adapters, on the wall clock."""
         return self.owned_runner is None or runs_external(self.providers, list(task.available_tools))
 
+    def _owned_runner(self, world: World | None) -> OwnedRunnerFactory | None:
+        """The validator's own runner for plans, in the tempo's ``world`` (``None``: none)."""
+        factory = self.owned_runner
+        return factory if world is None or factory is None else partial(factory, world=world)
+
     def _runner_factory(self, task: Task, world: World | None) -> RunnerFactory:
         """Who runs a miner's plan: the validator itself (in the tempo's ``world``), or its
         adapters beside it."""
-        factory = self.owned_runner
-        owned_runner = factory if world is None or factory is None else partial(factory, world=world)
+        owned_runner = self._owned_runner(world)
         if not self._external(task):
             assert owned_runner is not None
             return lambda package, miner: owned_runner(task)
@@ -232,16 +242,46 @@ class Stepper:
         for task_id in self.state.reinstate(block):
             log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
 
-    async def _reference_failure(self, task: Task) -> str | None:
-        """Why the reference did not succeed on ``task``, run in a worker thread;
-        ``None`` when it did or when there is no reference."""
+    async def _references(
+        self, task: Task, full: Task, world: World | None, miners: int
+    ) -> tuple[str | None, float | None]:
+        """The reference's verdict on ``full`` (why it did not succeed, for the task's
+        lifecycle; ``None`` when it did) and its ``S`` on ``task`` as sent, in ``world``, to
+        take the miners' margins over (``None``: no score); in a worker thread."""
         if self.reference is None:
-            return None
+            return None, None
         tick = time.perf_counter()
         try:
-            return await asyncio.to_thread(reference_failure, self.reference, task, config=self.executor_config)
+            return await asyncio.to_thread(self._reference_runs, self.reference, task, full, world, miners)
         finally:
             self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
+
+    def _reference_runs(
+        self, reference: Reference, task: Task, full: Task, world: World | None, miners: int
+    ) -> tuple[str | None, float | None]:
+        """Blocks. The margin's run plays ``task`` exactly as a miner's plan is played
+        (:func:`validator.step.validation_step`): the same runner in the same world, the same
+        holdings, executor config, budget ceiling rule, share of the step's work and scorer,
+        so a miner sending the reference's plan scores its ``S`` bit for bit. The task's
+        lifecycle is judged at ``full`` on the advertised profile: a world where the
+        reference's plan fails says nothing about the task. When both runs are the same
+        (the ``full`` tier, no world), one serves both."""
+        outcome = None
+        if not self._external(task):
+            owned, bounds = self._owned, self.config.step_bounds
+            assert owned is not None and self.owned_runner is not None
+            runner = self._owned_runner(world)
+            assert runner is not None
+            outcome = run_reference(
+                reference, task, lambda t: holding(runner(t), t.holdings), config=self.executor_config,
+                owned=owned.limits if bounds is None else bounds.share(owned.limits, miners), cores=owned.cores,
+            )
+        score = None if outcome is None or outcome.score is None else outcome.score.S
+        if outcome is not None and task is full and (world is None or outcome.answer is None):
+            return outcome.failure, score
+        answer = outcome.answer if outcome is not None and task is full else None
+        return run_reference(reference, full, reference.runner, config=self.executor_config, owned=reference.limits,
+                             answer=answer).failure, score
 
     def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
         if not curated:
@@ -261,17 +301,31 @@ def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
     return {subnet for task in tasks for subnet in task.available_tools}
 
 
+def step_credits(outcomes: Sequence[MinerOutcome], reference_s: float | None) -> dict[int, Credit]:
+    """Each scored miner's credit over the reference's ``S`` (:func:`scoring.margin.credits`):
+    the answers grouped by their plan's canonical digest, so copies share one answer's
+    margin. None without a reference score."""
+    if reference_s is None:
+        return {}
+    return credits({outcome.uid: Answer(outcome.digest, outcome.score.S) for outcome in outcomes}, reference_s)
+
+
 def execution_record(
-    block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome, world: World | None = None
+    block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome, world: World | None = None,
+    reference_s: float | None = None, credit: Credit | None = None,
 ) -> ExecutionRecord:
     """What the state keeps of one miner's part in the step at ``block``: ``task`` as
-    sent, the ``draw`` it came from, to rebuild it (:mod:`validator.audit`), and the
-    tempo of the ``world`` it ran in."""
+    sent, the ``draw`` it came from, to rebuild it (:mod:`validator.audit`), the tempo
+    of the ``world`` it ran in, and its margin over the reference's ``reference_s``
+    with the ``credit`` it earned."""
     execution = outcome.execution
+    margin = None if reference_s is None else outcome.score.S - reference_s
     return ExecutionRecord(
         block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
         instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
         world_tempo=None if world is None else world.tempo,
         plan=outcome.plan, metrics=outcome.summary(), final_output=None if execution is None else execution.final_output,
-        score=outcome.score.model_dump(mode="json"), reason=outcome.reason,
+        score=outcome.score.model_dump(mode="json"), reason=outcome.reason, reference_S=reference_s, margin=margin,
+        credit=None if credit is None else credit.margin, share=None if credit is None else credit.share,
+        digest=outcome.digest,
     )

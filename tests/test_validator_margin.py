@@ -1,0 +1,255 @@
+"""Paid for beating the reference, through real validator steps (issue 29): every record
+keeps the reference's S on the same instance, tier and world and the margin over it;
+copies of one program share one answer; a miner that only matches the reference earns
+at most the floor; the fallback sets weights every tempo; a replayed record gives the
+same margin.
+
+Validators here run on a fake chain with real HTTP miners on loopback, in the tempo's
+hidden world (``subnets.world.world_for``), with the reference ``dagnet validator``
+wires in (``neurons.validator.reference``: the ``good`` planner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair
+from support.peers import serve_asgi, serving
+from support.tasks import SomeFamilies
+
+from chain.base import Hyperparameters
+from miner.app import create_app
+from miner.config import MinerSettings
+from miner.metagraph import StaticMetagraph
+from miner.planner import GoodPlanner, PlanProposal, load_planner
+from neurons.cli import app
+from neurons.validator import reference
+from protocol.canonical import plan_digest
+from protocol.plan import WorkflowPlan
+from protocol.synapse import TaskPackage
+from scoring.margin import FLOOR, Payout
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from subnets.world import world_for
+from validator.audit import recorded_task, replay_margin
+from validator.client import ClientConfig, MinerClient
+from validator.loop import LoopConfig, ValidatorLoop
+from validator.state import ValidatorState
+
+VALIDATOR = dev_keypair("Alice")
+OWNER = dev_keypair("dagnet-margin-owner")
+TEMPO = 4
+SECRET = 1
+"""Each test's validator secret, fixed so its instances and worlds are the same on every run."""
+FAMILIES = SomeFamilies("dt_inventory", "dt_grades", "rag_comets", "agent_trip")
+"""Families whose plans run in milliseconds on owned execution (no sandbox)."""
+
+Change = Callable[[WorkflowPlan], WorkflowPlan]
+
+
+class Good:
+    """``good``'s plan, changed by ``change`` (renamed, reordered, a dead node added)."""
+
+    name = "good-copy"
+
+    def __init__(self, change: Change = lambda plan: plan) -> None:
+        self.change = change
+
+    def plan(self, package: TaskPackage) -> PlanProposal:
+        proposal = GoodPlanner().plan(package)
+        return replace(proposal, plan=self.change(proposal.plan))
+
+
+def with_retries(plan: WorkflowPlan) -> WorkflowPlan:
+    """``plan`` declaring two more retries on every node: what a planner that watched its
+    feedback in a flaky world does. Retries a node does not need cost nothing."""
+    policies = {node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + 2})
+                for node in plan.nodes}
+    return plan.model_copy(update={"error_handling": policies})
+
+
+def renamed(plan: WorkflowPlan) -> WorkflowPlan:
+    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    names = {node["id"]: f"renamed_{i}" for i, node in enumerate(data["nodes"])}
+    text = json.dumps(data)
+    for old, new in names.items():
+        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
+    data = json.loads(text)
+    for node in data["nodes"]:
+        node["id"] = names[node["id"]]
+    for edge in data["edges"]:
+        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
+    data["output_node"] = names[data["output_node"]]
+    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
+    return WorkflowPlan.model_validate(data)
+
+
+def reordered(plan: WorkflowPlan) -> WorkflowPlan:
+    return plan.model_copy(update={"nodes": list(reversed(plan.nodes))})
+
+
+def with_junk(plan: WorkflowPlan) -> WorkflowPlan:
+    first = plan.nodes[0]
+    return plan.model_copy(update={"nodes": [*plan.nodes, first.model_copy(update={"id": "junk"})]})
+
+
+@contextlib.asynccontextmanager
+async def _validator(
+    state_path: Path, planners: Mapping[str, object], *, owner: bool = False,
+) -> AsyncIterator[tuple[ValidatorLoop, FakeChain, dict[str, int]]]:
+    """A validator over :data:`FAMILIES` in the hidden world, one miner per named planner
+    (each ``planners[name]`` a planner object, or a callable of the state's secret giving
+    one); the subnet owner's hotkey registered (without an axon) when ``owner``."""
+    keys = {name: dev_keypair(f"dagnet-margin-{name}") for name in planners}
+    builder = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0)
+    if owner:
+        builder.miner(OWNER)
+    for key in keys.values():
+        builder.miner(key)
+    bare = builder.build()
+    async with contextlib.AsyncExitStack() as stack:
+        state = stack.enter_context(contextlib.closing(ValidatorState(state_path)))
+        secret = state.instance_secret()
+        urls = {}
+        for name, key in keys.items():
+            planner = planners[name]
+            planner = planner(secret) if isinstance(planner, type) else planner
+            miner = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
+                               registry=default_registry(), planner=planner)
+            urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(miner))
+        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=serving(bare, urls), owner=OWNER.ss58_address,
+                          hyper=Hyperparameters(tempo=TEMPO, weights_rate_limit=TEMPO, immunity_period=0,
+                                                max_weight_limit=1.0, min_allowed_weights=0,
+                                                commit_reveal_enabled=False))
+        uids = {name: bare.by_hotkey(key.ss58_address).uid for name, key in keys.items()}
+        if owner:
+            uids["owner"] = bare.by_hotkey(OWNER.ss58_address).uid
+        client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=10.0)))
+        yield ValidatorLoop(
+            chain, state, client, FAMILIES, owned_runner=owned_runner, reference=reference(), worlds=world_for,
+            config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}),
+        ), chain, uids
+
+
+async def _steps(loop: ValidatorLoop, chain: FakeChain, steps: int) -> None:
+    for _ in range(steps):
+        assert await loop.step(chain.head) is not None
+        chain.advance()
+
+
+async def _weights(loop: ValidatorLoop, chain: FakeChain) -> dict[int, float]:
+    assert await loop.weight_setter.set(chain.head, chain.hyper)
+    return chain.weights_log[-1][1]
+
+
+def _state_file(tmp_path: Path, name: str) -> Path:
+    """A state file whose instance secret is :data:`SECRET`: the same instances and worlds
+    for every network of a test, and on every run."""
+    path = tmp_path / name / "validator.sqlite"
+    ValidatorState(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'instance_secret'", (SECRET,))
+    return path
+
+
+async def test_a_miner_sending_the_reference_plan_has_margin_exactly_zero_and_earns_at_most_the_floor(
+    tmp_path: Path,
+) -> None:
+    planners = {"good": Good(), "reordered": Good(reordered), "better": Good(with_retries)}
+    async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
+        await _steps(loop, chain, 4)
+        records = loop.state.executions()
+        assert len(records) == 4 * 3 and all(r.world_tempo is not None for r in records)
+        for record in records:
+            assert record.reference_S is not None and record.margin == record.score["S"] - record.reference_S
+        for name in ("good", "reordered"):  # the same node ids: the same draws in the world, bit for bit
+            assert {r.margin for r in records if r.uid == uids[name]} == {0.0}
+        copies = [r for r in records if r.uid in (uids["good"], uids["reordered"])]
+        assert {r.share for r in copies} == {0.5} and len({r.digest for r in copies if r.block == copies[0].block}) == 1
+        weights = await _weights(loop, chain)
+        assert weights[uids["good"]] + weights[uids["reordered"]] <= FLOOR + 1e-9
+        assert loop.state.last_payout().payout is Payout.MARGIN
+
+
+async def test_a_miner_clearly_better_than_the_reference_takes_all_but_the_floor_from_its_copies(
+    tmp_path: Path,
+) -> None:
+    copies = {f"good#{i}": Good() for i in range(3)}
+    planners = {**copies, "renamed": Good(renamed), "naive": load_planner("naive"), "better": Good(with_retries)}
+    async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
+        await _steps(loop, chain, 4)
+        margins = [r.margin for r in loop.state.executions() if r.uid == uids["better"]]
+        # the same draws as good's: it never loses, and wins where good's plan fails in the world
+        assert min(margins) >= 0 and max(margins) > 0.5
+        weights = await _weights(loop, chain)
+    assert weights[uids["better"]] >= 1 - FLOOR - 1e-9
+    assert weights[uids["naive"]] < min(weights[uids[copy]] for copy in copies)
+
+
+async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: Path) -> None:
+    changes = {"renamed": renamed, "reordered": reordered, "junk": with_junk}
+    base = {"better": Good(with_retries), "naive": load_planner("naive")}
+
+    async def network(name: str, copies: Mapping[str, Change]) -> dict[str, float]:
+        planners = {**base, **{copy: Good(change) for copy, change in copies.items()}}
+        async with _validator(_state_file(tmp_path, name), planners) as (loop, chain, uids):
+            await _steps(loop, chain, 3)
+            digests = {(r.block, r.digest) for r in loop.state.executions() if r.uid in {uids[c] for c in copies}}
+            weights = await _weights(loop, chain)
+        assert len(digests) == 3  # a step, a program, whatever its names, order and dead nodes
+        return {copy: weights.get(uids[copy], 0.0) for copy in copies}
+
+    together = math.fsum((await network("together", changes)).values())
+    alone = [(await network(copy, {copy: change}))[copy] for copy, change in changes.items()]
+    assert together <= max(alone) + 1e-9
+
+
+@pytest.mark.parametrize("owner", [True, False], ids=["burn", "floor-only"])
+async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(tmp_path: Path, owner: bool) -> None:
+    planners = {"good": Good(), "reordered": Good(reordered), "naive": load_planner("naive")}
+    async with _validator(_state_file(tmp_path, "a"), planners, owner=owner) as (loop, chain, uids):
+        await _steps(loop, chain, 3)
+        for _ in range(3):  # three tempos, a step each
+            await _steps(loop, chain, 1)
+            chain.advance(TEMPO - 1)
+            assert await loop.weight_setter.maybe_set(chain.head)
+            paid = loop.state.last_payout()
+            assert paid is not None and paid.block == chain.head
+            weights = chain.weights_log[-1][1]
+            assert math.fsum(weights.values()) == pytest.approx(1.0)
+            if owner:
+                assert paid.payout is Payout.BURN and paid.burn_uid == uids["owner"]
+                assert weights[uids["owner"]] == pytest.approx(1 - FLOOR)
+            else:
+                assert paid.payout is Payout.FLOOR_ONLY and paid.burn_uid is None
+            assert weights[uids["naive"]] < weights[uids["good"]] == weights[uids["reordered"]]  # a gradient
+        assert len(chain.weights_log) == 3
+
+
+async def test_a_replayed_record_gives_the_same_margin(tmp_path: Path) -> None:
+    planners = {"good": Good(), "better": Good(with_retries), "naive": load_planner("naive")}
+    path = _state_file(tmp_path, "a")
+    async with _validator(path, planners) as (loop, chain, _):
+        await _steps(loop, chain, 2)
+        records = loop.state.executions()
+        secret = loop.state.instance_secret()
+    assert any(r.margin != 0 for r in records)
+    for record in records:
+        world = world_for(secret, record.world_tempo, recorded_task(record, FAMILIES).available_tools)
+        replayed = await asyncio.to_thread(replay_margin, record, FAMILIES, reference(), secret=secret, world=world)
+        assert (replayed.reference_S, replayed.margin) == (record.reference_S, record.margin)
+    moved = next(r for r in records if r.margin)  # the command line says so too
+    command = ["validator", "--state", str(path), "--replay", str(moved.id)]
+    replayed = await asyncio.to_thread(CliRunner().invoke, app, command)  # the re-runs block on simulated time
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.stdout)["margin"]["identical"] is True
