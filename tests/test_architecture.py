@@ -149,7 +149,7 @@ def test_the_workers_see_the_run_through_a_protocol_and_never_import_the_executo
     assert {name for name in members if not hasattr(_Run, name)} == set()
 
 
-VALIDATOR_ROOMS = ("loop", "stepping", "weights", "observation", "chainview", "drawncache", "config")
+VALIDATOR_ROOMS = ("loop", "stepping", "margins", "weights", "observation", "chainview", "drawncache", "config")
 MAX_VALIDATOR_ROOM_LINES = 300
 
 

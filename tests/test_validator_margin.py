@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -163,8 +164,9 @@ def _state_file(tmp_path: Path, name: str) -> Path:
 
 
 async def test_a_miner_sending_the_reference_plan_has_margin_exactly_zero_and_earns_at_most_the_floor(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="validator.weights")
     planners = {"good": Good(), "reordered": Good(reordered), "better": Good(with_retries)}
     async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
         await _steps(loop, chain, 4)
@@ -179,6 +181,7 @@ async def test_a_miner_sending_the_reference_plan_has_margin_exactly_zero_and_ea
         weights = await _weights(loop, chain)
         assert weights[uids["good"]] + weights[uids["reordered"]] <= FLOOR + 1e-9
         assert loop.state.last_payout().payout is Payout.MARGIN
+    assert any("1 beat the reference (best +" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_miner_clearly_better_than_the_reference_takes_all_but_the_floor_from_its_copies(
@@ -215,7 +218,10 @@ async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: 
 
 
 @pytest.mark.parametrize("owner", [True, False], ids=["burn", "floor-only"])
-async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(tmp_path: Path, owner: bool) -> None:
+async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(
+    tmp_path: Path, owner: bool, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="validator.weights")
     planners = {"good": Good(), "reordered": Good(reordered), "naive": load_planner("naive")}
     async with _validator(_state_file(tmp_path, "a"), planners, owner=owner) as (loop, chain, uids):
         await _steps(loop, chain, 3)
@@ -234,6 +240,8 @@ async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(tmp_p
                 assert paid.payout is Payout.FLOOR_ONLY and paid.burn_uid is None
             assert weights[uids["naive"]] < weights[uids["good"]] == weights[uids["reordered"]]  # a gradient
         assert len(chain.weights_log) == 3
+    said = "95 % burned to the owner's uid" if owner else "the owner's hotkey is not on the subnet: floor 100 %"
+    assert sum(said in r.getMessage() and "nobody beat the reference" in r.getMessage() for r in caplog.records) == 3
 
 
 async def test_a_replayed_record_gives_the_same_margin(tmp_path: Path) -> None:

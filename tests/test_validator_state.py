@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from scoring.margin import Means, Payout
 from validator.state import (
-    ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ExecutionRecord, ReferenceRun, TaskLifecycle, ValidatorState,
-    plan_hash,
+    ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ExecutionRecord, PaidOut, ReferenceRun, TaskLifecycle,
+    ValidatorState, plan_hash,
 )
 
 
@@ -93,6 +94,64 @@ def test_windows_keep_the_last_hundred_and_restart_with_a_new_hotkey(tmp_path: P
     assert reopened.window().count(3) == 1 and reopened.tasks_seen() == {3: 1}
     assert reopened.hotkeys() == {3: "someone-else"}
     reopened.close()
+
+
+def _margined(block: int, uid: int, s: float, reference: float, share: float = 1.0, **kwargs) -> ExecutionRecord:
+    margin = s - reference
+    return dataclasses.replace(_record(block, uid, s, **kwargs), reference_S=reference, margin=margin,
+                               credit=margin * share if margin > 0 else margin, share=share, digest=f"d{uid}")
+
+
+def test_margin_windows_keep_the_last_hundred_beside_the_scores_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    state = ValidatorState(path)
+    for block in range(150):
+        state.settle_step(block, [_margined(block, 3, 0.9 if block >= 50 else 0.5, 0.8, share=0.5)])
+    state.settle_step(150, [_record(150, 3, 0.7)])  # a step whose reference produced no score: no margin
+    state.close()
+    reopened = ValidatorState(path)
+    means = reopened.standing().means()[3]
+    assert means.margin == pytest.approx(0.05) and means.share == 0.5 and means.score == pytest.approx(0.898)
+    stored = reopened.executions(block=149)[0]
+    assert (stored.reference_S, stored.credit, stored.share, stored.digest) == (0.8, pytest.approx(0.05), 0.5, "d3")
+    assert stored.margin == pytest.approx(0.1) and reopened.executions(block=150)[0].margin is None
+    reopened.settle_step(200, [_margined(200, 3, 0.2, 0.8, hotkey="someone-else")])
+    assert reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].share == 1.0
+    reopened.close()
+
+
+def test_a_state_file_from_before_the_margin_gets_its_columns_and_weights_record_their_payout(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE windows (uid INTEGER PRIMARY KEY, hotkey TEXT NOT NULL, scores TEXT NOT NULL, tasks_seen INTEGER NOT NULL);
+        INSERT INTO windows VALUES (3, 'hk3', '[0.5, 1.0]', 2);
+        CREATE TABLE executions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, block INTEGER NOT NULL, uid INTEGER NOT NULL,
+            hotkey TEXT NOT NULL, task_id TEXT NOT NULL, base_task_id TEXT NOT NULL,
+            instance_seed INTEGER NOT NULL, synthetic INTEGER NOT NULL DEFAULT 0, hint_tier TEXT NOT NULL DEFAULT 'full',
+            drawn_tempo INTEGER, plan_hash TEXT, plan TEXT, metrics TEXT,
+            final_output TEXT, score TEXT NOT NULL, s REAL NOT NULL, reason TEXT, capped TEXT, world_tempo INTEGER,
+            UNIQUE (block, uid));
+        INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, score, s)
+            VALUES (1, 3, 'hk3', 'dt_sales', 'dt_sales', 6, '{"S": 0.5}', 0.5);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO meta VALUES ('instance_secret', 1234);
+    """)
+    old.close()
+    state = ValidatorState(path)
+    try:
+        assert state.executions()[0].margin is None and state.executions()[0].digest is None
+        assert state.standing().means() == {3: Means(0.75, 0.0, 1.0)}
+        state.settle_step(2, [_margined(2, 3, 0.9, 0.8)])
+        assert state.standing().means()[3].margin == pytest.approx(0.1)
+        assert state.last_payout() is None
+        state.weights_accepted(10, {0: 0.95, 3: 0.05}, Payout.BURN, burn_uid=0)
+    finally:
+        state.close()
+    again = ValidatorState(path)
+    assert again.last_payout() == PaidOut(10, Payout.BURN, 0) and again.last_weights() == {0: 0.95, 3: 0.05}
+    again.close()
 
 
 def test_the_instance_secret_is_made_once_and_kept(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ Each step:
 4. meanwhile plans, runs and scores the same instance at the ``full`` tier with the
    validator's own reference (:mod:`validator.lifecycle`): a reference that does not
    succeed charges the task (set aside after :data:`~validator.state.SET_ASIDE_AFTER`
-   such steps in a row; a drawn family is never set aside) and no miner;
+   such steps in a row; a drawn family is never set aside) and no miner; and runs it on
+   the miners' package as their plans ran, for their margins (:mod:`validator.margins`);
 5. settles the step in the state store, one transaction.
 
 Before each step, set-aside tasks whose cool-off has ended by the block are made
@@ -37,8 +38,7 @@ from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
 from engine.routing import routed
 from protocol.metagraph import Peer
-from scoring.margin import Answer, Credit, credits
-from subnets.holdings import holding
+from scoring.margin import Credit
 from protocol.synapse import TaskPackage
 from protocol.task import Task
 from subnets.world import World, WorldSource
@@ -50,7 +50,8 @@ from .config import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
-from .lifecycle import InfrastructureFailure, Reference, run_reference
+from .lifecycle import InfrastructureFailure, Reference
+from .margins import MinersRun, reference_runs, step_credits
 from .observation import StepLog, StepSummary
 from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .providers import ProviderDirectory
@@ -242,46 +243,24 @@ class Stepper:
         for task_id in self.state.reinstate(block):
             log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
 
-    async def _references(
-        self, task: Task, full: Task, world: World | None, miners: int
-    ) -> tuple[str | None, float | None]:
-        """The reference's verdict on ``full`` (why it did not succeed, for the task's
-        lifecycle; ``None`` when it did) and its ``S`` on ``task`` as sent, in ``world``, to
-        take the miners' margins over (``None``: no score); in a worker thread."""
+    async def _references(self, task: Task, full: Task, world: World | None, miners: int) -> tuple[str | None, float | None]:
+        """:func:`validator.margins.reference_runs` for the step, in a worker thread."""
         if self.reference is None:
             return None, None
         tick = time.perf_counter()
         try:
-            return await asyncio.to_thread(self._reference_runs, self.reference, task, full, world, miners)
+            run = self._miners_run(task, world, miners)
+            return await asyncio.to_thread(reference_runs, self.reference, task, full, run, config=self.executor_config)
         finally:
             self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
 
-    def _reference_runs(
-        self, reference: Reference, task: Task, full: Task, world: World | None, miners: int
-    ) -> tuple[str | None, float | None]:
-        """Blocks. The margin's run plays ``task`` exactly as a miner's plan is played
-        (:func:`validator.step.validation_step`): the same runner in the same world, the same
-        holdings, executor config, budget ceiling rule, share of the step's work and scorer,
-        so a miner sending the reference's plan scores its ``S`` bit for bit. The task's
-        lifecycle is judged at ``full`` on the advertised profile: a world where the
-        reference's plan fails says nothing about the task. When both runs are the same
-        (the ``full`` tier, no world), one serves both."""
-        outcome = None
-        if not self._external(task):
-            owned, bounds = self._owned, self.config.step_bounds
-            assert owned is not None and self.owned_runner is not None
-            runner = self._owned_runner(world)
-            assert runner is not None
-            outcome = run_reference(
-                reference, task, lambda t: holding(runner(t), t.holdings), config=self.executor_config,
-                owned=owned.limits if bounds is None else bounds.share(owned.limits, miners), cores=owned.cores,
-            )
-        score = None if outcome is None or outcome.score is None else outcome.score.S
-        if outcome is not None and task is full and (world is None or outcome.answer is None):
-            return outcome.failure, score
-        answer = outcome.answer if outcome is not None and task is full else None
-        return run_reference(reference, full, reference.runner, config=self.executor_config, owned=reference.limits,
-                             answer=answer).failure, score
+    def _miners_run(self, task: Task, world: World | None, miners: int) -> MinersRun | None:
+        """How the step's plans run, for the reference to run the same way (``None``: on adapters)."""
+        runner, owned, bounds = self._owned_runner(world), self._owned, self.config.step_bounds
+        if self._external(task) or runner is None or owned is None:
+            return None
+        return MinersRun(runner, self.executor_config, owned.limits if bounds is None else bounds.share(
+            owned.limits, miners), owned.cores, in_world=world is not None)
 
     def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
         if not curated:
@@ -301,25 +280,14 @@ def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
     return {subnet for task in tasks for subnet in task.available_tools}
 
 
-def step_credits(outcomes: Sequence[MinerOutcome], reference_s: float | None) -> dict[int, Credit]:
-    """Each scored miner's credit over the reference's ``S`` (:func:`scoring.margin.credits`):
-    the answers grouped by their plan's canonical digest, so copies share one answer's
-    margin. None without a reference score."""
-    if reference_s is None:
-        return {}
-    return credits({outcome.uid: Answer(outcome.digest, outcome.score.S) for outcome in outcomes}, reference_s)
-
-
 def execution_record(
     block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome, world: World | None = None,
     reference_s: float | None = None, credit: Credit | None = None,
 ) -> ExecutionRecord:
     """What the state keeps of one miner's part in the step at ``block``: ``task`` as
-    sent, the ``draw`` it came from, to rebuild it (:mod:`validator.audit`), the tempo
-    of the ``world`` it ran in, and its margin over the reference's ``reference_s``
-    with the ``credit`` it earned."""
-    execution = outcome.execution
-    margin = None if reference_s is None else outcome.score.S - reference_s
+    sent, the ``draw`` it came from (:mod:`validator.audit`), the tempo of the ``world``
+    it ran in, its margin over ``reference_s`` and the ``credit`` it earned."""
+    execution, margin = outcome.execution, None if reference_s is None else outcome.score.S - reference_s
     return ExecutionRecord(
         block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
         instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
