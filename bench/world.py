@@ -81,7 +81,7 @@ def oracle_package(package: TaskPackage, world: World) -> TaskPackage:
 def oracle(package: TaskPackage, world: World) -> PlanProposal:
     """``good``'s plan for the world's truth (true prices, expected latencies and attempts),
     each node declaring the retries its subnet needs to succeed 99 times in 100."""
-    proposal = GoodPlanner().plan(oracle_package(package, world))
+    proposal = GoodPlanner(timed=False).plan(oracle_package(package, world))
     policies = dict(proposal.plan.error_handling)
     for node in proposal.plan.nodes:
         truth = world.subnets.get(node.subnet)
@@ -131,7 +131,7 @@ def run_world_bench(
 ) -> dict[str, Any]:
     """Every secret × tempo × family × hidden seed with each strategy; see the module."""
     families = list(families) or bench_families(drawn, 0)
-    good = GoodPlanner()
+    good = GoodPlanner(timed=False)
     static = {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
               for f in families}
     rows: list[dict[str, Any]] = []

@@ -33,7 +33,7 @@ from miner.server import guarded_config
 from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
 from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
-from miner.planner import load_planner
+from miner.planner import GoodPlanner
 from neurons.localrun import load_task_source
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
@@ -367,11 +367,11 @@ reference_solves = solves(reference_failure)
 
 def reference() -> Reference:
     """How the validator judges a task (validator/lifecycle.py): the ``good`` reference
-    planner, as ``dagnet plan make`` runs it, its plan run by owned execution on the
-    reference tools."""
+    planner, its search bounded by counted steps alone so every validator gets the same
+    plan whatever its load, its plan run by owned execution on the reference tools."""
 
     def plan(package: TaskPackage) -> WorkflowSynapse:
-        return load_planner("good").plan(package).answer(package, miner_uid=0)
+        return GoodPlanner(timed=False).plan(package).answer(package, miner_uid=0)
 
     return Reference(planner=plan, runner=owned_runner)
 

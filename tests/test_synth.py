@@ -5,11 +5,13 @@ fails with one clear PlanningError, within its budget, when nothing fits."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
 
 import miner.planner.synth as synth
+import miner.planner.synth.world as synth_world
 from miner.planner import GoodPlanner, NaivePlanner, PlanningError
 from miner.planner.synth import synthesise
 from miner.planner.synth.answers import matches_json, matches_text
@@ -153,6 +155,37 @@ def test_an_adversarial_package_costs_one_planning_error_within_the_budget(outpu
     with pytest.raises(PlanningError, match=str(raised.value)[:40].replace("(", r"\(").replace(")", r"\)")):
         synthesise(package, cpu_s=0.5, wall_s=1.5)  # the failure is cached too
     assert time.monotonic() - started < 0.1
+
+
+class _Racing:
+    """A clock an hour further on at every reading: a machine as slow as can be."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def _tick(self) -> float:
+        self.now += 3600.0
+        return self.now
+
+    thread_time = monotonic = _tick
+
+
+def test_the_references_search_counts_its_steps_and_never_reads_a_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validators must get the same reference plan whatever their load, so the untimed
+    search finds the same program with a clock racing an hour a reading; the miner's
+    timed search gives up at once on such a machine."""
+    package = at_tier(FAMILIES["agent_trip"].package, "goal")
+    expected = GoodPlanner(timed=False).plan(package).plan
+    synth._cache.clear()
+    monkeypatch.setattr(synth_world, "time", _Racing())
+    assert GoodPlanner(timed=False).plan(package).plan == expected
+    with pytest.raises(PlanningError, match="search budget"):
+        GoodPlanner().plan(package)
+
+
+def test_an_adversarial_package_runs_out_of_counted_steps_on_an_untimed_search() -> None:
+    with pytest.raises(PlanningError, match=r"budget \(200 checks, inf s\)"):
+        synthesise(_adversarial({"json": lambda i: {"k0": i * 7919 % 101}}), checks=200, cpu_s=math.inf, wall_s=math.inf)
 
 
 @pytest.mark.e2e

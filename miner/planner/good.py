@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from protocol.graph import CycleError, Graph
 from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY
-from protocol.synapse import TaskPackage
+from protocol.synapse import StepHint, TaskPackage
 
 from .base import PlanningError, PlanProposal, estimate
 from .steps import Option, Placement, compile_plan, options, read_steps, step_graph
-from .synth import agrees_with_hints, synthesise
+from .synth import CPU_BUDGET_S, SEARCH_CHECKS, WALL_BUDGET_S, agrees_with_hints, synthesise
 
 _SPARE_RETRIES = 1
 _MAX_RETRIES = 10  # ErrorPolicy's ceiling
@@ -50,29 +50,43 @@ _TIMEOUT_MARGIN_S = 2.0
 # sandboxed interpreter, bounded by the sandbox's 10 s wall limit.
 _ACTION_MARGIN_S = {"python_exec": 10.0}
 # With the hints in hand the search is only for a shorter program, which is found fast
-# when there is one; a short allowance keeps full-tier planning quick.
-_SHORTER_CPU_S = 0.2
-_SHORTER_WALL_S = 0.3
+# when there is one; a short allowance keeps full-tier planning quick. The checks bind
+# first on a machine that is not starved, so a miner's plan is the validator's.
+_SHORTER_CHECKS = 1_000
+_SHORTER_CPU_S = 0.5
+_SHORTER_WALL_S = 0.8
 _REASONING_NODES = 32  # keeps the reasoning far below the 16 KiB wire limit
 
 
 class GoodPlanner:
     name = "good"
 
-    def __init__(self, *, latency_headroom: float = 0.8, shorter: bool = True) -> None:
+    def __init__(self, *, latency_headroom: float = 0.8, shorter: bool = True, timed: bool = True) -> None:
+        """``timed=False`` searches by counted steps only, with no CPU or wall cap, so the
+        plan is the same on every machine: how a validator runs its reference."""
         if not 0 < latency_headroom <= 1:
             raise ValueError("latency_headroom must be in (0, 1]")
         self.latency_headroom = latency_headroom
         self.shorter = shorter
+        self.timed = timed
+
+    def _search(self, package: TaskPackage, *, shorter: bool = False) -> list[StepHint]:
+        if shorter:
+            checks, cpu_s, wall_s = _SHORTER_CHECKS, _SHORTER_CPU_S, _SHORTER_WALL_S
+        else:
+            checks, cpu_s, wall_s = SEARCH_CHECKS, CPU_BUDGET_S, WALL_BUDGET_S
+        if not self.timed:
+            cpu_s = wall_s = math.inf
+        return synthesise(package, checks=checks, cpu_s=cpu_s, wall_s=wall_s)
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         """The plan of the hinted steps or of the steps found by search, whichever this
         planner expects to score better (only found steps below the ``full`` tier)."""
         if package.hint_tier != "full":
-            return self._place(package.model_copy(update={"steps": synthesise(package)}), "found by search")
+            return self._place(package.model_copy(update={"steps": self._search(package)}), "found by search")
         if not package.steps:
             try:
-                steps = synthesise(package)
+                steps = self._search(package)
             except PlanningError as exc:
                 raise PlanningError(f"task has no steps, and the search found none: {exc}") from None
             return self._place(package.model_copy(update={"steps": steps}), "found by search")
@@ -80,7 +94,7 @@ class GoodPlanner:
         if not self.shorter:
             return hinted
         try:
-            steps = synthesise(package, cpu_s=_SHORTER_CPU_S, wall_s=_SHORTER_WALL_S)
+            steps = self._search(package, shorter=True)
         except PlanningError:
             return hinted
         if len(steps) >= len(package.steps):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -48,23 +49,32 @@ def kind_of(action: str) -> str:
 
 
 class Budget:
-    """The search's allowance: CPU seconds of this thread, and a wall-clock cap so a
-    loaded machine still answers before the miner's planning deadline."""
+    """The search's allowance. Its measure is ``checks``: the search counts its steps, so
+    the same package finds the same program (or none) on every machine, as a validator's
+    reference plan must. A miner adds a CPU and a wall-clock cap (``math.inf``: none) so a
+    loaded machine still answers before its planning deadline."""
 
-    __slots__ = ("_cpu_end", "_wall_end", "cpu_s")
+    __slots__ = ("_checks_left", "_cpu_end", "_wall_end", "checks", "cpu_s")
 
-    def __init__(self, cpu_s: float, wall_s: float) -> None:
+    def __init__(self, checks: int, cpu_s: float = math.inf, wall_s: float = math.inf) -> None:
+        self.checks = checks
         self.cpu_s = cpu_s
-        self._cpu_end = time.thread_time() + cpu_s
-        self._wall_end = time.monotonic() + wall_s
+        self._checks_left = checks
+        # An uncapped budget never reads a clock: its outcome cannot depend on the machine.
+        self._cpu_end = time.thread_time() + cpu_s if math.isfinite(cpu_s) else math.inf
+        self._wall_end = time.monotonic() + wall_s if math.isfinite(wall_s) else math.inf
 
     def spent(self) -> bool:
-        return time.thread_time() > self._cpu_end or time.monotonic() > self._wall_end
+        if self._checks_left < 0:
+            return True
+        cpu = math.isfinite(self._cpu_end) and time.thread_time() > self._cpu_end
+        return cpu or (math.isfinite(self._wall_end) and time.monotonic() > self._wall_end)
 
     def check(self) -> None:
-        """Raise :class:`PlanningError` once the allowance is spent."""
+        """Count one step; raise :class:`PlanningError` once the allowance is spent."""
+        self._checks_left -= 1
         if self.spent():
-            raise PlanningError(f"no program found within the search budget ({self.cpu_s:g} s)")
+            raise PlanningError(f"no program found within the search budget ({self.checks:,} checks, {self.cpu_s:g} s)")
 
 
 @dataclass(frozen=True, slots=True)
