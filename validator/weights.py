@@ -89,6 +89,7 @@ class WeightSetter:
         self.metrics.weights_set.labels("success").inc()
         self.metrics.last_weights_block.set(accepted)
         self.metrics.weights(weights)
+        self.metrics.paid(paid.payout)
         log.info("weights set at block %s for %d miners: %s", accepted, len(weights), describe(paid))
         return True
 
