@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from protocol.hints import TIERS
 from protocol.metagraph import MetagraphSnapshot
 from protocol.outcomes import RunStatus, StepOutcome
-from scoring.margin import Payout
+from scoring.margin import Payout, beat_share
 
 from .lifecycle import INFRASTRUCTURE_CAUSES
 
@@ -185,7 +185,7 @@ class ValidatorMetrics:
         its steps with a positive margin, the steps that beat the reference."""
         for uid, margins in windows.items():
             self.margin.labels(str(uid)).set(math.fsum(margins) / len(margins) if margins else 0.0)
-            self.beats_reference.labels(str(uid)).set(sum(m > 0 for m in margins) / len(margins) if margins else 0.0)
+            self.beats_reference.labels(str(uid)).set(beat_share(margins))
 
     def paid(self, payout: Payout) -> None:
         """Where the weights the chain just accepted sent the emission."""
