@@ -137,8 +137,8 @@ def _strategy(name: str) -> Miner:
 
 def _mixed(pairs: frozenset[tuple[int, str, int]]) -> Miner:
     """The oracle's answer on ``pairs``, ``good``'s elsewhere."""
-    return lambda i: Answer(i.digests[ORACLE], i.scores[ORACLE]) if i.key in pairs else Answer(i.digests[GOOD],
-                                                                                                 i.scores[GOOD])
+    oracle, good = _strategy(ORACLE), _strategy(GOOD)
+    return lambda i: oracle(i) if i.key in pairs else good(i)
 
 
 def _oracle_pairs(instances: Sequence[Instance], gain: float) -> frozenset[tuple[int, str, int]]:
@@ -173,16 +173,12 @@ def _network(
 ) -> dict[str, Any]:
     """The network on each validator's last ``window`` instances, and the consensus over them."""
     roles = ([better] if better else []) + [GOOD] * copies + ([NAIVE] if naive else [])
-    per_validator = {}
-    for v, instances in played.items():
-        weights = _window_weights(roles, instances[-window:], miners)
-        per_validator[str(v)] = weights
-    title = name + (" + naive+retries" if naive else "")
-    summary = {v: _shares(roles, w["weights"]) for v, w in per_validator.items()}
-    return {"name": title, "base": name, "miners": len(roles), "better": better, "naive": naive, "roles": roles,
-            "per_validator": per_validator, "shares": summary,
-            "consensus": _consensus([w["weights"] for w in per_validator.values()]),
-            "yuma": _yuma(roles, [w["weights"] for w in per_validator.values()])}
+    per_validator = {str(v): _window_weights(roles, instances[-window:], miners) for v, instances in played.items()}
+    rows = [paid["weights"] for paid in per_validator.values()]
+    return {"name": name + (" + naive+retries" if naive else ""), "base": name, "miners": len(roles), "better": better,
+            "naive": naive, "roles": roles, "per_validator": per_validator,
+            "shares": {v: _shares(roles, paid["weights"]) for v, paid in per_validator.items()},
+            "consensus": _consensus(rows), "yuma": _yuma(roles, rows)}
 
 
 def _window_weights(roles: Sequence[str], window: Sequence[Instance], miners: dict[str, Miner]) -> dict[str, Any]:
