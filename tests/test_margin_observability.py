@@ -91,6 +91,18 @@ def test_a_weight_set_exports_where_it_sent_the_emission(tmp_path: Path, better_
     assert sum(_sample(metrics, "dagnet_validator_payout", kind=kind) for kind in Payout) == 1.0
 
 
+def test_a_restarted_validator_exports_where_its_last_weights_sent_the_emission(tmp_path: Path):
+    chain, uids = _network()
+    state = ValidatorState(tmp_path / "validator.sqlite")
+    try:
+        state.weights_accepted(20, {0: 0.95, uids["copy"]: 0.05}, Payout.BURN, burn_uid=0)
+        metrics = ValidatorMetrics()
+        WeightSetter(ChainView(chain, metrics), state, metrics, version_key=1, warmup_full_at=1)
+    finally:
+        state.close()
+    assert _sample(metrics, "dagnet_validator_payout", kind=Payout.BURN) == 1.0
+
+
 # -- the localnet leaderboard and summary ------------------------------------------------------
 
 
