@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -20,6 +21,9 @@ from protocol.outcomes import RunStatus, StepOutcome
 from scoring.margin import Payout, beat_share
 
 from .lifecycle import INFRASTRUCTURE_CAUSES
+
+if TYPE_CHECKING:
+    from .state import Standing
 
 PHASES = ("sync", "query", "execute", "score", "reference", "record", "weights", "step")
 EXECUTION_STATUSES = (*RunStatus, "not_run")
@@ -170,6 +174,11 @@ class ValidatorMetrics:
     def task_states(self, states: Mapping[str, str], vocabulary: tuple[str, ...]) -> None:
         for state in vocabulary:
             self.tasks.labels(state).set(sum(1 for s in states.values() if s == state))
+
+    def standing(self, standing: Standing) -> None:
+        """Each miner's window after a step: its mean score and its margins over the reference."""
+        self.scores(standing.window.means())
+        self.margins(standing.margins)
 
     def scores(self, means: Mapping[int, float]) -> None:
         for uid, mean in means.items():
