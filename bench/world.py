@@ -24,8 +24,8 @@ learner; then the headroom and the weight ratio of each secret alone.
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -47,7 +47,7 @@ from tasks import Family
 from .tasks import network_weights
 from .tiers import bench_families
 
-__all__ = ["render_world_bench", "run_world_bench"]
+__all__ = ["Played", "play", "render_world_bench", "run_world_bench", "static_plans"]
 
 STATIC = ("good", "naive+retries")
 STRATEGIES = (*STATIC, "oracle", "learner")
@@ -131,9 +131,7 @@ def run_world_bench(
 ) -> dict[str, Any]:
     """Every secret × tempo × family × hidden seed with each strategy; see the module."""
     families = list(families) or bench_families(drawn, 0)
-    good = GoodPlanner(timed=False)
-    static = {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
-              for f in families}
+    static = static_plans(families)
     rows: list[dict[str, Any]] = []
     learned = False
     for secret in range(secrets):
@@ -145,13 +143,25 @@ def run_world_bench(
             "per_secret": {s: summarize([r for r in rows if r["secret"] == s], tempos) for s in range(secrets)}}
 
 
-def _play(
+@dataclass(frozen=True, slots=True)
+class Played:
+    """One family in one tempo of one secret's world: each strategy's plan (``None`` when
+    it could not plan) and S on each hidden seed of the tempo, in :func:`hidden_seeds` order."""
+
+    secret: int
+    tempo: int
+    family: Family
+    plans: dict[str, PlanProposal | None]
+    scores: dict[str, list[float]]
+
+
+def play(
     families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
     seeds: int, student: Any | None,
-) -> list[dict[str, Any]]:
-    """The rows of ``tempos`` tempos of ``secret``'s world."""
+) -> Iterator[Played]:
+    """``tempos`` tempos of ``secret``'s world, family by family; the learner hears its own
+    runs of a tempo once the tempo is over (so consume the whole iterator)."""
     tools = advertised_tools(families)
-    rows: list[dict[str, Any]] = []
     for tempo in range(tempos):
         world = world_for(secret, tempo, tools)
         heard: list[StepFeedback] = []
@@ -160,17 +170,32 @@ def _play(
             plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
             if student is not None:
                 plans["learner"] = _plan(student.plan, family.package)
-            row: dict[str, Any] = {"secret": secret, "tempo": tempo, "task_id": family.task_id,
-                                   "task_type": family.task_type}
+            scores: dict[str, list[float]] = {}
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in hidden_seeds(tempo, seeds)]
-                row[strategy] = statistics.median(score["S"] for score, _ in runs)
+                scores[strategy] = [score["S"] for score, _ in runs]
                 if strategy == "learner" and proposal is not None:
                     heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
-            rows.append(row)
+            yield Played(secret, tempo, family, plans, scores)
         for message in heard if hasattr(student, "observe") else ():
             student.observe(message)
-    return rows
+
+
+def static_plans(families: Sequence[Family]) -> dict[str, dict[str, PlanProposal | None]]:
+    """Each family's plans from the advertised profile: ``good``'s and ``naive+retries``'."""
+    good = GoodPlanner(timed=False)
+    return {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
+            for f in families}
+
+
+def _play(
+    families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
+    seeds: int, student: Any | None,
+) -> list[dict[str, Any]]:
+    """The rows of ``tempos`` tempos of ``secret``'s world: each strategy's median S over the seeds."""
+    return [{"secret": p.secret, "tempo": p.tempo, "task_id": p.family.task_id, "task_type": p.family.task_type,
+             **{strategy: statistics.median(scores) for strategy, scores in p.scores.items()}}
+            for p in play(families, static, secret, tempos, seeds, student)]
 
 
 def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:

@@ -99,6 +99,11 @@ class Reached:
     tempo: int = 0
     steps: int = 0
     last_weights_block: int | None = None
+    payout: str | None = None
+    """Where the last weights sent the emission (:class:`scoring.margin.Payout`); ``None`` before any."""
+    burn_uid: int | None = None
+    burned: float = 0.0
+    """The weight the last weights gave ``burn_uid`` (the subnet owner's uid) when nobody beat the reference."""
     miners: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -384,14 +389,26 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
     try:
         reached.steps = state.steps_settled()
         reached.last_weights_block = state.last_weights_block()
-        weights, window = state.last_weights(), state.window()
+        weights, window, standing, paid = state.last_weights(), state.window(), state.standing(), state.last_payout()
         parts = _mean_parts(state)
     finally:
         state.close()
+    reached.payout, reached.burn_uid = (None, None) if paid is None else (str(paid.payout), paid.burn_uid)
+    reached.burned = 0.0 if paid is None or paid.burn_uid is None else weights.get(paid.burn_uid, 0.0)
+    margins = _margins(standing)
     reached.miners = [
         _row(miner, snapshot.by_uid(miner.uid), weights.get(miner.uid, 0.0), window, parts.get(miner.uid, {}))
+        | margins.get(miner.uid, {"mean_margin": 0.0, "beats_reference": 0.0})
         for miner in miners
     ]
+
+
+def _margins(standing: Any) -> dict[int, dict[str, float]]:
+    """Per uid, the window's mean credited margin over the reference and how often it beat it."""
+    from scoring.margin import beat_share
+
+    return {uid: {"mean_margin": means.margin, "beats_reference": beat_share(standing.margins.get(uid, []))}
+            for uid, means in standing.means().items()}
 
 
 def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
@@ -426,6 +443,8 @@ LEADERBOARD = (
     Column("strategy", lambda r: r["strategy"], ALWAYS, justify="left"),
     Column("steps", lambda r: str(r["steps_scored"]), 5),
     Column("mean S", lambda r: f"{r['mean_S']:.3f}", ALWAYS),
+    Column("margin", lambda r: f"{r['mean_margin']:+.3f}", ALWAYS),
+    Column("beats", lambda r: f"{r['beats_reference']:.0%}", 5),
     Column("success", lambda r: f"{r['mean_S_success']:.3f}", 4),
     Column("cost", lambda r: f"{r['mean_S_cost']:.3f}", 3),
     Column("latency", lambda r: f"{r['mean_S_latency']:.3f}", 2),
@@ -434,7 +453,9 @@ LEADERBOARD = (
     Column("incentive", lambda r: f"{r['incentive']:.3f}", ALWAYS),
     Column("emission", lambda r: f"{r['emission']:.4f}", ALWAYS),
 )
-"""The leaderboard's columns; at 80 columns the score parts go first (mean S sums them)."""
+"""The leaderboard's columns; at 80 columns the score parts go first (mean S sums them).
+``margin`` is the window's mean credited margin over the validator's reference, ``beats``
+the share of its steps that beat the reference: what the weights pay for."""
 
 
 def render(reached: Reached, width: int | None = None) -> Group:
@@ -449,7 +470,30 @@ def render(reached: Reached, width: int | None = None) -> Group:
     ]
     rows = sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"]))
     table = fit_table(LEADERBOARD, rows, width, title="dagnet localnet leaderboard")
-    return Group(Text(" · ".join(facts)), table, Text(f"logs: {reached.run_dir}", style="dim"))
+    margins = Text("\n".join(margin_summary(reached)))
+    return Group(Text(" · ".join(facts)), table, margins, Text(f"logs: {reached.run_dir}", style="dim"))
+
+
+def margin_summary(reached: Reached) -> list[str]:
+    """Who beat the reference and by how much, and where the last weights sent the emission."""
+    beaters = sorted((r for r in reached.miners if r["mean_margin"] > 0), key=lambda r: -r["mean_margin"])
+    who = "beat the reference: " + ", ".join(
+        f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
+        for r in beaters) if beaters else "nobody beat the reference"
+    return [who, _paid_line(reached, beaters)]
+
+
+def _paid_line(reached: Reached, beaters: Sequence[dict[str, Any]]) -> str:
+    floor = [r for r in reached.miners if r["mean_margin"] <= 0 and r["weight"] > 0]
+    floor_part = f"{math.fsum(r['weight'] for r in floor):.0%} as the floor to {len(floor)} at or below the reference"
+    if reached.payout == "margin":
+        paid = math.fsum(r["weight"] for r in beaters)
+        return f"last weights: {paid:.0%} to the {len(beaters)} that beat the reference, {floor_part}"
+    if reached.payout == "burn":
+        return f"last weights: {reached.burned:.0%} burned to the subnet owner's uid {reached.burn_uid}, {floor_part}"
+    if reached.payout == "floor_only":
+        return f"last weights: the owner's hotkey is not on the subnet, so {floor_part}"
+    return "last weights: none set yet"
 
 
 def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> Reached:

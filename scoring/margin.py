@@ -26,11 +26,12 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights", "credits", "margin_weights"]
+__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights", "beat_share", "credits",
+           "margin_weights"]
 
 FLOOR = 0.05
 """The share of the emission every miner at or below the reference shares (docs/scoring.md)."""
@@ -74,6 +75,12 @@ def credits(answers: Mapping[int, Answer], reference: float) -> dict[int, Credit
         margin = _finite(answer.score) - reference
         result[uid] = Credit(margin * share if margin > 0 else margin, share)
     return result
+
+
+def beat_share(margins: Sequence[float]) -> float:
+    """How often a window's credited margins beat the reference: the share of them that
+    are positive (0 for an empty window)."""
+    return sum(margin > 0 for margin in margins) / len(margins) if margins else 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 ROWS = [
     {"uid": uid, "strategy": strategy, "hotkey": "5F" + "x" * 46, "steps_scored": steps, "mean_S": mean,
      "mean_S_success": 0.95, "mean_S_cost": 0.5, "mean_S_latency": 0.77, "mean_S_reliability": 1.0,
-     "weight": weight, "incentive": incentive, "emission": emission}
-    for uid, strategy, steps, mean, weight, incentive, emission in [
-        (1, "good", 123, 0.8765, 0.9731, 0.98765, 1234.56789),
-        (2, "naive", 118, 0.5512, 0.0269, 0.01235, 12.5),
-        (3, "invalid", 120, 0.0, 0.0, 0.0, 0.0),
-        (4, "precompute", 9, 0.0, 0.0, 0.0, 0.0),
+     "weight": weight, "incentive": incentive, "emission": emission, "mean_margin": margin, "beats_reference": beats}
+    for uid, strategy, steps, mean, weight, incentive, emission, margin, beats in [
+        (1, "good", 123, 0.8765, 0.9731, 0.98765, 1234.56789, 0.0213, 0.41),
+        (2, "naive", 118, 0.5512, 0.0269, 0.01235, 12.5, -0.2481, 0.02),
+        (3, "invalid", 120, 0.0, 0.0, 0.0, 0.0, -0.8, 0.0),
+        (4, "precompute", 9, 0.0, 0.0, 0.0, 0.0, -0.8, 0.0),
     ]
 ]
 
@@ -77,7 +77,8 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
     assert not any("…" in line for line in table)
     for row in ROWS:
         line = next(line for line in table if line.split("│")[1].strip() == str(row["uid"]))
-        for shown in (row["strategy"], f"{row['mean_S']:.3f}", f"{row['incentive']:.3f}", f"{row['emission']:.4f}"):
+        for shown in (row["strategy"], f"{row['mean_S']:.3f}", f"{row['mean_margin']:+.3f}", f"{row['incentive']:.3f}",
+                      f"{row['emission']:.4f}"):
             assert f" {shown} " in line, (shown, line)
 
 
@@ -85,7 +86,8 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
 def test_the_leaderboard_on_a_wide_terminal_keeps_every_column():
     lines = _on_a_terminal(_PROGRAM, 140)
     header = next(line for line in lines if "strategy" in line)
-    for column in ("uid", "steps", "mean S", "success", "cost", "latency", "reliab.", "weight", "incentive", "emission"):
+    for column in ("uid", "steps", "mean S", "margin", "beats", "success", "cost", "latency", "reliab.", "weight",
+                   "incentive", "emission"):
         assert column in header
 
 

@@ -301,6 +301,8 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
         assert all(replay(r, loop.source, drawn=drawn, secret=loop.stepper.secret).identical for r in records)
         scored = loop.metrics.registry.get_sample_value("dagnet_validator_execution_score_count", {"tier": "goal"})
         assert scored == len(records)
+        for uid in {r.uid for r in records}:  # each scored miner's margin over the reference is on /metrics
+            assert loop.metrics.registry.get_sample_value("dagnet_validator_margin", {"uid": str(uid)}) is not None
 
 
 async def test_the_loop_offers_this_tempos_drawn_families_and_never_sets_them_aside(tmp_path: Path) -> None:

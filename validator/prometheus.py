@@ -8,16 +8,22 @@ phases and hint tiers by fixed vocabularies.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from protocol.hints import TIERS
 from protocol.metagraph import MetagraphSnapshot
 from protocol.outcomes import RunStatus, StepOutcome
+from scoring.margin import Payout, beat_share
 
 from .lifecycle import INFRASTRUCTURE_CAUSES
+
+if TYPE_CHECKING:
+    from .state import Standing
 
 PHASES = ("sync", "query", "execute", "score", "reference", "record", "weights", "step")
 EXECUTION_STATUSES = (*RunStatus, "not_run")
@@ -66,6 +72,18 @@ class ValidatorMetrics:
         )
         self.score = Gauge("dagnet_validator_score", "Each miner's windowed mean score S.", ["uid"], registry=r)
         self.weight = Gauge("dagnet_validator_weight", "The weight last set on chain for each miner.", ["uid"], registry=r)
+        self.margin = Gauge(
+            "dagnet_validator_margin", "Each miner's window mean credited margin over the validator's reference.",
+            ["uid"], registry=r,
+        )
+        self.beats_reference = Gauge(
+            "dagnet_validator_beats_reference", "Each miner's share of its window's steps that beat the reference.",
+            ["uid"], registry=r,
+        )
+        self.payout = Gauge(
+            "dagnet_validator_payout", "1 for where the last accepted weights sent the emission, else 0.",
+            ["kind"], registry=r,
+        )
         self.weights_set = Counter(
             "dagnet_validator_weights_set_total", "set_weights attempts, by the chain's result.", ["result"], registry=r
         )
@@ -115,6 +133,8 @@ class ValidatorMetrics:
         ):
             for value in values:
                 counter.labels(value)
+        for kind in Payout:
+            self.payout.labels(kind)
         for tier in TIERS:
             self.execution_score.labels(tier)
             for status in EXECUTION_STATUSES:
@@ -155,6 +175,11 @@ class ValidatorMetrics:
         for state in vocabulary:
             self.tasks.labels(state).set(sum(1 for s in states.values() if s == state))
 
+    def standing(self, standing: Standing) -> None:
+        """Each miner's window after a step: its mean score and its margins over the reference."""
+        self.scores(standing.window.means())
+        self.margins(standing.margins)
+
     def scores(self, means: Mapping[int, float]) -> None:
         for uid, mean in means.items():
             self.score.labels(str(uid)).set(mean)
@@ -163,3 +188,15 @@ class ValidatorMetrics:
         self.weight.clear()
         for uid, value in weights.items():
             self.weight.labels(str(uid)).set(value)
+
+    def margins(self, windows: Mapping[int, Sequence[float]]) -> None:
+        """Each uid's window of credited margins: its mean (0 while empty) and the share of
+        its steps with a positive margin, the steps that beat the reference."""
+        for uid, margins in windows.items():
+            self.margin.labels(str(uid)).set(math.fsum(margins) / len(margins) if margins else 0.0)
+            self.beats_reference.labels(str(uid)).set(beat_share(margins))
+
+    def paid(self, payout: Payout) -> None:
+        """Where the weights the chain just accepted sent the emission."""
+        for kind in Payout:
+            self.payout.labels(kind).set(float(kind is payout))

@@ -178,7 +178,7 @@ class Stepper:
         self.state.settle_step(block, records, judged, tempo=tempo)
         self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
-        self.view.metrics.scores(self.state.window().means())
+        self.view.metrics.standing(self.state.standing())
         log.info(
             "block %s: task %s (%s, %s tier) scored %d miners in %.2fs; reference S=%s",
             block, task.task_id, base.task_id, draw.tier, len(records), result.timings.wall_s,

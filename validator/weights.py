@@ -46,6 +46,9 @@ class WeightSetter:
         self.warmup_full_at = warmup_full_at
         self.last_payout: Paid | None = None
         """The last weight-set the chain accepted in this process (:meth:`ValidatorState.last_payout` survives restarts)."""
+        kept = state.last_payout()
+        if kept is not None:  # /metrics says where the emission goes from the start, not from the next set
+            metrics.paid(kept.payout)
 
     async def maybe_set(self, block: int) -> bool:
         """Set weights if a tempo (and the rate limit) has passed since the last accepted set."""
@@ -89,6 +92,7 @@ class WeightSetter:
         self.metrics.weights_set.labels("success").inc()
         self.metrics.last_weights_block.set(accepted)
         self.metrics.weights(weights)
+        self.metrics.paid(paid.payout)
         log.info("weights set at block %s for %d miners: %s", accepted, len(weights), describe(paid))
         return True
 

@@ -27,6 +27,12 @@ RATE = "$__rate_interval"
 PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
     ("Subnet", "Leaderboard: windowed mean score S by miner", "table", "none",
      [("max by (uid) (dagnet_validator_score)", "S")]),
+    ("Subnet", "Margin over the reference per miner (window mean, credited)", "timeseries", "none",
+     [("max by (uid) (dagnet_validator_margin)", "uid {{uid}}")]),
+    ("Subnet", "Share of steps beating the reference per miner", "timeseries", "percentunit",
+     [("max by (uid) (dagnet_validator_beats_reference)", "uid {{uid}}")]),
+    ("Subnet", "Where the last weights sent the emission (1: this kind)", "stat", "none",
+     [("max by (kind) (dagnet_validator_payout)", "{{kind}}")]),
     ("Subnet", "Weights set by the validator", "timeseries", "percentunit",
      [("max by (uid) (dagnet_validator_weight)", "uid {{uid}}")]),
     ("Subnet", "Incentive on chain", "timeseries", "percentunit",

@@ -1,4 +1,4 @@
-"""``dagnet bench executor | network | tasks | world | chain``: benchmarks that print ratios."""
+"""``dagnet bench executor | network | tasks | world | margin | chain``: benchmarks that print ratios."""
 
 from __future__ import annotations
 
@@ -99,3 +99,27 @@ def bench_chain(
 
     result = run_chain_bench(repeats=repeats)
     print_json(result) if as_json else render_chain_bench(result, Console())
+
+
+@bench_app.command("margin")
+def bench_margin(
+    validators: int = typer.Option(3, "--validators", min=1, help="Validators (secrets 0 .. N-1), each in its own "
+                                   "hidden world, scoring the same miners."),
+    tempos: int = typer.Option(4, "--tempos", min=1, help="Tempos each validator plays, from tempo 0."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo."),
+    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
+                              "curated 40."),
+    window: int = typer.Option(100, "--window", min=1, help="The instances each validator's weights are set from "
+                               "(its last ones)."),
+    learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
+                                "package.module:attr; its networks are left out when it does not load."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Shares of the emission when miners are paid for their margin over the validator's
+    reference: 63 copies of good and one planner 3 % better, 7 and one 1 % better, 2 copies,
+    each with a naive+retries miner added; and whether validators with different secrets agree."""
+    from bench.margin import render_margin_bench, run_margin_bench
+
+    result = run_margin_bench(validators=validators, tempos=tempos, seeds=seeds, drawn=drawn, window=window,
+                              learner=learner)
+    print_json(result) if as_json else render_margin_bench(result, Console())
