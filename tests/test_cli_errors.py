@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.chain import without_backoff
 from support.tasks import write_taskset
 from typer.testing import CliRunner
 
@@ -108,7 +109,8 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
-def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str], message: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(files: dict[str, Path], args: list[str], message: str, monkeypatch) -> None:
+    without_backoff(monkeypatch)  # an unreachable chain: the same retries, at once
     result = CliRunner().invoke(app, [arg.format(**files) for arg in args])
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()

@@ -90,6 +90,7 @@ async def test_a_validator_over_its_cpu_allowance_is_refused_and_another_is_not(
     assert int(second.headers["retry-after"]) >= 40  # 0.04+ CPU-s of debt at 0.001 CPU-s per s
 
 
+@pytest.mark.e2e  # a flood of 80 queries for 4 s, each planner killed at its 2 s deadline and forked anew
 async def test_a_flooding_validator_does_not_starve_another() -> None:
     """//Alice sends 20 packages a second that make the planner spin to its deadline;
     every query of //Charlie, sent meanwhile, is answered 200 before a validator's timeout."""

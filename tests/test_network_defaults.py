@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from support.chain import without_backoff
 from typer.testing import CliRunner
 
 from chain.network import NO_NETWORK
@@ -133,7 +134,8 @@ def test_a_miner_needs_a_network_or_a_metagraph_file_as_its_help_says(opened, mo
     assert followed == ["embedded:x.sqlite"]
 
 
-def test_a_validator_whose_chain_cannot_be_reached_exits_2_naming_it(tmp_path: Path) -> None:
+def test_a_validator_whose_chain_cannot_be_reached_exits_2_naming_it(tmp_path: Path, monkeypatch) -> None:
+    without_backoff(monkeypatch)  # the SDK's retries, at once
     args = ["validator", "--dev-key", "//Alice", "--state", str(tmp_path / "v.sqlite"), "--port", "0"]
     missing = tmp_path / "nothing.sqlite"
     line = _error_line(_run([*args, "--network", f"embedded:{missing}"]))

@@ -124,6 +124,7 @@ def test_the_mining_page_shows_these_steps() -> None:
     assert any(c.startswith("dagnet miner --planner template") for c in shown), shown
 
 
+@pytest.mark.e2e  # a venv with the template pip-installed, then `dagnet eval` in it
 def test_the_planner_pages_settings_example_is_one_the_template_accepts(venv: Path, tmp_path: Path) -> None:
     """docs/planner.md's `[planner]` table, as a miner's --config, with the template installed."""
     from support import doccmds

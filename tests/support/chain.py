@@ -64,6 +64,14 @@ def dev_wallet(hotkey_uri: str, coldkey_uri: str = "//Alice") -> SimpleNamespace
     return SimpleNamespace(coldkey=cold, coldkeypub=cold, hotkey=Keypair.create_from_uri(hotkey_uri))
 
 
+def without_backoff(monkeypatch) -> None:
+    """Every :class:`SdkChain` made in this test retries as many times as the product
+    makes it, at once: the backoff between attempts (0.5 s doubling, about 8 s in all)
+    is waiting, not behaviour, for a test of what a command says once the retries are
+    spent. Only for chains a command builds itself (``SdkChain.open`` with the default)."""
+    monkeypatch.setitem(SdkChain.__init__.__kwdefaults__, "backoff_s", 0.0)
+
+
 def chain_for(state: Path, hotkey_uri: str, netuid: int = 1, *, coldkey_uri: str = "//Alice", **kwargs) -> SdkChain:
     return SdkChain.open(Network("embedded", state), dev_wallet(hotkey_uri, coldkey_uri), netuid, **kwargs)
 
