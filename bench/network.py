@@ -195,7 +195,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
 async def _same_as_dry_run(task: Task, result: Any) -> float:
     """The share of miners whose S is exactly the S ``dagnet run PLAN --task FAMILY --seed N``
     gives for its plan (each distinct plan run once)."""
-    from neurons.localrun import run_document
+    from bench.tasks import dry_run
     from protocol.documents import load_plan_document
 
     dry: dict[str, float] = {}
@@ -205,7 +205,7 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
             continue
         key = json.dumps(outcome.plan, sort_keys=True)
         if key not in dry:
-            report = await run_document(load_plan_document(outcome.plan), task=task)
+            report = await dry_run(load_plan_document(outcome.plan), task)
             dry[key] = report["score"]["S"]
         same += dry[key] == outcome.score.S
     return same / len(result.outcomes) if result.outcomes else 0.0

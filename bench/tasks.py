@@ -28,9 +28,12 @@ from rich.table import Table
 from tasks import Family, load_families
 from miner.planner import PlanProposal, load_planner
 from miner.planner.naive import naive_with_retries
-from neurons.localrun import run_document
+from engine.owned import owned_report
 from protocol.documents import PlanDocument
+from protocol.task import Task
+from protocol.validation import check_plan_for
 from scoring.weights import normalize_weights
+from subnets.owned import owned_runner
 
 REFERENCE_PLANNERS = ("good", "naive", "naive+retries")
 CHAINS = ("naive", "naive+retries")
@@ -47,11 +50,19 @@ def propose(family: Family, strategy: str) -> PlanProposal:
     return load_planner(strategy).plan(family.package)
 
 
+async def dry_run(document: PlanDocument, task: Task) -> dict[str, Any]:
+    """The report ``dagnet run PLAN --task`` prints for ``document`` on ``task``: owned
+    execution's (:func:`engine.owned.owned_report`), in a thread."""
+    check = check_plan_for(document.plan, task)
+    return await asyncio.to_thread(owned_report, document.plan, check, task, owned_runner(task),
+                                   total_estimated_cost=document.total_estimated_cost)
+
+
 async def run_strategy(family: Family, strategy: str, seed: int) -> dict[str, Any]:
     """The run report of ``strategy``'s plan on ``family``'s instance of ``seed``."""
     proposal = propose(family, strategy)
     document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
-    return await run_document(document, task=family.task(family.instance(seed)))
+    return await dry_run(document, family.task(family.instance(seed)))
 
 
 async def _score_family(family: Family, seeds: list[int]) -> dict[str, Any]:

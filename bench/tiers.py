@@ -42,7 +42,6 @@ from rich.console import Console
 
 from miner.planner import GoodPlanner, PlanningError, PlanProposal
 from neurons.columns import ALWAYS, Column, fit_table
-from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.outcomes import RunStatus
 from protocol.hints import TIERS, HintTier
@@ -53,7 +52,7 @@ from protocol.task import Task, at_tier
 from tasks import Family, load_families
 from tasks.seed import EXAMPLE_SEED
 
-from .tasks import _bounded, network_weights, propose
+from .tasks import _bounded, dry_run, network_weights, propose
 
 __all__ = ["hidden_seeds", "render_tiers_bench", "run_tiers_bench"]
 
@@ -81,7 +80,7 @@ async def _run(proposal: PlanProposal | None, task: Task) -> dict[str, Any]:
     if proposal is None:
         return {"S": 0.0, "solved": False, "status": "no plan"}
     document = PlanDocument(proposal.plan, proposal.total_estimated_cost, "synapse")
-    report = await run_document(document, task=task)
+    report = await dry_run(document, task)
     score = report["score"]
     solved = report["status"] == RunStatus.COMPLETED and score["output_quality"] >= 1.0
     return {"S": score["S"], "solved": solved, "status": report["status"]}

@@ -39,6 +39,7 @@ from sandbox import SandboxLimits
 from .budget import Allowance, Cores
 from .evaluate import Evaluation, run_task, score_execution
 from .executor import Execution
+from .report import run_report
 from .routing import routed
 from .simclock import run_simulated
 
@@ -178,3 +179,12 @@ def evaluate_owned(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: Nod
     ``options`` are :func:`run_owned`'s. Blocks."""
     execution = run_owned(plan, check, task, runner, **options)
     return Evaluation(execution, score_execution(task, check, execution))
+
+
+def owned_report(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any) -> dict[str, Any]:
+    """The run report of ``plan`` scored on ``task``'s instance by owned execution
+    (:func:`evaluate_owned`), with the task's id and seed: what ``dagnet run --task`` prints
+    and what the benches compare. ``options`` are :func:`run_owned`'s. Blocks."""
+    evaluation = evaluate_owned(plan, check, task, runner, **options)
+    report = run_report(evaluation.execution, score=evaluation.score.model_dump())
+    return {**report, "task_id": task.task_id, "seed": task.seed}

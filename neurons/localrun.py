@@ -31,7 +31,7 @@ from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import saved_metrics
 from engine.evaluate import run_plan
-from engine.owned import evaluate_owned
+from engine.owned import owned_report
 from engine.executor import Event, ExecutorConfig
 from engine.report import run_report
 from validator.sampling import FixedTasks, TaskSource
@@ -140,7 +140,7 @@ async def run_document(
     """Execute ``document`` locally and return the run report.
 
     With a task, the plan runs on the task's drawn instance exactly as a validator
-    runs it (:func:`engine.owned.evaluate_owned`: the reference tools playing the
+    runs it (:func:`engine.owned.owned_report`: the reference tools playing the
     task's subnets, on simulated time) and the report gains ``score``,
     ``task_id`` and ``seed``; without one, :func:`engine.evaluate.run_plan` runs it.
     ``on_event`` receives every lifecycle transition as it happens (see :func:`execute`).
@@ -156,12 +156,10 @@ async def run_document(
             config=config, limits=limits, on_event=on_event, inputs=inputs,
         )
         return run_report(execution)
-    evaluation = await asyncio.to_thread(
-        evaluate_owned, document.plan, check, task, owned_runner(task, world=world),
+    return await asyncio.to_thread(
+        owned_report, document.plan, check, task, owned_runner(task, world=world),
         total_estimated_cost=document.total_estimated_cost, config=config, limits=limits, on_event=on_event,
     )
-    report = run_report(evaluation.execution, score=evaluation.score.model_dump())
-    return {**report, "task_id": task.task_id, "seed": task.seed}
 
 
 def load_report(path: Path) -> dict[str, Any]:

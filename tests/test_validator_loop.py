@@ -51,6 +51,8 @@ def _profiles(tasks: tuple[Task, ...]) -> dict:
     return merged
 
 
+# A step over this network is an e2e test: real HTTP servers, miners planning in forked
+# processes, providers sleeping each subnet's advertised latency in real time (seconds a step).
 @contextlib.asynccontextmanager
 async def _network(tasks: tuple[Task, ...], permit: bool = True) -> AsyncIterator[tuple[MetagraphSnapshot, Peer]]:
     """Two miners (good, naive) and one provider of every subnet, all on loopback; the
@@ -127,6 +129,7 @@ async def test_a_miner_refusing_a_validator_without_a_permit_charges_no_one(tmp_
     assert len(said) == 1 and said[0].startswith("this validator has no validator permit on netuid 7 yet"), said
 
 
+@pytest.mark.e2e
 async def test_every_score_is_explained_in_the_log_in_records_and_by_replay(tmp_path: Path, caplog) -> None:
     import json
 
@@ -166,6 +169,7 @@ async def test_every_score_is_explained_in_the_log_in_records_and_by_replay(tmp_
     assert f"record {some.id}: {some.explain()}" in replayed.stderr
 
 
+@pytest.mark.e2e
 async def test_the_task_is_the_hash_pick_over_active_tasks(tmp_path: Path) -> None:
     from validator.sampling import pick_task
 
@@ -205,6 +209,7 @@ async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay
     assert result.exit_code == 0 and '"identical": true' in result.stdout, result.output
 
 
+@pytest.mark.e2e
 async def test_a_refused_set_weights_is_logged_and_retried_when_allowed(tmp_path: Path, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="validator.loop")
     async with _loop(tmp_path) as (loop, chain):
@@ -257,6 +262,7 @@ async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path
         assert loop.metrics.infrastructure_failures.labels("chain")._value.get() == 1
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sabotage", ["scorer", "state"])
 async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch, sabotage: str) -> None:
     async with _loop(tmp_path) as (loop, chain):
@@ -278,6 +284,7 @@ def _boom(*args, **kwargs):
     raise RuntimeError("boom")
 
 
+@pytest.mark.e2e
 async def test_dagnet_validator_replay_rescores_a_stored_record(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

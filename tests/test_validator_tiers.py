@@ -279,6 +279,7 @@ def test_execution_metrics_carry_a_tier_label_of_three_values() -> None:
 # -- the loop ----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Path) -> None:
     """Every drawn family goes out at goal (no steps: naive cannot plan it), yet the reference
     runs on the full tier of the same instance, so no task is charged."""
@@ -305,6 +306,7 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
             assert loop.metrics.registry.get_sample_value("dagnet_validator_margin", {"uid": str(uid)}) is not None
 
 
+@pytest.mark.e2e
 async def test_the_loop_offers_this_tempos_drawn_families_and_never_sets_them_aside(tmp_path: Path) -> None:
     drawn = _Drawn("dt_inventory", "rag_comets")
     async with _loop(tmp_path) as (loop, chain):

@@ -173,6 +173,8 @@ class Network:
     cheat_provider: CheatProvider
 
 
+# A step over this network is an e2e test: real HTTP servers, miners planning in forked
+# processes, providers sleeping each subnet's advertised latency in real time (seconds a step).
 @contextlib.asynccontextmanager
 async def _network(
     *, provider_hotkey: str, provider_coldkey: str, sabotage: bool = False, late: bool = False, colluder: bool = False,
@@ -243,6 +245,7 @@ def _unmoved(score: dict[str, Any]) -> dict[str, float]:
     return {part: round(score[part], 9) for part in UNMOVED}
 
 
+@pytest.mark.e2e
 async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
     """The attack is real in this harness: taken at its word, the cheat's provider makes a
     one-node plan beat the good planner (the untrusted runner, as main had it)."""
@@ -262,6 +265,7 @@ async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
     assert cheat_outcome.score.S > good.score.S > 0.5
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("keys", ["same_coldkey", "unrelated_keys"])
 async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, keys: str) -> None:
     coldkey = CHEAT_COLDKEY if keys == "same_coldkey" else OTHER_COLDKEY
@@ -280,6 +284,7 @@ async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, ke
     assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("guard", ["excluded", "out_voted"])
 async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_path: Path, guard: str) -> None:
     """Excluded: the provider runs under the cheat miner's own hotkey, registered on the
@@ -308,6 +313,7 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
         assert _unmoved(good["score"]) == _unmoved(control["score"])  # as if every provider were honest
 
 
+@pytest.mark.e2e
 async def test_two_colluding_providers_agreeing_gain_the_cheat_nothing(tmp_path: Path) -> None:
     """Every subnet asks two providers, and both are the cheater's (unrelated keys): they
     agree on the solved instance. Agreement is not evidence; the re-run refuses it."""
@@ -320,6 +326,7 @@ async def test_two_colluding_providers_agreeing_gain_the_cheat_nothing(tmp_path:
     assert cheat["score"]["S"] <= good["score"]["S"] and good["score"]["output_quality"] == 1.0
 
 
+@pytest.mark.e2e
 async def test_a_provider_answering_late_does_not_slow_the_good_miner(tmp_path: Path) -> None:
     """Every subnet asks three providers; the top one answers honestly, but only after the
     step. The good plan's nodes end with the first confirmed answer, as with honest providers."""

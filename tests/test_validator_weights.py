@@ -86,6 +86,7 @@ def _scored(uid: int, hotkey: str) -> ExecutionRecord:
                            instance_seed=0, plan=None, metrics=None, final_output=None, score={"S": 0.5}, reason=None)
 
 
+@pytest.mark.e2e
 async def test_weights_are_set_every_tempo_while_sybils_hold_the_step(tmp_path: Path) -> None:
     release = asyncio.Event()
     async with _validator(tmp_path, release) as (loop, chain, sybils):

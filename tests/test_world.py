@@ -215,6 +215,7 @@ async def _world_loop(tmp_path: Path) -> AsyncIterator[tuple[ValidatorLoop, Fake
                             worlds=world_for, config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0})), chain
 
 
+@pytest.mark.e2e
 async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
