@@ -161,7 +161,7 @@ def test_code_that_sleeps_fails_within_the_wall_net(runs: list[CallsReport]) -> 
 
 
 def test_an_answer_past_its_budget_scores_zero_on_the_rest_with_the_reason(runs: list[CallsReport]) -> None:
-    budget = CallBudget(cpu_seconds=1.0, cpu_budget=1.0, wall_factor=4.0)
+    budget = CallBudget(cpu_seconds=1.0, cpu_budget=1.0, wall_factor=20.0)  # the budget stops it, not the wall net
     reference = {"entry_point": "f", "cases": [{"args": [i], "expected": i + 1} for i in range(5)]}
     source = "def f(x):\n    while x >= 2:\n        pass\n    return x + 1\n"  # case 2 computes forever
     quality = code.score(reference, answer(source), budget=budget)
