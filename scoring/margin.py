@@ -4,14 +4,17 @@ weights a window of margins earns (docs/scoring.md, "What a miner is paid for").
 Each step the validator also runs its own reference planner on the same instance, at
 the same tier, in the same world, and scores it like any miner. A miner's *margin* on
 the step is ``S − S_reference``. Copies are one answer: the hotkeys that sent plans with
-the same canonical digest (:func:`protocol.canonical.plan_digest`) share a positive
-margin equally, so registering more copies of a plan earns nothing more than one of
+the same canonical digest (:func:`protocol.canonical.plan_digest`), or plans that ran the
+same (the same S and final output), share a positive margin equally, so registering more
+copies of a plan, or variants of it that change nothing, earns nothing more than one of
 them alone. A loss is each one's own.
 
-Weights come from the window's mean credited margin (losses count, so how reliably a
-miner beats the reference matters as much as by how far):
+Weights come from the window's credited margins, paid as their mean less one standard
+error (:data:`RELIABILITY_Z`): losses count, and a mean made of a few lucky steps among
+many losses is not paid, so how reliably a miner beats the reference matters as much as
+by how far. A copy of the reference (every margin 0.0) is paid 0 over it.
 
-- every miner with a positive mean margin shares ``1 − FLOOR`` in proportion to it;
+- every miner whose paid margin is positive shares ``1 − FLOOR`` in proportion to it;
 - every other miner with a positive mean score shares ``FLOOR``, in proportion to its
   share of the answers it sent times ``exp(S / FLOOR_TEMPERATURE)``: a newcomer still
   sees a gradient, a naive chain ranks below a copy of the reference, and copies hold
@@ -30,8 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights", "beat_share", "credits",
-           "margin_weights"]
+__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "RELIABILITY_Z", "Answer", "Credit", "Means", "Payout", "MarginWeights",
+           "beat_share", "credits", "margin_weights", "window_means"]
+
+RELIABILITY_Z = 0.5
+"""Standard errors taken off a window's mean margin before it is paid (:meth:`Means.paid`)."""
 
 FLOOR = 0.05
 """The share of the emission every miner at or below the reference shares (docs/scoring.md)."""
@@ -45,10 +51,12 @@ shares its plan with 63 others."""
 @dataclass(frozen=True, slots=True)
 class Answer:
     """One miner's scored answer on a step: its plan's canonical digest (``None`` when it
-    sent no valid plan) and its score ``S``."""
+    sent no valid plan), its score ``S`` and ``outcome``, a key of what its execution did
+    (the validator's hash of ``S`` and the final output; ``None`` when it did not run)."""
 
     digest: str | None
     score: float
+    outcome: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +69,42 @@ class Credit:
 
 
 def credits(answers: Mapping[int, Answer], reference: float) -> dict[int, Credit]:
-    """Each uid's credit for one step. ``S − reference`` is the margin; the uids that sent
-    the same digest are copies: each holds ``1/n`` of the answer and of a positive margin,
-    so copies together earn what one of them earns alone. A loss is each one's own.
-    Non-finite scores count as 0."""
-    copies: dict[str, int] = {}
-    for answer in answers.values():
-        if answer.digest is not None:
-            copies[answer.digest] = copies.get(answer.digest, 0) + 1
+    """Each uid's credit for one step. ``S − reference`` is the margin. Answers with the
+    same digest (one program) or the same outcome (plans that ran the same: the same S
+    and final output) are copies, transitively: each of ``n`` copies holds ``1/n`` of the
+    answer and of a positive margin, so copies together earn what one of them earns
+    alone. A loss is each one's own. Non-finite scores count as 0."""
+    groups = _copies(answers)
+    sizes: dict[int, int] = {}
+    for root in groups.values():
+        sizes[root] = sizes.get(root, 0) + 1
     result = {}
     for uid, answer in sorted(answers.items()):
-        share = 1.0 if answer.digest is None else 1.0 / copies[answer.digest]
+        share = 1.0 / sizes[groups[uid]]
         margin = _finite(answer.score) - reference
         result[uid] = Credit(margin * share if margin > 0 else margin, share)
     return result
+
+
+def _copies(answers: Mapping[int, Answer]) -> dict[int, int]:
+    """Each uid's group (its lowest uid): uids joined by a shared digest or outcome."""
+    parent = {uid: uid for uid in answers}
+
+    def root(uid: int) -> int:
+        while parent[uid] != uid:
+            parent[uid] = parent[parent[uid]]
+            uid = parent[uid]
+        return uid
+
+    first: dict[tuple[str, str], int] = {}
+    for uid, answer in sorted(answers.items()):
+        for key in (("digest", answer.digest), ("outcome", answer.outcome)):
+            if key[1] is None:
+                continue
+            other = first.setdefault(key, uid)
+            a, b = root(uid), root(other)
+            parent[max(a, b)] = min(a, b)
+    return {uid: root(uid) for uid in answers}
 
 
 def beat_share(margins: Sequence[float]) -> float:
@@ -85,11 +115,38 @@ def beat_share(margins: Sequence[float]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Means:
-    """A miner's window means: score ``S``, credited margin and share of its answers."""
+    """A miner's window means: score ``S``, credited margin and share of its answers, and
+    ``margin_se``, the standard error of the mean margin (0: known exactly)."""
 
     score: float
     margin: float
     share: float = 1.0
+    margin_se: float = 0.0
+
+    def paid(self) -> float:
+        """The margin paid for: the mean less :data:`RELIABILITY_Z` standard errors."""
+        return self.margin - RELIABILITY_Z * self.margin_se if math.isfinite(self.margin) else -math.inf
+
+    def scaled(self, factor: float) -> Means:
+        """Score and margin scaled by ``factor`` (a miner warming up), share as it is."""
+        return Means(self.score * factor, self.margin * factor, self.share, self.margin_se * factor)
+
+
+def window_means(score: float, margins: Sequence[float], shares: Sequence[float]) -> Means:
+    """The :class:`Means` of one window: ``score`` its mean S, ``margins`` and ``shares``
+    the credited margins and shares of the steps that had a reference score. With fewer
+    than two margins the standard error is infinite: one step proves nothing."""
+    if not margins:
+        return Means(score, 0.0, _mean(shares, 1.0), 0.0)
+    mean = math.fsum(margins) / len(margins)
+    if len(margins) < 2:
+        return Means(score, mean, _mean(shares, 1.0), math.inf)
+    variance = math.fsum((m - mean) ** 2 for m in margins) / (len(margins) - 1)
+    return Means(score, mean, _mean(shares, 1.0), math.sqrt(variance / len(margins)))
+
+
+def _mean(values: Sequence[float], empty: float) -> float:
+    return math.fsum(values) / len(values) if values else empty
 
 
 class Payout(StrEnum):
@@ -111,7 +168,7 @@ def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid
     """Weights (summing to 1) from each uid's window means (module docstring)."""
     if not 0 <= floor < 1:
         raise ValueError(f"floor must be in [0, 1), got {floor}")
-    beaters = {uid: m.margin for uid, m in sorted(means.items()) if math.isfinite(m.margin) and m.margin > 0}
+    beaters = {uid: m.paid() for uid, m in sorted(means.items()) if m.paid() > 0}
     floor_group = _floor_shares({uid: m for uid, m in means.items() if uid not in beaters})
     if beaters:
         total = math.fsum(beaters.values())

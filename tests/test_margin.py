@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
-from scoring.margin import FLOOR, Answer, Means, Payout, credits, margin_weights
+from scoring.margin import FLOOR, Answer, Means, Payout, credits, margin_weights, window_means
 from tests.support.plans import node, plan
 
 
@@ -70,6 +70,19 @@ def test_copies_share_a_positive_margin_and_keep_their_own_losses():
     assert step[1].margin == step[2].margin == pytest.approx(0.05) and step[1].share == 0.5
     assert step[3].margin == pytest.approx(0.06) and step[3].share == 1.0
     assert step[4].margin == pytest.approx(-0.10) and step[5].margin == pytest.approx(-0.80)
+
+
+def test_variants_that_ran_the_same_are_copies_too():
+    """An operator's hotkeys each sending its own variant of one better plan (an extra
+    retry that never fires, another max_parallel): different digests, the same S and
+    final output — one answer, joined transitively with the digest copies."""
+    step = credits({
+        1: Answer("plan", 0.90, "ran-a"), 2: Answer("variant", 0.90, "ran-a"), 3: Answer("plan", 0.90, "ran-a"),
+        4: Answer("other", 0.90, "ran-b"), 5: Answer(None, 0.0, None), 6: Answer(None, 0.0, None),
+    }, 0.80)
+    assert [step[uid].share for uid in (1, 2, 3)] == [1 / 3] * 3 and step[1].margin == pytest.approx(0.1 / 3)
+    assert step[4].share == 1.0 and step[4].margin == pytest.approx(0.1)
+    assert step[5].share == step[6].share == 1.0  # no plan, no run: nothing to be a copy of
 
 
 SCORE = st.floats(0, 1, allow_nan=False)
@@ -138,9 +151,21 @@ def test_when_nobody_beats_the_reference_the_fallback_still_sets_weights():
 def test_earnings_grow_with_how_far_and_how_reliably_a_miner_beats_the_reference():
     far = margin_weights({1: Means(0.82, 0.02), 2: Means(0.84, 0.04)}).weights
     assert far[2] == pytest.approx(2 * far[1])
-    # The same best step, but one miner also loses on others: its mean margin is lower.
-    steady = [0.03] * 4
-    erratic = [0.06, -0.02, 0.06, -0.02]
-    means = {1: Means(0.83, math.fsum(steady) / 4), 2: Means(0.82, math.fsum(erratic) / 4)}
-    weights = margin_weights(means).weights
-    assert weights[1] > weights[2]
+    # The same mean margin, but one miner wins and loses by turns: it is paid less.
+    steady = window_means(0.83, [0.03, 0.02, 0.03, 0.02] * 5, [1.0] * 20)
+    erratic = window_means(0.83, [0.07, -0.02] * 10, [1.0] * 20)
+    assert steady.margin == pytest.approx(erratic.margin)
+    weights = margin_weights({1: steady, 2: erratic}).weights
+    assert weights[1] > weights[2] > 0
+
+
+def test_a_few_lucky_steps_among_losses_are_not_paid_as_beating_the_reference():
+    """A planner no better than the reference, ahead over a short window by luck: its
+    mean margin is positive, but less than one standard error, so it stays in the floor."""
+    lucky = window_means(0.80, [0.30, -0.10, -0.05, 0.00, -0.10], [1.0] * 5)
+    assert lucky.margin > 0 and lucky.paid() < 0
+    copy = window_means(0.80, [0.0] * 5, [0.5] * 5)
+    weights = margin_weights({1: lucky, 2: copy})
+    assert weights.payout is Payout.FLOOR_ONLY
+    one_step = window_means(0.90, [0.10], [1.0])
+    assert one_step.paid() == -math.inf and margin_weights({1: one_step, 2: copy}).payout is Payout.FLOOR_ONLY

@@ -57,7 +57,12 @@ SECRET = 1
 FAMILIES = SomeFamilies("dt_inventory", "dt_grades", "rag_comets", "agent_trip")
 """Families whose plans run in milliseconds on owned execution (no sandbox)."""
 
+pytestmark = pytest.mark.e2e  # validator steps over loopback HTTP to served miners, as in test_validator_loop
+
 Change = Callable[[WorkflowPlan], WorkflowPlan]
+STEPS = 8
+"""Steps enough for a planner that wins where good's plan fails in the world to win more
+than once: one win among ties is within a standard error of nothing (not paid)."""
 
 
 class Good:
@@ -173,15 +178,19 @@ async def test_a_miner_sending_the_reference_plan_has_margin_exactly_zero_and_ea
     caplog.set_level(logging.INFO, logger="validator.weights")
     planners = {"good": Good(), "reordered": Good(reordered), "better": Good(with_retries)}
     async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
-        await _steps(loop, chain, 4)
+        await _steps(loop, chain, STEPS)
         records = loop.state.executions()
-        assert len(records) == 4 * 3 and all(r.world_tempo is not None for r in records)
+        assert len(records) == STEPS * 3 and all(r.world_tempo is not None for r in records)
         for record in records:
             assert record.reference_S is not None and record.margin == record.score["S"] - record.reference_S
         for name in ("good", "reordered"):  # the same node ids: the same draws in the world, bit for bit
             assert {r.margin for r in records if r.uid == uids[name]} == {0.0}
         copies = [r for r in records if r.uid in (uids["good"], uids["reordered"])]
-        assert {r.share for r in copies} == {0.5} and len({r.digest for r in copies if r.block == copies[0].block}) == 1
+        assert len({r.digest for r in copies if r.block == copies[0].block}) == 1
+        # On a step where better's retries were never needed it ran as good's plan did: a third copy.
+        ran_the_same = {r.block for r in records if r.uid == uids["better"] and r.margin == 0.0}
+        assert {(r.block, r.share) for r in copies} == {(r.block, 1 / 3 if r.block in ran_the_same else 0.5) for r in copies}
+        assert ran_the_same and len(ran_the_same) < STEPS, [r.margin for r in records if r.uid == uids["better"]]
         weights = await _weights(loop, chain)
         assert weights[uids["good"]] + weights[uids["reordered"]] <= FLOOR + 1e-9
         assert loop.state.last_payout().payout is Payout.MARGIN
@@ -194,7 +203,7 @@ async def test_a_miner_clearly_better_than_the_reference_takes_all_but_the_floor
     copies = {f"good#{i}": Good() for i in range(3)}
     planners = {**copies, "renamed": Good(renamed), "naive": load_planner("naive"), "better": Good(with_retries)}
     async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
-        await _steps(loop, chain, 4)
+        await _steps(loop, chain, STEPS)
         margins = [r.margin for r in loop.state.executions() if r.uid == uids["better"]]
         # the same draws as good's: it never loses, and wins where good's plan fails in the world
         assert min(margins) >= 0 and max(margins) > 0.5

@@ -13,6 +13,7 @@ the same run (the ``full`` tier, no world) one serves both.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from scoring.margin import Answer, Credit, credits
 from subnets.holdings import holding
 
 from .lifecycle import Reference, run_reference
+from .state import canonical_json
 from .step import MinerOutcome
 
 
@@ -65,8 +67,18 @@ def reference_runs(
 
 def step_credits(outcomes: Sequence[MinerOutcome], reference_s: float | None) -> dict[int, Credit]:
     """Each scored miner's credit over the reference's ``S`` (:func:`scoring.margin.credits`):
-    the answers grouped by their plan's canonical digest, so copies share one answer's
-    margin. None without a reference score."""
+    the answers grouped by their plan's canonical digest and by what they did (``S`` and
+    final output), so copies, and variants that change nothing, share one answer's margin.
+    None without a reference score."""
     if reference_s is None:
         return {}
-    return credits({outcome.uid: Answer(outcome.digest, outcome.score.S) for outcome in outcomes}, reference_s)
+    answers = {outcome.uid: Answer(outcome.digest, outcome.score.S, _did(outcome)) for outcome in outcomes}
+    return credits(answers, reference_s)
+
+
+def _did(outcome: MinerOutcome) -> str | None:
+    """A key of what ``outcome``'s execution did: its ``S`` and final output."""
+    if outcome.execution is None:
+        return None
+    did = canonical_json({"S": outcome.score.S, "output": outcome.execution.final_output})
+    return hashlib.sha256(did.encode()).hexdigest()

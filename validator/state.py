@@ -50,7 +50,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import secrets
 import sqlite3
@@ -63,7 +62,7 @@ from protocol.hints import HintTier
 from protocol.limits import KIB, MIB
 from protocol.task import SYNTHETIC_PREFIX
 from scoring.composite import Score, explain
-from scoring.margin import Means, Payout
+from scoring.margin import Means, Payout, window_means
 from scoring.window import RollingWindow
 from storage import open_shared
 
@@ -293,10 +292,10 @@ class Standing:
     """Each uid's window of shares of its answers."""
 
     def means(self) -> dict[int, Means]:
-        """Each uid's window means: score, credited margin (0 before any step with a
-        reference score) and share (1 before any)."""
+        """Each uid's window means (:func:`scoring.margin.window_means`): score, credited
+        margin (0 before any step with a reference score) and its standard error, share."""
         return {
-            uid: Means(self.window.mean(uid), _mean(self.margins.get(uid), 0.0), _mean(self.shares.get(uid), 1.0))
+            uid: window_means(self.window.mean(uid), self.margins.get(uid, []), self.shares.get(uid, []))
             for uid in sorted(set(self.window.uids()) | set(self.margins))
         }
 
@@ -825,7 +824,3 @@ def _dump(value: Any) -> str | None:
 
 def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
-
-
-def _mean(values: Sequence[float] | None, empty: float) -> float:
-    return math.fsum(values) / len(values) if values else empty

@@ -126,8 +126,7 @@ class WeightSetter:
             registered = neuron.registered_block
             in_immunity = registered is not None and block - registered < immunity_period
             scale = warmup_scale(standing.tasks_seen.get(neuron.uid, 0), in_immunity, self.warmup_full_at)
-            mean = stored[neuron.uid]
-            means[neuron.uid] = Means(mean.score * scale, mean.margin * scale, mean.share)
+            means[neuron.uid] = stored[neuron.uid].scaled(scale)
         return means
 
     def _uid_of(self, hotkey: str | None) -> int | None:
