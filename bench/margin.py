@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from rich.console import Console
 from chain.epoch import EpochInputs, run_epoch
 from neurons.columns import ALWAYS, Column, fit_table
 from protocol.canonical import plan_digest
-from scoring.margin import Answer, credits, margin_weights, window_means
+from scoring.margin import Answer, margin_weights, network_means
 from tasks import Family
 
 from .tiers import bench_families
@@ -184,16 +183,8 @@ def _network(
 
 def _window_weights(roles: Sequence[str], window: Sequence[Instance], miners: dict[str, Miner]) -> dict[str, Any]:
     """Credits per step against the reference (``good``'s S), window means, margin weights."""
-    kept: dict[int, tuple[list[float], list[float], list[float]]] = {uid: ([], [], []) for uid in range(len(roles))}
-    for instance in window:
-        answers = {uid: miners[role](instance) for uid, role in enumerate(roles)}
-        for uid, credit in credits(answers, instance.scores[GOOD]).items():
-            scores, margins, shares = kept[uid]
-            scores.append(answers[uid].score)
-            margins.append(credit.margin)
-            shares.append(credit.share)
-    means = {uid: window_means(math.fsum(scores) / len(scores), margins, shares)
-             for uid, (scores, margins, shares) in kept.items()}
+    means = network_means(
+        ({uid: miners[role](instance) for uid, role in enumerate(roles)}, instance.scores[GOOD]) for instance in window)
     result = margin_weights(means)
     burning = margin_weights(means, burn_uid=_OWNER)
     return {"weights": [result.weights.get(uid, 0.0) for uid in range(len(roles))], "payout": str(result.payout),

@@ -41,7 +41,8 @@ from protocol.hints import HintTier
 from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
-from scoring.weights import normalize_weights
+from protocol.canonical import plan_digest
+from scoring.margin import Answer, Means, margin_weights, network_means, outcome_key
 from engine.owned import evaluate_owned
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
 
@@ -99,6 +100,10 @@ class Run:
     """Node id → why the check blocks it or why it did not succeed when executed."""
     error: str | None = None
     """Set when the evaluation itself failed (a family that cannot be drawn, an engine error)."""
+    digest: str | None = None
+    """The plan's canonical digest (:func:`protocol.canonical.plan_digest`), when it passed the checks."""
+    outcome: str | None = None
+    """What its execution did (:func:`scoring.margin.outcome_key`), when it ran."""
 
 
 def select_families(ids: Sequence[str] = (), task_type: str | None = None, drawn: Sequence[Family] = ()) -> list[Family]:
@@ -145,6 +150,8 @@ def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIM
     )
     score = evaluation.score
     run.score = {part: getattr(score, part) for part in PARTS}
+    run.digest = plan_digest(checked.synapse.workflow_plan)
+    run.outcome = outcome_key(score.S, evaluation.execution.final_output)
     run.status = evaluation.execution.status
     run.reason = score.details.get("S_reason") or score.details.get("reason")
     run.nodes = {node_id: record.reason or record.status for node_id, record in evaluation.execution.nodes.items()
@@ -252,20 +259,41 @@ def _grouped(rows: list[dict[str, Any]], name: str, key: Callable[[dict[str, Any
     for group, members in groups.items():
         runs = {label: [Run(**row["runs"][label][index]) for row, index in members] for label in labels}
         means = {label: _mean(runs[label]) for label in labels}
+        paid = paid_shares(name, runs)
         summary[group] = {
             "instances": len(members), "mean": means, "wins": _wins(runs[name], runs["good"]),
-            "weights": weight_shares(name, means),
+            "weights": paid.weights, "margin": paid.margin,
             **({"families": len({row["task_id"] for row, _ in members})} if families else {}),
         }
     return summary
 
 
-def weight_shares(name: str, means: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The share of the weights each planner earns in a network of one miner each of
-    ``name``, ``good`` and ``naive`` with these mean S: the validator's own softmax."""
+@dataclass(frozen=True, slots=True)
+class Paid:
+    weights: dict[str, float]
+    """The share of the weights each of the planner, ``good`` and ``naive`` earns."""
+    margin: dict[str, float]
+    """The planner's mean margin over ``good`` and the part of it paid for (:meth:`scoring.margin.Means.paid`)."""
+
+
+def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> Paid:
+    """What a validator pays a network of one miner each of ``name``, ``good`` and
+    ``naive`` on these runs (:mod:`scoring.margin`): ``good`` is the validator's
+    reference, so each instance's margins are taken over good's S there, copies (the
+    same plan, or plans that ran the same) share, and the window is all the runs. No
+    owner's uid is on such a network: when nobody beats the reference the floor takes it all."""
     labels = [name, *REFERENCES]
-    weights = normalize_weights({uid: means[label]["S"] for uid, label in enumerate(labels)})
-    return {f"{label}" if uid else "planner": weights.get(uid, 0.0) for uid, label in enumerate(labels)}
+    means = network_means(
+        ({uid: _answer(runs[label][index]) for uid, label in enumerate(labels)}, reference.score["S"])
+        for index, reference in enumerate(runs["good"]))
+    weights = margin_weights(means).weights
+    mine = means.get(0, Means(0.0, 0.0))
+    return Paid({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
+                {"mean": mine.margin, "paid": max(mine.paid(), 0.0)})
+
+
+def _answer(run: Run) -> Answer:
+    return Answer(run.digest, run.score["S"], run.outcome)
 
 
 def _mean(runs: Sequence[Run]) -> dict[str, float]:

@@ -28,13 +28,16 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 __all__ = ["FLOOR", "FLOOR_TEMPERATURE", "RELIABILITY_Z", "Answer", "Credit", "Means", "Payout", "MarginWeights",
-           "beat_share", "credits", "margin_weights", "window_means"]
+           "beat_share", "credits", "margin_weights", "network_means", "outcome_key", "window_means"]
 
 RELIABILITY_Z = 0.5
 """Standard errors taken off a window's mean margin before it is paid (:meth:`Means.paid`)."""
@@ -66,6 +69,12 @@ class Credit:
 
     margin: float
     share: float
+
+
+def outcome_key(score: float, final_output: Any) -> str:
+    """What an execution did, as a key (:attr:`Answer.outcome`): its ``S`` and final output, hashed."""
+    did = json.dumps({"S": score, "output": final_output}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(did.encode()).hexdigest()
 
 
 def credits(answers: Mapping[int, Answer], reference: float) -> dict[int, Credit]:
@@ -143,6 +152,21 @@ def window_means(score: float, margins: Sequence[float], shares: Sequence[float]
         return Means(score, mean, _mean(shares, 1.0), math.inf)
     variance = math.fsum((m - mean) ** 2 for m in margins) / (len(margins) - 1)
     return Means(score, mean, _mean(shares, 1.0), math.sqrt(variance / len(margins)))
+
+
+def network_means(steps: Iterable[tuple[Mapping[int, Answer], float]]) -> dict[int, Means]:
+    """Each uid's window :class:`Means` over ``steps`` (each the step's answers and the
+    reference's S), credited as a validator credits them: how a bench or ``dagnet eval``
+    pays a network it plays itself."""
+    kept: dict[int, tuple[list[float], list[float], list[float]]] = {}
+    for answers, reference in steps:
+        for uid, credit in credits(answers, reference).items():
+            scores, margins, shares = kept.setdefault(uid, ([], [], []))
+            scores.append(_finite(answers[uid].score))
+            margins.append(credit.margin)
+            shares.append(credit.share)
+    return {uid: window_means(math.fsum(scores) / len(scores), margins, shares)
+            for uid, (scores, margins, shares) in sorted(kept.items())}
 
 
 def _mean(values: Sequence[float], empty: float) -> float:

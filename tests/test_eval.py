@@ -14,7 +14,8 @@ import pytest
 import neurons.evaluation as evaluation
 from miner.planner import load_planner
 from neurons.commands.eval import render
-from neurons.evaluation import PARTS, Mix, evaluate_planner, select_families, weight_shares
+from neurons.evaluation import PARTS, Mix, Run, evaluate_planner, paid_shares, select_families
+from scoring.margin import FLOOR
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.plan import PlanNode, WorkflowPlan
@@ -151,12 +152,21 @@ def test_an_invalid_plan_says_why_node_by_node(plugins: Path) -> None:
     assert "    node reply: unknown action 'teleport'" in render(rejected)
 
 
-def test_weight_share_is_the_validators_softmax_of_the_mean_s() -> None:
-    means = {"mine": {"S": 0.80}, "good": {"S": 0.86}, "naive": {"S": 0.0}}
-    shares = weight_shares("mine", means)
-    assert shares["naive"] == 0.0  # S 0 earns nothing
-    assert shares["good"] / shares["planner"] == pytest.approx(2.718281828, rel=1e-6)  # 0.06 behind: 1/e
-    assert sum(shares.values()) == pytest.approx(1.0)
+def _runs(label: str, scores: list[float], digest: str | None = None) -> list[Run]:
+    return [Run(label, "t", "agent", seed, score={"S": s}, digest=digest or f"{label}{seed}", outcome=f"{label}{seed}")
+            for seed, s in enumerate(scores)]
+
+
+def test_the_weight_share_is_what_a_validator_pays_over_good() -> None:
+    good, naive = _runs("good", [0.8, 0.7, 0.8, 0.9]), _runs("naive", [0.6, 0.5, 0.0, 0.7])
+    better = paid_shares("mine", {"mine": _runs("mine", [0.85, 0.75, 0.85, 0.95]), "good": good, "naive": naive})
+    assert better.weights["planner"] == pytest.approx(1 - FLOOR) and better.margin["mean"] == pytest.approx(0.05)
+    assert better.weights["naive"] < better.weights["good"]
+    # good's own plan is a copy of the reference: it shares the floor with good, nobody beats it
+    copy = paid_shares("mine", {"mine": _runs("good", [0.8, 0.7, 0.8, 0.9]), "good": good, "naive": naive})
+    assert copy.weights["planner"] == copy.weights["good"] == pytest.approx(0.5, abs=1e-3)
+    assert copy.margin == {"mean": 0.0, "paid": 0.0}
+    assert sum(copy.weights.values()) == pytest.approx(1.0)
 
 
 @pytest.mark.e2e

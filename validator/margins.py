@@ -13,7 +13,6 @@ the same run (the ``full`` tier, no world) one serves both.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,11 +20,10 @@ from engine.budget import Cores
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory
 from protocol.task import Task
-from scoring.margin import Answer, Credit, credits
+from scoring.margin import Answer, Credit, credits, outcome_key
 from subnets.holdings import holding
 
 from .lifecycle import Reference, run_reference
-from .state import canonical_json
 from .step import MinerOutcome
 
 
@@ -80,5 +78,4 @@ def _did(outcome: MinerOutcome) -> str | None:
     """A key of what ``outcome``'s execution did: its ``S`` and final output."""
     if outcome.execution is None:
         return None
-    did = canonical_json({"S": outcome.score.S, "output": outcome.execution.final_output})
-    return hashlib.sha256(did.encode()).hexdigest()
+    return outcome_key(outcome.score.S, outcome.execution.final_output)

@@ -126,11 +126,11 @@ def render(result: dict[str, Any]) -> list[str]:
     for title, groups in (("type", result["types"]), ("tier", result["tiers"]), ("kind", result["kinds"])):
         lines += ["", _row(title, _HEADS, "wins", first=22)]
         lines += [_group_row(f"{key} ({group['instances']})", group, name) for key, group in groups.items()]
-    lines += ["", "weight share in a network of one miner each (the validator's softmax, T 0.06):"]
+    lines += ["", "what validators pay one miner each (the margin over good, as on chain):"]
     for key, group in [*result["types"].items(), *_but_all(result["tiers"]), *_but_all(result["kinds"])]:
-        shares = group["weights"]
-        lines.append(f"  {key:<16} {name[:20]} {shares['planner']:.3f}  good {shares['good']:.3f}  "
-                     f"naive {shares['naive']:.3f}")
+        shares, margin = group["weights"], group["margin"]
+        lines.append(f"  {key:<15} {name[:16]} {shares['planner']:.3f} good {shares['good']:.3f} "
+                     f"naive {shares['naive']:.3f} margin {margin['mean']:+.3f}")
     lines += _problems(result)
     return lines
 
