@@ -37,7 +37,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from protocol.dataref import find_refs
 from protocol.hints import EXAMPLES
+from protocol.synapse import TaskPackage
 
 from .family import Family, Instance
 from .grammar import Production, exact, slots
@@ -45,11 +47,12 @@ from .grammar_calc import draw_job
 from .grammar_code import draw_code
 from .grammar_data import draw_data
 from .grammar_lookup import draw_lookup, draw_rag
+from .held import held_inputs
 from .seed import Draw, public_seed, text_seed
 
 __all__ = [
     "HIDDEN", "PREFIX", "TYPES", "VERIFIED", "VERIFIED_CODE", "DrawnSet", "SeedRun", "Verifier", "candidate", "check",
-    "check_seeds", "draw_set", "drawn_families", "solves", "verified_seeds",
+    "check_seeds", "draw_set", "drawn_families", "shape", "solves", "verified_seeds",
 ]
 
 PREFIX = "gen_"
@@ -199,6 +202,29 @@ def undetermined(production: Production, examples: list[Instance], hidden: list[
                     if not _same(answer, i, answers[id(i)][slot]):
                         return f"examples do not determine `{slot}`: {name} agrees with them but not on seed {i.seed}"
     return None
+
+
+Shape = tuple[tuple[str, str, "str | None", tuple[int, ...], tuple[int, ...]], ...]
+
+
+def shape(package: TaskPackage) -> Shape:
+    """The program shape of ``package``'s full-tier steps: per step, in order, its action,
+    kind and text op, the steps it reads (by position) and the held-data inputs it reads
+    (by their position among the inputs). Names, constants, queries, ``json_transform``
+    pipelines and plain input reads are left out, so two families differ in shape only
+    by how many steps read what and how the steps are wired (docs/tasks.md, "Drawn
+    families")."""
+    position = {step.id: n for n, step in enumerate(package.steps)}
+    names = list(package.inputs.get("properties", {}))
+    held = set(held_inputs(package.inputs))
+    out = []
+    for step in package.steps:
+        refs = find_refs(step.params)
+        steps = sorted({position[r.node_id] for r in refs if not r.is_input})
+        inputs = sorted({names.index(r.path[0]) for r in refs if r.is_input and r.path[0] in held})
+        op = step.params.get("op") if isinstance(step.params.get("op"), str) else None
+        out.append((step.action, step.kind, op, tuple(steps), tuple(inputs)))
+    return tuple(out)
 
 
 def _same(answer: Callable[[Instance], Any], instance: Instance, expected: Any) -> bool:

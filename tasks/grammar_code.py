@@ -9,6 +9,16 @@ decoration with a drawn string constant (prefix, suffix, both sides). The family
 built by the curated builder (``code_families._family``), so its constants are held the
 way every code family holds them. Neighbours: every other choice at one slot that uses
 the same constants, run on the same cases.
+
+How the plan is put together is drawn too. The constants are split across one to three
+one-row config tables, each named by an input and read by its own ``csv_to_json``; half
+the descriptions say which table holds which constant, the other half leave it to be
+found by reading them. The module is written in one of seven ways: one
+``extract_code_block`` with the constants' refs inline; a ``template`` with the body
+inline; a ``dedent`` of the body and a ``template``; a ``template`` of the constants
+block (or one per config table) and another of the module, with the body inline or
+dedented. Half the families then run a
+``python_exec`` smoke run and write the final module after it.
 """
 
 from __future__ import annotations
@@ -18,9 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .code_families import Spec, _family, _ints, _word
+from protocol.dataref import INPUT, ref
+
+from .code_families import Spec, _case, _ints, _quoted, _word
 from .family import Instance
+from .family import Family
 from .grammar import Production, held_rows
+from .held import held_id, table_schema
+from .profiles import make_family, step
 from .seed import Draw
 
 __all__ = ["draw_code"]
@@ -119,7 +134,12 @@ def _runs(model: Callable[[Consts, Any], Any]):
 
 
 def _constants_of(instance: Instance) -> Consts:
-    return held_rows(instance)[0] if "table" in instance.inputs else dict(instance.inputs)
+    """The constants of every held config table the inputs name, merged."""
+    constants: Consts = {}
+    for name, value in instance.inputs.items():
+        if isinstance(value, str) and value in instance.holdings:
+            constants |= held_rows(instance, name)[0]
+    return constants
 
 
 def _body_agrees(spec: Spec) -> Callable[[Instance], str | None]:
@@ -141,8 +161,108 @@ def _fits(piece: Piece, drawn: set[str]) -> bool:
     return set(piece.constants) <= drawn
 
 
+_CONFIGS = ("limits", "weights", "settings", "factors", "bounds", "profile", "tuning", "params")
+_STYLES = ("direct", "template", "dedent", "staged", "staged_dedent", "per_table", "per_table_dedent")
+_MAX_TABLES = 3
+
+
+def _split(draw: Draw, names: list[str]) -> dict[str, list[str]]:
+    """The constants spread over one to three config tables (each holds at least one)."""
+    k = draw.int(1, min(_MAX_TABLES, len(names)))
+    shuffled = draw.shuffled(names)
+    cuts = sorted(draw.sample(range(1, len(names)), k - 1))
+    groups = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
+    return {table: sorted(group, key=names.index) for table, group in zip(draw.sample(_CONFIGS, k), groups)}
+
+
+def _csv(columns: list[str], params: Consts) -> str:
+    return ",".join(columns) + "\n" + ",".join(str(params[c]) for c in columns) + "\n"
+
+
+def _generator(spec: Spec, tables: dict[str, list[str]]):
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
+        params = {name: drawn(draw) for name, drawn in spec.constants.items()}
+        cases = []
+        for _ in range(6):
+            argument, expected = _case(draw, spec, params)
+            cases.append({"args": [argument], "kwargs": {}, "expected": expected})
+        held = {table: held_id(draw, "t") for table in tables}
+        holdings = {held[table]: _csv(columns, params) for table, columns in tables.items()}
+        return dict(held), {"entry_point": spec.entry, "cases": cases}, holdings
+    return generate
+
+
+def _steps(spec: Spec, tables: dict[str, list[str]], style: str, smoke: bool) -> list:
+    """The config reads, the module written in ``style``, and maybe a smoke run."""
+    column = {name: ref(f"read_{table}", "artifacts", "metadata", "result", 0, name)
+              for table, names in tables.items() for name in names}
+    steps = [step(f"read_{table}", "csv_to_json", table=ref(INPUT, table), numeric=True) for table in tables]
+
+    def lines(names: list[str], value: Callable[[str], str]) -> str:
+        return "\n".join(f'{n.upper()} = "{value(n)}"' if _quoted(spec, n) else f"{n.upper()} = {value(n)}"
+                         for n in names)
+
+    if style == "direct":
+        inline = lines(list(spec.constants), column.__getitem__)
+        steps.append(step("code", "text_transform", op="extract_code_block", language="python",
+                          text=f"```python\n{inline}\n\n\n{spec.body}```\n"))
+    else:
+        blocks = _blocks(spec, tables, style)
+        if not blocks:
+            head, values = lines(list(spec.constants), lambda n: f"{{{n}}}"), dict(column)
+        else:
+            for block, names in blocks.items():
+                steps.append(step(block, "text_transform", op="template", text=lines(names, lambda n: f"{{{n}}}"),
+                                  values={n: column[n] for n in names}))
+            head, values = "\n".join(f"{{{block}}}" for block in blocks), {b: ref(b, "text") for b in blocks}
+        body = spec.body.replace("{", "{{").replace("}", "}}")
+        if style.endswith("dedent"):
+            steps.append(step("body", "text_transform", op="dedent", text=spec.body))
+            body, values = "{body}", {**values, "body": ref("body", "text")}
+        steps.append(step("module", "text_transform", op="template", text=f"```python\n{head}\n\n\n{body}```\n",
+                          values=values))
+        steps.append(step("code", "text_transform", op="extract_code_block", text=ref("module", "text"),
+                          language="python"))
+    if smoke:
+        code = ref("code", "artifacts", "code")
+        steps.append(step("smoke", "python_exec", code=f"{code}\nprint({spec.entry}.__name__)\n"))
+        steps.append(step("final", "text_transform", op="extract_code_block",
+                          text=f"```python\n{code}```\n# checked: {ref('smoke', 'text')}"))
+    return steps
+
+
+def _blocks(spec: Spec, tables: dict[str, list[str]], style: str) -> dict[str, list[str]]:
+    """The constants blocks ``style`` writes before the module (block step → constants):
+    none (the module template writes them), one, or one per config table."""
+    if style.startswith("staged"):
+        return {"constants": list(spec.constants)}
+    if style.startswith("per_table"):
+        return {f"constants_{table}": names for table, names in tables.items()}
+    return {}
+
+
+def _build(index: int, spec: Spec, tables: dict[str, list[str]], style: str, smoke: bool, named: bool) -> Family:
+    upper = ", ".join(f"`{name}` is `{name.upper()}`" for name in spec.constants)
+    if named:
+        held = "; ".join(f"`{table}` (columns {', '.join(names)})" for table, names in tables.items())
+    else:
+        held = ", ".join(f"`{table}`" for table in tables) + " (which holds which is found by reading them)"
+    description = (
+        f"Write a Python function `{spec.entry}` that does this: {spec.wording}. Its constants are held by data "
+        f"subnets in the one-row config tables the inputs name: {held}; the body names each constant in "
+        f"UPPER_CASE ({upper}). The body:\n\n```python\n{spec.body}```\n\nReturn the module (the constants, "
+        f"then the body) as artifacts.code."
+    )
+    header = (lambda names: f"{','.join(names)}; one row: constants") if named else (lambda names: "one row: constants")
+    schema = {"type": "object", "required": list(tables),
+              "properties": {table: table_schema(header(names)) for table, names in tables.items()}}
+    return make_family(index, f"code_{spec.entry}", "code", description, schema, _steps(spec, tables, style, smoke),
+                       _generator(spec, tables), extra_latency=3.0)
+
+
 def draw_code(draw: Draw, index: int) -> Production:
-    """A list function (two in three draws) or a string function."""
+    """A list function (two in three draws) or a string function; its constants split over
+    config tables; the module written in a drawn style, maybe smoke-run."""
     if draw.below(3):
         r = draw.choice(_REDUCES)
         m = _MAPS[-1] if r.name == "count" else draw.choice(_MAPS)
@@ -156,5 +276,6 @@ def draw_code(draw: Draw, index: int) -> Production:
         spec, names = _text_spec(t, dec), set(_constants(t, dec))
         models = {f"{t2.name}/{d2.name}": _text_model(t2, d2) for t2 in _TRANSFORMS for d2 in _DECORATIONS
                   if (t2 is not t) != (d2 is not dec) and _fits(t2, names) and _fits(d2, names)}
-    family = _family(index, spec)
+    tables = _split(draw, list(spec.constants))
+    family = _build(index, spec, tables, draw.choice(_STYLES), draw.below(2) == 0, draw.below(2) == 0)
     return Production(family, {"cases": {name: _runs(model) for name, model in models.items()}}, _body_agrees(spec))

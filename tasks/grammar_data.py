@@ -1,23 +1,38 @@
-"""The data productions of the family grammar: a drawn table schema and a drawn set of
-questions, each parse → filter/sort/group/aggregate → assemble.
+"""The data productions of the family grammar: the held data split across one to three
+tables, each read once, questions asked of them, maybe a figure combining two answers,
+and the JSON object assembled: parse → filter/sort/group/aggregate → (calculate) →
+assemble.
 
-The schema (table name, id, group and number fields, the group values, a number range)
-comes from word lists; the questions from the curated six (``data_families.QUESTIONS``)
-and the compositions below (filter-then-top, group-then-max, two filters, ...). The
-family is built by the curated builder (``data_families._family``), so it reads its
-table the way every data family does. A question's neighbours are every other question
-of the catalogue, asked of the same table.
+Each table's schema (its name, which is also the input naming it, and its id, group and
+number fields) comes from word lists; the tables of a family share their group values
+and number range, so the inputs `group`, `threshold` and `n` mean one thing for all of
+them. Half the families name the columns in the description; the other half call them
+by role (its id, group and number column), so a planner learns their names only by
+reading the table. The questions come from the curated six (``data_families.QUESTIONS``)
+and the compositions below (filter-then-top, group-then-max, two filters, ...), two to
+four of them, each of one table, every table asked at least once, in drawn order; a
+third of the families add a figure that is two numeric answers added or subtracted (a
+``calculator`` step wired to the two branches). So how many reads, which branch reads
+which table and whether a calculator joins two branches differ family by family.
+
+A question's neighbours are every other question of the catalogue asked of the same
+table, and every question asked of another table; the combined figure's are the other
+operation, the operands swapped and either answer alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.dataref import INPUT, ref
 
-from .data_families import QUESTIONS, Question, Table, _family
+from .data_families import QUESTIONS, Question, Table
 from .family import Instance
 from .grammar import Production, held_rows
+from .held import held_id, table_schema
+from .profiles import make_family, step
 from .seed import Draw
 
 __all__ = ["CATALOGUE", "draw_data"]
@@ -32,7 +47,13 @@ _GROUP_VALUES = (("red", "blue", "green", "amber"), ("alpha", "beta", "gamma", "
 _NUMBERS = ("weight_kg", "count", "price", "minutes", "distance_km", "points", "load", "volume_l")
 _RANGES = ((0, 50), (1, 99), (10, 500), (100, 2000), (-40, 40), (1000, 90000))
 _PREFIXES = "ABCDJLMNQRTVXZ"
-_QUESTIONS = 3
+_MAX_TABLES = 3
+_MIN_QUESTIONS, _MAX_QUESTIONS = 2, 4
+_COMBINED = ("combined", "balance", "overall", "spread", "joint")
+_OPERATIONS = {"+": "plus", "-": "minus"}
+_NUMERIC = frozenset({"count_in_group", "total", "group_total", "count_above", "above_total", "group_count_above"})
+"""Questions whose answer is one whole number (a calculator can combine two of them)."""
+_ROLES = {"id": "its id column", "group": "its group column", "number": "its number column"}
 
 
 def _top(rows: list[dict[str, Any]], t: Table, n: int, reverse: bool) -> list[dict[str, Any]]:
@@ -86,26 +107,163 @@ CATALOGUE: tuple[Question, ...] = (*QUESTIONS, *_MORE)
 """Every question the grammar asks: the curated six and the compositions above."""
 
 
-def _table(draw: Draw) -> Table:
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One question of one table, under its key in the answer."""
+
+    key: str
+    table: int
+    question: Question
+
+
+@dataclass(frozen=True, slots=True)
+class Combined:
+    """A figure that is two numeric answers (by key) added or subtracted."""
+
+    key: str
+    op: str
+    a: str
+    b: str
+
+
+def _tables(draw: Draw, k: int) -> list[Table]:
+    """``k`` tables of distinct names (and fields), one group vocabulary and number range."""
     low, high = draw.choice(_RANGES)
-    return Table(draw.choice(_TABLES), draw.choice(_IDS), draw.choice(_GROUPS), draw.choice(_NUMBERS),
-                 draw.choice(_GROUP_VALUES), draw.choice(_PREFIXES), low, high)
+    groups, prefixes = draw.choice(_GROUP_VALUES), draw.sample(_PREFIXES, k)
+    return [Table(name, draw.choice(_IDS), draw.choice(_GROUPS), draw.choice(_NUMBERS), groups, prefix, low, high)
+            for name, prefix in zip(draw.sample(_TABLES, k), prefixes)]
 
 
-def _answer(question: Question, table: Table):
+def _asked(draw: Draw, tables: list[Table]) -> list[Asked]:
+    """Two to four questions, every table asked at least once, one of them beyond the curated six."""
+    k = len(tables)
+    count = draw.int(max(k, _MIN_QUESTIONS), _MAX_QUESTIONS)
+    owners = draw.shuffled([*range(k), *(draw.below(k) for _ in range(count - k))])
+    pairs: dict[tuple[int, str], Question] = {}
+    for n, owner in enumerate(owners):
+        pool = _MORE if n == 0 else CATALOGUE
+        for question in draw.shuffled(pool):
+            if (owner, question.name) not in pairs:
+                pairs[(owner, question.name)] = question
+                break
+    return [Asked(name if k == 1 else f"{tables[owner].name}_{name}", owner, question)
+            for (owner, name), question in pairs.items()]
+
+
+def _combined(draw: Draw, asked: list[Asked]) -> Combined | None:
+    numeric = [a.key for a in asked if a.question.name in _NUMERIC]
+    if len(numeric) < 2 or draw.below(3):
+        return None
+    a, b = draw.sample(numeric, 2)
+    return Combined(draw.choice(_COMBINED), draw.choice(tuple(_OPERATIONS)), a, b)
+
+
+def _plus_minus(op: str, a: int, b: int) -> int:
+    return a + b if op == "+" else a - b
+
+
+def _answers(tables: list[Table], asked: list[Asked], combined: Combined | None,
+             rows: list[list[dict[str, Any]]], params: dict[str, Any]) -> dict[str, Any]:
+    out = {a.key: a.question.answer(tables[a.table], rows[a.table], params) for a in asked}
+    if combined is not None:
+        out[combined.key] = _plus_minus(combined.op, out[combined.a], out[combined.b])
+    return out
+
+
+def _csv(table: Table, rows: list[dict[str, Any]]) -> str:
+    return "\n".join([f"{table.id},{table.group},{table.number}",
+                      *(f"{r[table.id]},{r[table.group]},{r[table.number]}" for r in rows)]) + "\n"
+
+
+def _rows(table: Table, draw: Draw) -> list[dict[str, Any]]:
+    ids = draw.sample(range(100, 1000), draw.int(8, 14))
+    return [{table.id: f"{table.prefix}{i}", table.group: draw.choice(table.groups),
+             table.number: draw.int(table.low, table.high)} for i in ids]
+
+
+def _generator(tables: list[Table], asked: list[Asked], combined: Combined | None):
+    def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
+        rows = [_rows(table, draw) for table in tables]
+        first = tables[0]
+        params = {"group": draw.choice(first.groups), "threshold": draw.int(first.low, first.high), "n": draw.int(2, 4)}
+        held = [held_id(draw, "t") for _ in tables]
+        inputs = {**{t.name: h for t, h in zip(tables, held)}, **params}
+        expected = _answers(tables, asked, combined, rows, params)
+        return inputs, {"expected_output": expected}, {h: _csv(t, r) for h, t, r in zip(held, tables, rows)}
+    return generate
+
+
+def _fields(table: Table, named: bool) -> dict[str, str]:
+    return {"id": table.id, "group": table.group, "number": table.number} if named else _ROLES
+
+
+def _description(tables: list[Table], asked: list[Asked], combined: Combined | None, named: bool) -> str:
+    held = "; ".join(f"`{t.name}` names a {t.name} table" + (f" ({t.id}, {t.group}, {t.number})" if named else "")
+                     for t in tables)
+    schema = "" if named else (" Each table has three columns, an id, a group and a number; their names are "
+                               "found by reading it.")
+    parts = [f"`{a.key}`: of the `{tables[a.table].name}` table, "
+             f"{a.question.wording.format(**_fields(tables[a.table], named))}" for a in asked]
+    if combined is not None:
+        parts.append(f"`{combined.key}`: `{combined.a}` {_OPERATIONS[combined.op]} `{combined.b}`")
+    return (f"Held by data subnets, the input {held}.{schema} The inputs `group`, `threshold` and `n` apply to "
+            f"every table. Answer with one JSON object: {'; '.join(parts)}.")
+
+
+def _schema(tables: list[Table], named: bool) -> dict[str, Any]:
+    header = (lambda t: f"{t.id},{t.group},{t.number}") if named else (lambda t: "three columns: read it for their names")
+    return {"type": "object", "required": [*(t.name for t in tables), "group", "threshold", "n"],
+            "properties": {**{t.name: table_schema(header(t)) for t in tables},
+                           "group": {"type": "string", "enum": list(tables[0].groups)},
+                           "threshold": {"type": "integer"}, "n": {"type": "integer", "minimum": 1}}}
+
+
+def _steps(tables: list[Table], asked: list[Asked], combined: Combined | None) -> list:
+    reads = [f"read_{t.name}" for t in tables]
+    steps = [step(read, "csv_to_json", table=ref(INPUT, t.name), numeric=True) for read, t in zip(reads, tables)]
+    steps += [step(a.key, "json_transform", data=ref(reads[a.table], "artifacts", "metadata", "result"),
+                   ops=a.question.ops(tables[a.table])) for a in asked]
+    keys = [a.key for a in asked]
+    if combined is not None:
+        steps.append(step(combined.key, "calculator",
+                          expression=f"{ref(combined.a, 'text')} {combined.op} {ref(combined.b, 'text')}"))
+        keys.append(combined.key)
+    answer = "{{" + ", ".join(f'"{key}": {{{key}}}' for key in keys) + "}}"
+    steps.append(step("answer", "text_transform", op="template", text=answer,
+                      values={key: ref(key, "text") for key in keys}))
+    return steps
+
+
+def _answer(question: Question, table: Table, name: str):
     def answer(instance: Instance) -> Any:
         params = {k: instance.inputs[k] for k in ("group", "threshold", "n")}
-        return question.answer(table, held_rows(instance), params)
+        return question.answer(table, held_rows(instance, name), params)
     return answer
 
 
+def _neighbours(tables: list[Table], asked: list[Asked], combined: Combined | None) -> dict[str, dict[str, Callable]]:
+    found: dict[str, dict[str, Callable]] = {}
+    for a in asked:
+        found[a.key] = {f"{t.name}/{other.name}": _answer(other, t, t.name) for i, t in enumerate(tables)
+                        for other in CATALOGUE if not (i == a.table and other is a.question)}
+    if combined is not None:
+        answers = {a.key: _answer(a.question, tables[a.table], tables[a.table].name) for a in asked}
+        x, y = answers[combined.a], answers[combined.b]
+        other = "-" if combined.op == "+" else "+"
+        found[combined.key] = {"other operation": lambda i: _plus_minus(other, x(i), y(i)),
+                               "swapped": lambda i: _plus_minus(combined.op, y(i), x(i)),
+                               "first alone": x, "second alone": y}
+    return found
+
+
 def draw_data(draw: Draw, index: int) -> Production:
-    """A table schema and three questions of :data:`CATALOGUE` (as many as a curated
-    family asks), at least one of them beyond the curated six."""
-    table = _table(draw)
-    questions = [draw.choice(_MORE), *draw.sample(CATALOGUE, _QUESTIONS)]
-    chosen = tuple(sorted(tuple(dict.fromkeys(questions))[:_QUESTIONS], key=CATALOGUE.index))
-    family = _family(index, table, chosen)
-    neighbours = {q.name: {other.name: _answer(other, table) for other in CATALOGUE if other is not q}
-                  for q in chosen}
-    return Production(family, neighbours)
+    """One to three tables, two to four questions of :data:`CATALOGUE` over them, maybe a
+    combined figure; the columns named in the description or left to be read."""
+    tables = _tables(draw, draw.int(1, _MAX_TABLES))
+    asked = _asked(draw, tables)
+    combined = _combined(draw, asked)
+    named = draw.below(2) == 0
+    family = make_family(index, f"dt_{'_'.join(t.name for t in tables)}", "data_transform",
+                         _description(tables, asked, combined, named), _schema(tables, named),
+                         _steps(tables, asked, combined), _generator(tables, asked, combined))
+    return Production(family, _neighbours(tables, asked, combined))

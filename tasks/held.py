@@ -13,7 +13,7 @@ from typing import Any
 
 from .seed import Draw
 
-__all__ = ["collection_schema", "held_id", "table_schema"]
+__all__ = ["collection_schema", "held_id", "held_inputs", "table_schema"]
 
 _HEX_DIGITS = 8
 
@@ -39,3 +39,9 @@ def table_schema(header: str) -> dict[str, Any]:
         "description": f"id of a CSV table (header {header}) that data subnets hold: "
                        "read it with csv_to_json(table=<id>, numeric=true)",
     }
+
+
+def held_inputs(schema: dict[str, Any]) -> list[str]:
+    """The inputs of ``schema`` that name held data (a collection or a table id), in order."""
+    return [name for name, item in schema.get("properties", {}).items()
+            if str(item.get("pattern", "")).startswith(("^c-", "^t-"))]
