@@ -24,6 +24,7 @@ from protocol.hints import EXAMPLES
 from tasks import load_families
 from tasks.drawn import HIDDEN, TYPES, candidate, check, check_seeds, draw_set, drawn_families
 from tasks.grammar import Production, exact, slots
+from tasks.held import held_inputs
 from tasks.seed import public_seed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,7 +116,8 @@ def test_one_subnet_type_an_inexact_value_or_a_shown_value_turns_the_family_down
         return inputs, {"expected_output": {"x": 1 / 3}}, holdings
     assert check(Production(replace(family, generate=inexact))).startswith("inexact reference value")
 
-    group = family.instance(public_seed(family.task_id, 0)).inputs["table"]
+    inputs = family.instance(public_seed(family.task_id, 0)).inputs
+    group = inputs[held_inputs(family.package.inputs)[0]]
     shown = family.package.model_copy(update={"description": f"{family.package.description} Table {group}."})
     assert check(Production(replace(family, package=shown))).startswith("description shows the instance value")
 
@@ -154,7 +156,17 @@ def _compared() -> list:
 def test_good_beats_naive_on_every_drawn_family_and_solves_it(family) -> None:
     good, naive = _score(family, "good"), _score(family, "naive")
     assert good["output_quality"] == 1 and good["completion_ratio"] == 1
-    assert good["S"] > naive["S"]
+    if _placed(family, "good") == _placed(family, "naive"):
+        # good kept the hints on the first-listed subnets, the best ones (a drawn code family
+        # with no smoke run: its module's text is not the one good's search writes, so a found
+        # program does not agree with the hints): a chain of them may leave nothing to win
+        assert good["S"] >= naive["S"]
+    else:
+        assert good["S"] > naive["S"]
+
+
+def _placed(family, strategy: str) -> list[tuple[str, str]]:
+    return [(node.id, node.subnet) for node in load_planner(strategy).plan(family.package).plan.nodes]
 
 
 def test_hidden_check_instances_are_validator_sized_seeds() -> None:
@@ -168,24 +180,30 @@ def _figure(instance, subject: str) -> int:
     return int(re.search(re.escape(subject) + r"\D*?(-?\d+)", text).group(1))
 
 
+def _figures(instance) -> list[int]:
+    """The figure of every subject the inputs list, in order (collection by collection)."""
+    return [_figure(instance, subject) for value in instance.inputs.values() if isinstance(value, list)
+            for subject in value]
+
+
 @pytest.mark.parametrize("secret", [0, 1])
 def test_no_drawn_lookup_family_has_examples_that_one_figure_alone_answers(secret) -> None:
     """A program that reads one subject's figure (a search for the second subject only) fits
     a ``larger`` family whose three examples all have the larger figure second: such a
-    family is turned down (the neighbours ``first alone`` and ``second alone``), unless one
-    figure is the answer on the hidden instances too. On secret 0 one such family was drawn,
-    and good sent the one-figure program (wrong on 3 hidden instances in 6)."""
-    ambiguous = []
+    family is turned down (the neighbours that keep one figure alone), unless that figure
+    is the answer on the hidden instances too. On secret 0 one such family was drawn
+    before, and good sent the one-figure program (wrong on 3 hidden instances in 6)."""
+    ambiguous, lookups = [], 0
     for family in drawn_families(secret, 0, 40):
         examples = [family.instance(public_seed(family.task_id, i)) for i in range(EXAMPLES)]
-        if family.task_type != "agent" or "subjects" not in examples[0].inputs:
+        if family.task_type != "agent" or not any(isinstance(v, list) for v in examples[0].inputs.values()):
             continue
+        lookups += 1
         hidden = [family.instance(seed) for seed in check_seeds(family.task_id)]
-        for position in (0, 1):
-            def alone(instance, position=position) -> bool:
-                answer = slots("agent", instance.reference)
-                value = [v for k, v in answer.items() if k not in ("first", "second")][0]
-                return _figure(instance, instance.inputs["subjects"][position]) == value
-            if all(alone(i) for i in examples) and not all(alone(i) for i in hidden):
-                ambiguous.append((family.task_id, position))
-    assert ambiguous == []
+        for key in slots("agent", examples[0].reference):
+            for position in range(len(_figures(examples[0]))):
+                def alone(instance, key=key, position=position) -> bool:
+                    return _figures(instance)[position] == slots("agent", instance.reference)[key]
+                if all(alone(i) for i in examples) and not all(alone(i) for i in hidden):
+                    ambiguous.append((family.task_id, key, position))
+    assert lookups >= 2 and ambiguous == []
