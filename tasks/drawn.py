@@ -19,9 +19,10 @@ the next draw, so the result depends on the arguments alone:
   prints as it is), on its public examples and :data:`HIDDEN` hidden instances;
 - where the production can check its own program cheaply (a code body run here, with
   the instance's constants, on its cases), it agrees with the reference on them;
-- its public examples determine it: no neighbour of the drawn production (another
-  choice of the grammar at one slot of the answer) agrees with every example's answer
-  yet differs on a hidden instance;
+- its public examples determine it: no slot of the answer is the same in every example
+  yet another on a hidden instance (a constant program would fit the examples), and no
+  neighbour of the drawn production (another choice of the grammar at one slot of the
+  answer) agrees with every example's answer yet differs on a hidden instance;
 - with ``verify`` (the executing check, :func:`solves`: ``tasks`` cannot run a plan
   itself, so the validator hands it the run of one instance), its reference plan solves
   the instances of :func:`verified_seeds`.
@@ -195,6 +196,11 @@ def undetermined(production: Production, examples: list[Instance], hidden: list[
     example but not with a hidden instance; ``None`` when there is none."""
     kind = production.family.task_type
     answers = {id(i): slots(kind, i.reference) for i in (*examples, *hidden)}
+    for slot, value in answers[id(examples[0])].items():  # a program that ignores the instance
+        if all(_same(lambda i: value, i, answers[id(i)][slot]) for i in examples):
+            for i in hidden:
+                if not _same(lambda i: value, i, answers[id(i)][slot]):
+                    return f"examples do not determine `{slot}`: it is {value!r} in every example but not on seed {i.seed}"
     for slot, options in production.neighbours.items():
         for name, answer in options.items():
             if all(_same(answer, i, answers[id(i)][slot]) for i in examples):

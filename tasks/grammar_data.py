@@ -16,8 +16,10 @@ third of the families add a figure that is two numeric answers added or subtract
 which table and whether a calculator joins two branches differ family by family.
 
 A question's neighbours are every other question of the catalogue asked of the same
-table, and every question asked of another table; the combined figure's are the other
-operation, the operands swapped and either answer alone.
+table, every question asked of another table, and the question without its ``limit``
+(when every example's group holds no more than ``n`` rows, the examples cannot tell the
+two apart); the combined figure's are the other operation, the operands swapped and
+either answer alone.
 """
 
 from __future__ import annotations
@@ -234,9 +236,13 @@ def _steps(tables: list[Table], asked: list[Asked], combined: Combined | None) -
     return steps
 
 
-def _answer(question: Question, table: Table, name: str):
+_UNLIMITED = {"n": 10**9}
+"""Parameters that lift a question's ``limit``: the same pipeline without it."""
+
+
+def _answer(question: Question, table: Table, name: str, override: dict[str, Any] | None = None):
     def answer(instance: Instance) -> Any:
-        params = {k: instance.inputs[k] for k in ("group", "threshold", "n")}
+        params = {k: instance.inputs[k] for k in ("group", "threshold", "n")} | (override or {})
         return question.answer(table, held_rows(instance, name), params)
     return answer
 
@@ -244,8 +250,10 @@ def _answer(question: Question, table: Table, name: str):
 def _neighbours(tables: list[Table], asked: list[Asked], combined: Combined | None) -> dict[str, dict[str, Callable]]:
     found: dict[str, dict[str, Callable]] = {}
     for a in asked:
+        table = tables[a.table]
         found[a.key] = {f"{t.name}/{other.name}": _answer(other, t, t.name) for i, t in enumerate(tables)
                         for other in CATALOGUE if not (i == a.table and other is a.question)}
+        found[a.key][f"{a.question.name} without its limit"] = _answer(a.question, table, table.name, _UNLIMITED)
     if combined is not None:
         answers = {a.key: _answer(a.question, tables[a.table], tables[a.table].name) for a in asked}
         x, y = answers[combined.a], answers[combined.b]
