@@ -1,7 +1,8 @@
 """The lookup miner: it keeps every full-tier package a validator sends it (with ``good``'s
 plan of it) and answers a package sent at ``outline`` or ``goal`` with the stored plan whose
 package matches it, keyed by anything in the package (the description, the input names,
-the tool table); a package it has no match for gets the plan of the closest description
+the tool table, the names of the held tables and collections, the outline's actions);
+a package it has no match for gets the plan of the closest description
 of the same type, its subnets remapped (``TableMiner`` of tests/test_tier_attacks.py).
 
 Before curated families went out at ``full`` only and drawn ones at one tier per tempo
@@ -28,6 +29,7 @@ from protocol.task import Task, at_tier
 from support.attacks import gather, scored_run
 from tasks import Family, load_families
 from tasks.drawn import drawn_families
+from tasks.held import held_inputs
 from validator.sampling import draw_task, tempo_of
 
 SECRET, HOTKEY, TEMPO_BLOCKS, TEMPOS = 0x5EC12E7, "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY", 360, 2
@@ -37,6 +39,8 @@ KEYS: dict[str, Callable[[TaskPackage], str]] = {
     "input names": lambda p: json.dumps(sorted(p.inputs.get("properties", {}))),
     "tool table": lambda p: json.dumps({name: info.model_dump() for name, info in p.available_tools.items()},
                                        sort_keys=True),
+    "held data names": lambda p: json.dumps(sorted(held_inputs(p.inputs))),
+    "outline": lambda p: json.dumps([(s.action, s.kind) for s in at_tier(p, "outline").steps]),
 }
 """What the miner may key its table by: anything a package carries but the instance."""
 
@@ -82,10 +86,14 @@ class LookupMiner(TableMiner):
     def __init__(self, packages: list[TaskPackage]) -> None:
         good = load_planner("good")
         self.stored = [(package, good.plan(package).plan) for package in {_key(p): p for p in packages}.values()]
+        self.matched: list[str] = []
+        """The keys that matched a stored package, one entry per key per matched plan."""
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         for known, plan in self.stored:
-            if any(key(known) == key(package) for key in KEYS.values()):
+            matched = [name for name, key in KEYS.items() if key(known) == key(package)]
+            if matched:
+                self.matched.extend(matched)
                 cost, latency = estimate(plan)
                 return PlanProposal(plan, cost, latency, 1.0, f"the stored plan of {known.task_id}")
         return super().plan(package)
@@ -104,5 +112,6 @@ def test_the_lookup_miner_scores_no_more_than_naive_with_retries_below_full(step
 
     scores = asyncio.run(gather([run(*step) for step in below]))
     assert len(scores) >= 20
+    assert {"outline", "held data names"} <= set(miner.matched)  # the drawn shapes' own keys do find plans
     assert sum(s for s, _ in scores) <= sum(bar for _, bar in scores)
     assert {(f.task_id, tier, seed): found for (f, tier, seed), found in zip(below, scores) if found[0] > found[1]} == {}
