@@ -30,7 +30,7 @@ from typing import Any
 
 from protocol.dataref import INPUT, ref
 
-from .code_families import Spec, _case, _ints, _quoted, _word
+from .code_families import _CASES, Spec, _case, _config_csv, _ints, _quoted, _word
 from .family import Instance
 from .family import Family
 from .grammar import Production, held_rows
@@ -175,59 +175,64 @@ def _split(draw: Draw, names: list[str]) -> dict[str, list[str]]:
     return {table: sorted(group, key=names.index) for table, group in zip(draw.sample(_CONFIGS, k), groups)}
 
 
-def _csv(columns: list[str], params: Consts) -> str:
-    return ",".join(columns) + "\n" + ",".join(str(params[c]) for c in columns) + "\n"
-
-
 def _generator(spec: Spec, tables: dict[str, list[str]]):
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         params = {name: drawn(draw) for name, drawn in spec.constants.items()}
         cases = []
-        for _ in range(6):
+        for _ in range(_CASES):
             argument, expected = _case(draw, spec, params)
             cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = {table: held_id(draw, "t") for table in tables}
-        holdings = {held[table]: _csv(columns, params) for table, columns in tables.items()}
+        holdings = {held[table]: _config_csv({c: params[c] for c in columns}) for table, columns in tables.items()}
         return dict(held), {"entry_point": spec.entry, "cases": cases}, holdings
     return generate
 
 
 def _steps(spec: Spec, tables: dict[str, list[str]], style: str, smoke: bool) -> list:
     """The config reads, the module written in ``style``, and maybe a smoke run."""
-    column = {name: ref(f"read_{table}", "artifacts", "metadata", "result", 0, name)
-              for table, names in tables.items() for name in names}
     steps = [step(f"read_{table}", "csv_to_json", table=ref(INPUT, table), numeric=True) for table in tables]
-
-    def lines(names: list[str], value: Callable[[str], str]) -> str:
-        return "\n".join(f'{n.upper()} = "{value(n)}"' if _quoted(spec, n) else f"{n.upper()} = {value(n)}"
-                         for n in names)
-
-    if style == "direct":
-        inline = lines(list(spec.constants), column.__getitem__)
-        steps.append(step("code", "text_transform", op="extract_code_block", language="python",
-                          text=f"```python\n{inline}\n\n\n{spec.body}```\n"))
-    else:
-        blocks = _blocks(spec, tables, style)
-        if not blocks:
-            head, values = lines(list(spec.constants), lambda n: f"{{{n}}}"), dict(column)
-        else:
-            for block, names in blocks.items():
-                steps.append(step(block, "text_transform", op="template", text=lines(names, lambda n: f"{{{n}}}"),
-                                  values={n: column[n] for n in names}))
-            head, values = "\n".join(f"{{{block}}}" for block in blocks), {b: ref(b, "text") for b in blocks}
-        body = spec.body.replace("{", "{{").replace("}", "}}")
-        if style.endswith("dedent"):
-            steps.append(step("body", "text_transform", op="dedent", text=spec.body))
-            body, values = "{body}", {**values, "body": ref("body", "text")}
-        steps.append(step("module", "text_transform", op="template", text=f"```python\n{head}\n\n\n{body}```\n",
-                          values=values))
-        steps.append(step("code", "text_transform", op="extract_code_block", text=ref("module", "text"),
-                          language="python"))
+    steps += _module_steps(spec, tables, style)
     if smoke:
         code = ref("code", "artifacts", "code")
         steps.append(step("smoke", "python_exec", code=f"{code}\nprint({spec.entry}.__name__)\n"))
         steps.append(step("final", "text_transform", op="extract_code_block",
                           text=f"```python\n{code}```\n# checked: {ref('smoke', 'text')}"))
+    return steps
+
+
+def _lines(spec: Spec, names: list[str], value: Callable[[str], str]) -> str:
+    """``NAME = value`` per constant (quoted when it is text)."""
+    return "\n".join(f'{n.upper()} = "{value(n)}"' if _quoted(spec, n) else f"{n.upper()} = {value(n)}" for n in names)
+
+
+def _field(name: str) -> str:
+    return f"{{{name}}}"
+
+
+def _module_steps(spec: Spec, tables: dict[str, list[str]], style: str) -> list:
+    """The steps that write the module (the last is ``code``, its ``extract_code_block``)."""
+    column = {name: ref(f"read_{table}", "artifacts", "metadata", "result", 0, name)
+              for table, names in tables.items() for name in names}
+    everything = list(spec.constants)
+    if style == "direct":
+        text = f"```python\n{_lines(spec, everything, column.__getitem__)}\n\n\n{spec.body}```\n"
+        return [step("code", "text_transform", op="extract_code_block", text=text, language="python")]
+    steps = []
+    blocks = _blocks(spec, tables, style)
+    for block, names in blocks.items():
+        steps.append(step(block, "text_transform", op="template", text=_lines(spec, names, _field),
+                          values={n: column[n] for n in names}))
+    if blocks:
+        head, values = "\n".join(map(_field, blocks)), {block: ref(block, "text") for block in blocks}
+    else:
+        head, values = _lines(spec, everything, _field), dict(column)
+    body = spec.body.replace("{", "{{").replace("}", "}}")
+    if style.endswith("dedent"):
+        steps.append(step("body", "text_transform", op="dedent", text=spec.body))
+        body, values = _field("body"), {**values, "body": ref("body", "text")}
+    steps.append(step("module", "text_transform", op="template", text=f"```python\n{head}\n\n\n{body}```\n",
+                      values=values))
+    steps.append(step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"))
     return steps
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from protocol.dataref import INPUT, ref
 
-from .data_families import QUESTIONS, Question, Table
+from .data_families import QUESTIONS, Question, Table, _csv, _rows
 from .family import Instance
 from .grammar import Production, held_rows
 from .held import held_id, table_schema
@@ -170,17 +170,6 @@ def _answers(tables: list[Table], asked: list[Asked], combined: Combined | None,
     if combined is not None:
         out[combined.key] = _plus_minus(combined.op, out[combined.a], out[combined.b])
     return out
-
-
-def _csv(table: Table, rows: list[dict[str, Any]]) -> str:
-    return "\n".join([f"{table.id},{table.group},{table.number}",
-                      *(f"{r[table.id]},{r[table.group]},{r[table.number]}" for r in rows)]) + "\n"
-
-
-def _rows(table: Table, draw: Draw) -> list[dict[str, Any]]:
-    ids = draw.sample(range(100, 1000), draw.int(8, 14))
-    return [{table.id: f"{table.prefix}{i}", table.group: draw.choice(table.groups),
-             table.number: draw.int(table.low, table.high)} for i in ids]
 
 
 def _generator(tables: list[Table], asked: list[Asked], combined: Combined | None):
