@@ -1,14 +1,18 @@
 """Families without end: fresh families drawn per tempo from a validator's secret.
 
 :func:`drawn_families` draws ``count`` families from the grammar of typed compositions
-(:mod:`tasks.grammar_data`: parse → filter/sort/group/aggregate → assemble;
-:mod:`tasks.grammar_lookup`: search per subject → join, or → extract → calculate →
-report; :mod:`tasks.grammar_calc`: drawn formulas → report; :mod:`tasks.grammar_code`:
-function bodies with drawn constants). Each family is built by the curated builders,
-so it holds its data and writes its steps, profile and public examples as the curated
-ones do; its id is ``gen_<12 hex>``, named by the secret, the tempo and the draw. The
-types come in turn (data, rag, agent, code, from a turn the secret and tempo choose), so
-forty drawn families are ten of each.
+(:mod:`tasks.grammar_data`: one to three held tables → filter/sort/group/aggregate →
+maybe calculate → assemble; :mod:`tasks.grammar_lookup`: one to three held collections,
+a search per subject and fact → join, or → extract → calculate → report;
+:mod:`tasks.grammar_calc`: drawn formulas, maybe chained → report;
+:mod:`tasks.grammar_code`: function bodies with drawn constants split over held config
+tables, the module written in a drawn way). Each family is put together with the
+curated families' parts (``profiles.make_family``, ``profiles.step``, held data named
+as :mod:`tasks.held` names it), so it holds its data and writes its steps, profile and
+public examples as the curated ones do; :func:`shape` is its program's structure, which
+the draw varies too. Its id is ``gen_<12 hex>``, named by the secret, the tempo and the
+draw. The types come in turn (data, rag, agent, code, from a turn the secret and tempo
+choose), so forty drawn families are ten of each.
 
 Every candidate is checked before use (:func:`check`); one that fails is replaced by
 the next draw, so the result depends on the arguments alone:

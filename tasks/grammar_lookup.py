@@ -26,7 +26,7 @@ from typing import Any
 
 from protocol.dataref import INPUT, ref
 
-from .agent_families import _checklist
+from .agent_families import _NUMBER, _checklist
 from .corpus import corpus_documents
 from .family import Instance
 from .grammar import Production
@@ -58,8 +58,7 @@ _MEASURES = (  # what the sentence says after the subject, the words a search ad
 
 _MAX_SHELVES = 3
 _MAX_SEARCHES = 6
-_LOOKUP_KEYS = ("total", "difference", "gap", "combined", "spread", "ratio", "excess", "index", "balance", "sum")
-_NUMBER = r"-?\d+"
+_LOOKUP_KEYS = ("result", "combined", "figure", "index", "measure", "score", "value", "outcome", "tally", "reading")
 
 
 @dataclass(frozen=True, slots=True)
