@@ -33,9 +33,10 @@ and answers a package it does not know with the plan of the curated family of th
 type whose description is closest, its subnets remapped. On the 40 drawn families, at
 every tier, it must score no more than the naive chain on the same hidden instance (the
 bar: naive's S, or naive+retries' where naive scores 0 by a flaky first subnet, as in
-tests/test_one_node_attacks.py). Measured at ``HIDDEN``: S 0 on 38 of them at every tier;
-0.35 (quality 0.5: the two subjects' keys right, the combined figure under another key)
-on two agent families whose wording is close to agent_total_rivers', bars 0.75 and 0.78.
+tests/test_one_node_attacks.py). Measured at ``HIDDEN``: S 0 on all 40 at every tier. Before
+the grammar drew many program shapes (and drawn lookups stopped reporting the subjects'
+names): 0.35 (quality 0.5: the two subjects' keys right, the combined figure under another
+key) on two agent families whose wording is close to agent_total_rivers', bars 0.75 and 0.78.
 """
 
 from __future__ import annotations
