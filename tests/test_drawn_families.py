@@ -5,6 +5,7 @@ the curated families are."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -103,6 +104,26 @@ def test_examples_that_do_not_tell_a_neighbour_apart_turn_the_family_down() -> N
     assert reason is not None and reason.startswith(f"examples do not determine `{slot}`: mimic")
     faithful = {slot: {"same": lambda i: slots(family.task_type, i.reference)[slot]}}
     assert check(replace(production, neighbours=faithful)) is None  # agrees everywhere: no ambiguity
+
+
+def test_a_slot_one_value_in_every_example_but_not_hidden_turns_the_family_down() -> None:
+    """A program that ignores the instance (``limit 1, count`` on any table is 1) fits a slot
+    that is the same in all three examples: if a hidden instance differs, the examples do
+    not determine the task, whatever the grammar's neighbours say."""
+    production = _first("data_transform")
+    family = production.family
+    shown = {json.dumps(family.instance(public_seed(family.task_id, i)).inputs, sort_keys=True)
+             for i in range(EXAMPLES)}
+
+    def generate(draw):
+        inputs, reference, holdings = family.generate(draw)
+        expected = dict(reference["expected_output"])
+        example = json.dumps(inputs, sort_keys=True) in shown
+        expected[next(iter(expected))] = 1 if example else 2 + len(json.dumps(inputs)) % 5
+        return inputs, {"expected_output": expected}, holdings
+
+    reason = check(replace(production, family=replace(family, generate=generate), neighbours={}))
+    assert reason is not None and "is 1 in every example but not on seed" in reason
 
 
 def test_one_subnet_type_an_inexact_value_or_a_shown_value_turns_the_family_down() -> None:
