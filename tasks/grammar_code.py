@@ -13,11 +13,11 @@ the same constants, run on the same cases.
 How the plan is put together is drawn too. The constants are split across one to three
 one-row config tables, each named by an input and read by its own ``csv_to_json``; half
 the descriptions say which table holds which constant, the other half leave it to be
-found by reading them. The module is written in one of seven ways: one
-``extract_code_block`` with the constants' refs inline; a ``template`` with the body
-inline; a ``dedent`` of the body and a ``template``; a ``template`` of the constants
-block (or one per config table) and another of the module, with the body inline or
-dedented. Half the families then run a
+found by reading them; every instance's tables put their columns in a drawn order. The
+module is written in one of seven ways: one ``extract_code_block`` with the constants'
+refs inline; a ``template`` with the body inline; a ``dedent`` of the body and a
+``template``; a ``template`` of the constants block (or one per config table) and
+another of the module, with the body inline or dedented. Half the families then run a
 ``python_exec`` smoke run and write the final module after it.
 """
 
@@ -183,7 +183,8 @@ def _generator(spec: Spec, tables: dict[str, list[str]]):
             argument, expected = _case(draw, spec, params)
             cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = {table: held_id(draw, "t") for table in tables}
-        holdings = {held[table]: _config_csv({c: params[c] for c in columns}) for table, columns in tables.items()}
+        holdings = {held[table]: _config_csv({c: params[c] for c in draw.shuffled(columns)})  # columns in drawn order
+                    for table, columns in tables.items()}
         return dict(held), {"entry_point": spec.entry, "cases": cases}, holdings
     return generate
 

@@ -8,7 +8,7 @@ number fields) comes from word lists; the tables of a family share their group v
 and number range, so the inputs `group`, `threshold` and `n` mean one thing for all of
 them. Half the families name the columns in the description; the other half call them
 by role (its id, group and number column), so a planner learns their names only by
-reading the table. The questions come from the curated six (``data_families.QUESTIONS``)
+reading the table; every instance's table puts its columns in a drawn order. The questions come from the curated six (``data_families.QUESTIONS``)
 and the compositions below (filter-then-top, group-then-max, two filters, ...), two to
 four of them, each of one table, every table asked at least once, in drawn order; a
 third of the families add a figure that is two numeric answers added or subtracted (a
@@ -30,7 +30,7 @@ from typing import Any
 
 from protocol.dataref import INPUT, ref
 
-from .data_families import QUESTIONS, Question, Table, _csv, _rows
+from .data_families import QUESTIONS, Question, Table, _rows
 from .family import Instance
 from .grammar import Production, held_rows
 from .held import held_id, table_schema
@@ -172,6 +172,13 @@ def _answers(tables: list[Table], asked: list[Asked], combined: Combined | None,
     return out
 
 
+def _csv(draw: Draw, table: Table, rows: list[dict[str, Any]]) -> str:
+    """The table as CSV, its columns in an order drawn per instance: a plan finds them by
+    name, never by position."""
+    columns = draw.shuffled([table.id, table.group, table.number])
+    return "\n".join([",".join(columns), *(",".join(str(r[c]) for c in columns) for r in rows)]) + "\n"
+
+
 def _generator(tables: list[Table], asked: list[Asked], combined: Combined | None):
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         rows = [_rows(table, draw) for table in tables]
@@ -180,7 +187,7 @@ def _generator(tables: list[Table], asked: list[Asked], combined: Combined | Non
         held = [held_id(draw, "t") for _ in tables]
         inputs = {**{t.name: h for t, h in zip(tables, held)}, **params}
         expected = _answers(tables, asked, combined, rows, params)
-        return inputs, {"expected_output": expected}, {h: _csv(t, r) for h, t, r in zip(held, tables, rows)}
+        return inputs, {"expected_output": expected}, {h: _csv(draw, t, r) for h, t, r in zip(held, tables, rows)}
     return generate
 
 

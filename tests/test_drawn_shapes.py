@@ -72,3 +72,12 @@ def test_unnamed_columns_are_found_only_by_reading(drawn) -> None:
         columns = {column for held in example.holdings.values() for column in held.partition("\n")[0].split(",")}
         said = family.package.description + str(family.package.inputs)
         assert [c for c in columns if re.search(rf"\b{re.escape(c)}\b", said)] == [], family.task_id
+
+
+def test_a_held_table_puts_its_columns_in_an_order_drawn_per_instance(drawn) -> None:
+    """A plan reads columns by name: a parser that takes them by position reads the wrong
+    one on another instance."""
+    def headers(family) -> set[str]:
+        return {held.partition("\n")[0] for example in family.package.examples for held in example.holdings.values()}
+    for kind, least in (("data_transform", TEMPOS // 2), ("code", TEMPOS // 10)):  # a code table often has one column
+        assert sum(len(headers(f)) > len(held_inputs(f.package.inputs)) for f in drawn[kind]) >= least, kind
