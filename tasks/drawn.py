@@ -214,10 +214,10 @@ def undetermined(production: Production, examples: list[Instance], hidden: list[
     return None
 
 
-Shape = tuple[tuple[str, str, "str | None", tuple[int, ...], tuple[int, ...]], ...]
+ProgramShape = tuple[tuple[str, str, "str | None", tuple[int, ...], tuple[int, ...]], ...]
 
 
-def shape(package: TaskPackage) -> Shape:
+def shape(package: TaskPackage) -> ProgramShape:
     """The program shape of ``package``'s full-tier steps: per step, in order, its action,
     kind and text op, the steps it reads (by position) and the held-data inputs it reads
     (by their position among the inputs). Names, constants, queries, ``json_transform``
