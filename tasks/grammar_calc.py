@@ -123,15 +123,16 @@ def _neighbour_shapes(shape: Shape, names: list[str]) -> Iterator[Shape]:
 def draw_shapes(draw: Draw, names: list[str], keys: tuple[str, ...], wanted: int, ops: str = "+-*",
                 divided: bool = True) -> dict[str, Shape]:
     """``wanted`` different formulas over ``names`` under keys drawn from ``keys``; the first
-    uses every name, a later one may read one earlier whole-number figure (a chain)."""
+    uses every name, a later one may be an earlier whole-number figure and a name (a chain)."""
     shapes: dict[str, Shape] = {}
     probe = dict(zip(names, (7, 11, 13, 17)))
     for key in draw.shuffled(keys):
         leaves = draw.sample(names, draw.int(2, min(3, len(names)))) if shapes else draw.shuffled(names)
         whole = [k for k, (_, divisor, _) in shapes.items() if divisor is None]
-        if whole and draw.below(2) == 0:
-            leaves = [*leaves[:-1], draw.choice(whole)] if len(leaves) > 2 else [*leaves, draw.choice(whole)]
-        divisor = draw.choice(names) if divided and draw.below(3) == 0 else None
+        chained = bool(whole) and draw.below(2) == 0
+        if chained:  # one earlier figure and one name, undivided: deeper chains run past the reference's search
+            leaves = [draw.choice(names), draw.choice(whole)]
+        divisor = draw.choice(names) if divided and not chained and draw.below(3) == 0 else None
         shape = (_tree(draw, draw.shuffled(leaves), ops), divisor, draw.int(1, 3))
         try:
             seen = evaluate({**shapes, key: shape}, probe)
@@ -181,10 +182,11 @@ def _family(index: int, names: list[str], ranges: dict[str, tuple[int, int]], sh
 
 
 def draw_job(draw: Draw, index: int) -> Production:
-    """Two to four inputs and two to four different formulas over them (independent
-    calculations, or one building on another); the first uses every input."""
+    """Two to four inputs and two to four different formulas over them (three over four
+    inputs: four formulas over four inputs run past the reference planner's search
+    budget), independent or one building on another; the first uses every input."""
     names = draw.sample(_NAMES, draw.int(2, 4))
     ranges = {name: draw.choice(_RANGES) for name in names}
-    shapes = draw_shapes(draw, names, _KEYS, draw.int(2, 4))
+    shapes = draw_shapes(draw, names, _KEYS, draw.int(2, 4 if len(names) < 4 else 3))
     family = _family(index, names, ranges, shapes)
     return Production(family, formula_neighbours(shapes, names, lambda instance: instance.inputs))

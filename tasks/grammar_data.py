@@ -10,7 +10,7 @@ them. Half the families name the columns in the description; the other half call
 by role (its id, group and number column), so a planner learns their names only by
 reading the table; every instance's table puts its columns in a drawn order. The questions come from the curated six (``data_families.QUESTIONS``)
 and the compositions below (filter-then-top, group-then-max, two filters, ...), two to
-four of them, each of one table, every table asked at least once, in drawn order; a
+four of them (three when there are three tables), each of one table, every table asked at least once, in drawn order; a
 third of the families add a figure that is two numeric answers added or subtracted (a
 ``calculator`` step wired to the two branches). So how many reads, which branch reads
 which table and whether a calculator joins two branches differ family by family.
@@ -137,9 +137,11 @@ def _tables(draw: Draw, k: int) -> list[Table]:
 
 
 def _asked(draw: Draw, tables: list[Table]) -> list[Asked]:
-    """Two to four questions, every table asked at least once, one of them beyond the curated six."""
+    """Two to four questions (three of three tables: a search over three tables for a
+    fourth answer runs past the reference planner's budget), every table asked at least
+    once, one of them beyond the curated six."""
     k = len(tables)
-    count = draw.int(max(k, _MIN_QUESTIONS), _MAX_QUESTIONS)
+    count = draw.int(max(k, _MIN_QUESTIONS), _MAX_QUESTIONS if k < _MAX_TABLES else k)
     owners = draw.shuffled([*range(k), *(draw.below(k) for _ in range(count - k))])
     pairs: dict[tuple[int, str], Question] = {}
     for n, owner in enumerate(owners):
