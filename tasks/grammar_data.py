@@ -16,9 +16,11 @@ third of the families add a figure that is two numeric answers added or subtract
 which table and whether a calculator joins two branches differ family by family.
 
 A question's neighbours are every other question of the catalogue asked of the same
-table, every question asked of another table, and the question without its ``limit``
+table, every question asked of another table, the question without its ``limit``
 (when every example's group holds no more than ``n`` rows, the examples cannot tell the
-two apart); the combined figure's are the other operation, the operands swapped and
+two apart) and, for a count or a sum, how many of a table's first rows (one, or ``n``)
+pass a filter (a count that is 0 or 1 in the examples is fit by such a program, on any
+table); the combined figure's are the other operation, the operands swapped and
 either answer alone.
 """
 
@@ -245,6 +247,24 @@ def _answer(question: Question, table: Table, name: str, override: dict[str, Any
     return answer
 
 
+_FILTERS: dict[str, Callable[[Table, dict[str, Any], dict[str, Any]], bool]] = {
+    "in the group": lambda t, r, p: r[t.group] == p["group"],
+    "above the threshold": lambda t, r, p: r[t.number] > p["threshold"],
+    "below the threshold": lambda t, r, p: r[t.number] < p["threshold"],
+    "in the group and above": lambda t, r, p: r[t.group] == p["group"] and r[t.number] > p["threshold"],
+}
+
+
+def _head_count(table: Table, keep: str, passes: Callable[[Table, dict[str, Any], dict[str, Any]], bool]):
+    """How many of the table's first rows (one, or the input ``n``) pass a filter: a small
+    count of the examples that such a program fits by chance is no answer."""
+    def answer(instance: Instance) -> Any:
+        params = {k: instance.inputs[k] for k in ("group", "threshold", "n")}
+        head = held_rows(instance, table.name)[: 1 if keep == "1" else params["n"]]
+        return sum(1 for row in head if passes(table, row, params))
+    return answer
+
+
 def _neighbours(tables: list[Table], asked: list[Asked], combined: Combined | None) -> dict[str, dict[str, Callable]]:
     found: dict[str, dict[str, Callable]] = {}
     for a in asked:
@@ -252,6 +272,9 @@ def _neighbours(tables: list[Table], asked: list[Asked], combined: Combined | No
         found[a.key] = {f"{t.name}/{other.name}": _answer(other, t, t.name) for i, t in enumerate(tables)
                         for other in CATALOGUE if not (i == a.table and other is a.question)}
         found[a.key][f"{a.question.name} without its limit"] = _answer(a.question, table, table.name, _UNLIMITED)
+        if a.question.name in _NUMERIC:
+            found[a.key] |= {f"{t.name}/first {keep} {name}": _head_count(t, keep, passes)
+                             for t in tables for keep in ("1", "n") for name, passes in _FILTERS.items()}
     if combined is not None:
         answers = {a.key: _answer(a.question, tables[a.table], tables[a.table].name) for a in asked}
         x, y = answers[combined.a], answers[combined.b]
