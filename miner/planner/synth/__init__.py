@@ -34,7 +34,9 @@ from .world import Budget, Example, Program, World, agrees, check_program
 __all__ = ["CPU_BUDGET_S", "SEARCH_CHECKS", "WALL_BUDGET_S", "agrees_with_hints", "synthesise"]
 
 SEARCH_CHECKS = 6_000
-"""Counted steps one package's search may take: every curated family is found within 4,700 and 439 of 440 drawn ones (docs/tasks.md); at the slowest rate measured, 2,600 a CPU second, 6,000 is 2.3 s."""
+"""Counted steps one package's search may take: every curated family is found within
+4,700 and 439 of 440 drawn ones (docs/tasks.md); at the slowest rate measured, 2,600 a
+CPU second, 6,000 is 2.3 s."""
 CPU_BUDGET_S = 3.0
 """CPU seconds one package's search may use."""
 WALL_BUDGET_S = 4.0
