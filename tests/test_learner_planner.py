@@ -57,7 +57,7 @@ def test_a_subnet_failing_every_attempt_is_no_longer_planned_on() -> None:
     learner = Learner()
     assert "sn18" in _subnets(learner)
     learner.observe(_feedback("sn18", failing=True, tempo=1))
-    assert learner.stats["sn18"].failure_rate == 1.0
+    assert learner.stats["sn18"].failure_rate() == 1.0
     assert "sn18" not in _subnets(learner)
     assert not {"sn22", "sn5"}.isdisjoint(_subnets(learner))  # retrieval moved to another subnet
 
@@ -67,7 +67,7 @@ def test_old_failures_weigh_less_than_recent_successes() -> None:
     learner.observe(_feedback("sn18", failing=True, tempo=1))
     for tempo in range(5, 9):
         learner.observe(_feedback("sn18", failing=False, tempo=tempo))
-    assert learner.stats["sn18"].failure_rate < 0.1
+    assert learner.stats["sn18"].failure_rate() < 0.1
     assert "sn18" in _subnets(learner)
 
 
@@ -89,15 +89,14 @@ def test_the_only_subnet_of_its_kind_is_kept_with_every_retry() -> None:
 
 @pytest.mark.parametrize("rate", [0.05, 0.2, 0.5, 0.6])
 def test_the_retries_make_a_node_succeed_as_often_as_asked(rate: float) -> None:
-    stats = learner_planner.SubnetStats(attempts=100.0, failures=100.0 * rate)
-    retries = stats.retries(0.99)
+    retries = learner_planner.retries_for(rate, 0.99)
     assert rate ** (retries + 1) <= 0.01 < rate**retries
 
 
 def test_nodes_on_a_flaky_subnet_declare_the_retries_it_needs() -> None:
     """Every retrieval subnet failed three attempts in four: whichever ``good`` keeps, its
     nodes retry until they succeed 99 times in 100, far past ``good``'s one spare retry."""
-    learner = Learner()
+    learner = Learner(success=0.99, prior=0.0)
     for subnet in ("sn18", "sn22", "sn5"):
         learner.observe(_feedback(subnet, failing=True, then_ok=True, tempo=1))
     plan = learner.plan(PACKAGE).plan
@@ -130,3 +129,44 @@ def test_in_a_world_that_behaves_as_advertised_it_learns_the_advertised_profiles
 
 def test_loaded_by_module_path() -> None:
     assert isinstance(load_planner("learner_planner:Learner", {"half_life": 3.0}), Learner)
+
+
+def _outage_feedback(subnet: str, tempo: int) -> StepFeedback:
+    """Two nodes on ``subnet`` in a run that met its outage: three quick refusals, then an answer in 2 s."""
+    refused = AttemptFeedback(started_s=0.0, latency_s=0.02, error=f"subnet {subnet} unavailable: outage")
+    answered = AttemptFeedback(started_s=0.1, latency_s=2.0)
+    return StepFeedback(
+        validator_hotkey="5V", miner_uid=1, block=tempo * 360, tempo=tempo, task_id="rag_towns", hint_tier="full",
+        outcome="completed", nodes=[
+            NodeFeedback(node_id=f"find_{i}", subnet=subnet, action="search", status="success", cost_tao=0.0027,
+                         attempts=[refused] * 3 + [answered])
+            for i in range(2)
+        ],
+    )
+
+
+def test_an_outage_counts_once_per_run_and_never_as_a_fast_cheap_answer() -> None:
+    """Refusals in an outage window say how often a run meets one, not how the subnet
+    answers: its learned latency is that of its answers, and every run met the outage."""
+    learner = Learner()
+    for tempo in (1, 2):
+        learner.observe(_outage_feedback("sn18", tempo))
+    stats = learner.stats["sn18"]
+    assert stats.outage_rate() == pytest.approx(1.0) and stats.failure_rate() == 0.0
+    assert learner.relearned(PACKAGE).available_tools["sn18"].avg_latency == pytest.approx(2.0)
+    assert "sn18" not in _subnets(learner)  # a subnet down in every run loses its steps to a steady one
+
+
+def test_what_every_subnet_did_reaches_a_subnet_it_never_tried() -> None:
+    """Every retrieval subnet it tried failed half its attempts: the text subnet that writes
+    the answer, never tried, declares retries for that rate too, not good's one spare."""
+    learner = Learner()
+    for subnet in ("sn18", "sn22", "sn5"):
+        for tempo in (1, 2):
+            learner.observe(_feedback(subnet, failing=True, then_ok=True, tempo=tempo))
+    plan = learner.plan(PACKAGE).plan
+    good = load_planner("good").plan(PACKAGE).plan
+    unseen = [node for node in plan.nodes if node.subnet not in learner.stats]
+    assert unseen
+    for node in unseen:
+        assert plan.error_handling[node.id].retry_count > good.error_handling[node.id].retry_count

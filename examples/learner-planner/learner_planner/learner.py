@@ -1,26 +1,38 @@
 """The learner: ``good``, planning on what the subnets did instead of what they advertise.
 
 A package's ``available_tools`` is each subnet's advertised profile, and a real subnet
-is not its profile: its latency has a tail, its failures come and go, its price moves.
-Every feedback message (docs/protocol.md, "Feedback") says how this miner's own nodes
-ran: per node the subnet and what it cost, per attempt how long it took and whether it
-failed. The learner keeps per subnet decayed sums of those (what a message
-``half_life`` tempos older says counts half) and, before planning, rewrites the profile
-of each subnet it has seen enough of:
+is not its profile: its latency has a tail, its failures come and go, it has outages,
+its price moves. Every feedback message (docs/protocol.md, "Feedback") says how this
+miner's own nodes ran: per node the subnet and what it cost, per attempt how long it
+took and whether it failed and why. The learner keeps per subnet decayed sums of those
+(what a message ``half_life`` tempos older says counts half):
 
-- ``avg_latency``: the observed seconds per attempt;
-- ``avg_cost``: the observed cost per attempt;
-- ``fail_first``: the failures to expect before a success, ``p / (1 - p)`` for an
-  observed per-attempt failure rate ``p`` (``good`` then declares one retry more).
+- the attempts that got an answer or an ordinary failure (``unavailable (attempt N)``,
+  ``low-quality answer``), their failures, seconds and cost;
+- the node runs, and how many of them met an *outage* (``unavailable: outage``): a
+  window in which the subnet refuses every call at once, so a retry made in it is
+  refused too and only another subnet helps.
 
-A subnet whose attempts nearly all fail (``give_up``) is left out while its kind has
-another subnet. Then ``good`` plans the rewritten package as usual, and each node on a
-subnet seen enough declares the retries that subnet needs to succeed 99 times in 100
-(``success``) at its observed failure rate: ``good`` declares one spare retry past
-``fail_first``, which a subnet failing one attempt in three does not always cover.
-Outages and low-quality answers come back as failed attempts, so they count in the rate. What is not seen
-again fades: once a subnet's decayed attempts fall below ``min_attempts`` its advertised
-profile is back, so a subnet left out during an outage is tried again.
+Each rate is read with a prior: a subnet seen a few times is pulled towards what every
+subnet did (the failure rate and outage rate over all of them), never below what its
+profile advertises, with the weight of ``prior`` attempts or runs. So what the learner
+saw of the world as a whole reaches the subnets it has not tried yet.
+
+Before planning it rewrites the profile of every subnet of the package:
+
+- ``avg_latency``, ``avg_cost``: the observed seconds and cost per attempt outside
+  outages, once ``min_attempts`` (decayed) were seen (a failed attempt is not charged,
+  so the cost per attempt times the attempts to expect is the price of a success);
+- ``fail_first``: the failures to expect before a success, ``q / (1 - q)``, where ``q``
+  is the chance that an attempt fails counting a run's outage in (``good`` weighs
+  ``1 + fail_first`` attempts of cost and latency, so a subnet that fails or goes down
+  often loses its steps to a steadier one).
+
+A subnet that fails nearly always (``give_up``) is left out while its kind has another
+subnet. Then ``good`` plans the rewritten package, and each node declares the retries its
+subnet needs to succeed with probability ``success`` at its failure rate: retries cost
+nothing unless they are needed (a failed attempt is not charged), and a node that fails
+costs the step most of its score.
 
 The miner keeps the feedback across restarts and replays it into :meth:`Learner.observe`
 at start-up, so the learner itself keeps no files.
@@ -41,6 +53,8 @@ BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
 MAX_FAIL_FIRST = 10  # ToolInfo's ceiling
 MAX_RETRIES = 10  # ErrorPolicy's ceiling
+OUTAGE = "outage"
+"""What an attempt refused in an outage window says (``subnet X unavailable: outage``)."""
 
 
 @dataclass
@@ -48,9 +62,14 @@ class SubnetStats:
     """Decayed sums of what one subnet did, as of tempo ``clock``."""
 
     attempts: float = 0.0
+    """Attempts outside outages."""
     failures: float = 0.0
     seconds: float = 0.0
     cost_tao: float = 0.0
+    runs: float = 0.0
+    """Node runs (one per node of a plan, frame instances each)."""
+    outages: float = 0.0
+    """Node runs that met an outage."""
     clock: float = 0.0
 
     def add(self, node: NodeFeedback, clock: float, half_life: float) -> None:
@@ -60,58 +79,73 @@ class SubnetStats:
             self._scale(0.5 ** ((clock - self.clock) / half_life))
             self.clock = clock
         weight = 0.5 ** ((self.clock - clock) / half_life)
-        self.attempts += weight * len(node.attempts)
-        self.failures += weight * sum(not attempt.ok for attempt in node.attempts)
-        self.seconds += weight * sum(attempt.latency_s for attempt in node.attempts)
+        answered = [attempt for attempt in node.attempts if not _refused(attempt.error)]
+        self.attempts += weight * len(answered)
+        self.failures += weight * sum(not attempt.ok for attempt in answered)
+        self.seconds += weight * sum(attempt.latency_s for attempt in answered)
         self.cost_tao += weight * node.cost_tao
+        self.runs += weight
+        self.outages += weight * (len(answered) < len(node.attempts))
 
     def _scale(self, factor: float) -> None:
-        self.attempts *= factor
-        self.failures *= factor
-        self.seconds *= factor
-        self.cost_tao *= factor
+        for name in ("attempts", "failures", "seconds", "cost_tao", "runs", "outages"):
+            setattr(self, name, getattr(self, name) * factor)
 
-    @property
-    def failure_rate(self) -> float:
-        return self.failures / self.attempts
+    def failure_rate(self, prior: float = 0.0, weight: float = 0.0) -> float:
+        """The failure rate of an attempt outside outages, ``weight`` attempts of ``prior`` added."""
+        return _rate(self.failures, self.attempts, prior, weight)
 
-    def retries(self, success: float) -> int:
-        """The retries a node needs to succeed with probability ``success`` when each
-        attempt fails at the observed rate."""
-        rate = self.failure_rate
-        if rate <= 0:
-            return 0
-        if rate >= 1:
-            return MAX_RETRIES
-        return min(MAX_RETRIES, max(0, math.ceil(math.log(1 - success) / math.log(rate)) - 1))
+    def outage_rate(self, prior: float = 0.0, weight: float = 0.0) -> float:
+        """The chance that a node run meets an outage, ``weight`` runs of ``prior`` added."""
+        return _rate(self.outages, self.runs, prior, weight)
 
-    def profile(self, advertised: ToolInfo) -> ToolInfo:
-        """``advertised`` with what was observed in its place."""
-        rate = self.failure_rate
-        expected_failures = MAX_FAIL_FIRST if rate >= 1 else min(MAX_FAIL_FIRST, round(rate / (1 - rate)))
-        return advertised.model_copy(update={
-            "avg_latency": self.seconds / self.attempts,
-            "avg_cost": self.cost_tao / self.attempts,
-            "fail_first": expected_failures,
-        })
+
+def _rate(hits: float, count: float, prior: float, weight: float) -> float:
+    return (hits + prior * weight) / (count + weight) if count + weight > 0 else prior
+
+
+def _refused(error: str | None) -> bool:
+    return error is not None and OUTAGE in error
+
+
+def retries_for(rate: float, success: float) -> int:
+    """The retries a node needs to succeed with probability ``success`` when each attempt
+    fails with probability ``rate``."""
+    if rate <= 0:
+        return 0
+    if rate >= 1:
+        return MAX_RETRIES
+    return min(MAX_RETRIES, max(0, math.ceil(math.log(1 - success) / math.log(rate)) - 1))
+
+
+def expected_failures(rate: float) -> int:
+    """The failures to expect before a success, ``rate / (1 - rate)``, as a profile's ``fail_first``."""
+    return MAX_FAIL_FIRST if rate >= 1 else min(MAX_FAIL_FIRST, round(rate / (1 - rate)))
+
+
+def advertised_rate(info: ToolInfo) -> float:
+    """The failure rate a profile advertises: its first ``fail_first`` attempts fail."""
+    return info.fail_first / (1 + info.fail_first)
 
 
 class Learner:
-    """``good`` on learned subnet profiles (see the module)."""
+    """``good`` on learned subnet profiles, with the retries learned failures need (see the module)."""
 
     name = "learner"
     interface = PLANNER_INTERFACE
 
     def __init__(
-        self, *, half_life: float = 2.0, min_attempts: float = 3.0, give_up: float = 0.9, success: float = 0.99,
-        **good: object,
+        self, *, half_life: float = 2.0, min_attempts: float = 3.0, prior: float = 3.0, give_up: float = 0.9,
+        success: float = 0.9999, **good: object,
     ) -> None:
-        """``half_life`` in tempos; a subnet's profile is rewritten once ``min_attempts``
-        (decayed) were seen; ``give_up`` is the failure rate past which it is left out;
-        each node declares the retries its subnet needs to succeed with probability
-        ``success``. Other options go to ``good``."""
+        """``half_life`` in tempos; a subnet's latency and cost are rewritten once
+        ``min_attempts`` (decayed) were seen; its rates are pulled towards every subnet's
+        with the weight of ``prior`` attempts; ``give_up`` is the failure rate past which
+        it is left out; each node declares the retries its subnet needs to succeed with
+        probability ``success``. Other options go to ``good``."""
         self.half_life = half_life
         self.min_attempts = min_attempts
+        self.prior = prior
         self.give_up = give_up
         self.success = success
         self.good = GoodPlanner(**good)
@@ -130,38 +164,67 @@ class Learner:
                     self.stats.setdefault(node.subnet, SubnetStats()).add(node, clock, self.half_life)
 
     def plan(self, package: TaskPackage) -> PlanProposal:
-        proposal = self.good.plan(self.relearned(package))
-        return replace(proposal, plan=self.with_retries(proposal.plan))
-
-    def with_retries(self, plan: WorkflowPlan) -> WorkflowPlan:
-        """``plan`` with each node on a subnet seen enough declaring at least the retries
-        that subnet needs to succeed with probability ``success``."""
-        policies = dict(plan.error_handling)
         with self._lock:
-            for node in plan.nodes:
-                stats = self.stats.get(node.subnet)
-                if stats is None or stats.attempts < self.min_attempts:
-                    continue
-                policy = policies.get(node.id, ErrorPolicy())
-                retries = max(policy.retry_count, stats.retries(self.success))
-                policies[node.id] = policy.model_copy(update={"retry_count": retries})
-        return plan.model_copy(update={"error_handling": policies})
+            rates = self._rates(package)
+            relearned = self._relearned(package, rates)
+        proposal = self.good.plan(relearned)
+        return replace(proposal, plan=self._with_retries(proposal.plan, rates))
 
     def relearned(self, package: TaskPackage) -> TaskPackage:
-        """``package`` with the profiles of the subnets seen enough rewritten, and those
-        that nearly always fail left out while their kind has another subnet."""
+        """``package`` with every subnet's profile as learned (see the module)."""
+        with self._lock:
+            return self._relearned(package, self._rates(package))
+
+    def with_retries(self, plan: WorkflowPlan, package: TaskPackage) -> WorkflowPlan:
+        """``plan`` (for ``package``) with each node declaring at least the retries its
+        subnet needs to succeed with probability ``success``."""
+        with self._lock:
+            return self._with_retries(plan, self._rates(package))
+
+    def _rates(self, package: TaskPackage) -> dict[str, tuple[float, float]]:
+        """Per subnet of ``package``: its attempt failure rate and its run outage rate, each
+        pulled towards every subnet's (never below the advertised failure rate)."""
+        seen = list(self.stats.values())
+        if not seen:
+            return {}
+        every = SubnetStats(attempts=sum(s.attempts for s in seen), failures=sum(s.failures for s in seen),
+                            runs=sum(s.runs for s in seen), outages=sum(s.outages for s in seen))
+        failing, down = every.failure_rate(), every.outage_rate()
+        rates = {}
+        for subnet, info in package.available_tools.items():
+            stats = self.stats.get(subnet, SubnetStats())
+            prior = max(failing, advertised_rate(info))
+            rates[subnet] = (stats.failure_rate(prior, self.prior), stats.outage_rate(down, self.prior))
+        return rates
+
+    def _relearned(self, package: TaskPackage, rates: dict[str, tuple[float, float]]) -> TaskPackage:
         allowed = package.constraints.allowed_subnets
         tools = dict(package.available_tools)
-        with self._lock:
-            for subnet, advertised in package.available_tools.items():
-                stats = self.stats.get(subnet)
-                if stats is None or stats.attempts < self.min_attempts:
-                    continue
-                if stats.failure_rate >= self.give_up and _another_of_kind(tools, subnet, advertised.type, allowed):
-                    del tools[subnet]
-                else:
-                    tools[subnet] = stats.profile(advertised)
+        for subnet, advertised in package.available_tools.items():
+            if subnet not in rates:
+                continue
+            failing, down = rates[subnet]
+            if failing >= self.give_up and _another_of_kind(tools, subnet, advertised.type, allowed):
+                del tools[subnet]
+                continue
+            fails = 1 - (1 - failing) * (1 - down)  # an attempt fails, or the run's outage refuses it
+            update: dict[str, float | int] = {"fail_first": expected_failures(fails)}
+            stats = self.stats.get(subnet)
+            if stats is not None and stats.attempts >= self.min_attempts:
+                update |= {"avg_latency": stats.seconds / stats.attempts, "avg_cost": stats.cost_tao / stats.attempts}
+            tools[subnet] = advertised.model_copy(update=update)
         return package.model_copy(update={"available_tools": tools})
+
+    def _with_retries(self, plan: WorkflowPlan, rates: dict[str, tuple[float, float]]) -> WorkflowPlan:
+        policies = dict(plan.error_handling)
+        for node in plan.nodes:
+            if node.subnet not in rates:
+                continue
+            policy = policies.get(node.id, ErrorPolicy())
+            failing, down = rates[node.subnet]
+            retries = max(policy.retry_count, retries_for(1 - (1 - failing) * (1 - down), self.success))
+            policies[node.id] = policy.model_copy(update={"retry_count": retries})
+        return plan.model_copy(update={"error_handling": policies})
 
 
 def _another_of_kind(tools: dict[str, ToolInfo], subnet: str, kind: str, allowed: list[str] | None) -> bool:
