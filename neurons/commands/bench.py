@@ -74,9 +74,12 @@ def bench_tasks(
 def bench_world(
     tempos: int = typer.Option(10, "--tempos", min=1, help="Tempos of the hidden world played, from tempo 0."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo; medians are kept."),
+    final_seeds: int = typer.Option(5, "--final-seeds", min=1, help="Hidden instances per family in the last tempo "
+                                    "(the learner's gain there is their mean)."),
     drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
                               "curated 40."),
-    secrets: int = typer.Option(3, "--secrets", min=1, help="Worlds played: those of secrets 0 .. N-1."),
+    secrets: int = typer.Option(3, "--secrets", min=1, help="Worlds played: those of N secrets from --first-secret."),
+    first_secret: int = typer.Option(0, "--first-secret", min=0, help="The first secret played."),
     learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
                                 "package.module:attr; 'n/a' in the table when it does not load."),
     as_json: bool = JsonOpt,
@@ -85,7 +88,8 @@ def bench_world(
     feedback, over tempos of the hidden world: mean S per type, headroom, good ÷ naive+retries."""
     from bench.world import render_world_bench, run_world_bench
 
-    result = run_world_bench(tempos=tempos, seeds=seeds, drawn=drawn, secrets=secrets, learner=learner)
+    result = run_world_bench(tempos=tempos, seeds=seeds, final_seeds=final_seeds, drawn=drawn, secrets=secrets,
+                             first_secret=first_secret, learner=learner)
     print_json(result) if as_json else render_world_bench(result, Console())
 
 
