@@ -1,7 +1,8 @@
 """``dagnet localnet``: the whole subnet on one machine, on the embedded chain.
 
 One command starts, as separate processes, the embedded chain node, N miners
-with a mix of strategies (good, naive, and the attackers invalid and precompute),
+with a mix of strategies (good, naive, the attackers invalid and precompute, and the
+learner, which learns from the validator's feedback),
 a miner for each planner of your own (``--planner NAME``, beside them) and one validator, which executes every plan itself (owned execution, as on any
 network: no tool provider is needed). This process registers every hotkey and
 stakes the validator. The miners follow the chain's metagraph as they would on a
@@ -44,7 +45,9 @@ from rich.text import Text
 from neurons.columns import ALWAYS, Column, fit_table, terminal_width
 from validator.settings import SHIPPED_TASKS
 
-STRATEGY_MIX = ("good", "naive", "invalid", "precompute")
+STRATEGY_MIX = ("good", "naive", "invalid", "precompute", "learner")
+"""The default miners' planners: the reference set, the attackers, and the example learner
+(examples/learner-planner, shipped with dagnet), which learns from its feedback."""
 COLDKEY_URI = "//Alice"
 VALIDATOR_URI = "//dagnet-localnet-validator"
 VALIDATOR_STAKE_TAO = 1_000.0
@@ -56,7 +59,7 @@ _SCORE_PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability")
 
 @dataclass(frozen=True, slots=True)
 class LocalnetOptions:
-    miners: int = 4
+    miners: int = len(STRATEGY_MIX)
     tempos: int | None = 3
     duration_s: float | None = None
     block_time_s: float = 1.0

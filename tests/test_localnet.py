@@ -1,9 +1,10 @@
 """`dagnet localnet` end to end: separate processes on the embedded chain, the incentive at work.
 
-A short run (2 epochs of 10 one-second blocks) with one miner per strategy: the
-chain's own incentive and emission must put the good planner first, the naive one
-below it, and give nothing to the miner whose plans are invalid nor to the one
-replaying precomputed answers (each step draws a hidden instance).
+The default run (4 epochs of 20 one-second blocks, one miner per strategy of the mix):
+the validator plays the hidden world and tells each miner how its plans ran, and by the
+last epoch the learner, which learns from that feedback, must hold the highest weight and
+incentive; the naive planner scores below good, and the miner whose plans are invalid and
+the one replaying precomputed answers (each step draws a hidden instance) get nothing.
 """
 
 from __future__ import annotations
@@ -40,26 +41,25 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_a_short_localnet_rewards_the_good_planner_and_nothing_else(tmp_path: Path) -> None:
+def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "net"
-    done = subprocess.run(
-        [*DAGNET, "localnet", "--miners", "4", "--tempos", "2", "--tempo", "10", "--block-time", "1",
-         "--json", "--dir", str(run_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=400,
-    )
+    done = subprocess.run([*DAGNET, "localnet", "--json", "--dir", str(run_dir)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     by_strategy = {row["strategy"]: row for row in summary["miners"]}
-    assert set(by_strategy) == {"good", "naive", "invalid", "precompute"}
-    good, naive = by_strategy["good"], by_strategy["naive"]
+    assert set(by_strategy) == {"good", "naive", "invalid", "precompute", "learner"}
+    good, naive, learner = by_strategy["good"], by_strategy["naive"], by_strategy["learner"]
     assert summary["steps"] >= 3 and all(row["steps_scored"] >= 3 for row in summary["miners"])
-    assert good["emission"] > 0 and good["emission"] == max(row["emission"] for row in summary["miners"])
-    assert naive["emission"] < good["emission"] and naive["mean_S"] < good["mean_S"]
+    others = [row for row in summary["miners"] if row is not learner]
+    assert all(learner["weight"] > row["weight"] and learner["incentive"] > row["incentive"] for row in others), \
+        summary["miners"]
+    assert naive["mean_S"] < good["mean_S"]
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
     assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] == 0
     logs = {p.name for p in run_dir.glob("*.log")}
-    assert {"chain.log", "validator.log"} <= logs and len(logs) == 6  # no tool provider: the validator executes
+    assert {"chain.log", "validator.log"} <= logs and len(logs) == 7  # no tool provider: the validator executes
     # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
     assert {p.name for p in run_dir.glob("*.json")} == {"prometheus-targets.json"}
     for log in logs - {"chain.log", "validator.log"}:

@@ -21,7 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def localnet(
-    miners: int = typer.Option(4, "--miners", min=1, help="Miners; strategies cycle good, naive, invalid, precompute."),
+    miners: Optional[int] = typer.Option(None, "--miners", min=1, help="Miners; strategies cycle good, naive, "
+                                         "invalid, precompute, learner.  [default: 5, one of each]"),
     planners: Optional[list[str]] = typer.Option(
         None, "--planner", metavar="NAME", help="Also serve this planner, one miner beside the others (repeatable): "
         "named as for `dagnet miner --planner` (a built-in, an installed entry point, package.module:attr).  "
@@ -43,7 +44,7 @@ def localnet(
         fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
     _check_planners(planners or [])
     options = LocalnetOptions(
-        miners=miners, planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
+        **({} if miners is None else {"miners": miners}), planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
     )
     try:
