@@ -175,12 +175,6 @@ class Learner:
         with self._lock:
             return self._relearned(package, self._rates(package))
 
-    def with_retries(self, plan: WorkflowPlan, package: TaskPackage) -> WorkflowPlan:
-        """``plan`` (for ``package``) with each node declaring at least the retries its
-        subnet needs to succeed with probability ``success``."""
-        with self._lock:
-            return self._with_retries(plan, self._rates(package))
-
     def _rates(self, package: TaskPackage) -> dict[str, tuple[float, float]]:
         """Per subnet of ``package``: its attempt failure rate and its run outage rate, each
         pulled towards every subnet's (never below the advertised failure rate)."""
@@ -207,8 +201,7 @@ class Learner:
             if failing >= self.give_up and _another_of_kind(tools, subnet, advertised.type, allowed):
                 del tools[subnet]
                 continue
-            fails = 1 - (1 - failing) * (1 - down)  # an attempt fails, or the run's outage refuses it
-            update: dict[str, float | int] = {"fail_first": expected_failures(fails)}
+            update: dict[str, float | int] = {"fail_first": expected_failures(_either(failing, down))}
             stats = self.stats.get(subnet)
             if stats is not None and stats.attempts >= self.min_attempts:
                 update |= {"avg_latency": stats.seconds / stats.attempts, "avg_cost": stats.cost_tao / stats.attempts}
@@ -221,10 +214,14 @@ class Learner:
             if node.subnet not in rates:
                 continue
             policy = policies.get(node.id, ErrorPolicy())
-            failing, down = rates[node.subnet]
-            retries = max(policy.retry_count, retries_for(1 - (1 - failing) * (1 - down), self.success))
+            retries = max(policy.retry_count, retries_for(_either(*rates[node.subnet]), self.success))
             policies[node.id] = policy.model_copy(update={"retry_count": retries})
         return plan.model_copy(update={"error_handling": policies})
+
+
+def _either(failing: float, down: float) -> float:
+    """The chance that an attempt fails, or meets the run's outage."""
+    return 1 - (1 - failing) * (1 - down)
 
 
 def _another_of_kind(tools: dict[str, ToolInfo], subnet: str, kind: str, allowed: list[str] | None) -> bool:
