@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from scoring.margin import FLOOR
+
 
 pytestmark = pytest.mark.e2e
 
@@ -101,14 +103,20 @@ TEMPLATE_PLANNER = "planner_template.planner:TemplatePlanner"
 
 @pytest.mark.e2e
 def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localnet(tmp_path: Path) -> None:
-    """Issue 30: eval said 0.263 (the full tier only) where the chain paid 0.00004. At the
-    default mix the two agree within 0.05. The same localnet shows `--planner
-    package.module:attr` found from the working folder (the template's, not installed):
-    one more miner, named in the summary, with its own log."""
+    """Issue 30: eval said 0.263 (the full tier only) where the chain paid 0.00004. Eval
+    now says what validators pay (the margin over good): the template does not beat good,
+    so it is paid as floor, below good, and the chain agrees: the same order, the template
+    not among those that beat the reference, its weight within the floor's 5 % of eval's
+    figure (the floor's split follows mean S at T 0.01, so the instances a short localnet
+    happens to send move it a little; 0.052 against 2e-9 in one run at the old 0.05
+    tolerance). The same localnet shows `--planner package.module:attr` found from the
+    working folder (the template's, not installed): one more miner, named in the summary,
+    with its own log."""
     evaluated = subprocess.run([*DAGNET, "eval", TEMPLATE_PLANNER, "--seeds", "1", "--json"],
                                cwd=TEMPLATE, capture_output=True, text=True, timeout=900)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    promised = json.loads(evaluated.stdout)["types"]["all"]["weights"]["planner"]
+    promised = json.loads(evaluated.stdout)["types"]["all"]
+    assert promised["margin"]["paid"] == 0 and promised["weights"]["planner"] < promised["weights"]["good"], promised
     run_dir = tmp_path / "net"
     served = subprocess.run(
         [*DAGNET, "localnet", "--miners", "2", "--planner", TEMPLATE_PLANNER, "--tempos", "2", "--tempo", "10",
@@ -119,7 +127,9 @@ def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localne
     rows = {row["strategy"]: row for row in json.loads(served.stdout)["miners"]}
     assert list(rows) == ["good", "naive", TEMPLATE_PLANNER]
     assert rows[TEMPLATE_PLANNER]["steps_scored"] >= 3 and rows[TEMPLATE_PLANNER]["mean_S"] > 0, rows
-    assert abs(rows[TEMPLATE_PLANNER]["weight"] - promised) <= 0.05, (promised, rows)
+    template, good = rows[TEMPLATE_PLANNER], rows["good"]
+    assert template["paid_margin"] == 0 and template["weight"] < good["weight"], rows
+    assert abs(template["weight"] - promised["weights"]["planner"]) <= FLOOR + 0.01, (promised, rows)
     uid = rows[TEMPLATE_PLANNER]["uid"]
     assert (run_dir / f"miner-{uid}-planner_template.planner-TemplatePlanner.log").exists()
     assert not _processes_mentioning(str(run_dir))
