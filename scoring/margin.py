@@ -9,12 +9,11 @@ same (the same S and final output), share a positive margin equally, so register
 copies of a plan, or variants of it that change nothing, earns nothing more than one of
 them alone. A loss is each one's own.
 
-Weights come from the window's credited margins, paid as their mean less one standard
-error (:data:`RELIABILITY_Z`): losses count, and a mean made of a few lucky steps among
-many losses is not paid, so how reliably a miner beats the reference matters as much as
-by how far. A copy of the reference (every margin 0.0) is paid 0 over it.
+Weights come from the window's mean credited margin (losses count, so how reliably a
+miner beats the reference matters as much as by how far). A copy of the reference
+(every margin 0.0) is paid 0 over it.
 
-- every miner whose paid margin is positive shares ``1 − FLOOR`` in proportion to it;
+- every miner whose mean credited margin is positive shares ``1 − FLOOR`` in proportion to it;
 - every other miner with a positive mean score shares ``FLOOR``, in proportion to its
   share of the answers it sent times ``exp(S / FLOOR_TEMPERATURE)``: a newcomer still
   sees a gradient, a naive chain ranks below a copy of the reference, and copies hold
@@ -36,11 +35,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "RELIABILITY_Z", "Answer", "Credit", "Means", "Payout", "MarginWeights",
+__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights",
            "beat_share", "credits", "margin_weights", "network_means", "outcome_key", "window_means"]
 
-RELIABILITY_Z = 0.5
-"""Standard errors taken off a window's mean margin before it is paid (:meth:`Means.paid`)."""
 
 FLOOR = 0.05
 """The share of the emission every miner at or below the reference shares (docs/scoring.md)."""
@@ -124,34 +121,25 @@ def beat_share(margins: Sequence[float]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Means:
-    """A miner's window means: score ``S``, credited margin and share of its answers, and
-    ``margin_se``, the standard error of the mean margin (0: known exactly)."""
+    """A miner's window means: score ``S``, credited margin and share of its answers."""
 
     score: float
     margin: float
     share: float = 1.0
-    margin_se: float = 0.0
 
     def paid(self) -> float:
-        """The margin paid for: the mean less :data:`RELIABILITY_Z` standard errors."""
-        return self.margin - RELIABILITY_Z * self.margin_se if math.isfinite(self.margin) else -math.inf
+        """The margin paid for: the window's mean credited margin (``-inf`` when not finite)."""
+        return self.margin if math.isfinite(self.margin) else -math.inf
 
     def scaled(self, factor: float) -> Means:
         """Score and margin scaled by ``factor`` (a miner warming up), share as it is."""
-        return Means(self.score * factor, self.margin * factor, self.share, self.margin_se * factor)
+        return Means(self.score * factor, self.margin * factor, self.share)
 
 
 def window_means(score: float, margins: Sequence[float], shares: Sequence[float]) -> Means:
     """The :class:`Means` of one window: ``score`` its mean S, ``margins`` and ``shares``
-    the credited margins and shares of the steps that had a reference score. With fewer
-    than two margins the standard error is infinite: one step proves nothing."""
-    if not margins:
-        return Means(score, 0.0, _mean(shares, 1.0), 0.0)
-    mean = math.fsum(margins) / len(margins)
-    if len(margins) < 2:
-        return Means(score, mean, _mean(shares, 1.0), math.inf)
-    variance = math.fsum((m - mean) ** 2 for m in margins) / (len(margins) - 1)
-    return Means(score, mean, _mean(shares, 1.0), math.sqrt(variance / len(margins)))
+    the credited margins and shares of the steps that had a reference score."""
+    return Means(score, _mean(margins, 0.0), _mean(shares, 1.0))
 
 
 def network_means(steps: Iterable[tuple[Mapping[int, Answer], float]]) -> dict[int, Means]:

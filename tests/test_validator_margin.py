@@ -61,8 +61,8 @@ pytestmark = pytest.mark.e2e  # validator steps over loopback HTTP to served min
 
 Change = Callable[[WorkflowPlan], WorkflowPlan]
 STEPS = 8
-"""Steps enough for a planner that wins where good's plan fails in the world to win more
-than once: one win among ties is within a standard error of nothing (not paid)."""
+"""Steps enough that a planner winning where good's plan fails in the world wins at least
+once, and good's copies run the same on most steps."""
 
 
 class Good:

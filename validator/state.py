@@ -293,7 +293,7 @@ class Standing:
 
     def means(self) -> dict[int, Means]:
         """Each uid's window means (:func:`scoring.margin.window_means`): score, credited
-        margin (0 before any step with a reference score) and its standard error, share."""
+        margin (0 before any step with a reference score) and share (1 before any)."""
         return {
             uid: window_means(self.window.mean(uid), self.margins.get(uid, []), self.shares.get(uid, []))
             for uid in sorted(set(self.window.uids()) | set(self.margins))
