@@ -269,14 +269,14 @@ def _grouped(rows: list[dict[str, Any]], name: str, key: Callable[[dict[str, Any
 
 
 @dataclass(frozen=True, slots=True)
-class Paid:
+class NetworkPay:
     weights: dict[str, float]
     """The share of the weights each of the planner, ``good`` and ``naive`` earns."""
     margin: dict[str, float]
     """The planner's mean margin over ``good`` and the part of it paid for (:meth:`scoring.margin.Means.paid`)."""
 
 
-def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> Paid:
+def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     """What a validator pays a network of one miner each of ``name``, ``good`` and
     ``naive`` on these runs (:mod:`scoring.margin`): ``good`` is the validator's
     reference, so each instance's margins are taken over good's S there, copies (the
@@ -288,7 +288,7 @@ def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> Paid:
         for index, reference in enumerate(runs["good"]))
     weights = margin_weights(means).weights
     mine = means.get(0, Means(0.0, 0.0))
-    return Paid({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
+    return NetworkPay({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
                 {"mean": mine.margin, "paid": max(mine.paid(), 0.0)})
 
 
