@@ -273,7 +273,7 @@ class NetworkPay:
     weights: dict[str, float]
     """The share of the weights each of the planner, ``good`` and ``naive`` earns."""
     margin: dict[str, float]
-    """The planner's mean margin over ``good`` and the part of it paid for (:meth:`scoring.margin.Means.paid`)."""
+    """The planner's mean credited margin over ``good`` (``mean``): paid for when above 0."""
 
 
 def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
@@ -289,7 +289,7 @@ def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     weights = margin_weights(means).weights
     mine = means.get(0, Means(0.0, 0.0))
     return NetworkPay({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
-                {"mean": mine.margin, "paid": max(mine.paid(), 0.0)})
+                {"mean": mine.margin})
 
 
 def _answer(run: Run) -> Answer:

@@ -401,18 +401,16 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
     margins = _margins(standing)
     reached.miners = [
         _row(miner, snapshot.by_uid(miner.uid), weights.get(miner.uid, 0.0), window, parts.get(miner.uid, {}))
-        | margins.get(miner.uid, {"mean_margin": 0.0, "paid_margin": 0.0, "beats_reference": 0.0})
+        | margins.get(miner.uid, {"mean_margin": 0.0, "beats_reference": 0.0})
         for miner in miners
     ]
 
 
 def _margins(standing: Any) -> dict[int, dict[str, float]]:
-    """Per uid, the window's mean credited margin over the reference, the part of it paid
-    for (:meth:`scoring.margin.Means.paid`, 0 when none) and how often it beat it."""
+    """Per uid, the window's mean credited margin over the reference and how often it beat it."""
     from scoring.margin import beat_share
 
-    return {uid: {"mean_margin": means.margin, "paid_margin": max(means.paid(), 0.0),
-                  "beats_reference": beat_share(standing.margins.get(uid, []))}
+    return {uid: {"mean_margin": means.margin, "beats_reference": beat_share(standing.margins.get(uid, []))}
             for uid, means in standing.means().items()}
 
 
@@ -481,7 +479,7 @@ def render(reached: Reached, width: int | None = None) -> Group:
 
 def margin_summary(reached: Reached) -> list[str]:
     """Who beat the reference and by how much, and where the last weights sent the emission."""
-    beaters = sorted((r for r in reached.miners if r["paid_margin"] > 0), key=lambda r: -r["mean_margin"])
+    beaters = sorted((r for r in reached.miners if r["mean_margin"] > 0), key=lambda r: -r["mean_margin"])
     who = "beat the reference: " + ", ".join(
         f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
         for r in beaters) if beaters else "nobody beat the reference"
@@ -489,7 +487,7 @@ def margin_summary(reached: Reached) -> list[str]:
 
 
 def _paid_line(reached: Reached, beaters: Sequence[dict[str, Any]]) -> str:
-    floor = [r for r in reached.miners if r["paid_margin"] <= 0 and r["weight"] > 0]
+    floor = [r for r in reached.miners if r["mean_margin"] <= 0 and r["weight"] > 0]
     floor_part = f"{math.fsum(r['weight'] for r in floor):.0%} as the floor to {len(floor)} at or below the reference"
     if reached.payout == "margin":
         paid = math.fsum(r["weight"] for r in beaters)

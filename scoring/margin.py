@@ -127,10 +127,6 @@ class Means:
     margin: float
     share: float = 1.0
 
-    def paid(self) -> float:
-        """The margin paid for: the window's mean credited margin (``-inf`` when not finite)."""
-        return self.margin if math.isfinite(self.margin) else -math.inf
-
     def scaled(self, factor: float) -> Means:
         """Score and margin scaled by ``factor`` (a miner warming up), share as it is."""
         return Means(self.score * factor, self.margin * factor, self.share)
@@ -180,7 +176,7 @@ def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid
     """Weights (summing to 1) from each uid's window means (module docstring)."""
     if not 0 <= floor < 1:
         raise ValueError(f"floor must be in [0, 1), got {floor}")
-    beaters = {uid: m.paid() for uid, m in sorted(means.items()) if m.paid() > 0}
+    beaters = {uid: m.margin for uid, m in sorted(means.items()) if _positive(m.margin)}
     floor_group = _floor_shares({uid: m for uid, m in means.items() if uid not in beaters})
     if beaters:
         total = math.fsum(beaters.values())

@@ -165,7 +165,7 @@ def test_the_weight_share_is_what_a_validator_pays_over_good() -> None:
     # good's own plan is a copy of the reference: it shares the floor with good, nobody beats it
     copy = paid_shares("mine", {"mine": _runs("good", [0.8, 0.7, 0.8, 0.9]), "good": good, "naive": naive})
     assert copy.weights["planner"] == copy.weights["good"] == pytest.approx(0.5, abs=1e-3)
-    assert copy.margin == {"mean": 0.0, "paid": 0.0}
+    assert copy.margin == {"mean": 0.0}
     assert sum(copy.weights.values()) == pytest.approx(1.0)
 
 

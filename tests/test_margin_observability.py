@@ -109,7 +109,7 @@ def test_a_restarted_validator_exports_where_its_last_weights_sent_the_emission(
 def _rows(margins: dict[str, tuple[float, float, float]]) -> list[dict]:
     return [{"uid": uid, "strategy": name, "hotkey": "5F", "steps_scored": 10, "mean_S": 0.6, "mean_S_success": 1.0,
              "mean_S_cost": 0.5, "mean_S_latency": 0.5, "mean_S_reliability": 1.0, "weight": weight, "incentive": weight,
-             "emission": weight, "mean_margin": margin, "paid_margin": max(margin, 0.0), "beats_reference": beats}
+             "emission": weight, "mean_margin": margin, "beats_reference": beats}
             for uid, (name, (margin, beats, weight)) in enumerate(margins.items(), start=1)]
 
 

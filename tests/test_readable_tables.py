@@ -27,7 +27,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 ROWS = [
     {"uid": uid, "strategy": strategy, "hotkey": "5F" + "x" * 46, "steps_scored": steps, "mean_S": mean,
      "mean_S_success": 0.95, "mean_S_cost": 0.5, "mean_S_latency": 0.77, "mean_S_reliability": 1.0,
-     "weight": weight, "incentive": incentive, "emission": emission, "mean_margin": margin, "paid_margin": max(margin, 0.0), "beats_reference": beats}
+     "weight": weight, "incentive": incentive, "emission": emission, "mean_margin": margin, "beats_reference": beats}
     for uid, strategy, steps, mean, weight, incentive, emission, margin, beats in [
         (1, "good", 123, 0.8765, 0.9731, 0.98765, 1234.56789, 0.0213, 0.41),
         (2, "naive", 118, 0.5512, 0.0269, 0.01235, 12.5, -0.2481, 0.02),

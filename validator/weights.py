@@ -147,7 +147,7 @@ class Paid(MarginWeights):
 
 def describe(paid: Paid) -> str:
     """Where ``paid`` sends the emission, in one line for the log."""
-    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and paid.means.get(uid, _NONE).paid() <= 0}
+    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and not paid.means.get(uid, _NONE).margin > 0}
     floor_part = f"floor {100 * math.fsum(floor.values()):.0f} % to {len(floor)} miners" if floor else "no floor"
     if paid.payout is Payout.MARGIN:
         beaters = [paid.means[uid].margin for uid in paid.weights if uid not in floor]
