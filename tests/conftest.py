@@ -15,3 +15,22 @@ async def miner_server() -> AsyncIterator[MinerUnderTest]:
     """A miner (//Bob) on a loopback port; validator //Alice is registered with stake."""
     async with running_miner() as miner:
         yield miner
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """README's test command runs the suite on pytest-xdist's workers with ``--dist loadgroup``:
+    each module's tests go to one worker, so what a module fixture builds (the attack sweeps,
+    the drawn shapes, a venv) is built once, and the tests that bind the host ports a page
+    names (group ``host-ports``) run one at a time. Groups holding process-level (``e2e``)
+    tests, the long ones, are handed out first, so the short ones fill in behind them rather
+    than a localnet starting last. Without xdist the groups do nothing; the order stays."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    long_groups = {_group(item) for item in items if item.get_closest_marker("e2e")}
+    items.sort(key=lambda item: _group(item) not in long_groups)
+
+
+def _group(item: pytest.Item) -> str:
+    return item.get_closest_marker("xdist_group").args[0]

@@ -4,8 +4,10 @@ Each plan is about 300 KiB, small enough to pass ``check_response``, and repeats
 ref to a 16 KB output 15,000 times: resolved, its last node's params would be
 ~240 MB (the interpolated form used to reach GiBs). The executor decides from the
 referenced output's size that the node is over ``max_params_bytes`` and blocks it
-before building anything. Each plan runs in a fresh process so its peak resident
-memory (``ru_maxrss``) is its own.
+before building anything. Each plan runs in a fresh process and reads its peak resident
+memory from ``VmHWM`` (the high-water mark of the memory it execs into), not ``ru_maxrss``,
+which Linux carries over from the parent at fork: from a test worker grown to 420 MiB
+the child's ``ru_maxrss`` said 420 MiB however little the plan took.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ PEAK_RSS_BOUND_KIB = 200 * 1024
 """Peak resident memory of a process that imports the validator and runs one such plan."""
 
 RUN = """
-import asyncio, json, resource, sys
+import asyncio, json, sys
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from protocol.plan import WorkflowPlan
@@ -35,7 +37,8 @@ plan = WorkflowPlan.model_validate_json(sys.stdin.read())
 execution = asyncio.run(execute(plan, LocalRunner(default_registry()), task_id="amp",
                                 budget_ceiling=None, deadline_s=60.0))
 print(json.dumps({"reasons": {k: r.reason for k, r in execution.nodes.items()},
-                  "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "peak_kib": next(int(line.split()[1]) for line in open("/proc/self/status")
+                                   if line.startswith("VmHWM:"))}))
 """
 
 PARAMS = {

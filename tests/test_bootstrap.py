@@ -39,7 +39,23 @@ def test_the_default_set_up_installs_the_test_tools_and_extras(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert set(asked) == {"bubblewrap", *TEST_TOOLS}
     assert ran[-1] == "-m pip install -q -e .[test]"
-    assert done.stdout.splitlines()[-1].startswith("next: .venv/bin/python -m pytest")
+    assert done.stdout.splitlines()[-1].startswith(f"next: {readme_test_command()}  ")
+
+
+def readme_test_command() -> str:
+    """The command README's "Run the tests" block runs after `scripts/bootstrap &&`."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("Run the tests:", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    setup, command = block.strip().split(" && ")
+    assert setup == "scripts/bootstrap"
+    return command
+
+
+def test_ci_runs_the_readme_test_command_as_written() -> None:
+    command = readme_test_command()
+    assert command.startswith(".venv/bin/python -m pytest -n ")  # the suite on one worker per core
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci.count(command) == 1 and ci.index("scripts/bootstrap") < ci.index(command)
 
 
 def test_the_runtime_set_up_installs_what_a_miner_or_validator_needs_only(tmp_path: Path) -> None:

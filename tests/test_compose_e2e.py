@@ -29,7 +29,8 @@ import pytest
 
 from bittensor.sp_core import Keypair
 
-pytestmark = pytest.mark.e2e
+# Binds the host ports the page names (9100, 8091, …): one test at a time among those that do.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "dagnet-e2e"

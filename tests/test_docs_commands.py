@@ -42,6 +42,7 @@ def test_block_runs_as_written(block: doccmds.Block, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{block.id}\n{done.stderr[-3000:]}\n{done.stdout[-1000:]}"
 
 
+@pytest.mark.xdist_group("host-ports")  # every served block listens on the port its page names
 @pytest.mark.parametrize("block", _of("serve"), ids=lambda b: b.id)
 def test_server_block_serves(block: doccmds.Block, tmp_path: Path) -> None:
     answered, log = doccmds.serve_block(block, tmp_path)

@@ -21,7 +21,8 @@ import httpx
 import pytest
 
 
-pytestmark = pytest.mark.e2e
+# Binds the host ports the page names (9100, 8091, …): one test at a time among those that do.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
 
 
 ROOT = Path(__file__).resolve().parent.parent
