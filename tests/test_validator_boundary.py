@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import resource
 import signal
 import socket
@@ -38,6 +39,7 @@ from support.peers import axon, raw_peer, reply_with, serve_asgi
 from support.tasks import provider_profiles
 from support.validator_process import SOURCE
 
+from bench.flood import memory_kib
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.serving import EVERY_TOOL
@@ -103,11 +105,6 @@ def _bomber(bomb: bytes):
     return raw_peer(reply_with(200, bomb, headers=(f"Content-Encoding: {ENCODING}",)))
 
 
-def _memory_kib() -> tuple[int, int]:
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
 @contextlib.contextmanager
 def _peak_growth() -> Iterator[dict[str, int]]:
     """This process's peak resident memory growth over the block, in KiB (``["kib"]``).
@@ -116,10 +113,10 @@ def _peak_growth() -> Iterator[dict[str, int]]:
     peaks cannot hide a new one.
     """
     Path("/proc/self/clear_refs").write_text("5")
-    before, _ = _memory_kib()
+    before, _ = memory_kib(os.getpid())
     measured: dict[str, int] = {}
     yield measured
-    measured["kib"] = _memory_kib()[1] - before
+    measured["kib"] = memory_kib(os.getpid())[1] - before
 
 
 def _synapse() -> NodeSynapse:
@@ -315,12 +312,6 @@ def _every_family(steps: dict[int, list]) -> bool:
     return {r.base_task_id for records in steps.values() for r in records} >= set(SOURCE.task_ids)
 
 
-def _process_memory_kib(pid: int) -> tuple[int, int]:
-    text = Path(f"/proc/{pid}/status").read_text()
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
 class _Trickle:
     """``count`` connections to ``url`` each sending a request head one byte every
     ``TRICKLE_EVERY_S``, never finishing it; counts what the server refused or closed."""
@@ -419,11 +410,11 @@ async def test_health_floods_leave_miner_queries_answered_and_scored(tmp_path: P
             await flood.shed(FLOOD_CONNECTIONS - HEALTH_LIMITS.max_connections, 5)  # else the header is evicted
             closed = flood.closed
             warm = await _until_steps(state, process, 20, _every_family)
-            quiet_rss, _ = _process_memory_kib(process.pid)
+            quiet_rss, _ = memory_kib(process.pid)
             Path(f"/proc/{process.pid}/clear_refs").write_text("5")
             (status, written), _ = await asyncio.gather(
                 _huge_header(url, HUGE_HEADER_BYTES), _until_steps(state, process, 10, _at_least(len(warm) + 1)))
-            _, peak = _process_memory_kib(process.pid)
+            _, peak = memory_kib(process.pid)
             health = await _health_status(url)
         finally:
             flood.close()
