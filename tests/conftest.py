@@ -24,7 +24,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the drawn shapes, a venv) is built once, and the tests that bind the host ports a page
     names (group ``host-ports``) run one at a time. Groups holding process-level (``e2e``)
     tests, the long ones, are handed out first, so the short ones fill in behind them rather
-    than a localnet starting last. Without xdist the groups do nothing; the order stays."""
+    than a localnet starting last (a run without ``-n`` keeps that order too; the groups do
+    nothing there)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
