@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.fakechain import FakeChain
 from support.network import serve_miners
+from support.polling import until
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import FakePlanner, running_miner
 from support.tasks import SomeFamilies
@@ -252,21 +253,47 @@ async def test_a_miner_that_is_down_or_refuses_feedback_keeps_its_score(tmp_path
     def wrap(app, name):
         return _NoFeedback(app, release if name == "down" else None)
 
-    async with _miners(planners, wrap=wrap) as snapshot:
-        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
-        state = ValidatorState(tmp_path / "validator.sqlite")
+    async with _miners(planners, wrap=wrap) as snapshot, _validator(snapshot, tmp_path) as (loop, chain):
+        loop.feedback.timeout_s = 0.5
+        summary = await loop.step(chain.head)
+        settled = loop.state.window().means()
+        await loop.feedback.drain()
+        release.set()
+        assert (loop.feedback.sent, loop.feedback.failed) == (0, 2)
+        assert loop.state.window().means() == settled
+        assert summary is not None and all(score > 0.5 for score in summary.scores.values())
+        assert {r.uid: r.score["S"] for r in loop.state.executions()} == summary.scores
+
+
+@contextlib.asynccontextmanager
+async def _validator(snapshot: MetagraphSnapshot, tmp_path: Path) -> AsyncIterator[tuple[ValidatorLoop, FakeChain]]:
+    """A validator loop (//Alice) over ``snapshot``'s miners, sending rag_towns at the full tier."""
+    chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
+    state = ValidatorState(tmp_path / "validator.sqlite")
+    try:
+        async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
+            yield ValidatorLoop(chain, state, client, SomeFamilies("rag_towns"), owned_runner=owned_runner,
+                                config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0})), chain
+    finally:
+        state.close()
+
+
+async def test_a_stopped_loop_ends_its_feedback_before_the_client_closes(tmp_path: Path) -> None:
+    """At a localnet's Ctrl-C the validator logged `feedback to uid 4 failed … RuntimeError:
+    Cannot send a request, as the client has been closed`: feedback still pending when the
+    loop returned ran while its client closed. The loop now ends its feedback first: a
+    message still hanging after the grace is cancelled and counted failed, none is left."""
+    release = asyncio.Event()
+    planners = {"hangs": load_planner("good")}
+    async with _miners(planners, wrap=lambda app, name: _NoFeedback(app, release)) as snapshot:
         try:
-            async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
-                loop = ValidatorLoop(chain, state, client, SomeFamilies("rag_towns"), owned_runner=owned_runner,
-                                     config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}))
-                loop.feedback.timeout_s = 0.5
-                summary = await loop.step(chain.head)
-                settled = loop.state.window().means()
-                await loop.feedback.drain()
-                release.set()
-                assert (loop.feedback.sent, loop.feedback.failed) == (0, 2)
-                assert loop.state.window().means() == settled
-                assert summary is not None and all(score > 0.5 for score in summary.scores.values())
-                assert {r.uid: r.score["S"] for r in loop.state.executions()} == summary.scores
+            async with _validator(snapshot, tmp_path) as (loop, _):
+                loop.feedback.timeout_s, loop.feedback.grace_s = 600.0, 0.05  # the request itself never ends
+                stop = asyncio.Event()
+                running = asyncio.create_task(loop.run(stop))
+                await until(lambda: loop.feedback.in_flight > 0)  # a step settled, its feedback hangs
+                stop.set()
+                await running
+                assert (loop.feedback.in_flight, loop.feedback.sent, loop.feedback.failed) == (0, 0, 1)
         finally:
-            state.close()
+            release.set()

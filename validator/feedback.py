@@ -33,6 +33,8 @@ FEEDBACK_CONCURRENCY = 16
 """Feedback requests in flight at once."""
 MAX_PENDING = 1024
 """Feedback messages waiting to be sent; past it a step's feedback is dropped (counted)."""
+SHUTDOWN_GRACE_S = FEEDBACK_TIMEOUT_S
+"""At the loop's end, how long messages in flight may still take before they are cancelled."""
 MAX_FEEDBACK_BYTES = 256 * KIB
 """One message's encoded size; a larger one sends the first half of its nodes, then a quarter, …"""
 
@@ -78,7 +80,7 @@ class FeedbackSender:
     """Sends each queried miner its feedback in the background (see the module).
 
     ``sent``, ``failed`` and ``dropped`` count messages; :meth:`drain` waits for those
-    in flight (tests, shutdown)."""
+    in flight (tests); :meth:`close` ends them before the client closes (the loop's end)."""
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class FeedbackSender:
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s
+        self.grace_s = SHUTDOWN_GRACE_S
         self.max_pending = max_pending
         self._slots = asyncio.Semaphore(concurrency)
         self._pending: set[asyncio.Task[None]] = set()
@@ -109,10 +112,28 @@ class FeedbackSender:
             self._pending.add(job)
             job.add_done_callback(self._pending.discard)
 
+    @property
+    def in_flight(self) -> int:
+        """Messages started and not yet sent, failed or cancelled."""
+        return len(self._pending)
+
     async def drain(self) -> None:
         """Wait until every message started so far has been sent or has failed."""
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Give the messages in flight ``grace_s`` to finish and cancel the rest (counted
+        as failed), so that none is sent while the client closes: a job that started
+        during the client's ``aclose`` saw it open and raised httpx's "client has been
+        closed" (logged at every localnet Ctrl-C)."""
+        if not self._pending:
+            return
+        _, late = await asyncio.wait(list(self._pending), timeout=self.grace_s)
+        for job in late:
+            job.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        self.failed += len(late)
 
     async def _deliver(self, peer: Peer, outcome: MinerOutcome, task: Task, block: int, tempo: int | None) -> None:
         async with self._slots:

@@ -166,16 +166,20 @@ class ValidatorLoop:
     async def run(self, stop: asyncio.Event) -> None:
         """Step at every new block, and set weights when they are due, until ``stop`` is set.
 
-        The weights have a task of their own: a due weight-set never waits for a step."""
+        The weights have a task of their own: a due weight-set never waits for a step.
+        The feedback still in flight is ended before this returns, while the client is open."""
         settled = asyncio.Event()
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._weights_when_due(stop, settled), name="weights")
-            while not stop.is_set():
-                block = await self._next_block(stop)
-                if block is None:
-                    break
-                await self.step(block)
-                settled.set()
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._weights_when_due(stop, settled), name="weights")
+                while not stop.is_set():
+                    block = await self._next_block(stop)
+                    if block is None:
+                        break
+                    await self.step(block)
+                    settled.set()
+        finally:
+            await self.feedback.close()
 
     async def _next_block(self, stop: asyncio.Event) -> int | None:
         """The chain head once it is past the last step settled or tried (a step that
