@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from chain.sdk import U16_MAX  # weights go on chain as u16 shares of the largest
 from scoring.margin import FLOOR
 
 
@@ -59,7 +60,10 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     assert naive["mean_S"] < good["mean_S"]
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
-    assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] == 0
+    # Wrong is not always worth 0: a stored rag answer once carried a year the drawn instance
+    # also had (S 0.219 on one step of 17), and the floor, split by exp(S / 0.01), gave it
+    # 3e-28, nothing a u16 weight on chain can hold.
+    assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] < 1 / U16_MAX
     logs = {p.name for p in run_dir.glob("*.log")}
     assert {"chain.log", "validator.log"} <= logs and len(logs) == 7  # no tool provider: the validator executes
     # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
