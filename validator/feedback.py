@@ -126,7 +126,7 @@ class FeedbackSender:
         """Give the messages in flight ``grace_s`` to finish and cancel the rest (counted
         as failed), so that none is sent while the client closes: a job that started
         during the client's ``aclose`` saw it open and raised httpx's "client has been
-        closed" (logged at every localnet Ctrl-C)."""
+        closed" (logged at the end of a localnet)."""
         if not self._pending:
             return
         _, late = await asyncio.wait(list(self._pending), timeout=self.grace_s)
