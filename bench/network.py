@@ -347,7 +347,7 @@ def _serve_main(spec: dict[str, Any]) -> None:
     from miner.app import create_app
     from miner.config import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
-    from miner.planner import load_planner
+    from planners import load_planner
     from miner.config import ServerLimits
     from miner.server import guarded_config
     from miner.serving import EVERY_TOOL

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tasks import Family, load_families
-from miner.planner import PlanProposal, load_planner
-from miner.planner.naive import naive_with_retries
+from planners import PlanProposal, load_planner
+from planners.naive import naive_with_retries
 from engine.owned import owned_report
 from protocol.documents import PlanDocument
 from protocol.task import Task

@@ -40,7 +40,7 @@ from typing import Any
 
 from rich.console import Console
 
-from miner.planner import GoodPlanner, PlanningError, PlanProposal
+from planners import GoodPlanner, PlanningError, PlanProposal
 from neurons.columns import ALWAYS, Column, fit_table
 from protocol.documents import PlanDocument
 from protocol.outcomes import RunStatus
@@ -62,7 +62,7 @@ RATIO_TARGET = 3.0
 """good's weight over naive-with-retries' in a 2-miner network, on every type and tier."""
 SOLVED_TARGET = 0.8
 """Share of goal instances good must solve, per type."""
-_RETRY_PAD = 1  # good's spare retry (miner/planner/good.py)
+_RETRY_PAD = 1  # good's spare retry (planners/good.py)
 
 
 def bench_families(drawn: int, secret: int) -> list[Family]:

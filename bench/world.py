@@ -39,9 +39,9 @@ from rich.table import Table
 
 from engine.feedback import node_feedback
 from engine.owned import evaluate_owned
-from miner.planner import GoodPlanner, PlanningError, PlanProposal, load_planner
-from miner.planner.loader import PlannerLoadError
-from miner.planner.naive import naive_with_retries
+from planners import GoodPlanner, PlanningError, PlanProposal, load_planner
+from planners.loader import PlannerLoadError
+from planners.naive import naive_with_retries
 from protocol.feedback import StepFeedback
 from protocol.plan import ErrorPolicy
 from protocol.synapse import TaskPackage, ToolInfo

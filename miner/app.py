@@ -41,8 +41,8 @@ from .limits import BodyCapMiddleware, RateLimitMiddleware
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
-from .planner.base import Planner
-from .planner.workers import PlannerWorkers
+from planners.base import Planner
+from .workers import PlannerWorkers
 from .priority import StakePriorityMiddleware
 from .quota import PlanningQuota
 from .serving import ToolMenu
@@ -72,7 +72,7 @@ def create_app(
 
     ``app.state.metrics`` is the app's :class:`MinerMetrics`, ``app.state.feedback`` its
     :class:`FeedbackInbox`, ``app.state.planning`` its
-    :class:`~miner.planner.workers.PlannerWorkers` (started on first use; ``warm()`` starts
+    :class:`~miner.workers.PlannerWorkers` (started on first use; ``warm()`` starts
     them now, ``close()`` stops them). The feedback kept in ``settings.feedback_db`` is
     replayed into the planner's ``observe`` here.
     """

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
 
-from .planner.base import PLANNER_TIMEOUT_S
+from planners.base import PLANNER_TIMEOUT_S
 
 
 def default_feedback_db(hotkey: str) -> Path:
@@ -74,7 +74,7 @@ class PlannerSettings(BaseModel):
     """The deadline of one plan: past it the planning process is killed (and replaced)."""
     options: dict[str, Any] = Field(default_factory=dict)
     workers: int = Field(default=2, ge=1, le=32)
-    """Planning processes (:mod:`miner.planner.workers`), each planning one query at a time."""
+    """Planning processes (:mod:`miner.workers`), each planning one query at a time."""
     per_validator: int = Field(default=1, ge=1)
     """Queries of one validator hotkey planned at once (:mod:`miner.quota`)."""
     queue_per_validator: int = Field(default=2, ge=0)

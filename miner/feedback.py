@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from protocol.feedback import StepFeedback
 from storage import open_shared
 
-from .planner.base import Planner, observe
+from planners.base import Planner, observe
 
 log = logging.getLogger("dagnet.miner")
 

@@ -31,8 +31,8 @@ from .asgi import BODY, caller_hotkey
 from .feedback import FeedbackInbox
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
-from .planner.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
-from .planner.workers import PlannerWorkers
+from planners.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
+from .workers import PlannerWorkers
 from .quota import PlanningQuota, QuotaExceeded
 from .querylog import PACKAGE, logged_query
 from .readiness import readiness
@@ -54,7 +54,7 @@ PLANNER_FAILURES = {
     "timeout": (503, "planner_timeout"),
     "invalid": (500, "planner_invalid"),
 }
-"""Per failure kind (:class:`~miner.planner.base.PlannerFailure`): the status and the
+"""Per failure kind (:class:`~planners.base.PlannerFailure`): the status and the
 ``reason`` the miner answers with; the message is the failure's own."""
 
 
@@ -98,7 +98,7 @@ class MinerEndpoints:
         """``POST /WorkflowSynapse``: the task package back with a plan and the miner fields.
 
         The planner runs in a planning process under the planning deadline
-        (:mod:`miner.planner.workers`), within the caller's quota (:mod:`miner.quota`:
+        (:mod:`miner.workers`), within the caller's quota (:mod:`miner.quota`:
         429 ``planner_busy`` or ``planning_allowance`` past it); whatever it does wrong
         is answered with :data:`PLANNER_FAILURES` and costs this query only.
         """

@@ -16,7 +16,7 @@ from protocol.metagraph import MetagraphSnapshot
 from protocol.routes import PATHS
 
 from .asgi import ASGIApp, Message, Receive, Scope, Send
-from .planner.base import FAILURE_KINDS
+from planners.base import FAILURE_KINDS
 
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

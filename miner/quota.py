@@ -1,7 +1,7 @@
 """Each validator's share of the miner's planning: concurrency and CPU, per hotkey.
 
 Planning is the miner's costly work (CPU in its planning processes,
-:mod:`miner.planner.workers`). So that one permitted validator cannot starve another,
+:mod:`miner.workers`). So that one permitted validator cannot starve another,
 :class:`PlanningQuota` gives each caller hotkey
 
 - ``per_validator`` slots: that many of its queries plan at once, ``queue_per_validator``

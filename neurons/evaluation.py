@@ -10,7 +10,7 @@ as the validator draws it (:func:`validator.sampling.step_tier`, the secret and 
 standing in for the block, so at :data:`~validator.sampling.DEFAULT_TIER_SHARES`), or
 at one tier when asked; as its synthetic variant when
 :func:`validator.sampling.is_synthetic` says so (at
-:data:`~validator.sampling.SYNTHETIC_RATE`); under the miner's planning deadline (:func:`miner.planner.run_planner`); the answer goes through
+:data:`~validator.sampling.SYNTHETIC_RATE`); under the miner's planning deadline (:func:`planners.run_planner`); the answer goes through
 the validator's response check (:func:`protocol.response.check_response`) and a valid
 plan through owned execution and the scorer (:func:`engine.owned.evaluate_owned`,
 what ``dagnet run PLAN --task FAMILY --seed N`` runs). A planner that fails, or an
@@ -33,7 +33,7 @@ from typing import Any
 
 from tasks import Family, load_families
 from tasks.drawn import PREFIX as DRAWN_PREFIX
-from miner.planner import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
+from planners import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_named

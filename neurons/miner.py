@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from miner.app import HasHotkey, create_app
 from miner.config import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
-from miner.planner import Planner, PlannerLoadError, load_planner
+from planners import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
 from miner.serving import ToolMenu

@@ -33,7 +33,7 @@ from miner.server import guarded_config
 from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
 from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
-from miner.planner import GoodPlanner
+from planners import GoodPlanner
 from neurons.localrun import load_task_source
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner
@@ -46,7 +46,7 @@ from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from tasks import Family
 from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families, solves
-from miner.planner.naive import naive_with_retries
+from planners.naive import naive_with_retries
 from engine.owned import evaluate_owned
 from protocol.validation import check_plan_for
 from validator.audit import recorded_task, replay, replay_margin

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"bench", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
+OURS = {"bench", "planners", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
@@ -17,12 +17,13 @@ ALLOWED = {
     "chain": {"protocol", "storage"},
     "scoring": {"protocol", "sandbox"},
     "engine": {"protocol", "scoring", "sandbox"},
-    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets", "tasks"},
-    "miner": {"protocol", "sandbox", "storage", "subnets"},
+    "planners": {"protocol", "sandbox", "subnets"},
+    "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets", "tasks", "planners"},
+    "miner": {"protocol", "sandbox", "storage", "subnets", "planners"},
     "neurons": OURS,
     "bench": OURS,
 }
-BESIDES = {"miner/planner/attackers.py": {"tasks"}}
+BESIDES = {"planners/attackers.py": {"tasks"}}
 """Files that may import more than their layer: the precompute attacker reads the public
 task families, as any cheater can."""
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tasks import Family, load_families
-from miner.planner import load_planner
-from miner.planner.attackers import answer_plan, example_answer
+from planners import load_planner
+from planners.attackers import answer_plan, example_answer
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from protocol.plan import WorkflowPlan

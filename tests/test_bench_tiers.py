@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from miner.planner import load_planner
+from planners import load_planner
 from bench.tasks import network_weights
 from bench.tiers import oracle_plan, run_tiers_bench, tier_targets
 from protocol.hints import TIERS

@@ -1,6 +1,6 @@
 """The plan builder under concurrency: each thread and each asyncio task builds only its own plan.
 
-A miner plans every request in a thread of its own (``miner/planner/base.py``), and
+A miner plans every request in a thread of its own (``planners/base.py``), and
 every planner writes its plan with the builder, so builds overlap whenever two
 validators query at once.
 """
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from miner.planner import load_planner
+from planners import load_planner
 from protocol.builder import END, BuildError, graph, tool
 from tasks import load_families
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.cli import app
 from neurons.commands.eval import render
 from neurons.evaluation import Mix, evaluate_planner, select_families

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.validator import reference_solves
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument

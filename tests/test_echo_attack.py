@@ -14,7 +14,7 @@ import asyncio
 import json
 from typing import Any
 
-from miner.planner.attackers import answer_plan
+from planners.attackers import answer_plan
 from protocol.dataref import INPUT, ref
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import neurons.evaluation as evaluation
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.commands.eval import render
 from neurons.evaluation import PARTS, Mix, Run, evaluate_planner, paid_shares, select_families
 from scoring.margin import FLOOR
@@ -31,7 +31,7 @@ CASES = [("rag_towns", 1), ("dt_sales", 4), ("agent_trip", 2), ("code_tax", 1)]
 """A family of every type, on hidden instances (seed 0 is the public example)."""
 
 PLANNERS = '''
-from miner.planner import GoodPlanner
+from planners import GoodPlanner
 from protocol.plan import PlanNode, WorkflowPlan
 
 class FailsOnRag:
@@ -64,7 +64,7 @@ class Records:
         self.refuse = refuse
 
     def plan(self, package):
-        from miner.planner import PlanningError
+        from planners import PlanningError
         SEEN.append((package.task_id, package.hint_tier, package.constraints.max_latency_seconds))
         raise PlanningError(f"refused: {self.refuse}")
 

@@ -10,7 +10,7 @@ import pytest
 
 from tasks import FamilyTasks, family, load_families
 from tasks.seed import Draw
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.registry import default_registry
 from subnets.base import ToolContext
 from protocol.dataref import find_refs

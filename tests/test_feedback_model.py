@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.feedback import node_feedback
 from engine.owned import evaluate_owned
-from miner.planner import load_planner
+from planners import load_planner
 from protocol.feedback import MAX_REASON_CHARS, StepFeedback, clip_reason
 from protocol.validation import check_plan_for
 from subnets.owned import owned_runner

@@ -21,7 +21,7 @@ from support.tasks import SomeFamilies
 from miner.asgi import send_error
 from miner.config import MinerSettings
 from miner.feedback import FeedbackInbox, FeedbackStore
-from miner.planner import load_planner
+from planners import load_planner
 from protocol.feedback import StepFeedback
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.routes import FEEDBACK_PATH

@@ -1,5 +1,5 @@
 """At the full tier ``good`` takes a shorter program it found over the hints only when the
-two agree on fresh inputs (miner/planner/good.py, ``synth.agrees_with_hints``).
+two agree on fresh inputs (planners/good.py, ``synth.agrees_with_hints``).
 
 Before that rule, on drawn agent families of secret 0 the search found a four-step
 program that fits the three public examples by chance (it reads the second subject's
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-import miner.planner.good as good_module
-from miner.planner import GoodPlanner
-from miner.planner.synth.answers import matches_json
-from miner.planner.synth.world import Example, run_steps
+import planners.good as good_module
+from planners import GoodPlanner
+from planners.synth.answers import matches_json
+from planners.synth.world import Example, run_steps
 from protocol.synapse import StepHint
 from tasks.drawn import check_seeds, drawn_families
 from tasks.family import Family, example_output

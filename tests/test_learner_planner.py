@@ -10,7 +10,7 @@ import pytest
 
 from engine.feedback import node_feedback
 from engine.owned import evaluate_owned
-from miner.planner import load_planner
+from planners import load_planner
 from protocol.feedback import AttemptFeedback, NodeFeedback, StepFeedback
 from protocol.validation import check_plan_for
 from subnets.owned import owned_runner

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import pytest
 from test_tier_attacks import TableMiner, _bar
 
-from miner.planner import PlanProposal, load_planner
-from miner.planner.base import estimate
+from planners import PlanProposal, load_planner
+from planners.base import estimate
 from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from support.attacks import gather, scored_run

@@ -195,7 +195,7 @@ async def test_a_planner_that_exits_costs_its_query_not_the_miner(tmp_path: Path
 async def test_what_the_miners_planner_learns_reaches_its_planning_processes() -> None:
     """The planning processes are forks: after ``renew`` (the miner calls it when the
     planner has observed feedback) each plans with the planner as it is now."""
-    from miner.planner.workers import PlannerWorkers
+    from miner.workers import PlannerWorkers
     from support.planners import Remembers
 
     planner = Remembers()

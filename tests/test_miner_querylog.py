@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from miner.planner.base import PlanningError
+from planners.base import PlanningError
 from support.keys import MetagraphBuilder, dev_keypair
 from support.miner import FakePlanner, running_miner
 from test_miner_routes import PACKAGE

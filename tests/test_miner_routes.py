@@ -8,7 +8,7 @@ import random
 
 from miner.config import MinerSettings
 from miner.serving import EVERY_TOOL
-from miner.planner.base import PlanningError
+from planners.base import PlanningError
 from protocol.response import check_response
 from protocol.synapse import SCORING_VERSION, NodeResponse, TaskPackage
 from support.keys import MetagraphBuilder, dev_keypair

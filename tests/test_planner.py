@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks import load_families
-from miner.planner import REFERENCE_PLANNERS, GoodPlanner, PlanningError, load_planner
+from planners import REFERENCE_PLANNERS, GoodPlanner, PlanningError, load_planner
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan, check_plan_for

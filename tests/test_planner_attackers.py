@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasks import Family, family, load_families
-from miner.planner import PlanningError, load_planner
+from planners import PlanningError, load_planner
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.task import Task

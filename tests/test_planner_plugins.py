@@ -18,7 +18,7 @@ import pytest
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import (
+from planners import (
     PLANNER_INTERFACE, GoodPlanner, PlannerFailure, PlannerLoadError, PlanProposal, answer_for, load_planner,
     run_planner,
 )
@@ -95,7 +95,7 @@ def test_module_attr_is_made_with_the_options(plugin_path: Path) -> None:
 
 
 def test_entry_point_is_found_by_name(plugin_path: Path) -> None:
-    from miner.planner import installed_planners
+    from planners import installed_planners
 
     assert "echo-plugin" in installed_planners()
     assert load_planner("echo-plugin", {"greeting": "ep"}).greeting == "ep"
@@ -247,6 +247,16 @@ class _Misbehaves:
         return PlanProposal(proposal.plan, proposal.total_estimated_cost, 0.1, 7.0, "sure")
 
 
+class _Planned:
+    """Answers every task with one plan made beforehand (no planning time in the miner)."""
+
+    def __init__(self, proposal: PlanProposal) -> None:
+        self.proposal = proposal
+
+    def plan(self, package: TaskPackage) -> PlanProposal:
+        return self.proposal
+
+
 class _SleepsAsync(_Misbehaves):
     async def plan(self, package: TaskPackage):
         if package.task_id == DOOMED:
@@ -304,9 +314,13 @@ async def test_the_validator_scores_a_failing_planner_zero_for_that_task_only(ho
     snapshot = MetagraphBuilder(netuid=7).validator(validator, stake=1_000.0).miner(key).build()
     doomed, fine = family_task("rag_towns", 3), family_task("dt_sales", 3)
     doomed = doomed.model_copy(update={"task_id": DOOMED})
-    app = create_app(MinerSettings(port=0, planner={"timeout_s": 0.5}), keypair=key,
+    # good's plan for the fine task is made here, so the miner's planning takes no search time
+    # and the timeout (shorter than the doomed planner's 3 s sleep) cannot catch it on a loaded
+    # machine; a planning search there took over 0.5 s at a load of 8.
+    planned = _Planned(GoodPlanner().plan(fine.package()))
+    app = create_app(MinerSettings(port=0, planner={"timeout_s": 2.0}), keypair=key,
                      metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                     planner=_misbehaving(how, GoodPlanner()))
+                     planner=_misbehaving(how, planned))
     outcomes = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         async with contextlib.AsyncExitStack() as stack:

@@ -93,7 +93,7 @@ def test_the_loop_is_closed_and_left_tasks_are_cancelled():
 SCORE_ALL = """
 import json, sys
 from tasks import FamilyTasks
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from protocol.validation import check_plan_for

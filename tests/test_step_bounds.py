@@ -12,7 +12,7 @@ import pytest
 
 from engine.budget import Cores
 from engine.owned import CPU_EXHAUSTED, OwnedLimits, evaluate_owned
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
 from subnets.runner import LocalRunner
 from neurons.localrun import family_task, owned_runner

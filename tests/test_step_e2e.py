@@ -18,8 +18,8 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
-from miner.planner.base import PlanProposal
+from planners import load_planner
+from planners.base import PlanProposal
 from subnets.registry import default_registry
 from neurons.localrun import family_task
 from protocol.metagraph import MetagraphSnapshot, Peer

@@ -1,4 +1,4 @@
-"""Planning by example (miner/planner/synth): good finds the steps of outline and goal
+"""Planning by example (planners/synth): good finds the steps of outline and goal
 packages from their public examples, the steps hold on hidden instances, and the search
 fails with one clear PlanningError, within its budget, when nothing fits."""
 
@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-import miner.planner.synth as synth
-import miner.planner.synth.world as synth_world
-from miner.planner import GoodPlanner, NaivePlanner, PlanningError
-from miner.planner.synth import synthesise
-from miner.planner.synth.answers import matches_json, matches_text
-from miner.planner.synth.code import matches_code
-from miner.planner.synth.world import Example, check_program
+import planners.synth as synth
+import planners.synth.world as synth_world
+from planners import GoodPlanner, NaivePlanner, PlanningError
+from planners.synth import synthesise
+from planners.synth.answers import matches_json, matches_text
+from planners.synth.code import matches_code
+from planners.synth.world import Example, check_program
 from neurons.evaluation import score_answer
 from neurons.localrun import family_task, run_document
 from protocol.documents import PlanDocument

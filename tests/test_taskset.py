@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from tasks import VERSION, load_families
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.registry import default_registry
 from neurons.localrun import family_task, run_document
 from protocol.dataref import find_refs

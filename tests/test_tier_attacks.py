@@ -5,10 +5,10 @@ on a hidden instance whatever the tier (docs/tasks.md, "Hint tiers"), so every a
 is built from the package *as sent at that tier* and scored on the hidden instance (seed
 ``HIDDEN``) by the validator's owned execution:
 
-- ``precompute``: :class:`~miner.planner.attackers.PrecomputePlanner` on the tiered package
+- ``precompute``: :class:`~planners.attackers.PrecomputePlanner` on the tiered package
   (the reference of the public example it recognises by the description);
 - ``memorise:i``: public example ``i``'s ``output``, emitted by one node
-  (:func:`~miner.planner.attackers.answer_plan`); every tier carries the examples;
+  (:func:`~planners.attackers.answer_plan`); every tier carries the examples;
 - for code families, forged code: ``lookup``, a module whose entry point returns the
   examples' expected values by lookup and its first argument otherwise; ``forged summary``,
   one that prints a passing test summary (at import and in the call) and exits 0.
@@ -49,9 +49,9 @@ from typing import Any
 
 import pytest
 
-from miner.planner import PlanningError, PlanProposal, load_planner
-from miner.planner.attackers import PrecomputePlanner, answer_plan, example_answer
-from miner.planner.base import estimate
+from planners import PlanningError, PlanProposal, load_planner
+from planners.attackers import PrecomputePlanner, answer_plan, example_answer
+from planners.base import estimate
 from bench.tasks import CHAINS, propose
 from protocol.hints import TIERS, HintTier
 from protocol.plan import WorkflowPlan

@@ -44,7 +44,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.registry import default_registry
 from neurons.cli import app as dagnet
 from neurons.localrun import family_task

@@ -24,7 +24,7 @@ from chain.base import Hyperparameters
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.registry import default_registry
 from neurons.cli import app
 from subnets.owned import owned_runner

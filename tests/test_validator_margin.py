@@ -32,7 +32,7 @@ from chain.base import Hyperparameters
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import GoodPlanner, PlanProposal, load_planner
+from planners import GoodPlanner, PlanProposal, load_planner
 from neurons.cli import app
 from neurons.validator import drawn_source, reference
 from protocol.canonical import plan_digest

@@ -19,7 +19,7 @@ from miner.app import create_app
 from miner.config import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from validator.client import ClientConfig, MinerClient

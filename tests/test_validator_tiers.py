@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.localrun import family_task
 from validator.settings import SHIPPED_TASKS
 from subnets.owned import owned_runner

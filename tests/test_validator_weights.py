@@ -20,7 +20,7 @@ from chain.base import WeightsResult
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
+from planners import load_planner
 from subnets.owned import owned_runner
 from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot

@@ -23,8 +23,8 @@ from support.network import serve_miners
 from support.tasks import SomeFamilies
 
 from engine.owned import evaluate_owned
-from miner.planner import load_planner
-from miner.planner.naive import naive_with_retries
+from planners import load_planner
+from planners.naive import naive_with_retries
 from neurons.localrun import family_task
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import ToolInfo
@@ -155,7 +155,7 @@ def test_the_advertised_world_scores_as_the_profile_on_every_curated_family():
 SCORE_IN_WORLD = """
 import json, sys
 from tasks import FamilyTasks
-from miner.planner import load_planner
+from planners import load_planner
 from neurons.localrun import family_task
 from subnets.owned import owned_runner
 from subnets.world import world_for

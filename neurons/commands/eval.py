@@ -64,7 +64,7 @@ def eval_planner(
     × seeds; print mean S and its parts per family, type, tier and kind, wins against
     good, and the weight share it would earn."""
     from miner.config import MinerSettings
-    from miner.planner import PlannerLoadError
+    from planners import PlannerLoadError
     from neurons.evaluation import Mix, evaluate_planner, select_families
     from neurons.files import InputError
     from neurons.settings import build_settings

@@ -58,7 +58,7 @@ def localnet(
 
 def _check_planners(names: list[str]) -> None:
     """Load each planner once here, so one that cannot be is one `error:` line before any process starts."""
-    from miner.planner import PlannerLoadError, load_planner
+    from planners import PlannerLoadError, load_planner
 
     for name in names:
         try:

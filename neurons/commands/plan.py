@@ -89,7 +89,7 @@ def plan_make(
     The planner runs as the miner runs it (its planning deadline, a bare plan or a
     proposal accepted); --tier sends the package at that hint tier, as validators do.
     """
-    from miner.planner import PlannerFailure, answer_for, load_planner, run_planner
+    from planners import PlannerFailure, answer_for, load_planner, run_planner
 
     try:
         loaded = at_tier(load_task(task, task_id), tier)

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner.base import PlanProposal
+from planners.base import PlanProposal
 from miner.serving import EVERY_TOOL
 from subnets.registry import default_registry
 from protocol.metagraph import MetagraphSnapshot

@@ -12,7 +12,7 @@ from support.peers import serve_asgi, serving
 from miner.app import create_app
 from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
-from miner.planner import load_planner
+from planners import load_planner
 from protocol.metagraph import MetagraphSnapshot
 from subnets.registry import default_registry
 

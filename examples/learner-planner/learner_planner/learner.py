@@ -44,7 +44,7 @@ import math
 import threading
 from dataclasses import dataclass, replace
 
-from miner.planner import PLANNER_INTERFACE, GoodPlanner, PlanProposal
+from planners import PLANNER_INTERFACE, GoodPlanner, PlanProposal
 from protocol.feedback import NodeFeedback, StepFeedback
 from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.synapse import TaskPackage, ToolInfo

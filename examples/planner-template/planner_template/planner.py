@@ -5,7 +5,7 @@ It plans only packages sent at the ``full`` hint tier (docs/tasks.md, "Hint tier
 ``outline`` package's steps have no params and a ``goal`` package has none, so it says
 it cannot plan them (a validator sends four packages in five at those tiers: they earn
 nothing until the planner finds plans itself, as the reference ``good`` does by search
-over the action catalogue checked against the public examples, miner/planner/synth/).
+over the action catalogue checked against the public examples, planners/synth/).
 
 Where to improve it: planning outline and goal packages, the choice of subnet (cost
 against latency, docs/scoring.md), the retries and timeouts each node declares, or
@@ -14,7 +14,7 @@ plans that ignore the hints altogether.
 
 from __future__ import annotations
 
-from miner.planner import PLANNER_INTERFACE, PlanningError, PlanProposal
+from planners import PLANNER_INTERFACE, PlanningError, PlanProposal
 from protocol.builder import END, BuildError, graph, tool
 from protocol.synapse import StepHint, TaskPackage, ToolInfo
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tasks import load_families
-from miner.planner import PlanningError, load_planner
+from planners import PlanningError, load_planner
 from planner_template import TemplatePlanner
 from protocol.task import at_tier
 from protocol.validation import check_plan_for

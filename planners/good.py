@@ -18,7 +18,7 @@ subnet that costs the score least.
   validator's default.
 - The steps come from the package at the ``full`` tier; at ``outline`` and ``goal``
   they are found by search over the action catalogue against the public examples
-  (:mod:`miner.planner.synth`). At ``full`` the search runs too (unless
+  (:mod:`planners.synth`). At ``full`` the search runs too (unless
   ``shorter=False``), and a found program with fewer steps replaces the hinted one when
   it is also cheaper by this planner's own estimate and gives what the hints give on
   fresh inputs made from the examples (``synth.agrees_with_hints``: each example with its

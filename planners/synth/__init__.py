@@ -8,7 +8,7 @@ task id. It enumerates small programs over the action catalogue, typed by the va
 they give on the examples (:mod:`.answers`, :mod:`.tables`, :mod:`.arith`,
 :mod:`.lookup`, :mod:`.code`), and returns the step hints of the first program that
 reproduces every example's answer with the reference tools (:mod:`.world`), or raises
-:class:`~miner.planner.base.PlanningError` saying what it could not find.
+:class:`~planners.base.PlanningError` saying what it could not find.
 
 The search is bounded by :data:`SEARCH_CHECKS` counted steps, so it finds the same
 program on every machine; a miner adds :data:`CPU_BUDGET_S` of this thread's CPU and a

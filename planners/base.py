@@ -21,7 +21,7 @@ steps, and at start-up replays the ones it has kept (:func:`observe`). A planner
 without it is unaffected; one whose ``observe`` raises has it logged, and nothing else.
 
 A planner may declare ``interface = PLANNER_INTERFACE``; one that declares another
-version is refused when it is loaded (:mod:`miner.planner.loader`). docs/planner.md is
+version is refused when it is loaded (:mod:`planners.loader`). docs/planner.md is
 the page a miner reads.
 """
 
@@ -161,7 +161,7 @@ async def run_planner(planner: Planner, package: TaskPackage, *, timeout_s: floa
 def plan_here(planner: Planner, package: TaskPackage) -> PlanResult:
     """``planner.plan(package)`` on this thread, outside any event loop (an async planner
     gets one of its own), with no deadline: how a planning process
-    (:mod:`miner.planner.workers`) calls it, its supervisor owning the deadline. Raises
+    (:mod:`miner.workers`) calls it, its supervisor owning the deadline. Raises
     :class:`PlannerFailure` as :func:`run_planner` does."""
     try:
         result = planner.plan(package)

@@ -33,7 +33,7 @@ from typing import Any
 from protocol.synapse import TaskPackage
 from subnets.base import run_tools_here
 
-from .base import Planner, PlannerFailure, PlanResult, plan_here
+from planners.base import Planner, PlannerFailure, PlanResult, plan_here
 
 __all__ = ["PlannerWorkers"]
 
