@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import logging
 import os
 import signal
 import socket
 import sys
-from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
@@ -28,42 +25,31 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import model_validator
 
 from chain.base import Chain
+from engine.executor import ExecutorConfig
+from engine.owned import OwnedRunnerFactory
 from miner.config import ServerLimits
 from miner.server import guarded_config
-from subnets.llm import LLMConfig
 from neurons.keys import open_wallet
-from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
-from planners import GoodPlanner
 from neurons.localrun import load_task_source
-from validator.settings import SHIPPED_TASKS
+from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.runner import NodeRunner
+from protocol.task import Task
+from subnets.llm import LLMConfig
 from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_for
-from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
-from protocol.metagraph import MetagraphSnapshot, Peer
-from protocol.outcomes import RunStatus
-from protocol.runner import NodeRunner
-from protocol.synapse import TaskPackage, WorkflowSynapse
-from protocol.task import Task
-from tasks import Family
-from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families, solves
-from planners.naive import naive_with_retries
-from engine.owned import evaluate_owned
-from protocol.validation import check_plan_for
-from validator.audit import recorded_task, replay, replay_margin
-from validator.client import ClientConfig, MinerClient
-from engine.executor import ExecutorConfig
-from validator.lifecycle import Reference
-from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver
-from validator.sampling import DrawnFamilies
-from validator.step import StepBounds
-from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
-from validator.prometheus import ValidatorMetrics
 from validator.adapters import BySubnet
-from engine.owned import OwnedRunnerFactory
+from validator.client import ClientConfig, MinerClient
+from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
+from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver
+from validator.prometheus import ValidatorMetrics
 from validator.providers import (
     EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
 )
-from validator.state import Capped, ValidatorState
+from validator.reference import reference
+from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
+from validator.sources import CodeGate, GatedTasks, drawn_source, start_sandbox_check
+from validator.state import ValidatorState
+from validator.step import StepBounds
 
 log = logging.getLogger("dagnet.validator")
 
@@ -76,9 +62,6 @@ never takes the descriptors the validator's miner queries need."""
 
 class PortInUseError(Exception):
     """The ``/health`` port is held by another process."""
-
-
-DEFAULT_TASKS = SHIPPED_TASKS
 
 
 class ValidatorProcessConfig(ValidatorSettings):
@@ -253,129 +236,6 @@ def _settled(check: asyncio.Future[str | None] | None) -> str | None:
     return check.result()
 
 
-SANDBOX_WARNING = "sandbox unavailable: no code task is sent, miners are scored on the rest — see docs/sandbox.md"
-
-
-def sandbox_problem() -> str | None:
-    """Why this machine cannot judge code (``None``: it can): the isolation the code
-    scorer requires, then one tiny program run through it. Blocking: seconds at most."""
-    isolation = isolation_available()
-    if isolation != PRIVATE_ISOLATION:
-        return f"isolation here is {isolation}, and code is judged only under {PRIVATE_ISOLATION}"
-    try:
-        run = run_python({"check.py": "print(6 * 7)"}, ["check.py"], limits=SandboxLimits(cpu_seconds=5, wall_seconds=15))
-    except (SandboxUnavailable, OSError) as exc:
-        return f"a test run could not start: {exc}"
-    if run.returncode != 0 or run.stdout.strip() != "42":
-        return f"a test run exited {run.returncode}: {run.stderr.strip()[-300:]}"
-    return None
-
-
-def start_sandbox_check() -> asyncio.Task[str | None]:
-    """:func:`sandbox_problem` in a worker thread, so start-up is not held up; logs one
-    warning when code cannot be judged. Call from the running loop."""
-
-    async def check() -> str | None:
-        try:
-            problem = await asyncio.to_thread(sandbox_problem)
-        except Exception as exc:  # a broken check is itself a sandbox that cannot be trusted
-            problem = f"the check failed: {exc!r}"
-        if problem is not None:
-            log.warning("%s (%s)", SANDBOX_WARNING, problem)
-        return problem
-
-    return asyncio.get_running_loop().create_task(check(), name="sandbox-check")
-
-
-class CodeGate:
-    """Whether this validator sends code tasks: only once its start-up sandbox check
-    (:func:`start_sandbox_check`) has passed. A validator that cannot judge code sends no
-    code task, curated or drawn, and scores miners on the rest, rather than failing every
-    step that drew one; ``/health`` names the sandbox meanwhile."""
-
-    def __init__(self, check: asyncio.Future[str | None]) -> None:
-        self._check = check
-
-    def judges_code(self) -> bool:
-        check = self._check
-        return check.done() and not check.cancelled() and check.result() is None
-
-    def types(self) -> tuple[str, ...]:
-        """The task types families are drawn from now."""
-        return DRAWN_TYPES if self.judges_code() else tuple(t for t in DRAWN_TYPES if t != "code")
-
-
-class GatedTasks:
-    """``source`` less its code tasks while ``gate`` keeps code out."""
-
-    def __init__(self, source: TaskSource, gate: CodeGate) -> None:
-        self._source, self._gate = source, gate
-
-    def tasks(self) -> Sequence[Task]:
-        judges_code = self._gate.judges_code()
-        return [task for task in self._source.tasks() if judges_code or task.task_type != "code"]
-
-    def instance(self, task: Task, seed: int) -> Task:
-        return self._source.instance(task, seed)
-
-
-class DrawnTasks:
-    """Families drawn for one tempo as a task source: each shown with its public example,
-    an instance drawn by its own generator."""
-
-    def __init__(self, families: Sequence[Family]) -> None:
-        self._families = {f.task_id: f for f in families}
-
-    def tasks(self) -> tuple[Task, ...]:
-        return tuple(f.task(f.example()) for f in self._families.values())
-
-    def instance(self, task: Task, seed: int) -> Task:
-        found = self._families[task.task_id]
-        return found.task(found.instance(seed))
-
-
-def drawn_source(tasks: Path, per_tempo: int, gate: CodeGate | None = None) -> DrawnFamilies | None:
-    """The families a validator draws per tempo besides the shipped ones (``tasks.drawn``,
-    each checked by running its reference plan, :func:`reference_failure`), of the types
-    ``gate`` lets through (every type without one); ``None`` for a task-set file or ``per_tempo`` 0."""
-    if tasks != SHIPPED_TASKS or per_tempo <= 0:
-        return None
-    return lambda secret, tempo: DrawnTasks(drawn_families(
-        secret, tempo, per_tempo, verify=reference_solves, types=DRAWN_TYPES if gate is None else gate.types()))
-
-
-def reference_failure(family: Family, seed: int) -> str | None:
-    """The executing check's run of one instance (:data:`tasks.drawn.SeedRun`): the
-    family's ``naive+retries`` plan on owned execution and simulated time, as a
-    validator runs a miner's plan; it must complete with quality 1."""
-    proposal = naive_with_retries(family.package)
-    task = family.task(family.instance(seed))
-    evaluation = evaluate_owned(proposal.plan, check_plan_for(proposal.plan, task), task, owned_runner(task),
-                                total_estimated_cost=proposal.total_estimated_cost)
-    score, execution = evaluation.score, evaluation.execution
-    if execution.status == RunStatus.COMPLETED and score.completion_ratio == 1 and score.output_quality == 1:
-        return None
-    failed = {node: record.reason or record.status for node, record in execution.nodes.items()
-              if record.status != "success"}
-    return (f"reference plan does not solve seed {seed}: {execution.status}, quality "
-            f"{score.output_quality:.3f}, completion {score.completion_ratio:.3f} {failed or ''}").rstrip()
-
-
-reference_solves = solves(reference_failure)
-"""The executing check every drawn family passes before a validator sends it."""
-
-
-def reference() -> Reference:
-    """How the validator judges a task (validator/lifecycle.py): the ``good`` reference
-    planner, its search bounded by counted steps alone so every validator gets the same
-    plan whatever its load, its plan run by owned execution on the reference tools."""
-
-    def plan(package: TaskPackage) -> WorkflowSynapse:
-        return GoodPlanner(timed=False).plan(package).answer(package, miner_uid=0)
-
-    return Reference(planner=plan, runner=owned_runner)
-
-
 async def run_validator(
     config: ValidatorProcessConfig,
     *,
@@ -464,41 +324,6 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 def _announce(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def replay_record(
-    config_state: Path, tasks: Path, record_id: int, drawn_per_tempo: int = ValidatorSettings().drawn_per_tempo
-) -> dict[str, Any]:
-    """Re-score one stored execution; the result says whether it matched bit for bit
-    (``None``: nothing could be compared) and what a capped record left unchecked. A
-    drawn family is drawn again from the state's secret and the record's tempo. A record
-    with a margin has the reference replayed on its instance, tier and world too
-    (:func:`validator.audit.replay_margin`): identical means the margin is, too."""
-    state = ValidatorState(config_state)
-    try:
-        record = state.execution(record_id)
-        secret = state.instance_secret()
-    finally:
-        state.close()
-    if record is None:
-        raise LookupError(f"no execution record {record_id} in {config_state}")
-    source, drawn = load_task_source(tasks), drawn_source(tasks, drawn_per_tempo)
-    world = None
-    if record.world_tempo is not None:  # the record ran in that tempo's hidden world: run it there again
-        tools = recorded_task(record, source, drawn=drawn, secret=secret).available_tools
-        world = world_for(secret, record.world_tempo, tools)
-    result = replay(record, source, drawn=drawn, secret=secret, world=world)
-    stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
-    identical, margin = result.identical, None
-    if record.reference_S is not None:  # the reference's run beside the miners, replayed: the same margin
-        again = replay_margin(record, source, reference(), drawn=drawn, secret=secret, world=world)
-        margin = {"stored": {"reference_S": record.reference_S, "margin": record.margin},
-                  "recomputed": dataclasses.asdict(again), "identical": again.matches(record)}
-        identical = None if identical is None else identical and again.matches(record)
-    return {
-        "record": record_id, "identical": identical, "stored": stored, "recomputed": result.recomputed,
-        "unchecked": result.unchecked, "explanation": record.explain(), "margin": margin,
-    }
 
 
 if __name__ == "__main__":  # ``python -m neurons.validator ...`` is ``dagnet validator ...``

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from planners import load_planner
-from neurons.validator import reference_solves
+from validator.reference import reference_solves
 from neurons.localrun import run_document
 from protocol.documents import PlanDocument
 from protocol.hints import EXAMPLES

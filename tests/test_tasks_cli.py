@@ -62,7 +62,7 @@ def test_show_with_a_seed_adds_that_instance_s_hidden_inputs():
 def test_drawn_families_are_listed_and_shown_for_a_secret_and_tempo():
     """A validator's drawn families (`gen_*`, 18 % of localnet steps) are shown as it sends
     them: found with the secret and tempo they were drawn for, checked as it checks them."""
-    from neurons.validator import reference_solves
+    from validator.reference import reference_solves
     from tasks import drawn_families
 
     expected = drawn_families(7, 3, 2, verify=reference_solves)

@@ -2,7 +2,7 @@
 
 Validators here run on a fake chain with real HTTP miners on loopback and execute
 every plan themselves (owned execution, simulated time); their reference is the one
-``dagnet validator`` wires in (``neurons.validator.reference``: the ``good`` planner).
+``dagnet validator`` wires in (``validator.reference.reference``: the ``good`` planner).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from planners import load_planner
 from subnets.registry import default_registry
 from neurons.cli import app
 from subnets.owned import owned_runner
-from neurons.validator import reference
+from validator.reference import reference
 from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.lifecycle import Reference
@@ -288,7 +288,7 @@ async def test_a_validator_without_a_sandbox_sends_no_code_task_and_scores_the_r
 ) -> None:
     """The start-up check finds no sandbox (as in a container without the validator's options):
     code_fizzbuzz is never sent, every step settles on the other family, no step fails."""
-    from neurons import validator as process
+    from validator import sources as process
 
     monkeypatch.setattr(process, "isolation_available", lambda: "rlimits")
     monkeypatch.setattr("scoring.quality.code.isolation_available", lambda: "rlimits")
@@ -306,7 +306,7 @@ async def test_a_validator_without_a_sandbox_sends_no_code_task_and_scores_the_r
 
 
 async def test_the_gate_lets_code_through_once_the_sandbox_check_passes() -> None:
-    from neurons.validator import CodeGate, GatedTasks
+    from validator.sources import CodeGate, GatedTasks
 
     check: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     gate = CodeGate(check)

@@ -27,7 +27,7 @@ from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
 from subnets.owned import owned_runner
-from neurons.validator import reference
+from validator.reference import reference
 from protocol.outcomes import StepOutcome
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders

@@ -6,7 +6,7 @@ same margin.
 
 Validators here run on a fake chain with real HTTP miners on loopback, in the tempo's
 hidden world (``subnets.world.world_for``), with the reference ``dagnet validator``
-wires in (``neurons.validator.reference``: the ``good`` planner).
+wires in (``validator.reference.reference``: the ``good`` planner).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from miner.config import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import GoodPlanner, PlanProposal, load_planner
 from neurons.cli import app
-from neurons.validator import drawn_source, reference
+from validator.reference import reference
+from validator.sources import drawn_source
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage

@@ -215,7 +215,7 @@ def test_dagnet_validator_replay_draws_a_drawn_family_again(tmp_path: Path) -> N
     from typer.testing import CliRunner
 
     from neurons.cli import app
-    from neurons.validator import drawn_source
+    from validator.sources import drawn_source
 
     path = tmp_path / "v.sqlite"
     state = ValidatorState(path)

@@ -33,9 +33,11 @@ instance seed, the node and the attempt (:mod:`subnets.world`), so it matches bi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from engine.owned import evaluate_owned
@@ -44,14 +46,15 @@ from protocol.task import Task
 from protocol.validation import check_plan_for
 from subnets.holdings import holding
 from subnets.owned import owned_runner
-from subnets.world import World
+from subnets.world import World, world_for
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_quality, score_run
 from scoring.quality.base import Quality
 
 from .lifecycle import Reference, run_reference
 from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
-from .state import Capped, ExecutionRecord, canonical_json
+from .reference import reference as validator_reference
+from .state import Capped, ExecutionRecord, ValidatorState, canonical_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +158,38 @@ def rerun(plan_json: dict[str, Any], budget_ceiling: float | None, task: Task, w
     evaluation = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task, world=world),
                                 total_estimated_cost=None, recorded_ceiling=budget_ceiling)
     return evaluation.score.model_dump(mode="json")
+
+
+def replay_record(
+    config_state: Path, record_id: int, source: TaskSource, drawn: DrawnFamilies | None
+) -> dict[str, Any]:
+    """``dagnet validator --replay``: re-score one stored execution of the state file at
+    ``config_state``, its task rebuilt from ``source`` (and ``drawn``). The result says
+    whether it matched bit for bit (``None``: nothing could be compared) and what a capped record left unchecked. A
+    drawn family is drawn again from the state's secret and the record's tempo. A record
+    with a margin has the reference replayed on its instance, tier and world too
+    (:func:`replay_margin`): identical means the margin is, too."""
+    state = ValidatorState(config_state)
+    try:
+        record = state.execution(record_id)
+        secret = state.instance_secret()
+    finally:
+        state.close()
+    if record is None:
+        raise LookupError(f"no execution record {record_id} in {config_state}")
+    world = None
+    if record.world_tempo is not None:  # the record ran in that tempo's hidden world: run it there again
+        tools = recorded_task(record, source, drawn=drawn, secret=secret).available_tools
+        world = world_for(secret, record.world_tempo, tools)
+    result = replay(record, source, drawn=drawn, secret=secret, world=world)
+    stored = dataclasses.asdict(result.stored) if isinstance(result.stored, Capped) else result.stored
+    identical, margin = result.identical, None
+    if record.reference_S is not None:  # the reference's run beside the miners, replayed: the same margin
+        again = replay_margin(record, source, validator_reference(), drawn=drawn, secret=secret, world=world)
+        margin = {"stored": {"reference_S": record.reference_S, "margin": record.margin},
+                  "recomputed": dataclasses.asdict(again), "identical": again.matches(record)}
+        identical = None if identical is None else identical and again.matches(record)
+    return {
+        "record": record_id, "identical": identical, "stored": stored, "recomputed": result.recomputed,
+        "unchecked": result.unchecked, "explanation": record.explain(), "margin": margin,
+    }

@@ -98,7 +98,7 @@ def _drawn(secret: int, tempos: list[int], count: int, ids: Sequence[str]) -> li
 
     if count == 0 or (ids and not any(i.startswith(PREFIX) for i in ids)):
         return []
-    from neurons.validator import reference_solves
+    from validator.reference import reference_solves
     from tasks import drawn_families
 
     if sys.stderr.isatty():

@@ -47,7 +47,7 @@ def _families(secret: int | None, tempo: int, count: int) -> list[Any]:
 
     if secret is None:
         return list(load_families())
-    from neurons.validator import reference_solves
+    from validator.reference import reference_solves
     from tasks import drawn_families
 
     return [*load_families(), *drawn_families(secret, tempo, count, verify=reference_solves)]

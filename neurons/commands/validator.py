@@ -149,12 +149,14 @@ def providers_override(path: Path) -> str:
 def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> None:
     """Exit 0 identical, 1 not, 3 nothing could be compared (the record kept its final
     output and its score capped); a capped record's note goes to stderr too."""
-    from neurons.validator import replay_record
+    from neurons.localrun import load_task_source
+    from validator.audit import replay_record
+    from validator.sources import drawn_source
 
     if not state.exists():
         fail(f"no state file {state}")
     try:
-        result = replay_record(state, tasks, record_id, drawn_per_tempo)
+        result = replay_record(state, record_id, load_task_source(tasks), drawn_source(tasks, drawn_per_tempo))
     except (LookupError, OSError, ValueError) as exc:
         fail(str(exc).strip("'"))
     sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
