@@ -38,7 +38,7 @@ import numpy as np
 from rich.console import Console
 
 from chain.epoch import EpochInputs, run_epoch
-from neurons.columns import ALWAYS, Column, fit_table
+from render.columns import ALWAYS, Column, fit_table
 from protocol.canonical import plan_digest
 from scoring.margin import Answer, margin_weights, network_means
 from tasks import Family

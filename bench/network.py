@@ -60,7 +60,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.flood import quantile
-from neurons.columns import ALWAYS, Column, fit_table
+from render.columns import ALWAYS, Column, fit_table
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task
@@ -563,7 +563,7 @@ STEP_COLUMNS = (
     Column("invalid", lambda m: f"{m['invalid']:g}", keep=6),
     Column("S = dry run", lambda m: f"{m['same_as_dry_run']:.0%}", keep=9),
 )
-"""The step table, most important columns kept when the terminal is narrow (neurons/columns.py)."""
+"""The step table, most important columns kept when the terminal is narrow (render/columns.py)."""
 
 
 def render_network_bench(result: dict[str, Any], console: Console) -> None:

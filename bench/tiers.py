@@ -41,7 +41,7 @@ from typing import Any
 from rich.console import Console
 
 from planners import GoodPlanner, PlanningError, PlanProposal
-from neurons.columns import ALWAYS, Column, fit_table
+from render.columns import ALWAYS, Column, fit_table
 from protocol.documents import PlanDocument
 from protocol.outcomes import RunStatus
 from protocol.hints import TIERS, HintTier

@@ -42,7 +42,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.text import Text
 
-from neurons.columns import ALWAYS, Column, fit_table, terminal_width
+from render.columns import ALWAYS, Column, fit_table, terminal_width
 from validator.settings import SHIPPED_TASKS
 
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute", "learner")

@@ -1,4 +1,4 @@
-"""The drawings of the run page (:mod:`engine.runpage`): the plan's DAG laid out by Kahn
+"""The drawings of the run page (:mod:`render.runpage`): the plan's DAG laid out by Kahn
 levels and the timeline, one row per node (and per frame instance), as inline SVG; and
 the row each draws from.
 

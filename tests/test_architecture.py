@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"bench", "planners", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
+OURS = {"bench", "render", "planners", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
@@ -20,8 +20,9 @@ ALLOWED = {
     "planners": {"protocol", "sandbox", "subnets"},
     "validator": {"protocol", "scoring", "sandbox", "storage", "chain", "engine", "subnets", "tasks", "planners"},
     "miner": {"protocol", "sandbox", "storage", "subnets", "planners"},
+    "render": {"protocol", "scoring", "engine"},
     "neurons": OURS,
-    "bench": OURS,
+    "bench": OURS - {"neurons"},
 }
 BESIDES = {"planners/attackers.py": {"tasks"}}
 """Files that may import more than their layer: the precompute attacker reads the public

@@ -19,7 +19,7 @@ import termios
 import pytest
 from rich.console import Console
 
-from neurons.columns import ALWAYS, Column, fit_table
+from render.columns import ALWAYS, Column, fit_table
 from neurons.commands.chain import render_status
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")

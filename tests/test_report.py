@@ -11,7 +11,8 @@ from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from engine.executor import Execution, execute
-from engine.report import DISPLAY_OUTPUT_CHARS, render_report, run_report
+from engine.report import run_report
+from render.report import DISPLAY_OUTPUT_CHARS, render_report
 
 REQUIRED = {
     "status", "completion_ratio", "steps_completed", "total_steps", "latency_s", "cost_tao",

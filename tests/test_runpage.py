@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from neurons.cli import app
 from protocol.plan import WorkflowPlan
-from engine.runpage import render_run_page
+from render.runpage import render_run_page
 
 ROOT = Path(__file__).resolve().parent.parent
 OBSERVE = ROOT / "examples" / "observe.json"
@@ -177,7 +177,7 @@ def test_html_timeline_draws_each_frame_instance_under_its_node_with_its_attempt
 
 
 def test_html_timeline_draws_at_most_max_instance_rows_per_node():
-    from engine.runpage import MAX_INSTANCE_ROWS
+    from render.runpage import MAX_INSTANCE_ROWS
 
     plan = WorkflowPlan.model_validate({
         "nodes": [{"id": "g", "subnet": "s", "action": "split"}, {"id": "n", "subnet": "s", "action": "echo"}],

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from chain.network import DEFAULT_EMBEDDED_STATE
-from neurons.columns import ALWAYS, Column, fit_table
+from render.columns import ALWAYS, Column, fit_table
 from neurons.commands.common import fail, print_json
 from neurons.commands.network import EndpointOpt, NetuidOpt, NetworkOpt, network_of, run_on_chain
 

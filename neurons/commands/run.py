@@ -64,8 +64,8 @@ def run(
     task's subnets as tempo TEMPO's hidden world (drawn from --secret) says. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
-    from engine.report import render_report
-    from engine.runpage import render_run_page
+    from render.report import render_report
+    from render.runpage import render_run_page
     from engine.trace import RunTrace
 
     needs("--tier", None if tier == "full" else tier, "--task", task)

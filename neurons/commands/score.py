@@ -30,7 +30,7 @@ def score(
 
     For a task family the instance is the one the report ran on (its ``seed``)
     unless --seed names another. A report of a run against another task is refused."""
-    from engine.report import render_score
+    from render.report import render_score
     from scoring.evaluate import score_report
 
     try:
