@@ -149,6 +149,33 @@ async def test_replies_are_checked_off_the_event_loop(monkeypatch) -> None:
     assert seen and loop_thread not in seen
 
 
+async def test_a_plan_gets_the_share_the_reference_gets_whatever_the_others_send(monkeypatch) -> None:
+    """Three of four miners send invalid answers and the step's work binds: the one plan
+    executed runs on one share among the four miners asked, the share the stepper gives the
+    reference it runs beside them (``bounds.share(limits, len(miners))``), not one among the
+    valid answers (which gave a miner sending the reference's plan four times its work)."""
+    task = family_task("dt_sales", 4242)
+    _, honest = _answer(task)
+    bounds, seen = StepBounds(work_s=2.0, deadline_s=60.0), []
+    real = step_module.run_owned
+
+    def spy(*args, owned, **kwargs):
+        seen.append(owned)
+        return real(*args, owned=owned, **kwargs)
+
+    monkeypatch.setattr(step_module, "run_owned", spy)
+    miners = _miners(4)
+    bodies = {miners[0].url: honest, **{m.url: b'{"not": "an answer"}' for m in miners[1:]}}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        result = await validation_step(
+            task=task, miners=miners, client=_Replies(bodies), bounds=bounds,
+            runner_factory=lambda package, _: owned_runner(task), owned=OwnedExecution(pool),
+        )
+    assert [o.execution is not None for o in result.outcomes] == [True, False, False, False]
+    assert seen == [bounds.share(OwnedLimits(), len(miners))]
+    assert seen[0].cpu_per_plan_s == 0.5 < OwnedLimits().cpu_per_plan_s  # the allowance binds
+
+
 def test_cores_go_to_the_plan_that_has_used_least() -> None:
     cores, order, holding = Cores(1), [], threading.Event()
 

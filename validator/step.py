@@ -80,9 +80,12 @@ class OwnedExecution:
 class StepBounds:
     """What one step may cost the validator, whatever its miners send.
 
-    ``work_s`` is shared by the plans the step executes itself: each gets an equal share
-    (never more than :attr:`OwnedLimits.cpu_per_plan_s`), so the sum is bounded and no
-    plan can use another's. ``deadline_s`` counts from the step's start: executions not
+    ``work_s`` is shared by the miners the step asks: each plan it executes itself gets an
+    equal share (never more than :attr:`OwnedLimits.cpu_per_plan_s`), so the sum is bounded
+    and no plan can use another's. The share is fixed before any reply is in: what other
+    miners send (invalid answers included) neither shrinks nor grows it, and the reference,
+    run beside the miners from the step's start, gets exactly the same share
+    (``validator.stepping``), so a miner sending the reference's plan runs as it does. ``deadline_s`` counts from the step's start: executions not
     finished by then are settled as their miner's failure (:data:`DEADLINE_REASON`), and
     their remaining work is refused, so they wind down within one attempt.
     """
@@ -235,8 +238,8 @@ async def validation_step(
     )  # checking a 1 MiB plan takes a third of a second: never on the event loop
     candidates = [entry for entry in admitted if isinstance(entry, _Candidate)]
 
-    if owned is not None and bounds is not None:
-        owned = replace(owned, limits=bounds.share(owned.limits, len(candidates)))
+    if owned is not None and bounds is not None:  # per miner asked, as the reference beside them is given
+        owned = replace(owned, limits=bounds.share(owned.limits, len(miners)))
     slots = asyncio.Semaphore(max(1, exec_concurrency))
     queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
     executions = [
