@@ -9,16 +9,38 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from protocol.run_metrics import RunMetrics
+from enum import StrEnum
+
 from protocol.outcomes import RunStatus
+from protocol.run_metrics import RunMetrics
 
 __all__ = [
     "BLOCKED", "BUDGET_ABORT", "BUDGET_REASON", "DEADLINE_REASON", "FAILED", "PENDING", "READY", "RUNNING",
-    "SUCCESS", "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord",
+    "SUCCESS", "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord", "NodeStatus",
 ]
 
-PENDING, READY, RUNNING = "pending", "ready", "running"
-SUCCESS, FAILED, BLOCKED, BUDGET_ABORT = "success", "failed", "blocked", "budget_abort"
+
+class NodeStatus(StrEnum):
+    """Where one node (or one frame instance of it) stands. The first three are a run in
+    progress; the last four are settled, and only ``success`` lets a DataRef to it resolve."""
+
+    PENDING = "pending"
+    """Waiting for its edge-predecessors to settle."""
+    READY = "ready"
+    """Its predecessors settled; not yet dispatched."""
+    RUNNING = "running"
+    """An attempt is in flight."""
+    SUCCESS = "success"
+    """An attempt returned its output."""
+    FAILED = "failed"
+    """Every attempt failed (or the run's deadline caught it running)."""
+    BLOCKED = "blocked"
+    """Never ran: a DataRef named a node that did not succeed, or the deadline came first."""
+    BUDGET_ABORT = "budget_abort"
+    """Never ran, or stopped: the budget ceiling could not cover it."""
+
+
+PENDING, READY, RUNNING, SUCCESS, FAILED, BLOCKED, BUDGET_ABORT = NodeStatus
 
 BUDGET_REASON = "budget_ceiling"
 DEADLINE_REASON = "deadline"
@@ -63,7 +85,7 @@ class NodeRecord:
     a run without retries builds no attempt objects. :attr:`attempt_log` puts them together.
     """
 
-    status: str
+    status: NodeStatus
     reason: str | None
     attempts: int
     cost_tao: float

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .executor import Execution, NodeRecord
+from .model import NodeStatus
 
 __all__ = ["run_report"]
 
@@ -22,7 +23,7 @@ def run_report(execution: Execution, *, score: dict | None = None) -> dict[str, 
         "status": execution.status,
         "errors": list(execution.errors),
         "completion_ratio": metrics.completion_ratio,
-        "steps_completed": sum(1 for r in execution.nodes.values() if r.status == "success"),
+        "steps_completed": sum(1 for r in execution.nodes.values() if r.status == NodeStatus.SUCCESS),
         "total_steps": execution.total_steps,
         "latency_s": metrics.latency_s,
         "cost_tao": metrics.cost_tao,

@@ -32,6 +32,7 @@ from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
 from scoring.composite import Score
+from scoring.quality.base import UNJUDGED, Unjudged
 
 from engine.evaluate import score_execution
 from engine.executor import SUCCESS, Execution, ExecutorConfig
@@ -51,9 +52,6 @@ ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
 Raises ``ValueError`` when it cannot plan the task."""
 
 _REASON_CHARS = 300
-
-_NO_SANDBOX = ("sandbox unavailable", "code is judged only under")
-"""How the code scorer says this machine cannot judge code (scoring/quality/code.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +135,7 @@ def run_reference(
 def no_sandbox(score: Score) -> bool:
     """Whether ``score`` is 0 because this machine cannot judge code, not because of the code."""
     quality = score.details.get("quality")
-    return isinstance(quality, dict) and str(quality.get("reason", "")).startswith(_NO_SANDBOX)
+    return isinstance(quality, dict) and quality.get(UNJUDGED) == Unjudged.NO_SANDBOX
 
 
 def _first_failure(execution: Execution) -> str:

@@ -9,6 +9,7 @@ changes every miner's pay.
 
 from __future__ import annotations
 
+from engine.model import NodeStatus
 from engine.owned import evaluate_owned
 from planners import GoodPlanner
 from planners.naive import naive_with_retries
@@ -32,7 +33,7 @@ def reference_failure(family: Family, seed: int) -> str | None:
     if execution.status == RunStatus.COMPLETED and score.completion_ratio == 1 and score.output_quality == 1:
         return None
     failed = {node: record.reason or record.status for node, record in execution.nodes.items()
-              if record.status != "success"}
+              if record.status != NodeStatus.SUCCESS}
     return (f"reference plan does not solve seed {seed}: {execution.status}, quality "
             f"{score.output_quality:.3f}, completion {score.completion_ratio:.3f} {failed or ''}").rstrip()
 

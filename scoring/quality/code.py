@@ -40,7 +40,7 @@ from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxResult, SandboxUnav
 from sandbox.calls import BUDGET_EXHAUSTED, SOLUTION, Call, CallBudget, CallsReport, Outcome, call_function
 
 from . import jsonvalue
-from .base import Quality, output_code
+from .base import Quality, Unjudged, output_code
 
 PASS_WEIGHT = 0.9
 LINT_WEIGHT = 0.1
@@ -89,7 +89,8 @@ def score(
     if not code.strip():
         return Quality.zero("final output has no code")
     if isolation_available() != PRIVATE_ISOLATION:
-        return Quality.zero(f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
+        return Quality.unjudged(
+            Unjudged.NO_SANDBOX, f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
     limits = limits or SandboxLimits()
     key = _verdict_key(ref, code, limits, budget)
     quality = _VERDICTS.get(key)
@@ -97,7 +98,7 @@ def score(
         try:
             quality = _judge(ref, code, limits, budget)
         except SandboxUnavailable as exc:
-            return Quality.zero(f"sandbox unavailable: {exc}")
+            return Quality.unjudged(Unjudged.NO_SANDBOX, f"sandbox unavailable: {exc}")
         _VERDICTS.put(key, quality)  # whatever it is: a slow answer sent again is not judged again
     return quality
 
