@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
@@ -120,28 +120,6 @@ class MinerSettings(BaseModel):
     """SQLite file keeping the validators' feedback across restarts (docs/protocol.md,
     "Feedback"). ``dagnet miner`` defaults it to :func:`default_feedback_db`; an app
     built without one hands feedback to the planner and keeps none."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _strategy_names_the_planner(cls, data: Any) -> Any:
-        """``strategy``, the old name of ``planner.name``, is still read; ``planner.name``
-        wins when both are given (``--planner`` sets it)."""
-        if not isinstance(data, dict) or "strategy" not in data:
-            return data
-        data = dict(data)
-        strategy = data.pop("strategy")
-        section = data.get("planner")
-        section = section.model_dump(exclude_unset=True) if isinstance(section, BaseModel) else section
-        if isinstance(section, dict):
-            data["planner"] = {"name": strategy, **section}
-        elif section is None:
-            data["planner"] = {"name": strategy}
-        return data
-
-    @property
-    def strategy(self) -> str:
-        """The planner's name (``planner.name``), under its old name."""
-        return self.planner.name
 
     def nonce_db_path(self) -> Path:
         """Where the shared nonce store lives when several workers serve."""

@@ -38,14 +38,8 @@ BUILTINS: Mapping[str, Callable[..., Planner]] = {
 }
 
 
-class PlannerLoadError(KeyError):
-    """A planner name that cannot be loaded; ``str()`` is the one-line reason.
-
-    A ``KeyError`` so callers of the old strategy lookup keep working.
-    """
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+class PlannerLoadError(Exception):
+    """A planner name that cannot be loaded; ``str()`` is the one-line reason."""
 
 
 def installed_planners() -> list[str]:

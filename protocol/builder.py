@@ -409,13 +409,12 @@ def _current(what: str) -> Scope:
 
 
 class Scope:
-    """The state of one graph body while it runs: its ops, its values, its result."""
+    """The state of one graph body while it runs: its values, its result, where its ops start in ``all_ops``."""
 
     def __init__(self, name: str, prefix: str, values: dict[str, Any], parent: Scope | None, ids: set[str]) -> None:
         self.name, self.prefix, self.parent = name, prefix, parent
         self.values = values  # what PARENT["k"] finds here: inputs, arguments, values written in
         self.result: dict[str, Any] = {}  # written upward; the caller reads it
-        self.ops: list[Op] = []
         self.all_ops: list[Op] = parent.all_ops if parent else []
         self.first = len(self.all_ops)  # this graph's ops, nested ones included, are all_ops[first:stop]
         self.stop = self.first
@@ -432,7 +431,6 @@ class Scope:
         return node_id
 
     def add(self, node: Op) -> None:
-        self.ops.append(node)
         self.all_ops.append(node)
 
     def lookup(self, key: str, user: str) -> Any:

@@ -15,8 +15,6 @@ NODE_ID = r"[A-Za-z0-9_-]{1,64}"
 """A node id, unanchored: the one rule plans, task hints and DataRefs share."""
 NODE_ID_PATTERN = rf"^{NODE_ID}$"
 
-NodeId = str
-
 
 class PlanNode(BaseModel):
     model_config = ConfigDict(extra="forbid")

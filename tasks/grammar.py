@@ -21,7 +21,7 @@ from typing import Any
 
 from .family import Family, Instance
 
-__all__ = ["Neighbour", "Production", "exact", "held_documents", "held_rows", "slots"]
+__all__ = ["Neighbour", "Production", "exact", "held_rows", "slots"]
 
 Neighbour = Callable[[Instance], Any]
 """What another choice of the grammar answers at a slot on an instance."""
@@ -69,11 +69,6 @@ def _number(text: str) -> Any:
         return int(text)
     except ValueError:
         return text
-
-
-def held_documents(instance: Instance) -> list[dict[str, str]]:
-    """The instance's documents (``collection`` held, or ``documents`` inline)."""
-    return list(_held(instance, "collection", "documents"))
 
 
 _MAX_MAGNITUDE = 10**12

@@ -68,10 +68,6 @@ class Draw:
         """A whole number in ``[low, high]``."""
         return low + self.below(high - low + 1)
 
-    def money(self, low: float, high: float) -> float:
-        """A price in ``[low, high]`` with two decimals."""
-        return self.int(round(low * 100), round(high * 100)) / 100
-
     def choice(self, items: Sequence[T]) -> T:
         return items[self.below(len(items))]
 

@@ -97,7 +97,7 @@ def test_bad_settings_exit_with_a_message() -> None:
 
 @pytest.mark.e2e
 def test_unknown_strategy_exits_with_a_message() -> None:
-    result = _run("--dev-key", "//Bob", "--strategy", "psychic", "--port", "0")
+    result = _run("--dev-key", "//Bob", "--planner", "psychic", "--port", "0")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "psychic" in result.stderr
 

@@ -125,9 +125,8 @@ def test_planner_section_of_the_settings(tmp_path: Path) -> None:
     settings = build_settings(MinerSettings, config_file=config, overrides=["planner.options.extra=1"])
     assert settings.planner.name == "naive" and settings.planner.timeout_s == 2.5
     assert settings.planner.options == {"latency_headroom": 0.7, "extra": 1}
-    assert build_settings(MinerSettings, overrides=["strategy=naive"]).planner.name == "naive"  # the old key
-    # --planner is applied as the last override: it wins over the file's name and the old key
-    assert build_settings(MinerSettings, config_file=config, overrides=['strategy="x"', 'planner.name="good"']).strategy == "good"
+    # --planner is applied as the last override: it wins over the file's name
+    assert build_settings(MinerSettings, config_file=config, overrides=['planner.name="good"']).planner.name == "good"
 
 
 @pytest.mark.e2e

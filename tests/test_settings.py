@@ -12,15 +12,15 @@ from neurons.settings import build_settings, parse_override
 
 def test_layers_apply_in_order_file_then_sets_then_flags(tmp_path: Path) -> None:
     config = tmp_path / "miner.toml"
-    config.write_text('port = 9000\nstrategy = "naive"\n[rate_limit]\nburst = 7\nper_second = 3.0\n')
+    config.write_text('port = 9000\n[planner]\nname = "naive"\n[rate_limit]\nburst = 7\nper_second = 3.0\n')
     settings = build_settings(
         MinerSettings,
         config_file=config,
         overrides=["rate_limit.burst=200", "port=9100", "host=0.0.0.0"],
-        flags={"port": 9200, "strategy": None},
+        flags={"port": 9200, "planner.name": None},
     )
     assert settings.port == 9200  # the flag wins over --set and the file
-    assert settings.strategy == "naive"  # an unset flag leaves the file's value
+    assert settings.planner.name == "naive"  # an unset flag leaves the file's value
     assert settings.rate_limit.burst == 200 and settings.rate_limit.per_second == 3.0  # merged, not replaced
     assert settings.host == "0.0.0.0"  # not JSON: taken as a string
 

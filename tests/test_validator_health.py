@@ -19,6 +19,7 @@ from support.health import VALIDATOR, BreakableTasks, validator_loop
 from support.keys import MetagraphBuilder, dev_keypair
 
 import neurons.validator as process
+import validator.sources as sources
 import sandbox
 from protocol.metagraph import MetagraphSnapshot
 from validator import health
@@ -176,16 +177,16 @@ async def test_an_unavailable_sandbox_is_found_at_start_and_makes_health_degrade
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, failure: str
 ) -> None:
     if failure == "no bwrap":
-        monkeypatch.setattr(process, "isolation_available", lambda: "rlimits")
+        monkeypatch.setattr(sources, "isolation_available", lambda: "rlimits")
     else:
         def refuse(*args, **kwargs):
             raise sandbox.SandboxUnavailable("bwrap: No permissions to create a new namespace")
 
-        monkeypatch.setattr(process, "isolation_available", lambda: sandbox.PRIVATE_ISOLATION)
-        monkeypatch.setattr(process, "run_python", refuse)
+        monkeypatch.setattr(sources, "isolation_available", lambda: sandbox.PRIVATE_ISOLATION)
+        monkeypatch.setattr(sources, "run_python", refuse)
     caplog.set_level(logging.WARNING, logger="dagnet.validator")
     async with validator_loop(tmp_path, _snapshot()) as (loop, chain, metrics):
-        check = process.start_sandbox_check()
+        check = sources.start_sandbox_check()
         app = process.health_app(loop, metrics, check)
         problem = await check
         await loop.step(chain.head)
@@ -196,7 +197,7 @@ async def test_an_unavailable_sandbox_is_found_at_start_and_makes_health_degrade
     assert ("rlimits" if failure == "no bwrap" else "No permissions") in body["reasons"][0]
     assert _gauges(metrics_text)[health.SANDBOX_UNAVAILABLE] == 1.0
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "dagnet.validator"]
-    assert len(warnings) == 1 and warnings[0].startswith(process.SANDBOX_WARNING)
+    assert len(warnings) == 1 and warnings[0].startswith(sources.SANDBOX_WARNING)
 
 
 async def test_the_sandbox_check_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +207,7 @@ async def test_the_sandbox_check_runs_off_the_event_loop(monkeypatch: pytest.Mon
         time.sleep(0.6)
         return "none"
 
-    monkeypatch.setattr(process, "isolation_available", slow_isolation)
+    monkeypatch.setattr(sources, "isolation_available", slow_isolation)
     ticks = 0
 
     async def tick() -> None:
@@ -217,7 +218,7 @@ async def test_the_sandbox_check_runs_off_the_event_loop(monkeypatch: pytest.Mon
 
     ticker = asyncio.create_task(tick())
     started = time.monotonic()
-    check = process.start_sandbox_check()
+    check = sources.start_sandbox_check()
     assert time.monotonic() - started < 0.1  # starting it returns at once
     assert await check == "isolation here is none, and code is judged only under bwrap"
     ticker.cancel()
@@ -226,4 +227,4 @@ async def test_the_sandbox_check_runs_off_the_event_loop(monkeypatch: pytest.Mon
 
 @pytest.mark.skipif(sandbox.isolation_available() != sandbox.PRIVATE_ISOLATION, reason="needs bwrap on this machine")
 def test_the_sandbox_check_passes_where_bwrap_works() -> None:
-    assert process.sandbox_problem() is None
+    assert sources.sandbox_problem() is None

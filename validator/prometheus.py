@@ -128,7 +128,7 @@ class ValidatorMetrics:
         # or an alert over it has data before the first event of that kind.
         for counter, values in (
             (self.steps, STEP_RESULTS), (self.weights_set, WEIGHTS_RESULTS),
-            (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES),
+            (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES), (self.phase, PHASES),
             (self.infrastructure_failures, INFRASTRUCTURE_CAUSES),
         ):
             for value in values:

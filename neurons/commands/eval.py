@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -69,9 +68,8 @@ def eval_planner(
     from neurons.files import InputError
     from neurons.settings import build_settings
 
-    named = f"planner.name={json.dumps(planner)}"  # as `dagnet miner --planner`: the flag wins, the options apply
-    try:
-        settings = build_settings(MinerSettings, config_file=config, overrides=[*(sets or ()), named])
+    try:  # as `dagnet miner --planner`: the flag wins, the options apply
+        settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags={"planner.name": planner})
         pool = _drawn(secret, tempos or [0], drawn, family or ())
         families = select_families(family or (), task_type, [f for _, f in pool])
     except (InputError, KeyError) as exc:

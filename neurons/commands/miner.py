@@ -44,7 +44,7 @@ def miner(
     planner: Annotated[
         Optional[str],
         typer.Option(
-            "--planner", "--strategy",
+            "--planner",
             help="Planner: good | naive | invalid | precompute, an installed dagnet.planners entry point, or "
             "package.module:attr (docs/planner.md); its options are [planner.options].  [default: good]",
         ),

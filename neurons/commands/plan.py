@@ -78,9 +78,8 @@ def plan_make(
     task: Path = typer.Argument(..., metavar="TASK", help="A task, or a task set with --task-id."),
     task_id: Optional[str] = TaskIdOpt,
     planner: str = typer.Option(
-        "good", "--planner", "--strategy",
-        help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr "
-        "(--strategy is the old name, kept as an alias).",
+        "good", "--planner",
+        help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr.",
     ),
     tier: HintTier = TierOpt,
 ) -> None:
@@ -89,13 +88,13 @@ def plan_make(
     The planner runs as the miner runs it (its planning deadline, a bare plan or a
     proposal accepted); --tier sends the package at that hint tier, as validators do.
     """
-    from planners import PlannerFailure, answer_for, load_planner, run_planner
+    from planners import PlannerFailure, PlannerLoadError, answer_for, load_planner, run_planner
 
     try:
         loaded = at_tier(load_task(task, task_id), tier)
         package = loaded.package()
         answer = answer_for(asyncio.run(run_planner(load_planner(planner), package)), package, miner_uid=0)
-    except (InputError, KeyError) as exc:
+    except (InputError, KeyError, PlannerLoadError) as exc:
         fail(str(exc).strip("'\""))
     except PlannerFailure as exc:
         fail(f"planner {planner!r}: {exc}")

@@ -14,13 +14,12 @@ from sandbox import SandboxLimits
 from . import agent, code, data_transform, rag
 from .base import Quality
 
-__all__ = ["Quality", "output_quality", "TASK_TYPES"]
+__all__ = ["Quality", "output_quality"]
 
 _TEXT_SCORERS: dict[str, Callable[[Mapping[str, Any], object], Quality]] = {
     "rag": rag.score,
     "data_transform": data_transform.score,
 }
-TASK_TYPES = frozenset({*_TEXT_SCORERS, "agent", "code"})
 
 
 def output_quality(
