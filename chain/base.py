@@ -43,6 +43,8 @@ class Hyperparameters:
     """The largest share one uid may get, in [0, 1]."""
     min_allowed_weights: int
     commit_reveal_enabled: bool
+    weights_version: int = 0
+    """The least ``version_key`` the chain accepts weights with (``WeightsVersionKey``)."""
 
 
 @dataclass(frozen=True, slots=True)

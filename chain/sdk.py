@@ -138,9 +138,9 @@ class SdkChain:
             at = await self.client.block()
             st = bt.storage.SubtensorModule
             names = (st.Tempo, st.WeightsSetRateLimit, st.ImmunityPeriod, st.MaxWeightsLimit,
-                     st.MinAllowedWeights, st.CommitRevealWeightsEnabled)
+                     st.MinAllowedWeights, st.CommitRevealWeightsEnabled, st.WeightsVersionKey)
             values = await asyncio.gather(*(self.client.query(n, [self.netuid], block=at) for n in names))
-            tempo, rate, immunity, max_weight, min_weights, commit_reveal = values
+            tempo, rate, immunity, max_weight, min_weights, commit_reveal, weights_version = values
             return Hyperparameters(
                 tempo=int(tempo or 0),
                 weights_rate_limit=int(rate or 0),
@@ -148,6 +148,7 @@ class SdkChain:
                 max_weight_limit=int(U16_MAX if max_weight is None else max_weight) / U16_MAX,
                 min_allowed_weights=int(min_weights or 0),
                 commit_reveal_enabled=bool(commit_reveal),
+                weights_version=int(weights_version or 0),
             )
 
         return await self._attempt("read the hyperparameters", read)

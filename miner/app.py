@@ -29,6 +29,7 @@ from bittensor.http_auth import NonceStore
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
+from protocol.version import package_version
 from protocol.routes import FEEDBACK_PATH, HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
 
 from .asgi import Guarded
@@ -36,7 +37,7 @@ from .auth import BtAuthMiddleware, SignedHeadersGate
 from .blacklist import Blacklist, BlacklistMiddleware
 from .config import MinerSettings
 from .feedback import FeedbackInbox, FeedbackStore
-from .handlers import MinerEndpoints, dagnet_version, internal_error
+from .handlers import MinerEndpoints, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics, RequestMetricsMiddleware
@@ -102,7 +103,7 @@ def create_app(
     )
     app = FastAPI(
         title="dagnet miner",
-        version=dagnet_version(),
+        version=package_version(),
         openapi_url=None,
         docs_url=None,
         redoc_url=None,

@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 from dataclasses import replace
-from importlib import metadata
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +24,7 @@ from protocol.feedback import StepFeedback
 from protocol.output import NodeOutput
 from protocol.routes import error_body
 from protocol.runner import ERROR_MAX_CHARS, NodeCall, NodeResult
+from protocol.version import package_version
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
 
 from .asgi import BODY, caller_hotkey
@@ -58,13 +58,6 @@ PLANNER_FAILURES = {
 ``reason`` the miner answers with; the message is the failure's own."""
 
 
-def dagnet_version() -> str:
-    try:
-        return metadata.version("dagnet")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 class MinerEndpoints:
     """The route handlers and what they share: this miner's identity,
     its metagraph, its planner and its tool runner."""
@@ -91,7 +84,7 @@ class MinerEndpoints:
         self.runner = runner
         self.menu = menu
         self.metrics = metrics
-        self.version = dagnet_version()
+        self.version = package_version()
 
     @logged_query
     async def workflow(self, request: Request) -> Response:

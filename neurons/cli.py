@@ -19,8 +19,6 @@ Stable: scripts depend on the flags, output and exit codes (docs/cli.md).
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import typer
 
 from neurons.commands import bench, chain, eval, localnet, miner, plan, run, score, subnet, tasks, validator, wallet
@@ -29,16 +27,12 @@ from neurons.commands.common import OneLineErrors
 COMMANDS = (plan, run, score, tasks, eval, miner, validator, localnet, chain, wallet, subnet, bench)
 
 
-def _version() -> str:
-    try:
-        return version("dagnet")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
-
-
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(f"dagnet {_version()}")
+        from protocol.synapse import SCORING_VERSION
+        from protocol.version import package_version
+
+        typer.echo(f"dagnet {package_version()} (scoring version {SCORING_VERSION})")
         raise typer.Exit()
 
 
@@ -53,7 +47,7 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
-    _: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    _: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version and the scoring version, and exit."),
 ) -> None:
     """dagnet: workflow-orchestration subnet tools."""
 

@@ -8,7 +8,9 @@ unreachable it keeps the last snapshot — the miner goes on serving on it — a
 tries again with a backoff that doubles up to :data:`MAX_BACKOFF_S`, warning once a
 minute with the endpoint and the cause (:class:`chain.network.OutageWarner`). A
 metagraph the chain refuses (no such subnet) or one of another netuid is never
-taken: the miner stays not ready, says why on ``/health``, and logs it once.
+taken: the miner stays not ready, says why on ``/health``, and logs it once. Every
+:data:`VERSION_EVERY_BLOCKS` it reads the subnet's ``weights_version`` too and warns when the
+chain expects a newer dagnet (:func:`protocol.version.upgrade_needed`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from chain.base import Chain, ChainError
 from chain.network import OutageWarner
 from miner.metagraph import StaticMetagraph, netuid_mismatch
 from protocol.metagraph import Axon
+from protocol.version import upgrade_needed
 
 log = logging.getLogger("dagnet.miner.chain")
 MAX_BACKOFF_S = 30.0
+VERSION_EVERY_BLOCKS = 100
+"""Blocks between two reads of the chain's ``weights_version`` (subnet owners change it rarely)."""
 
 
 def next_pause(pause: float, poll_s: float, *, answered: bool) -> float:
@@ -52,6 +57,8 @@ class MetagraphFollower:
         self._said_unregistered = False
         self._refused: str | None = None
         self._outage = OutageWarner(log)
+        self._version_block: int | None = None
+        self._upgrade: str | None = None
 
     def start(self) -> threading.Thread:
         """Follow on a daemon thread with its own event loop (the app's loop is uvicorn's)."""
@@ -97,6 +104,8 @@ class MetagraphFollower:
         self.target.update(snapshot)
         self._refused = None
         self._synced_block = snapshot.block
+        if self._version_block is None or snapshot.block >= self._version_block + VERSION_EVERY_BLOCKS:
+            await self._check_version(chain, snapshot.block)
         me = snapshot.by_hotkey(chain.hotkey)
         if me is None:
             if not self._said_unregistered:
@@ -112,3 +121,16 @@ class MetagraphFollower:
         if self.axon is not None and me.axon != self.axon:
             await chain.serve_axon(self.axon.host, self.axon.port)
             log.info("axon served: %s on uid %d", self.axon.url, me.uid)
+
+    async def _check_version(self, chain: Chain, block: int) -> None:
+        """Warn once per change when the chain expects a newer ``version_key`` than this code's.
+        A read that fails is tried again at the next sync; it never makes the miner not ready."""
+        try:
+            upgrade = upgrade_needed((await chain.hyperparameters()).weights_version)
+        except ChainError as exc:
+            log.debug("cannot read the chain's weights_version: %s", exc)
+            return
+        self._version_block = block
+        if upgrade is not None and upgrade != self._upgrade:
+            log.warning("%s", upgrade)
+        self._upgrade = upgrade

@@ -33,7 +33,9 @@ from neurons.keys import open_wallet
 from neurons.localrun import load_task_source
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.runner import NodeRunner
+from protocol.synapse import SCORING_VERSION
 from protocol.task import Task
+from protocol.version import package_version, version_fields
 from subnets.llm import LLMConfig
 from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_for
@@ -194,7 +196,11 @@ def health_app(
             "reasons": [reason.message for reason in verdict.reasons],
             "hotkey": loop.hotkey,
             "netuid": loop.chain.netuid,
+            "version": package_version(),
+            "scoring_version": SCORING_VERSION,
             "version_key": loop.config.version_key,
+            "chain_weights_version": None if loop.hyperparameters is None else loop.hyperparameters.weights_version,
+            "upgrade": loop.view.upgrade,
             "last_step_block": state.last_step_block(),
             "last_weights_block": state.last_weights_block(),
             "steps_settled": state.steps_settled(),
@@ -280,7 +286,7 @@ async def run_validator(
             async with _serving(health_app(loop, metrics, sandbox_check), sock) as url:
                 _announce(
                     f"dagnet validator listening on {url} hotkey={loop.hotkey} netuid={chain.netuid} "
-                    f"state={config.state} resumed_at_block={state.last_step_block()}"
+                    f"state={config.state} resumed_at_block={state.last_step_block()} {version_fields()}"
                 )
                 await loop.run(stop)
     finally:

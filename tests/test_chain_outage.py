@@ -8,6 +8,7 @@ import logging
 import bittensor as bt
 import pytest
 
+from chain.base import Hyperparameters
 from chain.network import ChainUnreachable, Network, OutageWarner
 from chain.sdk import SdkChain
 from miner.metagraph import StaticMetagraph
@@ -81,6 +82,10 @@ class _Up(_Down):
 
     async def metagraph(self, block=None) -> MetagraphSnapshot:
         return MetagraphSnapshot(netuid=1, block=10, neurons=())
+
+    async def hyperparameters(self) -> Hyperparameters:
+        return Hyperparameters(tempo=10, weights_rate_limit=1, immunity_period=0, max_weight_limit=1.0,
+                               min_allowed_weights=0, commit_reveal_enabled=False)
 
 
 async def test_the_follower_warns_once_for_many_failed_polls_then_recovers(caplog):

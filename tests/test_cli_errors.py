@@ -184,5 +184,10 @@ def test_neuron_module_refuses_an_unknown_flag_in_one_line(tmp_path: Path, modul
 
 
 def test_version() -> None:
+    from importlib.metadata import version
+
+    from protocol.synapse import SCORING_VERSION
+
     result = CliRunner().invoke(app, ["--version"])
-    assert result.exit_code == 0 and result.stdout.startswith("dagnet ")
+    assert result.exit_code == 0
+    assert result.stdout == f"dagnet {version('dagnet')} (scoring version {SCORING_VERSION})\n"

@@ -77,7 +77,7 @@ def test_a_weight_set_exports_where_it_sent_the_emission(tmp_path: Path, better_
     state = ValidatorState(tmp_path / "validator.sqlite")
     try:
         _settled(state, uids, better_by=better_by)
-        view = ChainView(chain, metrics)
+        view = ChainView(chain, metrics, version_key=1)
         setter = WeightSetter(view, state, metrics, version_key=1, warmup_full_at=1)
 
         async def set_once() -> bool:
@@ -97,7 +97,7 @@ def test_a_restarted_validator_exports_where_its_last_weights_sent_the_emission(
     try:
         state.weights_accepted(20, {0: 0.95, uids["copy"]: 0.05}, Payout.BURN, burn_uid=0)
         metrics = ValidatorMetrics()
-        WeightSetter(ChainView(chain, metrics), state, metrics, version_key=1, warmup_full_at=1)
+        WeightSetter(ChainView(chain, metrics, version_key=1), state, metrics, version_key=1, warmup_full_at=1)
     finally:
         state.close()
     assert _sample(metrics, "dagnet_validator_payout", kind=Payout.BURN) == 1.0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chain.base import Hyperparameters
 from miner.metagraph import FileMetagraph, StaticMetagraph, snapshot_to_dict
 from miner.readiness import readiness
 from neurons.follow import MetagraphFollower
@@ -73,6 +74,10 @@ class _ChainOf:
 
     async def metagraph(self, block=None):
         return self._snapshot
+
+    async def hyperparameters(self) -> Hyperparameters:
+        return Hyperparameters(tempo=10, weights_rate_limit=1, immunity_period=0, max_weight_limit=1.0,
+                               min_allowed_weights=0, commit_reveal_enabled=False)
 
 
 async def test_a_followed_chain_whose_metagraph_is_of_another_subnet_is_refused(caplog) -> None:

@@ -12,6 +12,7 @@ import logging
 from chain.base import Chain, Hyperparameters
 from chain.network import ChainUnreachable, OutageWarner
 from protocol.metagraph import MetagraphSnapshot
+from protocol.version import upgrade_needed
 
 from .lifecycle import InfrastructureFailure
 from .prometheus import ValidatorMetrics
@@ -20,9 +21,12 @@ log = logging.getLogger(__name__)
 
 
 class ChainView:
-    def __init__(self, chain: Chain, metrics: ValidatorMetrics) -> None:
+    def __init__(self, chain: Chain, metrics: ValidatorMetrics, *, version_key: int) -> None:
         self.chain = chain
         self.metrics = metrics
+        self.version_key = version_key
+        self.upgrade: str | None = None
+        """Why this code is older than the chain expects (``None``: it is not), for ``/health``."""
         self.snapshot: MetagraphSnapshot | None = None
         """The last metagraph read, or ``None`` before the first read."""
         self.hyperparameters: Hyperparameters | None = None
@@ -85,7 +89,21 @@ class ChainView:
             self.error("hyperparameters", exc)
         else:
             self.metrics.tempo.set(self.hyperparameters.tempo)
+            self._note_version(self.hyperparameters.weights_version)
         return self.hyperparameters
+
+    def _note_version(self, chain_weights_version: int) -> None:
+        """Warn when the chain expects a newer ``version_key`` than this code's: it refuses
+        this validator's weights until the operator upgrades. Said again whenever the
+        chain's value changes, not at every read."""
+        self.metrics.chain_weights_version.set(chain_weights_version)
+        upgrade = upgrade_needed(chain_weights_version, self.version_key)
+        self.metrics.upgrade_needed.set(upgrade is not None)
+        if upgrade is not None and upgrade != self.upgrade:
+            log.warning("%s", upgrade)
+        elif upgrade is None and self.upgrade is not None:
+            log.info("the chain's weights_version is %s: this code is current again", chain_weights_version)
+        self.upgrade = upgrade
 
     async def owner_hotkey(self) -> str | None:
         """The subnet owner's hotkey read now, or the last one read when the chain cannot answer."""

@@ -88,7 +88,7 @@ class ValidatorLoop:
         self.metrics = metrics or ValidatorMetrics()
         self.metrics.version_key.set(config.version_key)
         self.metrics.last_weights_block.set(state.last_weights_block() or 0)
-        self.view = ChainView(chain, self.metrics)
+        self.view = ChainView(chain, self.metrics, version_key=config.version_key)
         self.steps = StepLog(self.metrics)
         self.stepper = Stepper(
             self.view, state, client, source, providers, owned_runner=owned_runner, reference=reference,

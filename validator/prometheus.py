@@ -115,6 +115,14 @@ class ValidatorMetrics:
             "dagnet_validator_sandbox_runs_total", "Sandboxed judgements of code outputs, by outcome.", ["outcome"], registry=r
         )
         self.version_key = Gauge("dagnet_validator_version_key", "The scoring version published with weights.", registry=r)
+        self.chain_weights_version = Gauge(
+            "dagnet_validator_chain_weights_version",
+            "The least version_key the chain accepts weights with (the subnet's weights_version).", registry=r,
+        )
+        self.upgrade_needed = Gauge(
+            "dagnet_validator_upgrade_needed",
+            "1 while the chain's weights_version is above this validator's version_key: upgrade dagnet.", registry=r,
+        )
         self.degraded = Gauge(
             "dagnet_validator_degraded", "1 while the validator is degraded for this reason (see /health), else 0.",
             ["reason"], registry=r,
