@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from subnets.registry import default_registry
 from neurons.keys import open_wallet
 from neurons.listen import bind
 from protocol.metagraph import Axon
+from protocol.version import version_fields
 
 log = logging.getLogger("dagnet.miner")
 
@@ -166,6 +168,7 @@ def serve_miner(config: MinerProcessConfig) -> None:
     works and clients may connect as soon as the chosen address is printed
     (``dagnet miner listening on http://HOST:PORT`` on stderr).
     """
+    signal.signal(signal.SIGTERM, _stopped)
     settings = config.settings
     hotkey = config.check()  # fail on a bad key or planner before binding
     uv_config = guarded_config(
@@ -192,7 +195,7 @@ def serve_miner(config: MinerProcessConfig) -> None:
         config = config.model_copy(update={"advertised_port": port})
         uv_config.app = functools.partial(build_miner_app, config)
     source = f"network={config.network or config.chain_endpoint}" if config.on_chain else f"metagraph={config.metagraph_file}"
-    _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source}")
+    _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source} {version_fields()}")
     if not config.on_chain:  # a chain-fed metagraph syncs in the workers; /health reports it there
         _report_readiness(config.metagraph(), hotkey)
     if not config.auth_enabled:
@@ -201,6 +204,13 @@ def serve_miner(config: MinerProcessConfig) -> None:
         uvicorn.supervisors.Multiprocess(uv_config, sockets=[sock]).run()
     else:
         uvicorn.Server(uv_config).run(sockets=[sock])
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """SIGTERM outside uvicorn's own handler: before it serves, or re-raised by uvicorn once
+    its graceful shutdown is done. Either way a stop that was asked for: exit 0, as a
+    supervisor (systemd, pm2) expects of a service it stopped (docs/operating.md)."""
+    raise SystemExit(0)
 
 
 def _report_readiness(metagraph: MetagraphSource, hotkey: str) -> None:
