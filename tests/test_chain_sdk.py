@@ -51,7 +51,7 @@ async def test_metagraph_fields_come_from_the_sdk_metagraph(node):
     assert v.axon is None
     assert v.registered_block <= m.registered_block <= snapshot.block
     hyper = await miner.hyperparameters()
-    assert (hyper.tempo, hyper.weights_rate_limit, hyper.commit_reveal_enabled) == (5, 3, False)
+    assert (hyper.tempo, hyper.weights_rate_limit, hyper.commit_reveal_enabled, hyper.weights_version) == (5, 3, False, 0)
     await _next_epoch(miner)
     assert (await miner.metagraph()).by_hotkey(validator.hotkey).validator_permit
 
