@@ -2,14 +2,19 @@
 
 ``POST /Feedback`` (:meth:`~miner.handlers.MinerEndpoints.feedback`) keeps each
 accepted :class:`~protocol.feedback.StepFeedback` here before handing it to the
-planner, and at start-up the app replays the store, oldest first, into the planner's
+planner, and at start-up the app replays the store, in arrival order, into the planner's
 ``observe``: what a planner learned survives a restart.
 
-The store is bounded: the :attr:`FeedbackStore.keep_per_validator` most recent
-messages of each validator (one per validator and block: a message sent again
-replaces the first), and at most :attr:`FeedbackStore.max_bytes` of messages in
-all (the oldest go first). Rows are kept per miner hotkey, so a file shared by
-two hotkeys never replays one's feedback into the other.
+The store keeps each validator's messages apart and bounds each on its own: the
+:attr:`FeedbackStore.keep_per_validator` most recent messages of a validator, in the
+order they arrived, within :attr:`FeedbackStore.max_validator_bytes` (one per validator
+and block: a message sent again replaces the first). A validator's message only ever
+evicts that validator's older ones, so no validator can wipe what another told this
+miner. A message whose block is past this miner's view of the chain by more than
+:data:`BLOCK_SLACK` is refused before it reaches the store (:func:`block_refusal`).
+Rows are kept per miner hotkey, so a file shared by two hotkeys never replays one's
+feedback into the other. The file is 0600 in a 0700 directory
+(:func:`storage.make_private`).
 """
 
 from __future__ import annotations
@@ -33,57 +38,69 @@ from planners.base import Planner, observe
 log = logging.getLogger("dagnet.miner")
 
 KEEP_PER_VALIDATOR = 256
-"""Messages kept per validator (the most recent by block)."""
-MAX_STORE_BYTES = 64 * 1024 * 1024
-"""Message bytes kept in all; past it the oldest messages are dropped."""
+"""Messages kept per validator (the most recent to arrive)."""
+MAX_VALIDATOR_BYTES = 2 * 1024 * 1024
+"""Message bytes kept per validator (its share of the store); past it that validator's
+oldest messages are dropped. The store holds at most this times the validators that may
+send feedback (a validator permit: 64 on a subnet by default, so 128 MiB)."""
+BLOCK_SLACK = 50
+"""How far past the block of this miner's metagraph a message's block may be (10 minutes
+of 12 s blocks: the miner re-reads the metagraph every 5 blocks by default)."""
 MAX_WAITING = 64
 """Messages taken but not yet handed to the planner (a slow ``observe``); past it, 503 ``busy``."""
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS feedback ("
-    " miner_hotkey TEXT NOT NULL, validator TEXT NOT NULL, block INTEGER NOT NULL, body TEXT NOT NULL,"
-    " PRIMARY KEY (miner_hotkey, validator, block))",
-    "CREATE INDEX IF NOT EXISTS feedback_by_block ON feedback (miner_hotkey, block)",
+    (
+        "CREATE TABLE IF NOT EXISTS feedback ("
+        " miner_hotkey TEXT NOT NULL, validator TEXT NOT NULL, block INTEGER NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (miner_hotkey, validator, block))"
+    ),
+    "DROP INDEX IF EXISTS feedback_by_block",  # eviction was by block before it was by arrival
 )
 _INSERT = "INSERT OR REPLACE INTO feedback (miner_hotkey, validator, block, body) VALUES (?, ?, ?, ?)"
+# A row's rowid is its arrival order: a new row's is above every row's in the table.
 _TRIM_VALIDATOR = (
-    "DELETE FROM feedback WHERE miner_hotkey = ? AND validator = ? AND block <"
-    " (SELECT block FROM feedback WHERE miner_hotkey = ? AND validator = ? ORDER BY block DESC LIMIT 1 OFFSET ?)"
+    "DELETE FROM feedback WHERE rowid IN (SELECT rowid FROM ("
+    " SELECT rowid, SUM(LENGTH(CAST(body AS BLOB))) OVER newest AS kept, ROW_NUMBER() OVER newest AS n"
+    " FROM feedback WHERE miner_hotkey = ? AND validator = ? WINDOW newest AS (ORDER BY rowid DESC))"
+    " WHERE kept > ? OR n > ?)"
 )
-_OLDEST_OVER = (
-    "SELECT block FROM (SELECT block, SUM(LENGTH(body)) OVER (ORDER BY block DESC, validator) AS kept"
-    " FROM feedback WHERE miner_hotkey = ?) WHERE kept > ? ORDER BY block DESC LIMIT 1"
-)
-_REPLAY = "SELECT body FROM feedback WHERE miner_hotkey = ? ORDER BY block, validator"
+_REPLAY = "SELECT body FROM feedback WHERE miner_hotkey = ? ORDER BY rowid"
 
+
+def block_refusal(block: int, chain_block: int) -> str | None:
+    """Why a message about ``block`` is refused when this miner's chain is at
+    ``chain_block``: it is more than :data:`BLOCK_SLACK` blocks ahead. ``None`` when taken."""
+    if block <= chain_block + BLOCK_SLACK:
+        return None
+    return (f"feedback for block {block}, but this miner's chain is at block {chain_block}"
+            f" (at most {BLOCK_SLACK} blocks ahead are taken)")
 
 class FeedbackStore:
     """Feedback for the miner ``hotkey`` in a SQLite file (WAL), safe across threads
     and worker processes. The file is created by the first :meth:`add`."""
 
     def __init__(
-        self, path: Path, hotkey: str, *, keep_per_validator: int = KEEP_PER_VALIDATOR, max_bytes: int = MAX_STORE_BYTES
+        self, path: Path, hotkey: str, *, keep_per_validator: int = KEEP_PER_VALIDATOR,
+        max_validator_bytes: int = MAX_VALIDATOR_BYTES,
     ) -> None:
         self.path = Path(path)
         self.hotkey = hotkey
         self.keep_per_validator = keep_per_validator
-        self.max_bytes = max_bytes
+        self.max_validator_bytes = max_validator_bytes
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
     def add(self, feedback: StepFeedback) -> None:
-        """Keep ``feedback``, then drop what is past the bounds."""
+        """Keep ``feedback``, then drop its validator's oldest messages past that validator's bounds."""
         validator = feedback.validator_hotkey
         with self._lock:
             conn = self._connection()
             conn.execute(_INSERT, (self.hotkey, validator, feedback.block, feedback.model_dump_json()))
-            conn.execute(_TRIM_VALIDATOR, (self.hotkey, validator, self.hotkey, validator, self.keep_per_validator - 1))
-            over = conn.execute(_OLDEST_OVER, (self.hotkey, self.max_bytes)).fetchone()
-            if over is not None:
-                conn.execute("DELETE FROM feedback WHERE miner_hotkey = ? AND block <= ?", (self.hotkey, over[0]))
+            conn.execute(_TRIM_VALIDATOR, (self.hotkey, validator, self.max_validator_bytes, self.keep_per_validator))
 
     def replay(self) -> Iterator[StepFeedback]:
-        """Every kept message for this hotkey, oldest block first; none when there is no file yet.
+        """Every kept message for this hotkey, in the order they arrived; none when there is no file yet.
         A row that no longer reads as a :class:`StepFeedback` is skipped."""
         if not self.path.exists():
             return
@@ -111,7 +128,7 @@ class FeedbackStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = open_shared(self.path, _SCHEMA)
+            self._conn = open_shared(self.path, _SCHEMA, private=True)
         return self._conn
 
 
@@ -133,7 +150,7 @@ class FeedbackInbox:
         self._worker: threading.Thread | None = None
 
     def replay(self) -> int:
-        """Hand every stored message to the planner, oldest first; how many there were."""
+        """Hand every stored message to the planner in the order they arrived; how many there were."""
         if self.store is None:
             return 0
         count = 0

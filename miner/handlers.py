@@ -28,7 +28,7 @@ from protocol.version import package_version
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
 
 from .asgi import BODY, caller_hotkey
-from .feedback import FeedbackInbox
+from .feedback import FeedbackInbox, block_refusal
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
 from planners.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
@@ -177,6 +177,9 @@ class MinerEndpoints:
         mismatch = _not_ours(message, caller_hotkey(request.scope), self.hotkey, None if neuron is None else neuron.uid)
         if mismatch is not None:
             return _error(403, "not_yours", mismatch)
+        ahead = block_refusal(message.block, snapshot.block)  # type: ignore[union-attr]  # a uid means a snapshot
+        if ahead is not None:
+            return _error(422, "block_ahead", ahead)
         taken = self.inbox.submit(message)
         if taken is None:
             return _error(503, "busy", "the planner has not caught up with the feedback already sent")

@@ -291,9 +291,15 @@ async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[
     for index, miner in enumerate(miners):
         processes.start(_miner_name(miner),
                         ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--planner", miner.strategy,
-                         "--set", f"feedback_db={state.parent / f'miner-{miner.uid}-feedback.sqlite'}", *common])
+                         "--set", f"feedback_db={_feedback_db(state, miner)}", *common])
     for miner in miners:
         miner.url = await processes.url_of(_miner_name(miner))
+
+
+def _feedback_db(state: Path, miner: MinerInfo) -> Path:
+    """A miner's feedback store, in a folder of its own: the store closes its folder to
+    others (0700), which the run folder, holding every process's log, is not."""
+    return state.parent / f"miner-{miner.uid}-feedback" / "feedback.sqlite"
 
 
 async def _watch(

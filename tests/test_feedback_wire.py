@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import stat
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,9 +21,9 @@ from support.tasks import SomeFamilies
 
 from miner.asgi import send_error
 from miner.config import MinerSettings
-from miner.feedback import FeedbackInbox, FeedbackStore
+from miner.feedback import BLOCK_SLACK, FeedbackInbox, FeedbackStore
 from planners import load_planner
-from protocol.feedback import StepFeedback
+from protocol.feedback import MAX_REASON_CHARS, AttemptFeedback, NodeFeedback, StepFeedback
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.routes import FEEDBACK_PATH
 from scoring.composite import invalid_score
@@ -147,7 +148,7 @@ async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: P
     restarted = Recording()
     async with running_miner(settings=_settings(tmp_path), planner=restarted):
         pass
-    assert restarted.seen == sorted(messages, key=lambda m: m.block)  # oldest first
+    assert restarted.seen == messages  # in the order they arrived, whatever blocks they name
 
 
 def test_dagnet_miner_keeps_feedback_under_its_home_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,10 +173,105 @@ def test_the_store_keeps_the_most_recent_per_validator_and_only_its_own_hotkeys(
     mine = [(m.validator_hotkey, m.block) for m in store.replay()]
     assert sorted(mine) == sorted((v, b) for v in (VALIDATOR.ss58_address, "5Other") for b in (3, 4, 5))
     assert list(FeedbackStore(path, "5SomeoneElse").replay()) == []
-    small = FeedbackStore(tmp_path / "small.sqlite", MINER.ss58_address, max_bytes=len(_body(_message())) * 2)
+    small = FeedbackStore(tmp_path / "small.sqlite", MINER.ss58_address, max_validator_bytes=len(_body(_message())) * 2)
     for block in range(1, 6):
         small.add(_message(block=block))
-    assert [m.block for m in small.replay()] == [4, 5]
+        small.add(_message(block=block, validator="5Other"))
+    assert [(m.validator_hotkey, m.block) for m in small.replay()] == [
+        (VALIDATOR.ss58_address, 4), ("5Other", 4), (VALIDATOR.ss58_address, 5), ("5Other", 5)]
+
+
+# -- a hostile validator against the store (docs/hardening.md, "Feedback") ------------
+
+ATTACKER = dev_keypair("Charlie")
+HUGE_BYTES = 930 * 1024
+"""One attacking message, encoded: under the miner's 1 MiB body cap."""
+
+
+def _huge(block: int) -> StepFeedback:
+    """A message of about :data:`HUGE_BYTES` from the attacker, about block ``block``."""
+    attempts = [AttemptFeedback(started_s=0.0, latency_s=1.0, error="x" * MAX_REASON_CHARS)] * 6
+    node = NodeFeedback(node_id="n", subnet="sn1", action="search", status="failed", reason="y" * MAX_REASON_CHARS,
+                        cost_tao=0.0, attempts=attempts)
+    one = len(node.model_dump_json()) + 1
+    message = _message(block=block, validator=ATTACKER.ss58_address, nodes=[node] * (HUGE_BYTES // one))
+    assert HUGE_BYTES - one < len(_body(message)) < 1024 * 1024
+    return message
+
+
+def test_a_validator_flooding_the_store_evicts_only_its_own_rows(tmp_path: Path) -> None:
+    """72 messages of 930 KiB, each claiming a block past any other validator's, leave the
+    20 rows of another validator in place, in their order; the attacker keeps its share."""
+    store = FeedbackStore(tmp_path / "feedback.sqlite", MINER.ss58_address)
+    honest = [_message(block=block) for block in range(20, 40)]
+    for message in honest:
+        store.add(message)
+    for i in range(72):
+        store.add(_huge(10**15 + i))
+    kept = list(store.replay())
+    assert [m for m in kept if m.validator_hotkey == VALIDATOR.ss58_address] == honest
+    attackers = [m.block for m in kept if m.validator_hotkey == ATTACKER.ss58_address]
+    assert attackers == [10**15 + 70, 10**15 + 71]  # its most recent, within MAX_VALIDATOR_BYTES (2 MiB)
+
+
+async def test_feedback_for_a_block_far_past_the_miners_chain_is_refused(tmp_path: Path) -> None:
+    """The wipe attack through a served miner: the attacker's 72 huge messages claiming block
+    10**15+i are refused 422 ``block_ahead``; a restarted planner replays the honest validator's rows."""
+    snapshot = MetagraphBuilder(netuid=7, block=100).validator(VALIDATOR).miner(MINER).validator(ATTACKER).build()
+    honest = [_message(block=block) for block in range(80, 100)]
+    async with running_miner(settings=_settings(tmp_path), planner=Recording(), snapshot=snapshot) as miner:
+        for message in honest:
+            assert (await miner.post(FEEDBACK_PATH, _body(message))).status_code == 200
+        huge = _body(_huge(0))
+        refused = []
+        for i in range(72):
+            body = huge.replace(b'"block":0,', f'"block":{10**15 + i},'.encode(), 1)
+            refused.append(await miner.post(FEEDBACK_PATH, body, signer=ATTACKER))
+        edge = await miner.post(FEEDBACK_PATH, _body(_message(block=100 + BLOCK_SLACK, validator=ATTACKER.ss58_address)),
+                                signer=ATTACKER)
+        past = await miner.post(FEEDBACK_PATH, _body(_message(block=101 + BLOCK_SLACK, validator=ATTACKER.ss58_address)),
+                                signer=ATTACKER)
+    assert {r.status_code for r in refused} == {422} and edge.status_code == 200, edge.text
+    assert past.status_code == 422 and past.json() == {
+        "reason": "block_ahead",
+        "error": f"feedback for block {101 + BLOCK_SLACK}, but this miner's chain is at block 100"
+                 f" (at most {BLOCK_SLACK} blocks ahead are taken)"}
+    assert refused[0].json()["reason"] == "block_ahead"
+    restarted = Recording()
+    async with running_miner(settings=_settings(tmp_path), planner=restarted, snapshot=snapshot):
+        pass
+    assert [m for m in restarted.seen if m.validator_hotkey == VALIDATOR.ss58_address] == honest
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_store_is_0600_in_a_0700_directory_made_so_or_tightened(tmp_path: Path) -> None:
+    fresh = FeedbackStore(tmp_path / "new" / "deeper" / "feedback.sqlite", MINER.ss58_address)
+    fresh.add(_message())
+    assert [_mode(fresh.path.parent), _mode(fresh.path)] == [0o700, 0o600]
+    assert {_mode(p) for p in fresh.path.parent.iterdir()} == {0o600}  # -wal and -shm too
+    fresh.close()
+
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    (loose / "feedback.sqlite").touch(mode=0o644)
+    (loose / "feedback.sqlite").chmod(0o644)
+    store = FeedbackStore(loose / "feedback.sqlite", MINER.ss58_address)
+    assert len(store) == 0
+    assert [_mode(loose), _mode(loose / "feedback.sqlite")] == [0o700, 0o600]
+    store.close()
+
+    shared = tmp_path / "shared"  # a folder holding other files (a run folder) is not ours to close
+    shared.mkdir()
+    shared.chmod(0o755)
+    (shared / "validator.log").touch()
+    store = FeedbackStore(shared / "feedback.sqlite", MINER.ss58_address)
+    store.add(_message())
+    assert [_mode(shared), _mode(shared / "feedback.sqlite")] == [0o755, 0o600]
+    store.close()
 
 
 # -- the validator's side ------------------------------------------------------------
