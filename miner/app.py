@@ -88,6 +88,7 @@ def create_app(
         metagraph=metagraph,
         planning=PlannerWorkers(planner, size=settings.planner.workers),
         quota=PlanningQuota(
+            slots=settings.planner.workers,
             per_validator=settings.planner.per_validator,
             queue_per_validator=settings.planner.queue_per_validator,
             cpu_per_s=settings.planner.cpu_per_s,

@@ -4,27 +4,31 @@ Planning is the miner's costly work (CPU in its planning processes,
 :mod:`miner.workers`). So that one permitted validator cannot starve another,
 :class:`PlanningQuota` gives each caller hotkey
 
-- ``per_validator`` slots: that many of its queries plan at once, ``queue_per_validator``
-  more wait for a slot, and any beyond are refused at once (429 ``planner_busy``);
+- a share of the planning processes (:class:`~miner.fairshare.FairShare`):
+  ``per_validator`` of its queries plan at once, ``queue_per_validator`` more wait, and
+  any beyond are refused at once (429 ``planner_busy``); waiting validators are served in
+  turn, and the last free process is kept for a validator with nothing else running or
+  waiting;
 - a CPU allowance: a bucket of CPU seconds refilled at ``cpu_per_s`` up to
   ``cpu_burst_s``; each query is charged the CPU its planning process spent on it (the
   deadline when it was killed there). A query is admitted only while the bucket is
   above zero; else 429 ``planning_allowance`` with the seconds until it is.
 
-With more planning processes (``planner.workers``, default 2) than one validator's
-slots (``per_validator``, default 1), a validator that floods the miner always leaves
-a process free for the others. Callers reach this only after the blacklist, so the
-table holds at most the metagraph's hotkeys (without auth, every caller is one key).
+So one validator, or two, flooding the miner hold at most all processes but one, and
+a validator that sends one query at a time finds that one free. Callers reach this only
+after the blacklist, so the tables hold at most the metagraph's hotkeys (without auth,
+every caller is one key).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+
+from .fairshare import Busy, FairShare
 
 __all__ = ["PlanningQuota", "QuotaExceeded"]
 
@@ -40,26 +44,24 @@ class QuotaExceeded(Exception):
 
 @dataclass
 class _Caller:
-    slots: asyncio.Semaphore
     cpu_s: float
     refilled_at: float
-    waiting: int = 0
 
 
 class PlanningQuota:
-    """Per-hotkey planning slots and CPU allowance (see the module)."""
+    """Per-hotkey shares of ``slots`` planning processes and CPU allowance (see the module)."""
 
     def __init__(
         self,
         *,
+        slots: int,
         per_validator: int,
         queue_per_validator: int,
         cpu_per_s: float,
         cpu_burst_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._per_validator = per_validator
-        self._queue = queue_per_validator
+        self.share = FairShare(slots, per_validator=per_validator, queue_per_validator=queue_per_validator)
         self._rate = cpu_per_s
         self._burst = cpu_burst_s
         self._clock = clock
@@ -67,26 +69,18 @@ class PlanningQuota:
 
     @contextlib.asynccontextmanager
     async def admit(self, hotkey: str) -> AsyncIterator[Callable[[float], None]]:
-        """Hold one of ``hotkey``'s slots; yields ``charge(cpu_s)``. Raises :class:`QuotaExceeded`."""
+        """Hold a planning process for ``hotkey``'s query; yields ``charge(cpu_s)``. Raises :class:`QuotaExceeded`."""
         caller = self._caller(hotkey)
         self._check_allowance(caller)
-        if caller.slots.locked() and caller.waiting >= self._queue:
-            raise QuotaExceeded(
-                "planner_busy",
-                f"this validator already has {self._per_validator} planning quer"
-                f"{'y' if self._per_validator == 1 else 'ies'} running and {caller.waiting} waiting",
-                1.0,
-            )
-        caller.waiting += 1
         try:
-            await caller.slots.acquire()
-        finally:
-            caller.waiting -= 1
+            await self.share.acquire(hotkey)
+        except Busy as busy:
+            raise QuotaExceeded("planner_busy", str(busy), 1.0) from None
         try:
             self._check_allowance(caller)
             yield lambda cpu_s: self._charge(caller, cpu_s)
         finally:
-            caller.slots.release()
+            self.share.release(hotkey)
 
     def allowance(self, hotkey: str) -> float:
         """The CPU seconds ``hotkey`` has left (negative: in debt)."""
@@ -97,7 +91,7 @@ class PlanningQuota:
     def _caller(self, hotkey: str) -> _Caller:
         caller = self._callers.get(hotkey)
         if caller is None:
-            caller = self._callers[hotkey] = _Caller(asyncio.Semaphore(self._per_validator), self._burst, self._clock())
+            caller = self._callers[hotkey] = _Caller(self._burst, self._clock())
         return caller
 
     def _refill(self, caller: _Caller) -> None:

@@ -8,24 +8,29 @@ another validator's queries time out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from miner.config import MinerSettings
+from miner.fairshare import Busy, FairShare
 from miner.metagraph import snapshot_to_dict
 from miner.quota import PlanningQuota, QuotaExceeded
 from protocol.synapse import TaskPackage
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import running_miner
-from support.planners import DOOMED, BurnsCpu, SpinsOnDoomed
+from support.planners import DOOMED, SLOW, BurnsCpu, SpinsOnDoomed
+from support.polling import until
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = TaskPackage(
@@ -128,7 +133,7 @@ async def test_a_flooding_validator_does_not_starve_another() -> None:
 
 
 def test_quota_slots_are_per_validator() -> None:
-    quota = PlanningQuota(per_validator=1, queue_per_validator=0, cpu_per_s=1.0, cpu_burst_s=10.0)
+    quota = PlanningQuota(slots=4, per_validator=1, queue_per_validator=0, cpu_per_s=1.0, cpu_burst_s=10.0)
 
     async def scenario() -> None:
         async with quota.admit("alice"):
@@ -144,7 +149,8 @@ def test_quota_slots_are_per_validator() -> None:
 
 def test_quota_cpu_allowance_refills_with_time() -> None:
     now = [0.0]
-    quota = PlanningQuota(per_validator=1, queue_per_validator=0, cpu_per_s=0.5, cpu_burst_s=2.0, clock=lambda: now[0])
+    quota = PlanningQuota(slots=4, per_validator=1, queue_per_validator=0, cpu_per_s=0.5, cpu_burst_s=2.0,
+                          clock=lambda: now[0])
 
     async def admitted(hotkey: str, charge_s: float = 0.0) -> None:
         async with quota.admit(hotkey) as charge:
@@ -161,6 +167,148 @@ def test_quota_cpu_allowance_refills_with_time() -> None:
         assert quota.allowance("alice") == pytest.approx(0.25)
 
     asyncio.run(scenario())
+
+
+async def _waiter(share: FairShare, hotkey: str) -> asyncio.Task[None]:
+    """``hotkey``'s query waiting for a process (a task, so the test can see whether it got one)."""
+    task = asyncio.ensure_future(share.acquire(hotkey))
+    await asyncio.sleep(0)  # let it run up to its wait
+    return task
+
+
+async def test_two_flooding_validators_share_every_process_but_one() -> None:
+    share = FairShare(2, per_validator=1, queue_per_validator=2)
+    await share.acquire("alice")  # each floods: one query planning, two waiting
+    alice = [await _waiter(share, "alice") for _ in range(2)]
+    await share.acquire("bob")  # its first query found the last process (it was alone then)
+    bob = [await _waiter(share, "bob") for _ in range(2)]
+    share.release("alice")
+    share.release("bob")
+    await asyncio.sleep(0)
+    assert [t.done() for t in alice + bob] == [True, False, False, False]  # one of them, the other held back
+    assert share.free == 1
+    await share.acquire("charlie")  # a validator with one query finds the process kept free
+    assert share.free == 0
+    alice.append(await _waiter(share, "alice"))  # alice sends another, as a flood does
+    share.release("charlie")
+    share.release("alice")
+    await asyncio.sleep(0)
+    assert [t.done() for t in alice + bob] == [True, False, False, True, False]  # bob's turn, not alice's second
+    assert share.free == 1
+    for task in alice + bob:
+        task.cancel()
+
+
+async def test_a_validator_past_its_queue_is_refused_and_a_leaving_one_frees_its_place() -> None:
+    share = FairShare(1, per_validator=1, queue_per_validator=1)
+    await share.acquire("alice")
+    waiting = await _waiter(share, "alice")
+    with pytest.raises(Busy, match="already has 1 planning query running and 1 waiting"):
+        await share.acquire("alice")
+    bob = await _waiter(share, "bob")
+    waiting.cancel()  # alice's caller went away
+    await asyncio.sleep(0)
+    assert share.waiting("alice") == 0
+    share.release("alice")
+    await asyncio.sleep(0)
+    assert bob.done() and share.free == 0
+    share.release("bob")
+    assert share.free == 1 and share.waiting("bob") == 0
+
+
+async def test_with_one_process_every_validator_takes_its_turn() -> None:
+    share = FairShare(1, per_validator=1, queue_per_validator=3)
+    await share.acquire("alice")
+    order: list[str] = []
+
+    async def query(hotkey: str) -> None:
+        await share.acquire(hotkey)
+        order.append(hotkey)
+        share.release(hotkey)
+
+    tasks = [asyncio.ensure_future(query(h)) for h in ("alice", "alice", "alice", "bob", "charlie")]
+    await asyncio.sleep(0)
+    share.release("alice")
+    await asyncio.gather(*tasks)
+    assert order == ["alice", "bob", "charlie", "alice", "alice"]
+
+
+FLOOD_LOOPS = 3
+"""Queries each flooding validator keeps outstanding: its one planning and two waiting."""
+SAMPLES = 20
+
+
+@pytest.mark.e2e  # a real miner process; about 15 s
+async def test_two_flooding_validators_leave_a_third_its_quiet_latency(tmp_path: Path) -> None:
+    """//Alice and //Dave keep the miner busy with packages that take 2 s to plan; //Charlie's
+    queries (0.2 s to plan) keep their p50 within 2x of the p50 measured before the flood."""
+    alice, charlie, dave, bob = (dev_keypair(name) for name in ("Alice", "Charlie", "Dave", "Bob"))
+    snapshot = MetagraphBuilder(netuid=1).validator(alice).validator(charlie).validator(dave).miner(bob).build()
+    async with _served_miner(tmp_path, snapshot, "support.planners:SlowOnSlow") as url, \
+            httpx.AsyncClient(timeout=30) as client:
+
+        async def ask(signer, task_id: str) -> httpx.Response:
+            body = json.dumps(_package(task_id)).encode()
+            headers = signed_headers(signer, bob, "/WorkflowSynapse", body)
+            return await client.post(url + "/WorkflowSynapse", content=body, headers=headers)
+
+        async def latencies() -> list[float]:
+            taken = []
+            for i in range(SAMPLES):
+                started = time.perf_counter()
+                response = await ask(charlie, f"quick-{i}")
+                assert response.status_code == 200, response.text
+                taken.append(time.perf_counter() - started)
+            return sorted(taken)
+
+        answered: dict[str, list[httpx.Response]] = {"alice": [], "dave": []}
+
+        async def flood(name: str, signer) -> None:
+            for i in itertools.count():
+                response = await ask(signer, f"{SLOW}-{name}-{i}")
+                answered[name].append(response)
+                if response.status_code == 429:  # as a client that honours Retry-After
+                    await asyncio.sleep(float(response.headers["retry-after"]))
+
+        quiet = await latencies()
+        flooders = [asyncio.ensure_future(flood(name, signer))
+                    for name, signer in (("alice", alice), ("dave", dave)) for _ in range(FLOOD_LOOPS)]
+        try:
+            await until(lambda: all(any(r.status_code == 200 for r in got) for got in answered.values()),
+                        timeout_s=60)  # the flood is under way: each flooder has had a plan
+            flooded = await latencies()
+            still = [len(got) for got in answered.values()]
+        finally:
+            for task in flooders:
+                task.cancel()
+            await asyncio.gather(*flooders, return_exceptions=True)
+    figures = {"quiet_p50_ms": round(1e3 * quiet[SAMPLES // 2]), "flooded_p50_ms": round(1e3 * flooded[SAMPLES // 2]),
+               "flooders_answered": still,
+               "flood_statuses": sorted({(r.status_code, r.json().get("reason")) for got in answered.values() for r in got})}
+    print(f"\nplanning flood: {json.dumps(figures)}")
+    assert flooded[SAMPLES // 2] <= 2 * quiet[SAMPLES // 2], figures
+    assert {status for status, _ in figures["flood_statuses"]} <= {200, 429}, figures
+    assert all(reason == "planner_busy" for status, reason in figures["flood_statuses"] if status == 429), figures
+
+
+@contextlib.asynccontextmanager
+async def _served_miner(tmp_path: Path, snapshot, planner: str) -> AsyncIterator[str]:
+    """``dagnet miner`` (as //Bob) in a process of its own with ``planner``; yields its URL."""
+    metagraph = tmp_path / "mg.json"
+    metagraph.write_text(json.dumps(snapshot_to_dict(snapshot)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph),
+         "--port", "0", "--planner", planner, "--log-level", "warning",
+         "--set", f"feedback_db={tmp_path / 'feedback' / 'feedback.sqlite'}"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+    )
+    try:
+        line = proc.stderr.readline()
+        assert "listening on" in line, line
+        yield line.split("listening on ")[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 @pytest.mark.e2e

@@ -64,3 +64,22 @@ class Remembers(FakePlanner):
         proposal = super().plan(package)
         return type(proposal)(proposal.plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
                               proposal.confidence, self.note)
+
+
+SLOW = "slow"
+SLOW_PLAN_S = 2.0
+"""How long :class:`SlowOnSlow` takes over a task whose id starts with :data:`SLOW`."""
+PLAN_S = 0.2
+"""How long it takes over any other task."""
+
+
+class SlowOnSlow(FakePlanner):
+    """Takes :data:`SLOW_PLAN_S` (wall time) over a slow task and :data:`PLAN_S` over any
+    other, as a planner whose work is searching or calling out would: the time a planning
+    process is held, the same however loaded the machine is."""
+
+    name = "slow"
+
+    def plan(self, package: TaskPackage):
+        time.sleep(SLOW_PLAN_S if package.task_id.startswith(SLOW) else PLAN_S)
+        return super().plan(package)
