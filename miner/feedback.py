@@ -76,6 +76,7 @@ def block_refusal(block: int, chain_block: int) -> str | None:
     return (f"feedback for block {block}, but this miner's chain is at block {chain_block}"
             f" (at most {BLOCK_SLACK} blocks ahead are taken)")
 
+
 class FeedbackStore:
     """Feedback for the miner ``hotkey`` in a SQLite file (WAL), safe across threads
     and worker processes. The file is created by the first :meth:`add`."""

@@ -14,8 +14,9 @@ Planning is the miner's costly work (CPU in its planning processes,
   deadline when it was killed there). A query is admitted only while the bucket is
   above zero; else 429 ``planning_allowance`` with the seconds until it is.
 
-So one validator, or two, flooding the miner hold at most all processes but one, and
-a validator that sends one query at a time finds that one free. Callers reach this only
+So one validator, or two, flooding the miner (each with queries waiting behind its own)
+hold at most all processes but one, and a validator that sends one query at a time
+finds that one free. Callers reach this only
 after the blacklist, so the tables hold at most the metagraph's hotkeys (without auth,
 every caller is one key).
 """
