@@ -194,7 +194,7 @@ class FeedbackInbox:
             return False
         try:
             self.store.add(feedback)
-        except sqlite3.Error as exc:  # a full disk costs the history, not the planner its feedback
+        except (sqlite3.Error, OSError) as exc:  # a full disk costs the history, not the planner its feedback
             log.warning("feedback from %s not stored: %s", feedback.validator_hotkey, exc)
             return False
         return True

@@ -82,7 +82,9 @@ def make_private(path: Path) -> None:
     A directory made here is 0700. An existing one is tightened only when it holds
     nothing but this database's files (a folder it shares, such as ``/tmp`` or a run
     folder, is not ours to close): else a warning names it. The file, and its
-    ``-wal``/``-shm`` (which SQLite creates with the file's mode), become 0600.
+    ``-wal``/``-shm`` (which SQLite creates with the file's mode), become 0600. A mode
+    that cannot be changed (a file of another user, a file system without modes) is
+    logged and left: the database still opens.
     """
     directory = path.parent
     if not directory.exists():
@@ -90,12 +92,17 @@ def make_private(path: Path) -> None:
     owned = {path.name, *(path.name + side for side in _SIDE_FILES)}
     if stat.S_IMODE(directory.stat().st_mode) & 0o077:
         if set(os.listdir(directory)) <= owned:
-            directory.chmod(0o700)
+            _set_mode(directory, 0o700)
         else:
             log.warning("%s holds other files and is open to others: %s itself is kept 0600", directory, path.name)
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
     for name in sorted(owned):
-        try:
-            (directory / name).chmod(0o600)
-        except FileNotFoundError:
-            pass
+        if (directory / name).exists():
+            _set_mode(directory / name, 0o600)
+
+
+def _set_mode(path: Path, mode: int) -> None:
+    try:
+        path.chmod(mode)
+    except OSError as exc:
+        log.warning("cannot make %s %o: %s", path, mode, exc.strerror or exc)
