@@ -7,16 +7,14 @@ Planning is the miner's costly work (CPU in its planning processes,
 - a share of the planning processes (:class:`~miner.fairshare.FairShare`):
   ``per_validator`` of its queries plan at once, ``queue_per_validator`` more wait, and
   any beyond are refused at once (429 ``planner_busy``); waiting validators are served in
-  turn, and the last free process is kept for a validator with nothing else running or
-  waiting;
+  turn, and the last free process is kept for a validator that asks now and then;
 - a CPU allowance: a bucket of CPU seconds refilled at ``cpu_per_s`` up to
   ``cpu_burst_s``; each query is charged the CPU its planning process spent on it (the
   deadline when it was killed there). A query is admitted only while the bucket is
   above zero; else 429 ``planning_allowance`` with the seconds until it is.
 
-So one validator, or two, flooding the miner (each with queries waiting behind its own)
-hold at most all processes but one, and a validator that sends one query at a time
-finds that one free. Callers reach this only
+So one validator, or two, flooding the miner hold at most all processes but one, and a
+validator that asks now and then finds that one free. Callers reach this only
 after the blacklist, so the tables hold at most the metagraph's hotkeys (without auth,
 every caller is one key).
 """
