@@ -112,7 +112,7 @@ def _throughput_bench(*, requests: int, duration_s: float, concurrency: int, rep
     runs: dict[str, list[dict[str, Any]]] = {"signed": [], "unsigned": []}
     for _ in range(repeats):
         for mode, auth in (("signed", True), ("unsigned", False)):
-            apps = [{"uri": MINER_URI.format(0), "auth": auth, "strategy": "good"}]
+            apps = [{"uri": MINER_URI.format(0), "auth": auth, "planner": "good"}]
             with serve_miners([apps], snapshot, provider_subnets={}, max_concurrency=concurrency) as fleets:
                 spec = {
                     "url": fleets[0].urls[0], "server_pid": fleets[0].pid, "receiver": miner.ss58_address,
@@ -163,7 +163,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
     uris = [MINER_URI.format(i) for i in range(miners)]
     hotkeys = [Keypair.create_from_uri(uri).ss58_address for uri in uris]
     snapshot = _snapshot(validator.ss58_address, hotkeys)
-    groups = [[{"uri": uri, "auth": True, "strategy": "good"} for uri in uris[p::processes]] for p in range(processes)]
+    groups = [[{"uri": uri, "auth": True, "planner": "good"} for uri in uris[p::processes]] for p in range(processes)]
     concurrency = LoopConfig().exec_concurrency
     with serve_miners(groups, snapshot, provider_subnets={}, max_concurrency=256) as fleets, \
             ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="owned-execution") as pool:
@@ -362,12 +362,12 @@ def _serve_main(spec: dict[str, Any]) -> None:
     for app_spec in spec["apps"]:
         sock = socket.create_server(("127.0.0.1", 0), backlog=2048)
         settings = MinerSettings(
-            port=sock.getsockname()[1], strategy=app_spec["strategy"], provider_subnets=spec["provider_subnets"],
+            port=sock.getsockname()[1], planner={"name": app_spec["planner"]}, provider_subnets=spec["provider_subnets"],
             serve=EVERY_TOOL, rate_limit=RateLimit(per_second=1e9, burst=10**9), max_concurrency=spec["max_concurrency"],
         )
         app = create_app(
             settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,
-            registry=default_registry(), planner=load_planner(app_spec["strategy"]), auth_enabled=app_spec["auth"],
+            registry=default_registry(), planner=load_planner(app_spec["planner"]), auth_enabled=app_spec["auth"],
         )
         config = guarded_config(app, limits, log_level="warning", access_log=False, backlog=2048)
         sockets.append(sock)

@@ -42,7 +42,7 @@ MINER = Keypair.create_from_uri(MINER_URI.format(0))
 @contextlib.contextmanager
 def _miner() -> Iterator[tuple[str, int]]:
     snapshot = _snapshot(VALIDATOR.ss58_address, [MINER.ss58_address])
-    apps = [{"uri": MINER_URI.format(0), "auth": True, "strategy": "good"}]
+    apps = [{"uri": MINER_URI.format(0), "auth": True, "planner": "good"}]
     limits = {"head_timeout_s": HEAD_TIMEOUT_S, "body_timeout_s": BODY_TIMEOUT_S}
     with serve_miners([apps], snapshot, provider_subnets={}, max_concurrency=64,
                       server_limits=limits, open_files=OPEN_FILES) as fleets:
