@@ -5,14 +5,23 @@ access. See ``docs/sandbox.md`` for the isolation layers and what each protects.
 """
 
 from .models import SandboxLimits, SandboxResult, SandboxUnavailable
-from .run import PRIVATE_ISOLATION, isolation_available, run_python, run_python_async
+from .run import (
+    PRIVATE_ISOLATION,
+    RunStopped,
+    isolation_available,
+    run_python,
+    run_python_async,
+    stopping_at,
+)
 
 __all__ = [
     "PRIVATE_ISOLATION",
+    "RunStopped",
     "SandboxLimits",
     "SandboxResult",
     "SandboxUnavailable",
     "isolation_available",
     "run_python",
     "run_python_async",
+    "stopping_at",
 ]

@@ -7,6 +7,7 @@ run at ``wall_seconds`` and deletes the work dir afterwards, whatever happened.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
@@ -32,6 +34,24 @@ PRIVATE_ISOLATION = "bwrap"
 _CHUNK = 64 * 1024
 _KILL_GRACE_S = 2.0  # after the kill, how long the pipes may take to close
 _PROBE_LIMITS = SandboxLimits(cpu_seconds=5, wall_seconds=15)
+_STOP_AT: ContextVar[float | None] = ContextVar("sandbox_stop_at", default=None)
+
+
+class RunStopped(Exception):
+    """A run reached its caller's stop time (:func:`stopping_at`) before its own limits
+    ended it: it was killed, and there is no result to judge it by."""
+
+
+@contextmanager
+def stopping_at(when: float) -> Iterator[None]:
+    """Every run started in this context, also from the threads and tasks it hands its
+    context to, is killed at ``when`` (``time.monotonic()``) at the latest and raises
+    :class:`RunStopped` then; one started after ``when`` raises it at once."""
+    token = _STOP_AT.set(when)
+    try:
+        yield
+    finally:
+        _STOP_AT.reset(token)
 
 
 def run_python(
@@ -57,7 +77,7 @@ def run_sync(job: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(job)
     with ThreadPoolExecutor(max_workers=1) as pool:  # this thread's loop is busy: use a fresh one
-        return pool.submit(asyncio.run, job).result()
+        return pool.submit(contextvars.copy_context().run, asyncio.run, job).result()
 
 
 async def run_python_async(
@@ -116,13 +136,16 @@ async def _run(
     isolation: Isolation, files: dict[str, str], args: list[str], *, stdin: str, limits: SandboxLimits
 ) -> SandboxResult:
     uid = isolation.run_uid()
+    wall_s, stopped = _wall(limits)
     with _workdir(files, uid) as host_dir, run_group(limits) as group:
         started = time.monotonic()
         argv = _bounded(isolation, group, host_dir, list(args), limits, uid)
         out, err = _Capture(limits.max_output_bytes), _Capture(limits.max_output_bytes)
         returncode, timed_out = await _execute(
-            argv, host_dir, isolation.env(host_dir), stdin.encode("utf-8"), out, err, limits.wall_seconds, group
+            argv, host_dir, isolation.env(host_dir), stdin.encode("utf-8"), out, err, wall_s, group
         )
+        if timed_out and stopped:
+            raise RunStopped(f"stopped at its caller's stop time, after {time.monotonic() - started:.1f}s")
         return SandboxResult(
             returncode=returncode,
             stdout=out.text(),
@@ -133,6 +156,17 @@ async def _run(
             isolation=isolation.name,
             memory_peak_bytes=group.peak_bytes() if group else None,
         )
+
+
+def _wall(limits: SandboxLimits) -> tuple[float, bool]:
+    """The run's wall limit, and whether it is the caller's stop time rather than its own."""
+    stop_at = _STOP_AT.get()
+    if stop_at is None:
+        return limits.wall_seconds, False
+    left = stop_at - time.monotonic()
+    if left <= 0:
+        raise RunStopped("its caller's stop time had passed: not started")
+    return min(left, limits.wall_seconds), left < limits.wall_seconds
 
 
 def _bounded(
