@@ -8,6 +8,13 @@ tempo; an answer past it is not judged that tempo, and the miner's outcome for t
 is the failure :data:`NOT_JUDGED` (score 0, like any answer that could not be scored).
 An answer several miners sent is judged once and charged to each of them with allowance
 left; it is judged as long as one of them has some.
+
+Judging also shares the step's deadline with execution (:class:`JudgingTime`): each
+answer to judge reserves, as it starts, an equal share of the judging slots' time left
+before the deadline, and its sandboxed runs are stopped at the end of that share; an
+answer not judged by then is its miners' failure :data:`DEADLINE_NOT_JUDGED` (score 0,
+no verdict kept, so it can be judged in a later step within the allowance). So a step's
+judging costs at most its slots' time until the deadline, whatever its miners send.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Iterable
 JUDGINGS_PER_TEMPO = 16
 """Code answers judged per miner per tempo (an honest miner sends one per code step)."""
 NOT_JUDGED = "not judged: judging allowance for this tempo spent"
+DEADLINE_NOT_JUDGED = "step deadline: answer not judged within its share of the time left"
 
 
 class JudgingAllowance:
@@ -41,3 +49,39 @@ class JudgingAllowance:
         left = [uid for uid in uids if self._used[uid] < self.per_miner]
         self._used.update(left)
         return bool(left)
+
+
+class JudgingTime:
+    """The judging slots' time until the step's deadline ``until`` (``time.monotonic()``),
+    shared equally by the answers still to judge.
+
+    An answer starting now reserves ``(slots × left − what running answers still hold) /
+    answers not yet started``, never past ``until``: however many answers there are and
+    in whatever order they start, each gets at least an equal share of the time the slots
+    have, and time an answer leaves unused goes to those after it. Used from the event
+    loop only.
+    """
+
+    def __init__(self, until: float, slots: int, answers: int) -> None:
+        self.until = until
+        self.slots = slots
+        self._waiting = answers
+        self._running: list[float] = []  # the end of each running answer's share
+
+    def start(self, now: float) -> float:
+        """The time by which the answer starting ``now`` must be judged (its share's end)."""
+        left = max(0.0, self.until - now)
+        held = sum(max(0.0, end - now) for end in self._running)
+        share = max(0.0, self.slots * left - held) / max(1, self._waiting)
+        self._waiting -= 1
+        end = now + min(left, share)
+        self._running.append(end)
+        return end
+
+    def skip(self) -> None:
+        """One answer fewer to judge (its execution failed, or another's judgement serves it)."""
+        self._waiting -= 1
+
+    def finish(self, end: float) -> None:
+        """The answer whose share ends at ``end`` is over."""
+        self._running.remove(end)

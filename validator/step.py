@@ -12,8 +12,11 @@ The step is a pipeline of three phases, each concurrent across miners:
    than ``exec_concurrency``, else the configured external adapters on the wall clock;
    what has not finished by the step's deadline (:class:`StepBounds`) is its miner's
    failure;
-3. *score* — each execution is scored against the task's reference (each
-   distinct final output judged once, see :func:`_score_all`).
+3. *score* — each execution is scored against the task's reference as soon as it
+   ends, beside the executions still running (each distinct final output judged once,
+   see :class:`_Scoring`), before the same deadline: each output to judge gets its
+   share of the judging slots' time left, and one not judged by its end, or by the
+   deadline, is its miners' failure (:data:`~validator.judging.DEADLINE_NOT_JUDGED`).
 
 A miner that hangs, answers garbage, returns an oversize or cyclic plan, or
 drops the connection gets :func:`~scoring.evaluate.invalid_score` with the
@@ -50,9 +53,10 @@ from scoring.quality.code import has_verdict
 
 from .client import MinerClient, Reply
 from .errors import PeerError
-from .judging import NOT_JUDGED, JudgingAllowance
+from .judging import DEADLINE_NOT_JUDGED, NOT_JUDGED, JudgingAllowance, JudgingTime
 from engine.evaluate import run_task, score_execution
 from engine.executor import Execution, ExecutorConfig
+from sandbox import RunStopped, stopping_at
 from subnets.holdings import holding
 from engine.budget import Cores
 from engine.owned import OwnedLimits, run_owned
@@ -164,6 +168,10 @@ class MinerOutcome:
 class StepTimings:
     """Wall-clock seconds of the step and of each phase.
 
+    Scoring runs beside execution (each answer as soon as its execution ends):
+    ``execute_s`` lasts until the last execution ended (or the deadline settled it),
+    ``score_s`` is the scoring that went on after.
+
     ``client_own_s`` is the time the client itself spent signing, encoding and
     collecting bodies over the whole step (queries and node calls), as opposed
     to waiting on peers.
@@ -228,6 +236,7 @@ async def validation_step(
     shares the step's work among its plans and sets its deadline (``None``: unbounded).
     """
     started = time.perf_counter()
+    until = None if bounds is None else time.monotonic() + bounds.deadline_s  # the sandbox's clock
     own_before = client.own_s
     package = task.package()
 
@@ -242,18 +251,21 @@ async def validation_step(
         owned = replace(owned, limits=bounds.share(owned.limits, len(miners)))
     slots = asyncio.Semaphore(max(1, exec_concurrency))
     queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
-    executions = [
-        asyncio.ensure_future(_execute(c, task, package, runner_factory, executor_config, limits, slots, owned))
+    scoring, ends = _Scoring(task, judging, until, len(queue)), []
+    jobs = [
+        asyncio.ensure_future(_execute_and_score(
+            c, scoring, ends, task, package, runner_factory, executor_config, limits, slots, owned))
         for c in queue
     ]
-    if executions:
+    if jobs:
         left = None if bounds is None else max(0.0, bounds.deadline_s - (time.perf_counter() - started))
-        _, unfinished = await asyncio.wait(executions, timeout=left)
-        _settle_unfinished(queue, executions, unfinished)
-    executed = time.perf_counter()
-
-    await _score_all(task, [c for c in candidates if c.failure is None], judging)
+        _, unfinished = await asyncio.wait(jobs, timeout=left)
+        for job in unfinished:
+            job.cancel()
+    scoring.close()
+    _settle_unfinished(queue)
     finished = time.perf_counter()
+    executed = finished if len(ends) < len(queue) else max(ends, default=queried)
 
     clock = WALL if owned is None else SIMULATED
     outcomes = [_outcome(m, entry, reply, clock) for m, entry, reply in zip(miners, admitted, replies)]
@@ -264,16 +276,17 @@ async def validation_step(
     return StepResult(task_id=package.task_id, outcomes=outcomes, timings=timings)
 
 
-def _settle_unfinished(
-    candidates: Sequence[_Candidate], executions: Sequence[asyncio.Future[None]], unfinished: set[asyncio.Future[None]]
-) -> None:
-    """At the deadline: each unfinished execution is its miner's failure; its remaining work
-    is refused (a thread cannot be stopped, but it winds down within one attempt)."""
-    for candidate, execution in zip(candidates, executions):
-        if execution in unfinished:
+def _settle_unfinished(candidates: Sequence[_Candidate]) -> None:
+    """At the deadline: each unfinished execution, and each answer not yet judged, is its
+    miner's failure; an execution's remaining work is refused (a thread cannot be stopped,
+    but it winds down within one attempt), a judgement's sandboxed run was stopped at the
+    end of its share of the time, no later than now."""
+    for candidate in candidates:
+        if candidate.execution is None and candidate.failure is None:
             candidate.closed.set()
-            execution.cancel()
-            candidate.execution, candidate.failure = None, DEADLINE_REASON
+            candidate.failure = DEADLINE_REASON
+        elif candidate.score is None and candidate.failure is None:
+            candidate.failure = DEADLINE_NOT_JUDGED
 
 
 def _admit(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) -> _Candidate | str:
@@ -315,6 +328,19 @@ def _outcome(miner: Peer, entry: _Candidate | str, reply: Reply, clock: str) -> 
         miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock, digest=entry.digest)
 
 
+async def _execute_and_score(
+    candidate: _Candidate, scoring: _Scoring, ends: list[float], task: Task, *execution: Any
+) -> None:
+    """Execute ``candidate``'s plan, then score it at once, beside the executions still
+    running: an answer waits for no other miner's execution to be judged."""
+    await _execute(candidate, task, *execution)
+    ends.append(time.perf_counter())
+    if candidate.failure is None:
+        await scoring.score(candidate)
+    else:
+        scoring.skip()
+
+
 async def _execute(
     candidate: _Candidate,
     task: Task,
@@ -351,38 +377,118 @@ its wall time stays near its CPU time, far inside the judge's wall-clock net."""
 
 
 async def _score_all(task: Task, candidates: Sequence[_Candidate], judging: JudgingAllowance | None = None) -> None:
-    """Score every candidate, judging each distinct final output only once.
+    """Score every candidate at once, as a step without a deadline does (:class:`_Scoring`)."""
+    scoring = _Scoring(task, judging, None, len(candidates))
+    await asyncio.gather(*(scoring.score(candidate) for candidate in candidates))
+    scoring.close()
 
-    Output quality depends on the task and the final output alone (for ``code``, on
-    its code alone), and judging a ``code`` output runs it in the sandbox under a CPU
-    budget (docs/scoring.md); miners running the same strategy produce the same
-    output, so one judgement per distinct output keeps a large step inside a block.
-    Each miner still gets the composite of its own metrics, exactly as
-    :func:`score_run` would compute it.
+
+@dataclass(slots=True)
+class _Judgement:
+    """One distinct output's judgement and the candidates that sent that output."""
+
+    judged: _Candidate
+    """The candidate whose execution is scored; the others get the composite of their own
+    metrics on its output quality, exactly as :func:`score_run` would compute it."""
+    members: list[_Candidate]
+    charged: bool
+    """Whether it runs the code judge (so costs judging allowance to each member with some left)."""
+    outcome: Score | str | None = None
+    """The judged candidate's score, or why none of them is scored; ``None`` while it runs."""
+
+    def join(self, candidate: _Candidate, task: Task) -> None:
+        self.members.append(candidate)
+        if self.outcome is not None:
+            _settle(task, self.judged, [candidate], self.outcome)
+
+    def settle(self, task: Task, outcome: Score | str) -> None:
+        self.outcome = outcome
+        _settle(task, self.judged, self.members, outcome)
+
+
+class _Scoring:
+    """The step's scoring: each candidate scored as soon as its execution ends, each
+    distinct final output judged once.
+
+    Output quality depends on the task and the final output alone (for ``code``, on its
+    code alone), and judging a ``code`` output runs it in the sandbox under a CPU budget
+    (docs/scoring.md); miners running the same strategy produce the same output, so one
+    judgement per distinct output keeps a large step inside a block. A code answer still
+    to be judged is judged while one of its senders has judging allowance left
+    (:mod:`validator.judging`); one none of them has is :data:`NOT_JUDGED` at
+    :meth:`close`. With ``until`` (the step's deadline, ``time.monotonic()``), each
+    judgement runs within its share of the judging slots' time left
+    (:class:`~validator.judging.JudgingTime`): past it, its answer is its senders'
+    failure :data:`DEADLINE_NOT_JUDGED`. Used from the event loop only.
     """
-    groups: dict[str, list[_Candidate]] = {}
-    for candidate in candidates:
-        groups.setdefault(_output_key(task, candidate.execution.final_output), []).append(candidate)
-    judged = [group for group in groups.values() if _within_allowance(task, group, judging)]
-    slots = asyncio.Semaphore(JUDGING_SLOTS)
-    await asyncio.gather(*(_score_group_in(slots, task, group) for group in judged))
+
+    def __init__(self, task: Task, judging: JudgingAllowance | None, until: float | None, answers: int) -> None:
+        self.task = task
+        self.judging = judging
+        self.slots = asyncio.Semaphore(JUDGING_SLOTS)
+        self.shares = None if until is None else JudgingTime(until, JUDGING_SLOTS, answers)
+        self.judgements: dict[str, _Judgement] = {}
+        self.waiting: dict[str, list[_Candidate]] = {}
+        """Code answers none of whose senders so far had judging allowance left."""
+
+    async def score(self, candidate: _Candidate) -> None:
+        key = _output_key(self.task, candidate.execution.final_output)
+        judgement = self.judgements.get(key)
+        if judgement is not None:
+            if judgement.charged and self.judging is not None:
+                self.judging.take([candidate.miner.uid])
+            self.skip()
+            judgement.join(candidate, self.task)
+            return
+        charged = self._charged(candidate)
+        if charged and not self.judging.take([candidate.miner.uid]):
+            self.waiting.setdefault(key, []).append(candidate)
+            self.skip()
+            return
+        judgement = _Judgement(candidate, [*self.waiting.pop(key, []), candidate], charged)
+        self.judgements[key] = judgement
+        judgement.settle(self.task, await self._judged(candidate))
+
+    def skip(self) -> None:
+        """One candidate fewer to judge: its execution failed, or another's judgement serves it."""
+        if self.shares is not None:
+            self.shares.skip()
+
+    def close(self) -> None:
+        """The step is over: answers still waiting for allowance are :data:`NOT_JUDGED`."""
+        for group in self.waiting.values():
+            for candidate in group:
+                candidate.failure = NOT_JUDGED
+        self.waiting.clear()
+
+    def _charged(self, candidate: _Candidate) -> bool:
+        """Whether scoring ``candidate`` runs the code judge, so costs judging allowance."""
+        return (
+            self.judging is not None and self.task.task_type == "code"
+            and not has_verdict(self.task.reference, candidate.execution.final_output)
+        )
+
+    async def _judged(self, candidate: _Candidate) -> Score | str:
+        async with self.slots:
+            if self.shares is None:
+                return await asyncio.to_thread(_score_one, self.task, candidate)
+            end = self.shares.start(time.monotonic())
+            try:
+                with stopping_at(end):  # the worker thread's sandboxed runs inherit it
+                    return await asyncio.to_thread(_score_one, self.task, candidate)
+            finally:
+                self.shares.finish(end)
 
 
-def _within_allowance(task: Task, group: Sequence[_Candidate], judging: JudgingAllowance | None) -> bool:
-    """Whether ``group``'s answer is scored: anything but a code answer still to be judged
-    is; a code answer is while one of its miners has judging allowance left."""
-    if judging is None or task.task_type != "code" or has_verdict(task.reference, group[0].execution.final_output):
-        return True
-    if judging.take(candidate.miner.uid for candidate in group):
-        return True
-    for candidate in group:
-        candidate.failure = NOT_JUDGED
-    return False
-
-
-async def _score_group_in(slots: asyncio.Semaphore, task: Task, group: Sequence[_Candidate]) -> None:
-    async with slots:
-        await asyncio.to_thread(_score_group, task, group)
+def _settle(task: Task, judged: _Candidate, members: Sequence[_Candidate], outcome: Score | str) -> None:
+    """Give each of ``members`` its score on ``judged``'s ``outcome``, or the reason it has none."""
+    for candidate in members:
+        if isinstance(outcome, str):
+            candidate.failure = outcome
+        elif candidate is judged:
+            candidate.score = outcome
+        else:
+            candidate.score = _own_score(task, outcome, candidate.execution)
 
 
 def _output_key(task: Task, final_output: dict[str, Any] | None) -> str:
@@ -392,20 +498,23 @@ def _output_key(task: Task, final_output: dict[str, Any] | None) -> str:
     return json.dumps(final_output, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
 
 
-def _score_group(task: Task, group: Sequence[_Candidate]) -> None:
-    """Runs in a worker thread: the code scorer waits on a sandboxed subprocess."""
-    first, rest = group[0], group[1:]
-    execution = first.execution
+def _score_one(task: Task, candidate: _Candidate) -> Score | str:
+    """``candidate``'s score, or why it has none. Runs in a worker thread (the code scorer
+    waits on a sandboxed subprocess) and only returns: what a step's deadline abandons
+    changes nothing."""
     try:
-        first.score = score_execution(task, first.check, execution)
+        return score_execution(task, candidate.check, candidate.execution)
+    except RunStopped:
+        return DEADLINE_NOT_JUDGED
     except Exception as exc:  # a scorer bug must cost these miners their score, not the step
-        log.exception("scoring uid %s failed", first.miner.uid)
-        for candidate in group:
-            candidate.failure = f"scoring error: {type(exc).__name__}: {exc}"[:300]
-        return
-    for candidate in rest:
-        own = composite(
-            output_quality=first.score.output_quality, metrics=candidate.execution.metrics,
-            max_budget_tao=task.constraints.max_budget_tao, max_latency_seconds=task.constraints.max_latency_seconds,
-        )
-        candidate.score = own.model_copy(update={"details": {**first.score.details, **own.details}})
+        log.exception("scoring uid %s failed", candidate.miner.uid)
+        return f"scoring error: {type(exc).__name__}: {exc}"[:300]
+
+
+def _own_score(task: Task, judged: Score, execution: Execution) -> Score:
+    """The composite of ``execution``'s own metrics on the output quality ``judged`` found."""
+    own = composite(
+        output_quality=judged.output_quality, metrics=execution.metrics,
+        max_budget_tao=task.constraints.max_budget_tao, max_latency_seconds=task.constraints.max_latency_seconds,
+    )
+    return own.model_copy(update={"details": {**judged.details, **own.details}})
