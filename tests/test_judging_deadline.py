@@ -33,16 +33,26 @@ from validator.judging import DEADLINE_NOT_JUDGED, JudgingAllowance, JudgingTime
 from validator.step import OwnedExecution, StepBounds, StepResult, validation_step
 
 
-def test_each_answer_gets_an_equal_share_of_the_slots_time_and_none_ends_past_the_deadline() -> None:
-    shares = JudgingTime(until=100.0, slots=2, answers=4)
-    first, second = shares.start(0.0), shares.start(0.0)
-    assert (first, second) == (50.0, 50.0)  # 2 slots x 100 s among 4 answers
-    shares.finish(first)  # judged in 10 s: the 40 s it leaves go to the answers after it
-    third = shares.start(10.0)
-    assert third == pytest.approx(10.0 + (2 * 90 - 40) / 2)
-    shares.finish(second)
-    fourth = shares.start(50.0)
-    assert fourth == 100.0  # what is left of its share stops at the deadline
+@pytest.mark.parametrize(("answers", "slots"), [(1, 2), (5, 2), (17, 2), (33, 2), (33, 4), (7, 1)])
+def test_each_answer_gets_at_least_an_equal_share_and_none_ends_past_the_deadline(answers: int, slots: int) -> None:
+    """Every answer uses all of its share (as the sybils do), each slot taking the next as
+    soon as it is free: each share is at least a slot's time over the turns, the last included."""
+    until, shares, free = 100.0, JudgingTime(until=100.0, slots=slots, answers=answers), [0.0] * slots
+    got = []
+    for _ in range(answers):
+        slot = min(range(slots), key=free.__getitem__)
+        end = shares.start(free[slot])
+        got.append(end - free[slot])
+        free[slot] = end
+    assert max(free) <= until
+    assert min(got) >= until / -(-answers // slots) - 1e-9, got
+
+
+def test_time_an_answer_leaves_goes_to_those_after_it() -> None:
+    shares = JudgingTime(until=100.0, slots=1, answers=3)
+    assert shares.start(0.0) == pytest.approx(100 / 3)
+    assert shares.start(10.0) == pytest.approx(10.0 + 90 / 2)  # the first was judged in 10 s
+    shares.skip()  # the third needs no judgement of its own
     assert JudgingTime(until=5.0, slots=2, answers=3).start(7.0) == 7.0  # past the deadline: nothing
 
 

@@ -55,33 +55,25 @@ class JudgingTime:
     """The judging slots' time until the step's deadline ``until`` (``time.monotonic()``),
     shared equally by the answers still to judge.
 
-    An answer starting now reserves ``(slots × left − what running answers still hold) /
-    answers not yet started``, never past ``until``: however many answers there are and
-    in whatever order they start, each gets at least an equal share of the time the slots
-    have, and time an answer leaves unused goes to those after it. Used from the event
-    loop only.
+    The answers not yet started go through the slots in turns, ``slots`` at a time; the
+    one starting now gets the time left divided by the turns they need,
+    ``⌈answers not yet started ÷ slots⌉``, never past ``until``. However many answers
+    there are and in whatever order they start, each gets at least an equal share of
+    a slot's time, the last ones included, and time an answer leaves unused goes to
+    those after it. Used from the event loop only.
     """
 
     def __init__(self, until: float, slots: int, answers: int) -> None:
         self.until = until
         self.slots = slots
         self._waiting = answers
-        self._running: list[float] = []  # the end of each running answer's share
 
     def start(self, now: float) -> float:
         """The time by which the answer starting ``now`` must be judged (its share's end)."""
-        left = max(0.0, self.until - now)
-        held = sum(max(0.0, end - now) for end in self._running)
-        share = max(0.0, self.slots * left - held) / max(1, self._waiting)
+        turns = max(1, -(-self._waiting // self.slots))
         self._waiting -= 1
-        end = now + min(left, share)
-        self._running.append(end)
-        return end
+        return now + max(0.0, self.until - now) / turns
 
     def skip(self) -> None:
         """One answer fewer to judge (its execution failed, or another's judgement serves it)."""
         self._waiting -= 1
-
-    def finish(self, end: float) -> None:
-        """The answer whose share ends at ``end`` is over."""
-        self._running.remove(end)

@@ -472,12 +472,8 @@ class _Scoring:
         async with self.slots:
             if self.shares is None:
                 return await asyncio.to_thread(_score_one, self.task, candidate)
-            end = self.shares.start(time.monotonic())
-            try:
-                with stopping_at(end):  # the worker thread's sandboxed runs inherit it
-                    return await asyncio.to_thread(_score_one, self.task, candidate)
-            finally:
-                self.shares.finish(end)
+            with stopping_at(self.shares.start(time.monotonic())):  # the worker thread's runs inherit it
+                return await asyncio.to_thread(_score_one, self.task, candidate)
 
 
 def _settle(task: Task, judged: _Candidate, members: Sequence[_Candidate], outcome: Score | str) -> None:
