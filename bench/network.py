@@ -157,7 +157,7 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
     from validator.client import ClientConfig, MinerClient
     from engine.executor import ExecutorConfig
     from validator.loop import LoopConfig
-    from validator.step import OwnedExecution, validation_step
+    from validator.validation import OwnedExecution, validation_step
 
     validator = Keypair.create_from_uri(VALIDATOR_URI)
     uris = [MINER_URI.format(i) for i in range(miners)]
@@ -213,7 +213,7 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
 
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     """Settle the step's records as the validator loop does; returns the seconds it took."""
-    from validator.stepping import execution_record
+    from validator.stepper import execution_record
     from validator.sampling import TaskDraw
     from validator.state import ValidatorState
 
@@ -345,10 +345,10 @@ def _serve_main(spec: dict[str, Any]) -> None:
     import uvicorn
 
     from miner.app import create_app
-    from miner.config import MinerSettings, RateLimit
+    from miner.settings import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
     from planners import load_planner
-    from miner.config import ServerLimits
+    from miner.settings import ServerLimits
     from miner.server import guarded_config
     from miner.serving import EVERY_TOOL
     from subnets.registry import default_registry

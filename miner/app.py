@@ -35,7 +35,7 @@ from protocol.routes import FEEDBACK_PATH, HEALTH_PATH, METRICS_PATH, NODE_PATH,
 from .asgi import Guarded
 from .auth import BtAuthMiddleware, SignedHeadersGate
 from .blacklist import Blacklist, BlacklistMiddleware
-from .config import MinerSettings
+from .settings import MinerSettings
 from .feedback import FeedbackInbox, FeedbackStore
 from .handlers import MinerEndpoints, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware

@@ -23,7 +23,7 @@ from bittensor import http_auth
 from bittensor.http_auth import AuthError, NonceStore
 
 from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, send_error
-from .config import AuthWindow
+from .settings import AuthWindow
 from .prometheus import MinerMetrics
 
 _REASONS: tuple[tuple[type[AuthError], str], ...] = (

@@ -22,7 +22,7 @@ from bittensor.http_auth import InMemoryNonceStore, NonceStore
 
 from storage import open_shared
 
-from .config import MinerSettings
+from .settings import MinerSettings
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS nonces ("

@@ -36,7 +36,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .config import ServerLimits
+from .settings import ServerLimits
 
 LINGER_S = 1.0
 """How long a refused connection stays half-closed, reading paused, before it is reset."""

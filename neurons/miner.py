@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from miner.app import HasHotkey, create_app
-from miner.config import MinerSettings, default_feedback_db
+from miner.settings import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from planners import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness

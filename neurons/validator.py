@@ -27,7 +27,7 @@ from pydantic import model_validator
 from chain.base import Chain
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedRunnerFactory
-from miner.config import ServerLimits
+from miner.settings import ServerLimits
 from miner.server import guarded_config
 from neurons.keys import open_wallet
 from neurons.localrun import load_task_source
@@ -51,7 +51,7 @@ from validator.reference import reference
 from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
 from validator.sources import CodeGate, GatedTasks, drawn_source, start_sandbox_check
 from validator.state import ValidatorState
-from validator.step import StepBounds
+from validator.validation import StepBounds
 
 log = logging.getLogger("dagnet.validator")
 

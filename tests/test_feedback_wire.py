@@ -20,7 +20,7 @@ from support.miner import FakePlanner, running_miner
 from support.tasks import SomeFamilies
 
 from miner.asgi import send_error
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.feedback import BLOCK_SLACK, FeedbackInbox, FeedbackStore
 from planners import load_planner
 from protocol.feedback import MAX_REASON_CHARS, AttemptFeedback, NodeFeedback, StepFeedback
@@ -32,7 +32,7 @@ from validator.client import ClientConfig, MinerClient
 from validator.feedback import FeedbackSender, step_feedback
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.state import ValidatorState
-from validator.step import MinerOutcome, StepResult, StepTimings
+from validator.outcome import MinerOutcome, StepResult, StepTimings
 
 VALIDATOR, MINER = dev_keypair("Alice"), dev_keypair("Bob")
 

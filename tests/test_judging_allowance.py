@@ -57,26 +57,26 @@ def score_step(answers: dict[int, dict[str, Any]], judging: JudgingAllowance) ->
 def test_slow_code_answers_are_judged_once_per_tempo(answers: int, judged: list[str]) -> None:
     allowance = JudgingAllowance()
     for _ in range(5):  # five steps of one tempo, every miner sending its same slow answer
-        scores = score_step({uid: slow_answer(uid) for uid in range(answers)}, allowance.for_period(7))
+        scores = score_step({uid: slow_answer(uid) for uid in range(answers)}, allowance.for_step(0, 7))
         assert scores == dict.fromkeys(range(answers), 0.0)
     assert len(judged) == answers
 
 
 def test_a_miner_past_its_allowance_is_not_judged_that_tempo(judged: list[str]) -> None:
     allowance = JudgingAllowance()
-    outcomes = [score_step({3: slow_answer(k)}, allowance.for_period(1))[3] for k in range(JUDGINGS_PER_TEMPO + 2)]
+    outcomes = [score_step({3: slow_answer(k)}, allowance.for_step(0, 1))[3] for k in range(JUDGINGS_PER_TEMPO + 2)]
     assert outcomes == [0.0] * JUDGINGS_PER_TEMPO + [NOT_JUDGED] * 2
     assert len(judged) == JUDGINGS_PER_TEMPO
-    assert score_step({4: slow_answer(-1)}, allowance.for_period(1)) == {4: 0.0}  # another miner's own allowance
+    assert score_step({4: slow_answer(-1)}, allowance.for_step(0, 1)) == {4: 0.0}  # another miner's own allowance
 
-    assert score_step({3: slow_answer(JUDGINGS_PER_TEMPO)}, allowance.for_period(2)) == {3: 0.0}  # the next tempo
+    assert score_step({3: slow_answer(JUDGINGS_PER_TEMPO)}, allowance.for_step(0, 2)) == {3: 0.0}  # the next tempo
     assert len(judged) == JUDGINGS_PER_TEMPO + 2
 
 
 def test_an_answer_judged_before_costs_no_allowance(judged: list[str]) -> None:
     allowance = JudgingAllowance(per_miner=1)
-    assert score_step({1: slow_answer(0)}, allowance.for_period(1)) == {1: 0.0}
-    assert score_step({1: slow_answer(0), 2: slow_answer(0)}, allowance.for_period(1)) == {1: 0.0, 2: 0.0}
-    assert score_step({1: slow_answer(1)}, allowance.for_period(1)) == {1: NOT_JUDGED}
-    assert score_step({1: slow_answer(1), 2: slow_answer(1)}, allowance.for_period(1)) == {1: 0.0, 2: 0.0}
+    assert score_step({1: slow_answer(0)}, allowance.for_step(0, 1)) == {1: 0.0}
+    assert score_step({1: slow_answer(0), 2: slow_answer(0)}, allowance.for_step(0, 1)) == {1: 0.0, 2: 0.0}
+    assert score_step({1: slow_answer(1)}, allowance.for_step(0, 1)) == {1: NOT_JUDGED}
+    assert score_step({1: slow_answer(1), 2: slow_answer(1)}, allowance.for_step(0, 1)) == {1: 0.0, 2: 0.0}
     assert len(judged) == 2

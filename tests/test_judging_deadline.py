@@ -1,4 +1,4 @@
-"""Judging shares the step's deadline (validator/judging.py ``JudgingTime``, validator/step.py):
+"""Judging shares the step's deadline (validator/judging.py ``JudgingTime``, validator/validation.py):
 each code answer to judge gets an equal share of the judging slots' time left, its sandboxed
 runs are stopped at the end of it, and an answer not judged by then is its miners' failure.
 
@@ -30,7 +30,7 @@ from sandbox import (
 from scoring.quality import code
 from validator.client import Reply
 from validator.judging import DEADLINE_NOT_JUDGED, JudgingAllowance, JudgingTime
-from validator.step import OwnedExecution, StepBounds, StepResult, validation_step
+from validator.validation import OwnedExecution, StepBounds, StepResult, validation_step
 
 
 @pytest.mark.parametrize(("answers", "slots"), [(1, 2), (5, 2), (17, 2), (33, 2), (33, 4), (7, 1)])
@@ -137,8 +137,8 @@ async def test_sybils_sending_slow_code_cannot_hold_the_step_past_its_deadline(
         task = family_task("code_fizzbuzz", 4242 + step)
         bodies = _bodies(task, sybils, step)
         honest_url = list(bodies)[-1]
-        alone = await _step(task, {honest_url: bodies[honest_url]}, bounds, JudgingAllowance().for_period(1))
-        result = await _step(task, bodies, bounds, judging.for_period(1))
+        alone = await _step(task, {honest_url: bodies[honest_url]}, bounds, JudgingAllowance().for_step(0, 1))
+        result = await _step(task, bodies, bounds, judging.for_step(0, 1))
         *sybil_outcomes, honest = result.outcomes
         assert honest.reason is None, honest.reason
         assert honest.score.model_dump() == alone.outcomes[0].score.model_dump()

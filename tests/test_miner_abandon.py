@@ -16,7 +16,7 @@ import pytest
 from support.keys import dev_keypair, signed_headers
 from support.miner import running_miner
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 
 SLOTS = 4

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from bittensor.http_auth import InMemoryNonceStore
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.nonces import SqliteNonceStore, nonce_store_for
 
 

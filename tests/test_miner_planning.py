@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.fairshare import USAGE_TAU_S, Busy, FairShare
 from miner.metagraph import snapshot_to_dict
 from miner.quota import PlanningQuota, QuotaExceeded

@@ -6,7 +6,7 @@ import asyncio
 import json
 import random
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from planners.base import PlanningError
 from protocol.response import check_response

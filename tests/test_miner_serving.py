@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import sandbox.run
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL, ToolMenu
 from neurons.cli import app
 from sandbox.isolation import Isolation

@@ -23,7 +23,7 @@ from support.tasks import provider_profiles
 
 from tasks import FamilyTasks
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
@@ -35,7 +35,7 @@ from protocol.metagraph import Peer
 from protocol.task import Task
 from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
-from validator.step import OwnedExecution, validation_step
+from validator.validation import OwnedExecution, validation_step
 
 
 pytestmark = pytest.mark.e2e

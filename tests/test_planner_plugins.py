@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import (
     PLANNER_INTERFACE, GoodPlanner, PlannerFailure, PlannerLoadError, PlanProposal, answer_for, load_planner,
@@ -34,7 +34,7 @@ from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import FakePlanner, running_miner
 from support.peers import serve_asgi
 from validator.client import ClientConfig, MinerClient
-from validator.step import OwnedExecution, validation_step
+from validator.validation import OwnedExecution, validation_step
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = TaskPackage.model_validate({

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from neurons.files import InputError
 from neurons.settings import build_settings, parse_override
 
@@ -234,7 +234,7 @@ def test_the_loop_client_and_executor_configs_default_to_the_settings() -> None:
 def test_a_flag_sets_a_nested_setting_as_a_value_and_wins_over_set() -> None:
     """`dagnet miner --planner NAME` is planner.name, passed as the value it is (not turned
     into a --set string and parsed back), and wins over --set as every flag does."""
-    from miner.config import MinerSettings
+    from miner.settings import MinerSettings
 
     built = build_settings(MinerSettings, overrides=['planner.name="naive"', 'planner.options={"a": 1}'],
                            flags={"planner.name": '{"not": "json"}', "port": None})

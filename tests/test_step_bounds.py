@@ -1,6 +1,6 @@
 """A step is bounded whatever its miners send: its work is shared among the plans it
 executes, its deadline settles unfinished executions as their miners' failures, and
-replies are checked off the event loop (validator/step.py)."""
+replies are checked off the event loop (validator/validation.py)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from protocol.output import NodeOutput
 from protocol.synapse import WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from validator import step as step_module
+from validator import validation as step_module
 from validator.client import Reply
-from validator.step import DEADLINE_REASON, OwnedExecution, StepBounds, validation_step
+from validator.validation import DEADLINE_REASON, OwnedExecution, StepBounds, validation_step
 
 SYBILS = 32
 

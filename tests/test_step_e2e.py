@@ -15,7 +15,7 @@ from support.keys import Keypair, MetagraphBuilder, dev_keypair
 from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
@@ -30,7 +30,7 @@ from scoring.evaluate import score_run
 from validator.client import ClientConfig, MinerClient
 from engine.executor import ExecutorConfig
 from validator.remote import RemoteRunner, every_peer_serves
-from validator.step import StepResult, validation_step
+from validator.validation import StepResult, validation_step
 from validator.errors import PeerClosed, PeerOversize, PeerTimeout
 from validator.observation import observe_outcome
 from validator.prometheus import ValidatorMetrics

@@ -41,7 +41,7 @@ from support.validator_process import SOURCE
 
 from bench.flood import memory_kib
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
@@ -56,7 +56,7 @@ from validator.client import ClientConfig, MinerClient
 from validator.errors import PeerBadEncoding
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
-from validator.step import validation_step
+from validator.validation import validation_step
 
 
 pytestmark = pytest.mark.e2e

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from chain.base import Hyperparameters
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
 from subnets.registry import default_registry

@@ -17,7 +17,7 @@ from support.polling import until
 from support.tasks import SomeFamilies
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
@@ -271,7 +271,7 @@ async def test_a_step_that_cannot_reach_the_chain_is_counted_not_raised(tmp_path
 async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch, sabotage: str) -> None:
     async with _loop(tmp_path) as (loop, chain):
         if sabotage == "scorer":  # only on miners' outputs: the reference is judged fine, so the outputs are to blame
-            monkeypatch.setattr("validator.step.score_execution", _boom)
+            monkeypatch.setattr("validator.judging.score_execution", _boom)
         else:
             monkeypatch.setattr(loop.state, "settle_step", _boom)
         summary = await loop.step(chain.head)

@@ -30,7 +30,7 @@ from support.tasks import SomeFamilies
 
 from chain.base import Hyperparameters
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import GoodPlanner, PlanProposal, load_planner
 from neurons.cli import app

@@ -16,7 +16,7 @@ from support.polling import until
 from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner

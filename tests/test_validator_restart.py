@@ -29,7 +29,7 @@ from support.tmpfs import fill, needs_root, tmpfs
 from support.validator_process import SOURCE
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner

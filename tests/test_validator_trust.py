@@ -39,7 +39,7 @@ from support.peers import axon, serve_asgi
 from support.tasks import SomeFamilies, provider_profiles
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
@@ -63,7 +63,7 @@ from validator.providers import FixedProviders, MetagraphProviders, Provider
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.sampling import FixedTasks
 from validator.state import ValidatorState
-from validator.step import validation_step
+from validator.validation import validation_step
 
 FAMILY = "agent_invoice"
 """An agent family with a roomy latency limit (2.6 s) for loopback HTTP, whose inputs are

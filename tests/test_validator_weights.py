@@ -18,7 +18,7 @@ from support.tasks import SomeFamilies
 
 from chain.base import WeightsResult
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
 from subnets.owned import owned_runner

@@ -1,7 +1,7 @@
 """Feedback after a scored step: each queried miner is told how its own plan ran.
 
 :func:`step_feedback` builds one miner's :class:`~protocol.feedback.StepFeedback`
-from its :class:`~validator.step.MinerOutcome` and nothing else, so no miner is ever
+from its :class:`~validator.validation.MinerOutcome` and nothing else, so no miner is ever
 told about another's execution. :class:`FeedbackSender` sends them in the
 background: fire and forget, each under a short timeout, a bounded number at once
 and a bounded number waiting, after the step has settled. A miner that is down or
@@ -23,7 +23,7 @@ from protocol.plan import WorkflowPlan
 from protocol.task import Task
 
 from .client import MinerClient
-from .step import MinerOutcome, StepResult
+from .outcome import MinerOutcome, StepResult
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 :meth:`ValidatorLoop.run` runs two tasks until it is stopped:
 
-- **steps** (:mod:`validator.stepping`): at every block past the last step settled or
+- **steps** (:mod:`validator.stepper`): at every block past the last step settled or
   tried, one validation step;
 - **weights** (:mod:`validator.weights`): at every new head, and after every step,
   when at least ``max(tempo, weights_rate_limit)`` blocks have passed since weights
@@ -29,7 +29,7 @@ from subnets.world import World, WorldSource
 
 from .chainview import ChainView
 from .client import MinerClient
-from .config import LoopConfig
+from .loopconfig import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .lifecycle import Reference
@@ -38,7 +38,7 @@ from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
 from .sampling import DrawnFamilies, TaskSource, tempo_of
 from .state import ValidatorState
-from .stepping import Stepper
+from .stepper import Stepper
 from .weights import WeightSetter
 
 __all__ = ["LoopConfig", "StepSummary", "TaskSource", "ValidatorLoop", "WorldNotOver"]
@@ -156,7 +156,7 @@ class ValidatorLoop:
         return worlds(self.stepper.secret, tempo, tools)
 
     async def step(self, block: int) -> StepSummary | None:
-        """One validation step at ``block`` (:meth:`validator.stepping.Stepper.step`)."""
+        """One validation step at ``block`` (:meth:`validator.stepper.Stepper.step`)."""
         return await self.stepper.step(block)
 
     async def maybe_set_weights(self, block: int) -> bool:

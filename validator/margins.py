@@ -24,7 +24,7 @@ from scoring.margin import Answer, Credit, credits, outcome_key
 from subnets.holdings import holding
 
 from .lifecycle import Reference, run_reference
-from .step import MinerOutcome
+from .outcome import MinerOutcome
 
 
 @dataclass(frozen=True, slots=True)

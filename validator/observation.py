@@ -14,7 +14,7 @@ from protocol.task import Task
 from .errors import PeerTimeout
 from .lifecycle import no_sandbox
 from .prometheus import ValidatorMetrics
-from .step import MinerOutcome, StepResult
+from .outcome import MinerOutcome, StepResult
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ FILE``, ``--set KEY=VALUE`` and its flags (:func:`neurons.settings.build_setting
 nothing below reads the environment or a file. The keys a validator signs with and the
 chain it talks to are not settings: the process config adds them (:mod:`neurons.validator`).
 This module imports no server and no chain SDK, so ``dagnet --help`` can show the defaults;
-the loop's own config (:class:`validator.config.LoopConfig`) takes its defaults from here.
+the loop's own config (:class:`validator.loopconfig.LoopConfig`) takes its defaults from here.
 
 ``adapters`` is the operator's table of external execution (docs/validator.md,
 adapters): a subnet name (``sn8``) or ``"*"`` (every subnet not named) mapped to

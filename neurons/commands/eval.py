@@ -62,7 +62,7 @@ def eval_planner(
     beside good and naive: every curated family and those drawn for --secret and --tempo,
     × seeds; print mean S and its parts per family, type, tier and kind, wins against
     good, and the weight share it would earn."""
-    from miner.config import MinerSettings
+    from miner.settings import MinerSettings
     from planners import PlannerLoadError
     from neurons.evaluation import Mix, evaluate_planner, select_families
     from neurons.files import InputError

@@ -2,7 +2,7 @@
 
 The command line carries what an operator sets on every start (the key, where to
 listen, the subnet, the planner, the metagraph, workers); every other setting of
-:class:`miner.config.MinerSettings` comes from ``--config FILE`` and ``--set
+:class:`miner.settings.MinerSettings` comes from ``--config FILE`` and ``--set
 KEY=VALUE`` (:mod:`neurons.settings`). The web server is imported only when the
 miner starts.
 """
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from neurons.commands.common import configure_logging, describe, fail
 from neurons.commands.network import (
     NO_METAGRAPH, DevKeyOpt, EndpointOpt, HotkeyOpt, MinerNetworkOpt, NeuronWalletOpt, WalletPathOpt,

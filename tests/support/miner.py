@@ -20,7 +20,7 @@ import httpx
 from fastapi import FastAPI
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners.base import PlanProposal
 from miner.serving import EVERY_TOOL

@@ -10,7 +10,7 @@ from support.keys import Keypair, MetagraphBuilder
 from support.peers import serve_asgi, serving
 
 from miner.app import create_app
-from miner.config import MinerSettings
+from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
 from planners import load_planner
 from protocol.metagraph import MetagraphSnapshot

@@ -9,7 +9,8 @@ from typing import Any
 
 from protocol.run_metrics import RunMetrics
 from protocol.task import Task
-from validator import step
+from validator import judging as step_judging
+from validator.outcome import Candidate
 from validator.judging import JudgingAllowance
 
 METRICS = RunMetrics(
@@ -22,7 +23,7 @@ def score_outputs(
 ) -> list[Any]:
     """Each ``uid -> final output``'s candidate after the step's scoring phase (``.score``, ``.failure``)."""
     candidates = [
-        step._Candidate(
+        Candidate(
             miner=SimpleNamespace(uid=uid),
             synapse=None,
             check=SimpleNamespace(runnable=True, errors=[]),
@@ -30,5 +31,5 @@ def score_outputs(
         )
         for uid, output in outputs.items()
     ]
-    asyncio.run(step._score_all(task, candidates, judging))
+    asyncio.run(step_judging.score_all(task, candidates, judging))
     return candidates

@@ -12,7 +12,7 @@ from protocol.synapse import SCORING_VERSION
 
 from .sampling import SYNTHETIC_RATE
 from .settings import setting_default
-from .step import StepBounds
+from .validation import StepBounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,4 +31,4 @@ class LoopConfig:
     """The share of steps sent at each hint tier (:func:`~validator.sampling.draw_tier`)."""
     warmup_full_at: int = 20
     step_bounds: StepBounds | None = None
-    """Each step's shared work and deadline (:class:`~validator.step.StepBounds`); ``None``: unbounded."""
+    """Each step's shared work and deadline (:class:`~validator.validation.StepBounds`); ``None``: unbounded."""

@@ -9,7 +9,7 @@ Each step:
    the families drawn for this tempo (when a drawn source is wired), its hidden
    instance's seed and its hint tier, which only this validator knows, and whether it
    goes out as a synthetic variant (at :data:`~validator.sampling.SYNTHETIC_RATE`);
-3. runs :func:`~validator.step.validation_step` on a sample of the serving miners
+3. runs :func:`~validator.validation.validation_step` on a sample of the serving miners
    (all of them in a small net): query, validate, execute, score;
 4. meanwhile plans, runs and scores the same instance at the ``full`` tier with the
    validator's own reference (:mod:`validator.lifecycle`): a reference that does not
@@ -46,7 +46,7 @@ from subnets.world import World, WorldSource
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .chainview import ChainView
 from .client import MinerClient
-from .config import LoopConfig
+from .loopconfig import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
@@ -56,7 +56,7 @@ from .observation import StepLog, StepSummary
 from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .providers import ProviderDirectory
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
-from .step import MinerOutcome, OwnedExecution, RunnerFactory, validation_step
+from .validation import MinerOutcome, OwnedExecution, RunnerFactory, validation_step
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,9 @@ class Stepper:
         if snapshot is None:
             raise InfrastructureFailure("chain", "no metagraph has been read yet")
         wanted = self.reference is not None or self.drawn is not None or self.worlds is not None
-        tempo = await self.view.tempo() if wanted else None
-        drawn = await self._drawn_tasks(block, tempo)
+        tempo_blocks = await self.view.tempo() if wanted else None  # a length in blocks
+        tempo = None if tempo_blocks is None else tempo_of(block, tempo_blocks)  # the tempo's number
+        drawn = await self._drawn_tasks(tempo)
         active = [*self._active_tasks(), *drawn]
         if not active:
             log.warning("no active task at block %s: nothing to send", block)
@@ -135,12 +136,11 @@ class Stepper:
         draw = draw_task(
             self.hotkey, self.secret, block, active, synthetic_rate=self.config.synthetic_rate,
             tier_shares=self.config.tier_shares,
-            drawn=dict.fromkeys((t.task_id for t in drawn), None if tempo is None else tempo_of(block, tempo)),
+            drawn=dict.fromkeys((t.task_id for t in drawn), tempo),
         )
         base = draw.base
         task = self._sent(draw, block)
-        world = None if self.worlds is None or tempo is None else self.worlds(
-            self.secret, tempo_of(block, tempo), task.available_tools)
+        world = None if self.worlds is None or tempo is None else self.worlds(self.secret, tempo, task.available_tools)
         digest = int.from_bytes(step_digest(self.hotkey, block), "big")
         neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
         miners = [Peer.from_neuron(n) for n in neurons]
@@ -155,7 +155,7 @@ class Stepper:
                 task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, world),
                 executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
                 owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
-                judging=self.judging.for_period(block if tempo is None else tempo_of(block, tempo)),
+                judging=self.judging.for_step(block, tempo),
             )
         except BaseException:
             reference.cancel()
@@ -167,7 +167,7 @@ class Stepper:
         curated = draw.drawn_tempo is None  # a drawn family is never set aside: it is gone next tempo
         judged = None if self.reference is None or not curated else ReferenceRun(base.task_id, failure)
         if failure is not None:  # the task is broken on this instance: it is charged, no miner is
-            self.state.settle_step(block, [], judged, tempo=tempo)
+            self.state.settle_step(block, [], judged, tempo=tempo_blocks)
             self._log_reference_failure(block, base.task_id, failure, curated=curated)
             return None
         self.steps.explain(result, block, draw.tier)
@@ -175,8 +175,8 @@ class Stepper:
         margins = step_credits(charged, reference_s)
         records = [execution_record(block, task, draw, outcome, world, reference_s, margins.get(outcome.uid))
                    for outcome in charged]
-        self.state.settle_step(block, records, judged, tempo=tempo)
-        self.feedback.send(result, task, miners, block=block, tempo=None if tempo is None else tempo_of(block, tempo))
+        self.state.settle_step(block, records, judged, tempo=tempo_blocks)
+        self.feedback.send(result, task, miners, block=block, tempo=tempo)
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.view.metrics.standing(self.state.standing())
         log.info(
@@ -192,12 +192,12 @@ class Stepper:
         return draw.task(source_of(draw.drawn_tempo, self.source, drawn, self.secret).instance).model_copy(
             update={"send_block": block})
 
-    async def _drawn_tasks(self, block: int, tempo: int | None) -> Sequence[Task]:
-        """The families drawn for ``block``'s tempo (none without a drawn source), drawn
-        and checked in a worker thread the first time a tempo asks."""
+    async def _drawn_tasks(self, tempo: int | None) -> Sequence[Task]:
+        """The families drawn for tempo number ``tempo`` (none without a drawn source or a
+        tempo), drawn and checked in a worker thread the first time a tempo asks."""
         if self.drawn is None or tempo is None:
             return ()
-        source = await asyncio.to_thread(self.drawn.source, self.secret, tempo_of(block, tempo))
+        source = await asyncio.to_thread(self.drawn.source, self.secret, tempo)
         return source.tasks()
 
     def _external(self, task: Task) -> bool:
