@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.runner import WORK_LEFT_S, NodeCall, NodeResult
+from sandbox.lifetime import exit_with_parent
 
 
 class ToolError(Exception):
@@ -91,11 +92,14 @@ _POOL_LOCK = threading.Lock()
 
 def tool_processes() -> ProcessPoolExecutor:
     """The processes CPU tools run in: one per core, started on first use (spawned, so a
-    threaded parent is never forked), replaced if one of them died."""
+    threaded parent is never forked), replaced if one of them died, and each ending when this
+    process does, however it ends (:func:`sandbox.lifetime.exit_with_parent`)."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or getattr(_POOL, "_broken", False):
-            _POOL = ProcessPoolExecutor(os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
+            _POOL = ProcessPoolExecutor(
+                os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent
+            )
         return _POOL
 
 

@@ -17,11 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.family import cmdline, descendants, marked, marked_env, outliving
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import axon, serve_asgi
 from support.tasks import provider_profiles
@@ -104,9 +106,9 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
         yield spec_path, query_tap, node_tap
 
 
-def _start(spec: Path, log: Path) -> subprocess.Popen:
+def _start(spec: Path, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(HELPER), str(spec)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            cwd=ROOT)
+                            cwd=ROOT, env=env)
 
 
 def _settled(state_path: Path) -> int:
@@ -177,6 +179,24 @@ async def test_kill_9_mid_step_loses_nothing_settled(tmp_path: Path) -> None:
         assert third[: len(second)] == second
         starts = re.findall(r"resumed_at_block=(\w+)", log.read_text())
         assert starts[0] == "None" and len(starts) == 3 and all(s.isdigit() for s in starts[1:])
+
+
+async def test_kill_9_mid_step_leaves_no_process_of_the_validator(tmp_path: Path) -> None:
+    """Its tool processes and multiprocessing's resource tracker end with it (before: all
+    three ran on, re-parented to init, 14 minutes after the suite's kills)."""
+    log, marker = tmp_path / "validator.log", uuid.uuid4().hex
+    async with _network(tmp_path) as (spec, _, node_tap):
+        state_path = Path(json.loads(spec.read_text())["state"])
+        process = _start(spec, log, marked_env(marker))
+        await _until_settled(state_path, 1, process, log)
+        await node_tap.wait_for(node_tap.hits + 1)  # a plan is executing: mid-step
+        family = descendants(process.pid)
+        started = [cmdline(pid) for pid in family]
+        _kill(process)
+        survivors = outliving(family | marked(marker), within_s=5.0)
+    assert any("multiprocessing.spawn" in line for line in started), started  # the tool processes were up
+    assert any("multiprocessing.resource_tracker" in line for line in started), started
+    assert survivors == {}
 
 
 async def test_health_and_metrics_are_served(tmp_path: Path) -> None:
