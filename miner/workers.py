@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from protocol.synapse import TaskPackage
+from sandbox.lifetime import die_with_parent
 from subnets.base import run_tools_here
 
 from planners.base import Planner, PlannerFailure, PlanResult, plan_here
@@ -47,11 +47,12 @@ class _Worker:
         """Fork the process (blocking for the fork only: call from a thread)."""
         theirs_in, ours_out = os.pipe()
         ours_in, theirs_out = os.pipe()
+        miner = os.getpid()
         pid = os.fork()
         if pid == 0:  # the planning process: it never returns from here
             code = 1
             try:
-                _detach(keep=(theirs_in, theirs_out))
+                _detach(miner, keep=(theirs_in, theirs_out))
                 _serve(Connection(theirs_in, writable=False), Connection(theirs_out, readable=False), planner)
                 code = 0
             finally:
@@ -208,9 +209,12 @@ def _stop(live: set[_Worker], threads: ThreadPoolExecutor) -> None:
 # --- in the planning process -------------------------------------------------------------
 
 
-def _detach(keep: tuple[int, ...]) -> None:
+def _detach(miner: int, keep: tuple[int, ...]) -> None:
     """Leave the miner behind: a session of its own, no descriptor but stdio and ``keep``,
-    no Ctrl-C, and an end when the miner ends (even while the planner spins)."""
+    no Ctrl-C, and an end when the miner ends, however it ends (even while the planner spins:
+    the kernel's SIGKILL, armed before anything else; this process is forked from a thread of
+    the pool, which lives as long as the pool)."""
+    die_with_parent(miner)
     os.setsid()
     low = 3
     for fd in sorted(keep):
@@ -219,14 +223,6 @@ def _detach(keep: tuple[int, ...]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the miner's graceful shutdown
-    miner = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == miner:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="dagnet-planner-watch", daemon=True).start()
     run_tools_here()  # the tool processes it inherited are the miner's, their threads gone
 
 

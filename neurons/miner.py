@@ -29,6 +29,7 @@ from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
 from planners import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
+from sandbox.lifetime import exit_with_parent
 from miner.serving import ToolMenu
 from subnets.registry import default_registry
 from neurons.keys import open_wallet
@@ -145,6 +146,7 @@ class MinerProcessConfig(BaseModel):
 
 def build_miner_app(config: MinerProcessConfig) -> FastAPI:
     """The app for ``config``: real tools, the configured planner in its planning processes, started now, feedback kept on disk."""
+    exit_with_parent()  # a worker of uvicorn's supervisor (``workers`` > 1) ends with it
     keypair, settings = config.hotkey(), config.settings
     if settings.feedback_db is None:
         settings = settings.model_copy(update={"feedback_db": default_feedback_db(keypair.ss58_address)})

@@ -1,0 +1,117 @@
+"""Nothing a neuron starts outlives it, and nothing it starts is left a zombie (sandbox/lifetime.py).
+
+Real processes: a `dagnet miner` with two uvicorn workers, their planning processes and a
+python_exec run in flight, killed with SIGKILL; the same miner stopped with SIGTERM; and
+sandbox runs under a parent that, like a supervisor or a container's PID 1 without an init,
+adopts orphans and never reaps them. The validator's kill -9 is in test_validator_restart.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from support.family import cmdline, descendants, marked, marked_env, outliving
+from support.keys import dev_keypair, signed_headers
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+METAGRAPH = ROOT / "examples" / "metagraph.json"  # validator //Alice, miner //Bob
+START_S = 120.0
+"""How long a miner may take to serve (imports of two workers on a loaded machine)."""
+
+
+def _miner(tmp_path: Path, marker: str, *, workers: int) -> tuple[subprocess.Popen, str]:
+    """A served `dagnet miner` (python_exec on sn1) and its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(METAGRAPH),
+         "--port", "0", "--set", f"workers={workers}", "--set", 'serve.sn1=["python_exec"]',
+         "--set", f"feedback_db={json.dumps(str(tmp_path / 'feedback.sqlite'))}",
+         "--set", f"nonce_db={json.dumps(str(tmp_path / 'nonces.sqlite'))}"],
+        cwd=ROOT, env=marked_env(marker), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    url = _listening(process)
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code < 500:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, "the miner exited while starting"
+        time.sleep(0.2)
+    raise AssertionError(f"the miner did not serve within {START_S:g}s")
+
+
+def _listening(process: subprocess.Popen) -> str:
+    assert process.stderr is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
+            line = process.stderr.readline().decode()
+            if "listening on " in line:
+                threading.Thread(target=process.stderr.read, daemon=True).start()  # keep the pipe drained
+                return line.split("listening on ")[1].split()[0]
+            assert line, "the miner exited before listening"
+    raise AssertionError("the miner never said where it listens")
+
+
+def _python_exec(url: str, code: str) -> httpx.Response:
+    body = json.dumps({"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "python_exec",
+                       "params": {"code": code}}).encode()
+    headers = signed_headers(dev_keypair("Alice"), dev_keypair("Bob"), "/NodeSynapse", body)
+    return httpx.post(url + "/NodeSynapse", content=body, headers=headers, timeout=60)
+
+
+def _quietly(call: callable, *args: object) -> None:
+    """``call`` whose failure is expected: the miner is killed while it answers."""
+    try:
+        call(*args)
+    except httpx.HTTPError:
+        pass
+
+
+def _until(found: callable, within_s: float = 60.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not found():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.05)
+
+
+def test_kill_9_of_a_miner_leaves_none_of_its_processes(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    process, url = _miner(tmp_path, marker, workers=2)
+    assert _python_exec(url, "print(6 * 7)").status_code == 200  # the sandbox works here
+    running = threading.Thread(target=_quietly, args=(_python_exec, url, "import time; time.sleep(8)"), daemon=True)
+    running.start()
+    _until(lambda: any("main.py" in cmdline(pid) for pid in descendants(process.pid)))  # the program runs
+    family = descendants(process.pid)
+    started = [cmdline(pid) for pid in family]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    survivors = outliving(family | marked(marker), within_s=5.0)
+    # uvicorn's two workers and each one's two planning processes (forks: the same command line)
+    assert sum("multiprocessing.spawn" in line for line in started) == 2 + 2 * 2, started
+    assert sum(line.startswith("bwrap") for line in started) == 2, started  # bwrap and its namespace's init
+    assert survivors == {}
+
+
+def test_a_sigtermed_miner_exits_0(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    process, _ = _miner(tmp_path, marker, workers=1)
+    family = descendants(process.pid)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0  # uvicorn re-raised the SIGTERM it stopped on: 143 before
+    assert outliving(family | marked(marker), within_s=5.0) == {}
