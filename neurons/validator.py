@@ -36,6 +36,7 @@ from protocol.runner import NodeRunner
 from protocol.synapse import SCORING_VERSION
 from protocol.task import Task
 from protocol.version import package_version, version_fields
+from sandbox.lifetime import reap_adopted
 from subnets.llm import LLMConfig
 from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_for
@@ -256,6 +257,7 @@ async def run_validator(
     empty or has lost its secret start with a new secret (:class:`~validator.state.StateRefused`
     otherwise)."""
     wallet = config.wallet()
+    reap_adopted()  # what its sandbox runs orphan comes back to it, and is reaped (sandbox/lifetime.py)
     sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
     try:
         state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain

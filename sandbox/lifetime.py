@@ -30,6 +30,7 @@ id once a second and :func:`reap_adopted` does nothing.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import multiprocessing
 import os
@@ -66,8 +67,9 @@ def exit_with_parent() -> None:
 
 def reap_adopted() -> bool:
     """Make this process the subreaper of its descendants and collect the zombies it adopts,
-    from a daemon thread, every :data:`REAP_S`. Idempotent; False where the kernel gives no
-    subreaper (then orphans go to init, as before)."""
+    from a daemon thread, every :data:`REAP_S`, and once more at exit. Call it before the
+    process starts anything. Idempotent; False where the kernel gives no subreaper (then
+    orphans go to init, as before)."""
     with _REAPER_LOCK:
         if os.getpid() in _REAPING:  # not a fork's inherited memory: fork clears the subreaper
             return True
@@ -75,6 +77,7 @@ def reap_adopted() -> bool:
             return False
         _REAPING.append(os.getpid())
         threading.Thread(target=_reap_forever, name="dagnet-reaper", daemon=True).start()
+        atexit.register(reap_once)  # what came back since the thread's last turn
         return True
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.family import cmdline, descendants, marked, marked_env, outliving
+from support.family import children, cmdline, descendants, marked, marked_env, outliving
 from support.keys import dev_keypair, signed_headers
 
 pytestmark = pytest.mark.e2e
@@ -32,14 +32,14 @@ START_S = 120.0
 """How long a miner may take to serve (imports of two workers on a loaded machine)."""
 
 
-def _miner(tmp_path: Path, marker: str, *, workers: int) -> tuple[subprocess.Popen, str]:
-    """A served `dagnet miner` (python_exec on sn1) and its URL."""
+def _miner(tmp_path: Path, marker: str, *, workers: int, under: list[str] = ()) -> tuple[subprocess.Popen, str]:
+    """A served `dagnet miner` (python_exec on sn1), started by the command ``under`` if any, and its URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(METAGRAPH),
+        [*under, sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(METAGRAPH),
          "--port", "0", "--set", f"workers={workers}", "--set", 'serve.sn1=["python_exec"]',
          "--set", f"feedback_db={json.dumps(str(tmp_path / 'feedback.sqlite'))}",
          "--set", f"nonce_db={json.dumps(str(tmp_path / 'nonces.sqlite'))}"],
-        cwd=ROOT, env=marked_env(marker), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=marked_env(marker), stdout=subprocess.PIPE if under else subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     url = _listening(process)
     deadline = time.monotonic() + START_S
@@ -108,10 +108,76 @@ def test_kill_9_of_a_miner_leaves_none_of_its_processes(tmp_path: Path) -> None:
     assert survivors == {}
 
 
-def test_a_sigtermed_miner_exits_0(tmp_path: Path) -> None:
+def test_a_sigtermed_miner_exits_0_and_its_sandbox_runs_leave_no_zombie(tmp_path: Path) -> None:
+    """Under a parent that never reaps what it adopts, the miner's python_exec runs orphan
+    nothing there (it is their subreaper and reaps them), and SIGTERM ends it with exit 0."""
     marker = uuid.uuid4().hex
-    process, _ = _miner(tmp_path, marker, workers=1)
-    family = descendants(process.pid)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0  # uvicorn re-raised the SIGTERM it stopped on: 143 before
+    adopter, url = _miner(tmp_path, marker, workers=1, under=[sys.executable, "-c", ADOPTER])
+    assert [_python_exec(url, f"print({i})").status_code for i in range(3)] == [200] * 3
+    (miner,) = children(adopter.pid)
+    family = descendants(miner)
+    os.kill(miner, signal.SIGTERM)
+    out, _ = adopter.communicate(timeout=60)
+    # exit 143 before (uvicorn re-raised the SIGTERM it stopped on), and a bwrap per run left here
+    assert _verdict(out.decode()) == (0, 0, [])
     assert outliving(family | marked(marker), within_s=5.0) == {}
+
+
+ADOPTER = """
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, and it never reaps an adoptee
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+child.wait()
+time.sleep(0.1)  # a grandchild orphaned at the child's very end has been handed over by now
+zombies = []
+for name in os.listdir("/proc"):
+    try:
+        stat = open("/proc/%s/stat" % name).read()
+    except OSError:
+        continue
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] == "Z" and int(fields[1]) == os.getpid():
+        zombies.append(stat[stat.find("(") + 1 : stat.rfind(")")])
+print(child.returncode, len(zombies), sorted(set(zombies)))
+"""
+"""Runs a command under a subreaper that never reaps what it adopts, as a supervisor or a
+container's PID 1 without an init would; prints the command's exit code and the zombies left."""
+
+
+RUNS = """
+import asyncio, sys, time
+from sandbox.lifetime import REAP_S, reap_adopted
+from subnets.base import ToolContext
+from subnets.python_exec import python_exec_spec
+if sys.argv[2] == "reaping":
+    assert reap_adopted()
+tool = python_exec_spec().fn
+for i in range(int(sys.argv[1])):
+    result = asyncio.run(tool({"code": "print(%d)" % i}, ToolContext("t", "n", 1, 10.0)))
+    assert result.output.text.strip() == str(i), result
+time.sleep(3 * REAP_S)  # the last run's adoptee is reaped within REAP_S
+"""
+
+
+def _adopted_zombies(runs: int, mode: str) -> tuple[int, list[str]]:
+    """How many zombies ``runs`` python_exec calls leave with the adopter, and their names."""
+    done = subprocess.run([sys.executable, "-c", ADOPTER, sys.executable, "-c", RUNS, str(runs), mode], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    code, count, names = _verdict(done.stdout)
+    assert code == 0, done.stderr[-2000:]
+    return count, names
+
+
+def _verdict(printed: str) -> tuple[int, int, list[str]]:
+    code, count, names = printed.split(maxsplit=2)
+    return int(code), int(count), json.loads(names.replace("'", '"'))
+
+
+def test_python_exec_runs_leave_no_zombie_behind_the_reaper() -> None:
+    """bubblewrap's namespace init outlives the outer bwrap that reported its exit: without
+    :func:`reap_adopted`, each run hands one exited bwrap to the nearest subreaper (the probe
+    one more); with it, the process running the sandbox takes and reaps them."""
+    assert _adopted_zombies(5, "reaping") == (0, [])
+    count, names = _adopted_zombies(5, "plain")
+    assert names == ["bwrap"] and count >= 5

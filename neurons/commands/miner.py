@@ -99,7 +99,9 @@ def miner(
     except InputError as exc:
         fail(str(exc))
     from neurons.miner import MinerProcessConfig, serve_miner
+    from sandbox.lifetime import reap_adopted
 
+    reap_adopted()  # before the sandbox's probe: what its runs orphan comes back to the miner, which reaps it
     try:
         process = MinerProcessConfig(
             settings=settings,

@@ -38,6 +38,11 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+def children(parent: int) -> set[int]:
+    """The live processes whose parent is ``parent`` now."""
+    return {pid for pid in _pids() if (stat := _stat(pid)) is not None and stat[1] == parent and stat[0] != "Z"}
+
+
 def marked(marker: str) -> set[int]:
     """Every process whose environment carries ``marker`` (see :func:`marked_env`)."""
     needle = f"{MARK}={marker}".encode()
