@@ -6,7 +6,9 @@ compose v2 plugin), builds the base image where none can be pulled
 compose and Prometheus from Debian's package, brings up the embedded profile without Grafana
 (its image cannot be pulled here and nothing of dagnet's runs in it), and waits until the
 validator has set weights with its code sandbox working, a code family has scored above 0,
-the good miner leads on chain and Prometheus scrapes every neuron; then ``down -v``.
+the good miner leads on chain and Prometheus scrapes every neuron; then runs 200 ``python_exec``
+calls and 200 judgings in the validator's container and counts the zombies in every neuron's
+container; then ``down -v``.
 
 ``DAGNET_COMPOSE`` picks the compose that runs it (default ``docker-compose``, Debian's 1.29;
 ``docker compose`` for v2); ``DAGNET_BASE_IMAGE`` an image to build on instead of the
@@ -179,3 +181,48 @@ def test_the_embedded_profile_sets_weights_scores_code_and_is_scraped(stack: dic
         seen = _observe(stack)
     logs = "" if _settled(seen) else _compose(stack, "logs", "--tail", "30", "validator", timeout=60)
     assert _settled(seen), f"after {SETTLE_S:.0f} s the stack shows {json.dumps(seen, indent=1)}\n{logs[-4000:]}"
+
+
+SANDBOX_RUNS = """
+import json, os, sys, time
+from sandbox.calls import Call, call_function
+from scoring.quality.code import JUDGING
+from subnets.base import ToolContext
+from subnets.python_exec import python_exec_spec
+import asyncio
+runs = int(sys.argv[1])
+tool = python_exec_spec().fn
+for i in range(runs):
+    result = asyncio.run(tool({"code": "print(%d)" % i}, ToolContext("t", "n", 1, 10.0)))
+    assert result.output.text.strip() == str(i), result
+for i in range(runs):
+    report = call_function("def f(x):\\n    return x + 1\\n", "f", [Call(args=(i,))], budget=JUDGING)
+    assert [o.value for o in report.outcomes] == [i + 1], report
+print(runs)
+"""
+"""``runs`` python_exec calls, then ``runs`` judgings, through the sandbox as the validator runs
+them (as the validator's user, in its container)."""
+
+ZOMBIES = """
+import os
+count = 0
+for name in os.listdir("/proc"):
+    try:
+        stat = open("/proc/%s/stat" % name).read()
+    except OSError:
+        continue
+    count += stat[stat.rfind(")") + 2 :].split()[0] == "Z"
+print(count)
+"""
+"""The zombies in the container's pid namespace."""
+
+
+def test_sandbox_runs_leave_no_zombie_in_any_container(stack: dict[str, str]) -> None:
+    """Before the image ran an init, the neuron was PID 1 and reaped no stranger: each run
+    left one exited bwrap (containers/bubblewrap#697), 400 here."""
+    runs = _compose(stack, "exec", "-T", "-u", "dagnet", "validator", "python", "-c", SANDBOX_RUNS, "200", timeout=1800)
+    assert runs.strip() == "200"
+    time.sleep(1)  # the last runs' orphans reach PID 1 and are reaped within this
+    zombies = {service: _compose(stack, "exec", "-T", service, "python", "-c", ZOMBIES, timeout=60).strip()
+               for service in ("chain", *NEURON_PORTS)}
+    assert zombies == {service: "0" for service in ("chain", *NEURON_PORTS)}
