@@ -43,6 +43,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from render.columns import ALWAYS, Column, fit_table, terminal_width
+from sandbox.lifetime import dies_with_this_process
 from validator.settings import SHIPPED_TASKS
 
 STRATEGY_MIX = ("good", "naive", "invalid", "precompute", "learner")
@@ -126,6 +127,7 @@ class Processes:
             self.children[name] = subprocess.Popen(
                 [sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches this process only; it stops the rest
+                preexec_fn=dies_with_this_process(),  # and a kill -9 of this one takes them too
             )
         return log
 

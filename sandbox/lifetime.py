@@ -4,7 +4,8 @@ Every process a validator or miner starts must end when the neuron does, however
 (``kill -9`` included, when no cleanup code runs), and nothing it leaves may stay a zombie.
 Three tools, one per way a process comes to be:
 
-- :func:`die_with_parent`, for a child made by ``fork`` (a miner's planning process): the
+- :func:`die_with_parent`, for a child made by ``fork`` (a miner's planning process; through
+  :func:`dies_with_this_process`, a ``subprocess`` child such as the localnet's neurons): the
   kernel sends it SIGKILL when its parent dies (``PR_SET_PDEATHSIG``). The kernel ties the
   signal to the parent *thread* that forked it, so fork only from a thread that lives as
   long as the child should (the main thread, or a pool's long-lived worker).
@@ -32,11 +33,13 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import multiprocessing
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 
 PR_SET_PDEATHSIG = 1
@@ -54,6 +57,14 @@ def die_with_parent(parent: int) -> None:
         threading.Thread(target=_watch_parent_id, args=(parent,), name="dagnet-parent-watch", daemon=True).start()
     if os.getppid() != parent:  # it died before the signal was armed
         os._exit(1)
+
+
+def dies_with_this_process() -> Callable[[], None]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` (a fork, then ``exec``): the child gets
+    SIGKILL when this process dies. Call ``Popen`` from a thread that lives as long as the
+    child, such as the main thread."""
+    _libc()  # resolved here: the fork only calls it
+    return functools.partial(die_with_parent, os.getpid())
 
 
 def exit_with_parent() -> None:
