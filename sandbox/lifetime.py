@@ -40,7 +40,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from functools import cache
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -150,7 +149,7 @@ def _watch_parent_id(parent: int) -> None:
     os._exit(1)
 
 
-@cache
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them
