@@ -75,6 +75,12 @@ def _python_exec(url: str, code: str) -> httpx.Response:
     return httpx.post(url + "/NodeSynapse", content=body, headers=headers, timeout=60)
 
 
+def _running_program(pids: set[int]) -> bool:
+    """Whether the sandboxed program itself runs among ``pids`` (the launcher has exec'd it,
+    so bwrap and its namespace's init are up): not only a command line that names it."""
+    return any(cmdline(pid).endswith(" -s -P -B main.py") for pid in pids)
+
+
 def _quietly(call: callable, *args: object) -> None:
     """``call`` whose failure is expected: the miner is killed while it answers."""
     try:
@@ -96,7 +102,7 @@ def test_kill_9_of_a_miner_leaves_none_of_its_processes(tmp_path: Path) -> None:
     assert _python_exec(url, "print(6 * 7)").status_code == 200  # the sandbox works here
     running = threading.Thread(target=_quietly, args=(_python_exec, url, "import time; time.sleep(8)"), daemon=True)
     running.start()
-    _until(lambda: any("main.py" in cmdline(pid) for pid in descendants(process.pid)))  # the program runs
+    _until(lambda: _running_program(descendants(process.pid)))
     family = descendants(process.pid)
     started = [cmdline(pid) for pid in family]
     os.kill(process.pid, signal.SIGKILL)
