@@ -346,7 +346,7 @@ def test_a_state_file_that_lost_its_secret_is_refused_and_reset_keeps_its_histor
     state.settle_step(1, [_small(1, 1)])
     state.close()
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("DELETE FROM meta WHERE key = 'instance_secret'")
+        conn.execute("DELETE FROM secret")
     with pytest.raises(StateRefused, match="has lost its instance secret.*--reset"):
         ValidatorState(path)
     state = ValidatorState(path, reset=True)

@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import math
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -48,13 +47,15 @@ from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.sampling import FixedTasks
 from validator.settings import SHIPPED_TASKS
-from validator.state import ValidatorState
+from validator.state import ValidatorState, secret
 
 VALIDATOR = dev_keypair("Alice")
 OWNER = dev_keypair("dagnet-margin-owner")
 TEMPO = 4
-SECRET = 1
-"""Each test's validator secret, fixed so its instances and worlds are the same on every run."""
+DRAWS = 1
+"""What every validator's draws start from here (:func:`validator.state.secret.draw_key`
+of its secret), fixed so its instances and worlds are the same on every run: the cases
+below were written for the draws of 1."""
 FAMILIES = SomeFamilies("dt_inventory", "dt_grades", "rag_comets", "agent_trip")
 """Families whose plans run in milliseconds on owned execution (no sandbox)."""
 
@@ -163,13 +164,15 @@ async def _weights(loop: ValidatorLoop, chain: FakeChain) -> dict[int, float]:
     return chain.weights_log[-1][1]
 
 
+@pytest.fixture(autouse=True)
+def _fixed_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secret, "draw_key", lambda _: DRAWS)
+
+
 def _state_file(tmp_path: Path, name: str) -> Path:
-    """A state file whose instance secret is :data:`SECRET`: the same instances and worlds
-    for every network of a test, and on every run."""
+    """A state file of its own for each network of a test (its draws: :data:`DRAWS`)."""
     path = tmp_path / name / "validator.sqlite"
     ValidatorState(path).close()
-    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'instance_secret'", (SECRET,))
     return path
 
 

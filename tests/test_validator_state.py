@@ -136,7 +136,7 @@ def test_a_state_file_from_before_the_margin_gets_its_columns_and_weights_record
         INSERT INTO executions (block, uid, hotkey, task_id, base_task_id, instance_seed, score, s)
             VALUES (1, 3, 'hk3', 'dt_sales', 'dt_sales', 6, '{"S": 0.5}', 0.5);
         CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT INTO meta VALUES ('instance_secret', 1234);
+        INSERT INTO meta VALUES ('instance_secret', 6820936120913407871);
     """)
     old.close()
     state = ValidatorState(path)
@@ -235,7 +235,7 @@ def test_a_state_file_of_the_old_schema_opens_with_every_task_active(tmp_path: P
             low_tempos INTEGER NOT NULL DEFAULT 0, quarantined_tempos INTEGER NOT NULL DEFAULT 0);
         INSERT INTO tasks VALUES ('hard', 'quarantined', 0, 3, 2), ('gone', 'removed', 0, 3, 5), ('easy', 'deprecated', 3, 0, 0);
         CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT INTO meta VALUES ('last_closed_tempo', 41), ('instance_secret', 1234), ('last_weights_block', 400);
+        INSERT INTO meta VALUES ('last_closed_tempo', 41), ('instance_secret', 6820936120913407871), ('last_weights_block', 400);
         CREATE TABLE windows (uid INTEGER PRIMARY KEY, hotkey TEXT NOT NULL, scores TEXT NOT NULL, tasks_seen INTEGER NOT NULL);
         INSERT INTO windows VALUES (3, 'hk3', '[0.5, 1.0]', 2);
     """)
@@ -244,7 +244,7 @@ def test_a_state_file_of_the_old_schema_opens_with_every_task_active(tmp_path: P
     try:
         assert state.task_lifecycles() == {}  # the miner-steered verdicts are gone
         assert state.task_states(["hard", "gone"]) == {"gone": ACTIVE, "hard": ACTIVE}
-        assert state.instance_secret() == 1234 and state.last_weights_block() == 400
+        assert state.instance_secret() == 6820936120913407871 and state.last_weights_block() == 400
         assert state.window().means() == {3: 0.75}
         assert state._get_meta("last_closed_tempo") is None
         _judged(state, 500, "hard", "broken")
@@ -268,7 +268,7 @@ def test_records_of_an_old_state_file_get_their_synthetic_flag_once(tmp_path: Pa
             VALUES (1, 1, 'hk1', 'syn_0a1b2c3d', 'dt_sales', 5, '{"S": 0.5}', 0.5),
                    (2, 1, 'hk1', 'dt_sales', 'dt_sales', 6, '{"S": 0.25}', 0.25);
         CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT INTO meta VALUES ('instance_secret', 1234);
+        INSERT INTO meta VALUES ('instance_secret', 6820936120913407871);
     """)
     old.close()
     state = ValidatorState(path)

@@ -248,7 +248,8 @@ def test_records_of_a_state_file_without_tiers_read_as_full_and_curated(tmp_path
                                           score={"S": 0.5}, reason=None, hint_tier="goal", drawn_tempo=3)])
     state.close()
     old = sqlite3.connect(path)  # the file as written before records kept their tier and tempo
-    old.executescript("ALTER TABLE executions DROP COLUMN hint_tier; ALTER TABLE executions DROP COLUMN drawn_tempo;")
+    old.executescript("ALTER TABLE executions DROP COLUMN hint_tier; ALTER TABLE executions DROP COLUMN drawn_tempo; "
+                      "PRAGMA user_version = 0;")  # and before the migrations were numbered
     old.close()
     state = ValidatorState(path)
     try:

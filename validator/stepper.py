@@ -84,7 +84,7 @@ class Stepper:
         self.config = config
         self.executor_config = executor_config
         self.steps = steps
-        self.secret = state.instance_secret()
+        self.secret = state.instance_secret()  # then what the last step drew from
         self.judging = JudgingAllowance()
         self.feedback = FeedbackSender(client)
         """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
@@ -121,6 +121,7 @@ class Stepper:
         wanted = self.reference is not None or self.drawn is not None or self.worlds is not None
         tempo_blocks = await self.view.tempo() if wanted else None  # a length in blocks
         tempo = None if tempo_blocks is None else tempo_of(block, tempo_blocks)  # the tempo's number
+        self.secret = self.state.step_secret(block, tempo_blocks)
         drawn = await self._drawn_tasks(tempo)
         active = [*self._active_tasks(), *drawn]
         if not active:
@@ -128,7 +129,7 @@ class Stepper:
             return None
         if self.providers is not None:
             try:
-                await self.providers.refresh(_partner_subnets(active))
+                await self.providers.refresh({subnet for task in active for subnet in task.available_tools})
             except Exception as exc:
                 raise InfrastructureFailure("adapter", f"providers: {type(exc).__name__}: {exc}") from exc
         self.view.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
@@ -274,10 +275,6 @@ class Stepper:
             )
         else:
             log.warning("task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure)
-
-
-def _partner_subnets(tasks: Sequence[Task]) -> set[str]:
-    return {subnet for task in tasks for subnet in task.available_tools}
 
 
 def execution_record(

@@ -1,0 +1,74 @@
+"""The windows room: each miner uid's last scores, credited margins and shares."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+from scoring.margin import Means, window_means
+from scoring.window import RollingWindow
+
+from .records import ExecutionRecord
+
+WINDOW_SIZE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What weights are computed from: the miners' windows as of one moment."""
+
+    window: RollingWindow
+    tasks_seen: dict[int, int]
+    hotkeys: dict[int, str]
+    """The hotkey each uid's window belongs to."""
+    margins: dict[int, list[float]] = field(default_factory=dict)
+    """Each uid's window of credited margins over the reference (:mod:`scoring.margin`)."""
+    shares: dict[int, list[float]] = field(default_factory=dict)
+    """Each uid's window of shares of its answers."""
+
+    def means(self) -> dict[int, Means]:
+        """Each uid's window means (:func:`scoring.margin.window_means`): score, credited
+        margin (0 before any step with a reference score) and share (1 before any)."""
+        return {
+            uid: window_means(self.window.mean(uid), self.margins.get(uid, []), self.shares.get(uid, []))
+            for uid in sorted(set(self.window.uids()) | set(self.margins))
+        }
+
+
+def window(conn: sqlite3.Connection, size: int) -> RollingWindow:
+    """Every uid's window as stored."""
+    rows = conn.execute("SELECT uid, scores FROM windows").fetchall()
+    return RollingWindow.from_dict({"size": size, "scores": {str(uid): json.loads(scores) for uid, scores in rows}})
+
+
+def standing(conn: sqlite3.Connection, size: int) -> Standing:
+    """Every uid's window, tasks seen and hotkey, read by one statement: a step settled
+    meanwhile (by another thread or process) is in all three or in none."""
+    rows = conn.execute("SELECT uid, hotkey, scores, tasks_seen, margins, shares FROM windows ORDER BY uid").fetchall()
+    scores = RollingWindow.from_dict({"size": size, "scores": {str(row[0]): json.loads(row[2]) for row in rows}})
+    return Standing(
+        scores, {row[0]: row[3] for row in rows}, {row[0]: row[1] for row in rows},
+        margins={row[0]: json.loads(row[4])[-size:] for row in rows},
+        shares={row[0]: json.loads(row[5])[-size:] for row in rows},
+    )
+
+
+def add_score(conn: sqlite3.Connection, record: ExecutionRecord, size: int) -> None:
+    """Add the record's score to its uid's window, and its credited margin and share
+    when the step's reference produced a score; a new hotkey on the uid starts afresh."""
+    row = conn.execute(
+        "SELECT hotkey, scores, tasks_seen, margins, shares FROM windows WHERE uid = ?", (record.uid,)).fetchone()
+    if row is None or row[0] != record.hotkey:
+        scores, seen, margins, shares = [], 0, [], []
+    else:
+        scores, seen, margins, shares = json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4])
+    kept = RollingWindow.from_dict({"size": size, "scores": {str(record.uid): scores}})
+    kept.add(record.uid, float(record.score["S"]))
+    if record.credit is not None and record.share is not None:
+        margins, shares = [*margins, record.credit][-size:], [*shares, record.share][-size:]
+    conn.execute(
+        "INSERT OR REPLACE INTO windows (uid, hotkey, scores, tasks_seen, margins, shares) VALUES (?, ?, ?, ?, ?, ?)",
+        (record.uid, record.hotkey, json.dumps(kept.to_dict()["scores"][str(record.uid)]), seen + 1,
+         json.dumps(margins), json.dumps(shares)),
+    )
