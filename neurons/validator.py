@@ -43,7 +43,7 @@ from subnets.world import ADVERTISED, World, world_for
 from validator.adapters import BySubnet
 from validator.client import ClientConfig, MinerClient
 from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
-from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver
+from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver, WorldNotPlayed
 from validator.prometheus import ValidatorMetrics
 from validator.providers import (
     EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
@@ -210,13 +210,15 @@ def health_app(
     @app.get("/world/{tempo}")
     def world(tempo: int) -> dict[str, Any]:
         """A past tempo's hidden world (docs/validator.md, auditing a record); 403 for the
-        current tempo, a future one, or none played."""
+        current tempo or a future one, 404 for one this validator did not play."""
         if loop.worlds is None:
             raise HTTPException(404, "this validator plays the advertised profile")
         try:
             return loop.past_world(tempo).to_json()
         except WorldNotOver as exc:
             raise HTTPException(403, str(exc)) from None
+        except WorldNotPlayed as exc:
+            raise HTTPException(404, str(exc)) from None
 
     @app.get("/metrics")
     def metrics_route() -> Response:
@@ -254,18 +256,20 @@ async def run_validator(
 ) -> None:
     """Run until ``stop`` is set (or SIGINT/SIGTERM). ``chain``/``providers``/``source``
     replace what the config would open (tests). ``reset`` lets a state file that is
-    empty or has lost its secret start with a new secret (:class:`~validator.state.StateRefused`
-    otherwise)."""
+    empty, has lost its secret or has a weak one start with a new secret
+    (:class:`~validator.state.StateRefused` otherwise). A state file this call made is
+    removed when it ends before any step settled."""
     wallet = config.wallet()
     reap_adopted()  # what its sandbox runs orphan comes back to it, and is reaped (sandbox/lifetime.py)
     sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
+    created = not config.state.exists()
     try:
         state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain
         try:
             if chain is None:
                 chain, providers = await reached(*open_chain(config, wallet))
         except BaseException:
-            state.close()
+            _close(state, created)
             raise
     except BaseException:
         sock.close()
@@ -293,8 +297,19 @@ async def run_validator(
                 await loop.run(stop)
     finally:
         sock.close()
-        state.close()
+        _close(state, created)
         await chain.close()
+
+
+def _close(state: ValidatorState, created: bool) -> None:
+    """Close the state; a file this process made that holds nothing yet (no step
+    settled, no weights) goes too, so a validator that never stepped leaves none."""
+    empty = created and state.steps_settled() == 0 and state.last_weights_block() is None
+    state.close()
+    if empty:
+        for path in (state.path, state.path.with_name(state.path.name + "-wal"),
+                     state.path.with_name(state.path.name + "-shm")):
+            path.unlink(missing_ok=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -4,8 +4,11 @@ The table is the contract of docs/cli.md ("Exit codes and errors"); add a row fo
 every new way a user can get a command wrong.
 """
 
+import contextlib
 import json
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +23,8 @@ from neurons.cli import app
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PLAN = EXAMPLES / "seed000_partial.json"
+STATE_FIXTURE = ROOT / "tests" / "fixtures" / "state_main_6197a53.sqlite"
+VALIDATE = ["validator", "--dev-key", "//Alice", "--port", "0", "--network", "ws://127.0.0.1:1", "--state"]
 
 
 @pytest.fixture
@@ -44,6 +49,19 @@ def files(tmp_path: Path) -> dict[str, Path]:
     paths["dir"] = tmp_path
     paths["taskset"] = write_taskset(tmp_path / "taskset.json", ["rag_towns"], seed=3)
     paths["missing"] = tmp_path / "missing.json"
+    paths.update(_state_files(tmp_path))
+    return paths
+
+
+def _state_files(folder: Path) -> dict[str, Path]:
+    """State files a validator refuses: not a database, a weak secret, a newer schema."""
+    paths = {name: folder / f"{name}.sqlite" for name in ("corrupt_state", "weak_state", "newer_state")}
+    paths["corrupt_state"].write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    for name, statement in (("weak_state", "UPDATE meta SET value = 'abc' WHERE key = 'instance_secret'"),
+                            ("newer_state", "PRAGMA user_version = 99")):
+        shutil.copyfile(STATE_FIXTURE, paths[name])
+        with contextlib.closing(sqlite3.connect(paths[name])) as conn, conn:
+            conn.execute(statement)
     return paths
 
 
@@ -105,6 +123,13 @@ BAD_INPUTS = [
     (["localnet", "--dir", "{dir}"], "not a new or empty folder"),
     (["localnet", "--dir", "{bad_json}"], "not a new or empty folder"),
     (["subnet", "stake", "1", "--network", "local", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
+    *[(command, message) for state, message in (
+        ("{corrupt_state}", "cannot be opened: file is not a database"),
+        ("{weak_state}", ("has a weak instance secret ('abc' is not a number): its history cannot be replayed "
+                          "under a new secret. Start with --reset")),
+        ("{newer_state}", "is of schema version 99, newer than this dagnet's"),
+    ) for command in ([*VALIDATE, state], ["validator", "records", "--state", state],
+                      ["validator", "--replay", "1", "--state", state])],
 ]
 
 
@@ -157,6 +182,29 @@ def test_a_miner_port_in_use_is_one_line_exit_2_and_leaves_nothing(tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"error: port {port} is in use (--port)"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_validator_that_never_steps_leaves_no_state_file_it_made(tmp_path: Path, monkeypatch) -> None:
+    without_backoff(monkeypatch)
+    made, kept = tmp_path / "new" / "validator.sqlite", tmp_path / "kept.sqlite"
+    shutil.copyfile(STATE_FIXTURE, kept)
+    for state in (made, kept):
+        result = CliRunner().invoke(app, [*VALIDATE, str(state)])
+        assert result.exit_code == 2 and "cannot reach the chain" in result.stderr, result.output
+    assert list(made.parent.iterdir()) == []  # no file, no -wal, no -shm
+    assert kept.exists()  # a file it did not make stays, whatever happened
+
+
+def test_records_of_a_state_file_without_any_say_so_apart_from_no_match(tmp_path: Path) -> None:
+    from validator.state import ValidatorState
+
+    ValidatorState(tmp_path / "empty.sqlite").close()
+    shutil.copyfile(STATE_FIXTURE, tmp_path / "full.sqlite")
+    for name, args, line in (("empty", [], "no record in the state file yet"),
+                             ("empty", ["--miner", "1"], "no record in the state file yet"),
+                             ("full", ["--miner", "9"], "no record matches")):
+        result = CliRunner().invoke(app, ["validator", "records", "--state", str(tmp_path / f"{name}.sqlite"), *args])
+        assert result.exit_code == 0 and result.stdout.splitlines() == [line], result.output
 
 
 def test_an_unreachable_chain_names_it_without_the_sdk_s_hint() -> None:

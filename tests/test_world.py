@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,8 @@ from subnets.world import ADVERTISED, World, world_for, world_named
 from tasks import FamilyTasks
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from validator.loop import LoopConfig, ValidatorLoop, WorldNotOver
+from validator.loop import LoopConfig, ValidatorLoop, WorldNotOver, WorldNotPlayed
+from validator.sampling import instance_seed
 from validator.state import ValidatorState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,6 +218,26 @@ async def _world_loop(tmp_path: Path) -> AsyncIterator[tuple[ValidatorLoop, Fake
 
 
 @pytest.mark.e2e
+async def test_a_state_file_of_main_keeps_its_63_bit_secret_until_the_next_tempo_starts(tmp_path: Path) -> None:
+    legacy = 8050554739146579377  # tests/fixtures' file, written by main at 6197a53 (tests/test_validator_store.py)
+    shutil.copyfile(Path(__file__).parent / "fixtures" / "state_main_6197a53.sqlite", tmp_path / "validator.sqlite")
+    async with _world_loop(tmp_path) as (loop, chain):
+        for block in (200, 201, 210):  # two steps of tempo 20, then the first of tempo 21
+            chain.head = block
+            assert await loop.step(block) is not None
+        new = loop.state.instance_secret(210)
+        assert new != legacy and loop.state.instance_secret(209) == legacy
+        records = loop.state.executions(task_id=None)
+        played = [r for r in records if r.block >= 200]
+        assert {r.block for r in played} == {200, 201, 210}
+        for record in played:
+            secret = legacy if record.block < 210 else new
+            assert record.instance_seed == instance_seed(secret, record.block, record.base_task_id), record.block
+        listed = {name: info for t in loop.source.tasks() for name, info in t.available_tools.items()}
+        assert loop.past_world(20) == world_for(legacy, 20, listed)
+
+
+@pytest.mark.e2e
 async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -228,8 +250,8 @@ async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_p
             assert await loop.step(chain.head) is not None
             chain.advance()
         records = loop.state.executions()
-        tempo = chain.head // 10  # the fake chain's tempo is 10 blocks
-        assert records and {r.world_tempo for r in records} == {(chain.head - 1) // 10}
+        played = (chain.head - 1) // 10  # the fake chain's tempo is 10 blocks
+        assert records and {r.world_tempo for r in records} == {played}
         secret = loop.state.instance_secret()
         for record in records:
             task = next(t for t in loop.source.tasks() if t.task_id == record.base_task_id)
@@ -239,18 +261,29 @@ async def test_the_validator_plays_the_tempos_world_and_its_records_replay(tmp_p
             elsewhere = await asyncio.to_thread(replay, record, loop.source, world=ADVERTISED)
             assert elsewhere.identical is False or record.metrics is None  # the world decided the score
         with pytest.raises(WorldNotOver):
+            loop.past_world(played)
+        chain.advance(10 - chain.head % 10)  # the next tempo starts, and the validator steps in it
+        assert await loop.step(chain.head) is not None
+        tempo = chain.head // 10
+        assert tempo == played + 1
+        with pytest.raises(WorldNotOver):
             loop.past_world(tempo)
         with pytest.raises(WorldNotOver):
             loop.past_world(tempo + 5)
+        for never in (-3, played - 1):  # no tempo before the chain's first; one over, not played here
+            with pytest.raises(WorldNotPlayed):
+                loop.past_world(never)
         listed = {name: info for t in loop.source.tasks() for name, info in t.available_tools.items()}
-        assert loop.past_world(tempo - 1) == world_for(secret, tempo - 1, listed)
+        assert loop.past_world(played) == world_for(secret, played, listed)
         transport = httpx.ASGITransport(app=health_app(loop, ValidatorMetrics()))
         async with httpx.AsyncClient(transport=transport, base_url="http://validator") as http:
             assert (await http.get(f"/world/{tempo}")).status_code == 403
             assert (await http.get(f"/world/{tempo + 1}")).status_code == 403
-            published = await http.get(f"/world/{tempo - 1}")
+            assert (await http.get("/world/-3")).status_code == 404
+            assert (await http.get(f"/world/{played - 1}")).status_code == 404
+            published = await http.get(f"/world/{played}")
             assert published.status_code == 200
-            assert World.from_json(published.json()) == loop.past_world(tempo - 1)
+            assert World.from_json(published.json()) == loop.past_world(played)
         ran = next(r for r in records if r.metrics is not None)
     command = ["validator", "--state", str(tmp_path / "validator.sqlite"), "--replay", str(ran.id)]
     replayed = await asyncio.to_thread(CliRunner().invoke, app, command)  # the re-run blocks on simulated time

@@ -172,11 +172,11 @@ def replay_record(
     state = ValidatorState(config_state)
     try:
         record = state.execution(record_id)
-        secret = state.instance_secret()
+        if record is None:
+            raise LookupError(f"no execution record {record_id} in {config_state}")
+        secret = state.instance_secret(record.block)  # the secret in effect at the record's step
     finally:
         state.close()
-    if record is None:
-        raise LookupError(f"no execution record {record_id} in {config_state}")
     world = None
     if record.world_tempo is not None:  # the record ran in that tempo's hidden world: run it there again
         tools = recorded_task(record, source, drawn=drawn, secret=secret).available_tools

@@ -41,7 +41,7 @@ from .state import ValidatorState
 from .stepper import Stepper
 from .weights import WeightSetter
 
-__all__ = ["LoopConfig", "StepSummary", "TaskSource", "ValidatorLoop", "WorldNotOver"]
+__all__ = ["LoopConfig", "StepSummary", "TaskSource", "ValidatorLoop", "WorldNotOver", "WorldNotPlayed"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ MAX_BACKOFF_S = 30.0
 
 class WorldNotOver(LookupError):
     """A tempo's world was asked for before the tempo ended."""
+
+
+class WorldNotPlayed(LookupError):
+    """A tempo's world was asked for that this validator did not play (or no longer keeps a step of)."""
 
 
 class ValidatorLoop:
@@ -145,15 +149,20 @@ class ValidatorLoop:
         """The hidden world of ``tempo``, once it is over, for every subnet this validator's
         tasks list: what it publishes so anyone can replay that tempo's records.
         :class:`WorldNotOver` while ``tempo`` is the current tempo or later, or before the
-        chain has told the loop its block and tempo (nobody may learn a world in play)."""
+        chain has told the loop its block and tempo (nobody may learn a world in play);
+        :class:`WorldNotPlayed` for a tempo none of whose steps this state keeps (a
+        negative one, one before this validator ran, or one retention deleted)."""
         hyper, snapshot, worlds = self.view.hyperparameters, self.view.snapshot, self.worlds
         if hyper is None or snapshot is None or hyper.tempo <= 0 or tempo >= tempo_of(snapshot.block, hyper.tempo):
             raise WorldNotOver(f"tempo {tempo} is not over")
         assert worlds is not None, "no hidden world is played"
+        first = tempo * hyper.tempo
+        if tempo < 0 or not self.state.settled_between(first, first + hyper.tempo):
+            raise WorldNotPlayed(f"tempo {tempo} was not played by this validator (no step of it is kept)")
         drawn = self.stepper.drawn
         kept = [] if drawn is None else drawn.kept_tasks()
         tools = {name: info for task in [*self.source.tasks(), *kept] for name, info in task.available_tools.items()}
-        return worlds(self.stepper.secret, tempo, tools)
+        return worlds(self.state.instance_secret(first), tempo, tools)
 
     async def step(self, block: int) -> StepSummary | None:
         """One validation step at ``block`` (:meth:`validator.stepper.Stepper.step`)."""

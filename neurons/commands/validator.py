@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +87,7 @@ def validator(
         bool,
         typer.Option(
             "--reset",
-            help="Start on a state file that is empty or has lost its instance secret by making a new secret in it (drawn-family records made before no longer replay).  [default: off: such a file is refused]",
+            help="Start on a state file that is empty, has lost its instance secret or has a weak one by making a new secret in it (drawn-family records made before no longer replay).  [default: off: such a file is refused]",
         ),
     ] = False,
     *,
@@ -159,6 +160,8 @@ def _replay(state: Path, tasks: Path, record_id: int, drawn_per_tempo: int) -> N
         result = replay_record(state, record_id, load_task_source(tasks), drawn_source(tasks, drawn_per_tempo))
     except (LookupError, OSError, ValueError) as exc:
         fail(str(exc).strip("'"))
+    except sqlite3.DatabaseError as exc:  # a file damaged past what opening it reads
+        fail(f"the state file {state} cannot be read: {exc}")
     sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
     typer.echo(f"record {record_id}: {result['explanation']}", err=True)
     if result["unchecked"] is not None:
@@ -204,6 +207,8 @@ def _opened(state: Path) -> Iterator[Any]:
         fail(str(exc))
     try:
         yield store
+    except sqlite3.DatabaseError as exc:  # a file damaged past what opening it reads
+        fail(f"the state file {state} cannot be read: {exc}")
     finally:
         store.close()
 
@@ -247,10 +252,12 @@ def records(
     task, tier, S and what it is made of (or why it is 0)."""
     with _opened(state) as store:
         rows = [_record_row(record) for record in store.executions(uid=miner, task_id=task, last=last)]
+        empty = not rows and not store.executions(last=1)
     if as_json:
         print_json(rows)
         return
-    for line in _aligned(_RECORD_COLUMNS, rows) if rows else ["no record matches"]:
+    nothing = "no record in the state file yet" if empty else "no record matches"
+    for line in _aligned(_RECORD_COLUMNS, rows) if rows else [nothing]:
         typer.echo(line)
 
 
