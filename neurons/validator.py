@@ -262,14 +262,13 @@ async def run_validator(
     wallet = config.wallet()
     reap_adopted()  # what its sandbox runs orphan comes back to it, and is reaped (sandbox/lifetime.py)
     sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
-    created = not config.state.exists()
     try:
         state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain
         try:
             if chain is None:
                 chain, providers = await reached(*open_chain(config, wallet))
         except BaseException:
-            _close(state, created)
+            state.close(discard_unused=True)
             raise
     except BaseException:
         sock.close()
@@ -297,19 +296,8 @@ async def run_validator(
                 await loop.run(stop)
     finally:
         sock.close()
-        _close(state, created)
+        state.close(discard_unused=True)
         await chain.close()
-
-
-def _close(state: ValidatorState, created: bool) -> None:
-    """Close the state; a file this process made that holds nothing yet (no step
-    settled, no weights) goes too, so a validator that never stepped leaves none."""
-    empty = created and state.steps_settled() == 0 and state.last_weights_block() is None
-    state.close()
-    if empty:
-        for path in (state.path, state.path.with_name(state.path.name + "-wal"),
-                     state.path.with_name(state.path.name + "-shm")):
-            path.unlink(missing_ok=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -44,16 +44,16 @@ from engine.owned import evaluate_owned
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from subnets.holdings import holding
-from subnets.owned import owned_runner
-from subnets.world import World, world_for
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_quality, score_run
 from scoring.quality.base import Quality
+from subnets.holdings import holding
+from subnets.owned import owned_runner
+from subnets.world import World, world_for
 
 from .lifecycle import Reference, run_reference
-from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
 from .reference import reference as validator_reference
+from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
 from .state import Capped, ExecutionRecord, ValidatorState, canonical_json
 
 

@@ -67,6 +67,8 @@ class ValidatorState:
         self.write_problem: str | None = None
         """Why the last write failed, while it is the last write; ``None`` once one succeeds."""
         self._unrecorded_weights: payout.Accepted | None = None
+        self.created = not self.path.exists()
+        """Whether this instance made the file."""
         try:
             self._open(reset)
         except SchemaMismatch as exc:
@@ -88,8 +90,15 @@ class ValidatorState:
             self._conn.close()
             raise
 
-    def close(self) -> None:
+    def close(self, *, discard_unused: bool = False) -> None:
+        """Close the file; with ``discard_unused``, a file this instance made that holds no
+        settled step and no weights goes too (with its ``-wal`` and ``-shm``): a validator
+        that never stepped leaves none behind."""
+        unused = discard_unused and self.created and self.steps_settled() == 0 and self.last_weights_block() is None
         self._conn.close()
+        if unused:
+            for suffix in ("", "-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -241,8 +250,9 @@ class ValidatorState:
         if self._secrets.since_block is None:
             with self._transaction() as conn:
                 since = secret.schedule(conn, block, tempo)
-            self._secrets = self._read_secrets()
-            log.warning("state file %s: the 128-bit instance secret takes effect at block %s", self.path, since)
+            self._secrets = self._read_secrets()  # another process may have scheduled it first
+            if since is not None:
+                log.warning("state file %s: the 128-bit instance secret takes effect at block %s", self.path, since)
         return self._secrets.at(block)
 
     def _keep_secret(self, reset: bool) -> secret.Secrets:
