@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
 from protocol.plan import WorkflowPlan
@@ -57,7 +59,7 @@ def _metrics(
     return RunMetrics(
         completion_ratio=completed / len(planned),
         latency_s=latency,
-        cost_tao=sum([node.cost_tao for node in nodes]),
+        cost_tao=math.fsum([node.cost_tao for node in nodes]),  # exact: the same in any node order
         retries=sum([node.attempts - 1 for node in nodes if node.attempts > 1]),
         unplanned_retries=sum([node.unplanned_retries for node in nodes]),
         timeouts=sum([node.timeouts for node in nodes]),

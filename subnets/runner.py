@@ -33,7 +33,7 @@ from protocol.synapse import ToolInfo
 
 from .base import ToolContext, ToolError, ToolRegistry
 from .frames import frames_summary
-from .world import ADVERTISED, World
+from .world import ADVERTISED, World, draw_key
 
 ERROR_MAX_CHARS = 2000
 """Longer error messages are cut (with a marker) so a report stays readable."""
@@ -98,8 +98,12 @@ class LocalRunner:
         if info is None:
             known = ", ".join(sorted(subnets)) or "none"
             return NodeResult(None, error=f"subnet {call.subnet!r} is not available (known: {known})")
-        now = 0.0 if self._world.is_advertised else asyncio.get_running_loop().time()
-        outcome = self._world.call(call.subnet, info, (call.task_id, self._seed), call.node_id, call.attempt, now)
+        if self._world.is_advertised:
+            outcome = self._world.call(call.subnet, info, (call.task_id, self._seed), call.node_id, call.attempt, 0.0)
+        else:
+            now = asyncio.get_running_loop().time()
+            key = draw_key(call.subnet, call.action, call.params)
+            outcome = self._world.call(call.subnet, info, (call.task_id, self._seed), key, call.attempt, now)
         if outcome.latency > 0:
             await asyncio.sleep(outcome.latency)
         if outcome.error is not None:

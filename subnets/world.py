@@ -13,10 +13,14 @@ so tempo ``t`` is close to ``t − 1``: what a miner learns about a subnet stays
 true next tempo, and drifts.
 
 Every call's outcome (:meth:`World.call`) is a pure function of the world, the
-instance (task id and seed), the subnet, the node id, the attempt and (for outages) the
-simulated time it starts:
-sha256 of those, never an RNG's state, so a run's score is the same on a quiet or a
-loaded machine and in whatever order its nodes were scheduled. :data:`ADVERTISED` is the
+instance (task id and seed), the call's draw key (:func:`draw_key`: what the node does,
+its subnet, action and resolved params, never what it is called), the attempt and (for
+outages) the simulated time it starts: sha256 of those, never an RNG's state, so a run's
+score is the same on a quiet or a loaded machine and in whatever order its nodes were
+scheduled. Keying by what a node does gives common random numbers: a renamed or
+reordered copy of a plan draws the same dice, and the reference and a miner draw the
+same dice on every call they have in common, so a margin measures the programs, not
+the dice. :data:`ADVERTISED` is the
 world in which every subnet does exactly what its profile says (today's ``LocalRunner``).
 
 A world is published once its tempo is over (``GET /world/<tempo>`` on a validator's
@@ -27,6 +31,7 @@ anyone can replay a record of that tempo.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -35,7 +40,8 @@ from typing import Any
 
 from protocol.synapse import ToolInfo
 
-__all__ = ["ADVERTISED", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "world_for", "world_named"]
+__all__ = ["ADVERTISED", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "draw_key", "world_for",
+           "world_named"]
 
 DEGRADED_TYPES = frozenset({"text"})
 """Subnet types whose answers vary in quality by provider (model and text subnets)."""
@@ -132,15 +138,16 @@ class World:
         return not self.subnets
 
     def call(
-        self, subnet: str, info: ToolInfo, instance: tuple[str, int], node_id: str, attempt: int, now: float
+        self, subnet: str, info: ToolInfo, instance: tuple[str, int], node: str, attempt: int, now: float
     ) -> Outcome:
-        """The outcome of ``attempt`` at ``node_id`` on ``subnet`` (advertised ``info``) in
-        ``instance`` (task id, seed), started ``now`` simulated seconds into the run."""
+        """The outcome of ``attempt`` of the call keyed ``node`` (:func:`draw_key`) on
+        ``subnet`` (advertised ``info``) in ``instance`` (task id, seed), started ``now``
+        simulated seconds into the run."""
         truth = self.subnets.get(subnet)
         if truth is None:
             error = f"subnet {subnet} unavailable (attempt {attempt})" if attempt <= info.fail_first else None
             return Outcome(info.avg_latency, info.avg_cost, error)
-        u = _uniforms(self.salt, *instance, subnet, node_id, attempt)
+        u = _uniforms(self.salt, *instance, subnet, node, attempt)
         factor = math.exp(truth.spread * _UNIT.inv_cdf(_open(u[0])))
         if u[1] < truth.tail_p:
             factor *= truth.tail
@@ -183,6 +190,16 @@ ADVERTISED = World()
 
 WorldSource = Callable[[int, int, Mapping[str, ToolInfo]], World]
 """``(secret, tempo, advertised tools) -> the tempo's world``: :func:`world_for`."""
+
+
+def draw_key(subnet: str, action: str, params: Mapping[str, Any]) -> str:
+    """What a call does, as the key its draws are made on: its subnet, action and params
+    with every DataRef already resolved (hex sha256). A node's id is not in it, so copies
+    under other names draw alike; its ancestry is, through the values its params read, and
+    so is its frame (a frame instance reads its own frame's slice). Two calls that do the
+    same thing in one run draw the same dice: a duplicated node hedges nothing."""
+    text = json.dumps([subnet, action, params], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def advertised() -> World:
