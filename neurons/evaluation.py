@@ -42,7 +42,7 @@ from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
 from protocol.canonical import plan_digest
-from scoring.margin import Answer, Means, margin_weights, network_means, outcome_key
+from scoring.margin import Answer, Means, network_pay, outcome_key
 from engine.owned import evaluate_owned
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
 
@@ -273,23 +273,25 @@ class NetworkPay:
     weights: dict[str, float]
     """The share of the weights each of the planner, ``good`` and ``naive`` earns."""
     margin: dict[str, float]
-    """The planner's mean credited margin over ``good`` (``mean``): paid for when above 0."""
+    """The planner's mean margin over ``good`` (``mean``): paid for when clear of its standard error."""
 
 
 def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     """What a validator pays a network of one miner each of ``name``, ``good`` and
     ``naive`` on these runs (:mod:`scoring.margin`): ``good`` is the validator's
-    reference, so each instance's margins are taken over good's S there, copies (the
-    same plan, or plans that ran the same) share, and the window is all the runs. No
-    owner's uid is on such a network: when nobody beats the reference the floor takes it all."""
+    reference, so each instance's margins are taken over good's S there; the planner is
+    first committed, then ``good``, then ``naive``, so a planner that sends ``good``'s
+    plan (or one that runs the same) is the group that holds it; the window is all the
+    runs. No owner's uid is on such a network: when nobody beats the reference the floor
+    takes it all."""
     labels = [name, *REFERENCES]
-    means = network_means(
-        ({uid: _answer(runs[label][index]) for uid, label in enumerate(labels)}, reference.score["S"])
+    pay = network_pay(
+        (index, {uid: _answer(runs[label][index]) for uid, label in enumerate(labels)}, reference.score["S"])
         for index, reference in enumerate(runs["good"]))
-    weights = margin_weights(means).weights
-    mine = means.get(0, Means(0.0, 0.0))
+    weights = pay.paid.weights
+    mine = pay.means.get(0, Means(0.0, 0.0))
     return NetworkPay({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
-                {"mean": mine.margin})
+                      {"mean": mine.margin})
 
 
 def _answer(run: Run) -> Answer:

@@ -8,7 +8,10 @@ params (with every DataRef rewritten to the canonical name of the node it reads)
 error policy, touches, ``parallel_safe`` and the canonical names of the nodes it waits
 on — hashed bottom-up like a Merkle tree, and the plan by its output node's name, which
 covers exactly the nodes the output depends on. Declared cost and latency estimates are
-left out: they only raise the budget ceiling and say nothing about the program.
+left out: they only raise the budget ceiling and say nothing about the program; so is
+``max_parallel``, which schedules the program and does not change it (with calls drawn on
+common random numbers, a ``max_parallel`` that never binds changes nothing at all, and one
+that binds only delays nodes: the same program, run slower).
 
 Pure: no I/O, no clock.
 """
@@ -45,7 +48,7 @@ def plan_digest(plan: WorkflowPlan) -> str | None:
     for node_id in order:
         names[node_id] = _name(nodes[node_id], plan, names)
     roots = [names[plan.output_node]] if plan.output_node in names else sorted(names[s] for s in _sinks(needs))
-    return _sha({"output": roots, "max_parallel": plan.max_parallel})
+    return _sha({"output": roots})
 
 
 def _needs(node: PlanNode, plan: WorkflowPlan) -> set[str]:

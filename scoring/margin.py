@@ -1,23 +1,27 @@
-"""Paid for beating the reference: per-step margins, copies as one answer, and the
-weights a window of margins earns (docs/scoring.md, "What a miner is paid for").
+"""Paid for beating the reference: per-step margins, copies and variants by first commit,
+margins clear of their standard error, and the weights a window earns (docs/scoring.md,
+"From scores to weights").
 
 Each step the validator also runs its own reference planner on the same instance, at
-the same tier, in the same world, and scores it like any miner. A miner's *margin* on
-the step is ``S − S_reference``. Copies are one answer: the hotkeys that sent plans with
-the same canonical digest (:func:`protocol.canonical.plan_digest`), or plans that ran the
-same (the same S and final output), share a positive margin equally, so registering more
-copies of a plan, or variants of it that change nothing, earns nothing more than one of
-them alone. A loss is each one's own.
+the same tier, in the same world (on common random numbers: a call draws the same dice
+in every plan that makes it, :func:`subnets.world.draw_key`), and scores it like any
+miner. A miner's *margin* on the step is ``S − S_reference``, its own, never divided.
 
-Weights come from the window's mean credited margin (losses count, so how reliably a
-miner beats the reference matters as much as by how far). A copy of the reference
-(every margin 0.0) is paid 0 over it.
+**Copies and variants by first commit** (:func:`leaders`). Over the window, a miner whose
+answers are the same as an earlier miner's (the same canonical program, or the same S and
+final output) or stay within :data:`EPSILON` of them (mean per-step ``|ΔS|``) is in that
+miner's group. Miners are taken in first-commit order (the validator's: first seen sending
+the answer, then earliest registration); a group's earliest member, its *leader*, takes
+the group's credit, the later members nothing: no credit, no floor, and no loss. A later
+member displaces the leader only by beating it by more than ``EPSILON`` in mean S over the
+steps both answered, clear of that difference's standard error.
 
-- every miner whose mean credited margin is positive shares ``1 − FLOOR`` in proportion to it;
-- every other miner with a positive mean score shares ``FLOOR``, in proportion to its
-  share of the answers it sent times ``exp(S / FLOOR_TEMPERATURE)``: a newcomer still
-  sees a gradient, a naive chain ranks below a copy of the reference, and copies hold
-  one answer's part between them;
+**Weights** (:func:`margin_weights`), over the leaders' window means:
+
+- every leader whose mean margin is clear of its standard error (``mean − K_SE·SE > 0``)
+  shares ``1 − FLOOR`` in proportion to ``mean − K_SE·SE``;
+- every other leader with a positive mean score shares ``FLOOR`` in proportion to its mean
+  score: monotone in S, the same for a distinct answer as for a copy of the reference;
 - when nobody beats the reference, ``1 − FLOOR`` goes to ``burn_uid`` when one is given
   (the subnet owner's uid, as live subnets burn), else the floor group takes it all;
 - with nobody above the floor and no scores at all, nothing is set.
@@ -30,22 +34,28 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["FLOOR", "FLOOR_TEMPERATURE", "Answer", "Credit", "Means", "Payout", "MarginWeights",
-           "beat_share", "credits", "margin_weights", "network_means", "outcome_key", "window_means"]
+__all__ = ["EPSILON", "FLOOR", "K_SE", "Answer", "Credit", "Entry", "MarginWeights", "Means", "NetworkPay", "Payout",
+           "beat_share", "credits", "leaders", "margin_weights", "network_pay", "outcome_key", "window_means"]
 
 
 FLOOR = 0.05
-"""The share of the emission every miner at or below the reference shares (docs/scoring.md)."""
+"""The share of the emission the leaders at or below the reference share (docs/scoring.md)."""
 
-FLOOR_TEMPERATURE = 0.01
-"""The floor's softmax temperature: a miner 0.05 below another gets e⁻⁵ (1/148) of its
-floor weight, so a naive chain ranks below a copy of the reference even when the copy
-shares its plan with 63 others."""
+K_SE = 1.0
+"""A beater's mean margin must be more than ``K_SE`` standard errors above 0, and it is
+paid in proportion to ``mean − K_SE·SE``: a margin that is within its own noise of 0
+is the dice, not planning, and two validators' windows agree on it only by chance."""
+
+EPSILON = 0.005
+"""Answers whose S differ by at most this on average per step (over the steps both
+answered) are one answer, and a later miner displaces an earlier one only by beating its
+mean S by more than this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +71,12 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class Credit:
-    """What one step credits a miner: its ``margin`` over the reference (a positive one
-    divided among its copies) and its ``share`` of its answer (1 ÷ the hotkeys that sent it)."""
+    """What one step credits a miner: its ``margin`` over the reference, whole (copies
+    are grouped over the window at weight time, :func:`leaders`), and ``share`` 1.0 (kept
+    for the records' column)."""
 
     margin: float
-    share: float
+    share: float = 1.0
 
 
 def outcome_key(score: float, final_output: Any) -> str:
@@ -75,86 +86,139 @@ def outcome_key(score: float, final_output: Any) -> str:
 
 
 def credits(answers: Mapping[int, Answer], reference: float) -> dict[int, Credit]:
-    """Each uid's credit for one step. ``S − reference`` is the margin. Answers with the
-    same digest (one program) or the same outcome (plans that ran the same: the same S
-    and final output) are copies, transitively: each of ``n`` copies holds ``1/n`` of the
-    answer and of a positive margin, so copies together earn what one of them earns
-    alone. A loss is each one's own. Non-finite scores count as 0."""
-    groups = _copies(answers)
-    sizes: dict[int, int] = {}
-    for root in groups.values():
-        sizes[root] = sizes.get(root, 0) + 1
-    result = {}
-    for uid, answer in sorted(answers.items()):
-        share = 1.0 / sizes[groups[uid]]
-        margin = _finite(answer.score) - reference
-        result[uid] = Credit(margin * share if margin > 0 else margin, share)
-    return result
+    """Each uid's credit for one step: ``S − reference``, its own (non-finite scores count
+    as 0). Nothing is divided among copies here: a loss or a win is each answer's own,
+    and copies are told apart from originals over the window (:func:`leaders`)."""
+    return {uid: Credit(_finite(answer.score) - reference) for uid, answer in sorted(answers.items())}
 
 
-def _copies(answers: Mapping[int, Answer]) -> dict[int, int]:
-    """Each uid's group (its lowest uid): uids joined by a shared digest or outcome."""
-    parent = {uid: uid for uid in answers}
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One step of a miner's window, as grouping reads it: the step's id (its block), the
+    miner's S, its margin (``None`` when the step had no reference score), its plan's
+    canonical digest and its outcome key (:class:`Answer`)."""
 
-    def root(uid: int) -> int:
-        while parent[uid] != uid:
-            parent[uid] = parent[parent[uid]]
-            uid = parent[uid]
-        return uid
+    step: int
+    score: float
+    margin: float | None
+    digest: str | None = None
+    outcome: str | None = None
 
-    first: dict[tuple[str, str], int] = {}
-    for uid, answer in sorted(answers.items()):
-        for key in (("digest", answer.digest), ("outcome", answer.outcome)):
-            if key[1] is None:
+    def same(self, other: Entry) -> bool:
+        """Whether the two answers are one: one program, or one execution."""
+        return (self.digest is not None and self.digest == other.digest) or (
+            self.outcome is not None and self.outcome == other.outcome)
+
+
+def leaders(windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, epsilon: float = EPSILON) -> dict[int, int]:
+    """Each uid's group leader (itself when it leads). ``order`` is first-commit order
+    (earliest first; uids it leaves out come after, by uid). A uid joins the first group
+    (in order) whose leader's answers its own match over the steps both answered: per step
+    a distance of 0 for the same answer (:meth:`Entry.same`), else ``|ΔS|``, whose mean is
+    at most ``epsilon``. It takes over that group's lead when its mean S there is more than
+    ``epsilon`` above the leader's, less ``K_SE`` standard errors of the per-step difference;
+    else it follows. A uid near no leader leads a group of
+    its own. Groups are matched leader to member, never member to member, so a chain of
+    near answers cannot carry a group away from what its leader does."""
+    ranked = [uid for uid in order if uid in windows]
+    ranked += sorted(set(windows) - set(ranked))
+    steps = {uid: {entry.step: entry for entry in windows[uid]} for uid in ranked}
+    heads: list[int] = []
+    leader: dict[int, int] = {}
+    for uid in ranked:
+        for k, head in enumerate(heads):
+            common = sorted(steps[uid].keys() & steps[head].keys())
+            if not common or _distance(steps[uid], steps[head], common) > epsilon:
                 continue
-            other = first.setdefault(key, uid)
-            a, b = root(uid), root(other)
-            parent[max(a, b)] = min(a, b)
-    return {uid: root(uid) for uid in answers}
+            if _ahead(steps[uid], steps[head], common) > epsilon:  # clearly ahead: displaces the leader
+                heads[k] = uid
+                for member, their in leader.items():
+                    if their == head:
+                        leader[member] = uid
+                leader[uid] = uid
+            else:
+                leader[uid] = head
+            break
+        else:
+            heads.append(uid)
+            leader[uid] = uid
+    return leader
+
+
+def _distance(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> float:
+    return math.fsum(0.0 if mine[s].same(theirs[s]) else abs(_finite(mine[s].score) - _finite(theirs[s].score))
+                     for s in common) / len(common)
+
+
+def _ahead(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> float:
+    """How far ``mine`` is ahead of ``theirs`` per step, less ``K_SE`` standard errors: a
+    variant that met luckier timing on a few steps does not take the lead."""
+    diffs = [_finite(mine[s].score) - _finite(theirs[s].score) for s in common]
+    if len(diffs) < 2:
+        return -math.inf
+    return math.fsum(diffs) / len(diffs) - K_SE * statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
 def beat_share(margins: Sequence[float]) -> float:
-    """How often a window's credited margins beat the reference: the share of them that
-    are positive (0 for an empty window)."""
+    """How often a window's margins beat the reference: the share of them that are
+    positive (0 for an empty window)."""
     return sum(margin > 0 for margin in margins) / len(margins) if margins else 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class Means:
-    """A miner's window means: score ``S``, credited margin and share of its answers."""
+    """A miner's window means: score ``S``, margin, and the margin's standard error
+    (``inf`` with fewer than two margins: one step says nothing of its noise)."""
 
     score: float
     margin: float
-    share: float = 1.0
+    se: float = 0.0
 
     def scaled(self, factor: float) -> Means:
-        """Score and margin scaled by ``factor`` (a miner warming up), share as it is."""
-        return Means(self.score * factor, self.margin * factor, self.share)
+        """Score, margin and its error scaled by ``factor`` (a miner warming up)."""
+        return Means(self.score * factor, self.margin * factor, self.se * factor)
+
+    @property
+    def clear(self) -> float:
+        """The margin less ``K_SE`` standard errors: what a beater is paid in proportion to."""
+        return self.margin - K_SE * self.se
 
 
-def window_means(score: float, margins: Sequence[float], shares: Sequence[float]) -> Means:
-    """The :class:`Means` of one window: ``score`` its mean S, ``margins`` and ``shares``
-    the credited margins and shares of the steps that had a reference score."""
-    return Means(score, _mean(margins, 0.0), _mean(shares, 1.0))
+def window_means(score: float, margins: Sequence[float]) -> Means:
+    """The :class:`Means` of one window: ``score`` its mean S, ``margins`` the margins of
+    the steps that had a reference score."""
+    if not margins:
+        return Means(score, 0.0, math.inf)
+    se = statistics.stdev(margins) / math.sqrt(len(margins)) if len(margins) > 1 else math.inf
+    return Means(score, math.fsum(margins) / len(margins), se)
 
 
-def network_means(steps: Iterable[tuple[Mapping[int, Answer], float]]) -> dict[int, Means]:
-    """Each uid's window :class:`Means` over ``steps`` (each the step's answers and the
-    reference's S), credited as a validator credits them: how a bench or ``dagnet eval``
-    pays a network it plays itself."""
-    kept: dict[int, tuple[list[float], list[float], list[float]]] = {}
-    for answers, reference in steps:
-        for uid, credit in credits(answers, reference).items():
-            scores, margins, shares = kept.setdefault(uid, ([], [], []))
-            scores.append(_finite(answers[uid].score))
-            margins.append(credit.margin)
-            shares.append(credit.share)
-    return {uid: window_means(math.fsum(scores) / len(scores), margins, shares)
-            for uid, (scores, margins, shares) in sorted(kept.items())}
+@dataclass(frozen=True, slots=True)
+class NetworkPay:
+    """What :func:`network_pay` decided: the weights, each uid's means and leader."""
+
+    paid: MarginWeights
+    means: dict[int, Means]
+    leaders: dict[int, int]
 
 
-def _mean(values: Sequence[float], empty: float) -> float:
-    return math.fsum(values) / len(values) if values else empty
+def network_pay(
+    steps: Iterable[tuple[int, Mapping[int, Answer], float]], order: Sequence[int] = (), *,
+    floor: float = FLOOR, burn_uid: int | None = None,
+) -> NetworkPay:
+    """Pay a network played whole, as a validator pays it: ``steps`` are (step id, the
+    step's answers, the reference's S); ``order`` is first-commit order (by default uid
+    order). How a bench or ``dagnet eval`` pays a network it plays itself."""
+    windows: dict[int, list[Entry]] = {}
+    for step, answers, reference in steps:
+        for uid, answer in answers.items():
+            score = _finite(answer.score)
+            windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
+    means = {uid: window_means(math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries])
+             for uid, entries in sorted(windows.items())}
+    led = leaders(windows, order or sorted(windows))
+    paid = margin_weights({uid: m for uid, m in means.items() if led[uid] == uid}, floor=floor, burn_uid=burn_uid)
+    return NetworkPay(paid, means, led)
 
 
 class Payout(StrEnum):
@@ -173,10 +237,11 @@ class MarginWeights:
 
 
 def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid: int | None = None) -> MarginWeights:
-    """Weights (summing to 1) from each uid's window means (module docstring)."""
+    """Weights (summing to 1) from the window means of the group leaders (module
+    docstring); a uid left out of ``means`` (a later member of a group) gets nothing."""
     if not 0 <= floor < 1:
         raise ValueError(f"floor must be in [0, 1), got {floor}")
-    beaters = {uid: m.margin for uid, m in sorted(means.items()) if _positive(m.margin)}
+    beaters = {uid: m.clear for uid, m in sorted(means.items()) if _positive(m.clear)}
     floor_group = _floor_shares({uid: m for uid, m in means.items() if uid not in beaters})
     if beaters:
         total = math.fsum(beaters.values())
@@ -194,15 +259,12 @@ def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid
 
 
 def _floor_shares(group: Mapping[int, Means]) -> dict[int, float]:
-    """The floor split by ``share × exp(S / FLOOR_TEMPERATURE)`` over the miners with a
-    positive mean score: copies hold one answer's part between them."""
-    scored = {uid: m for uid, m in sorted(group.items()) if _positive(m.score) and _positive(m.share)}
-    if not scored:
-        return {}
-    best = max(min(m.score, 1.0) for m in scored.values())
-    raw = {uid: min(m.share, 1.0) * math.exp((min(m.score, 1.0) - best) / FLOOR_TEMPERATURE) for uid, m in scored.items()}
-    total = math.fsum(raw.values())
-    return {uid: value / total for uid, value in raw.items()}
+    """The floor split in proportion to mean score over the leaders with a positive one:
+    monotone in S, and a distinct answer earns no more than a copy of the reference at the
+    same S (each group holds one answer's part, its leader's)."""
+    scored = {uid: min(m.score, 1.0) for uid, m in sorted(group.items()) if _positive(m.score)}
+    total = math.fsum(scored.values())
+    return {uid: value / total for uid, value in scored.items()} if scored else {}
 
 
 def _add(weights: dict[int, float], shares: Mapping[int, float], scale: float) -> None:

@@ -1,6 +1,7 @@
 """Paid for beating the reference (scoring/margin.py, protocol/canonical.py): copies are one
-answer whatever their node names, order or dead nodes; the floor, the fallback and the
-shares the issue's networks need."""
+answer whatever their node names, order or dead nodes, and by first commit only the
+earliest is paid; margins clear of their error; the floor, the fallback and the shares
+the issue's networks need."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
-from scoring.margin import FLOOR, Answer, Means, Payout, credits, margin_weights, window_means
+from scoring.margin import FLOOR, Answer, Means, Payout, credits, margin_weights, network_pay, window_means
 from tests.support.plans import node, plan
 
 
@@ -41,11 +42,11 @@ def test_declared_estimates_do_not_change_the_digest_but_the_program_does():
     estimated = base.model_copy(deep=True)
     estimated.nodes[0].estimated_cost = 9.0
     assert plan_digest(estimated) == plan_digest(base)
+    assert plan_digest(base.model_copy(update={"max_parallel": 1})) == plan_digest(base)  # schedules, same program
     for change in (
         lambda p: setattr(p.nodes[1], "subnet", "sn9"),
         lambda p: p.nodes[2].params.update(text="other"),
         lambda p: p.error_handling.clear(),
-        lambda p: setattr(p, "max_parallel", 1),
     ):
         changed = base.model_copy(deep=True)
         change(changed)
@@ -64,76 +65,129 @@ def test_a_plan_without_one_canonical_form_has_no_digest():
     assert plan_digest(plan(node("a"), node("a"))) is None
 
 
-def test_copies_share_a_positive_margin_and_keep_their_own_losses():
+def test_a_steps_margin_is_each_answers_own():
+    """Nothing is divided among copies on a step: a win or a loss is the answer's own."""
     same = Answer("d1", 0.90)
-    step = credits({1: same, 2: same, 3: Answer("d2", 0.86), 4: Answer("d3", 0.70), 5: Answer(None, 0.0)}, 0.80)
-    assert step[1].margin == step[2].margin == pytest.approx(0.05) and step[1].share == 0.5
-    assert step[3].margin == pytest.approx(0.06) and step[3].share == 1.0
-    assert step[4].margin == pytest.approx(-0.10) and step[5].margin == pytest.approx(-0.80)
+    step = credits({1: same, 2: same, 3: Answer("d2", 0.86), 4: Answer(None, 0.0)}, 0.80)
+    assert [step[uid].margin for uid in (1, 2, 3, 4)] == pytest.approx([0.10, 0.10, 0.06, -0.80])
 
 
-def test_variants_that_ran_the_same_are_copies_too():
-    """An operator's hotkeys each sending its own variant of one better plan (an extra
-    retry that never fires, another max_parallel): different digests, the same S and
-    final output — one answer, joined transitively with the digest copies."""
-    step = credits({
-        1: Answer("plan", 0.90, "ran-a"), 2: Answer("variant", 0.90, "ran-a"), 3: Answer("plan", 0.90, "ran-a"),
-        4: Answer("other", 0.90, "ran-b"), 5: Answer(None, 0.0, None), 6: Answer(None, 0.0, None),
-    }, 0.80)
-    assert [step[uid].share for uid in (1, 2, 3)] == [1 / 3] * 3 and step[1].margin == pytest.approx(0.1 / 3)
-    assert step[4].share == 1.0 and step[4].margin == pytest.approx(0.1)
-    assert step[5].share == step[6].share == 1.0  # no plan, no run: nothing to be a copy of
+def _steps(*rows: dict[int, tuple[str | None, float]], reference: float | list[float] = 0.80):
+    """(step, answers, reference S) for :func:`network_pay` from per-step {uid: (digest, S)}."""
+    refs = reference if isinstance(reference, list) else [reference] * len(rows)
+    return [(k, {uid: Answer(d, s) for uid, (d, s) in row.items()}, refs[k]) for k, row in enumerate(rows)]
+
+
+def _window(uid_answers: dict[int, list[tuple[str | None, float]]], reference: list[float]):
+    """Steps from each uid's list of (digest, S), one per step."""
+    n = len(reference)
+    return [(k, {uid: Answer(*answers[k]) for uid, answers in uid_answers.items()}, reference[k]) for k in range(n)]
+
+
+REFERENCE = [0.80, 0.0, 0.80, 0.75, 0.80, 0.80, 0.0, 0.80, 0.70, 0.80]
+"""A window of ten steps: the reference fails two, and does worse on two others."""
+
+
+def _learner(k: int) -> tuple[str, float]:
+    """A planner that changes its plan every step and beats the reference by 0.05, never loses."""
+    return (f"learned-{k}", REFERENCE[k] + 0.05)
+
+
+def test_copies_and_variants_follow_the_first_committed_and_earn_nothing():
+    """4 exact copies (later in first-commit order) and a variant within ε: the honest
+    learner keeps all it earned alone, the copies get no credit, no floor, and no loss."""
+    alone = network_pay(_window({1: [_learner(k) for k in range(10)]}, REFERENCE))
+    copied = {1: [_learner(k) for k in range(10)], **{c: [_learner(k) for k in range(10)] for c in (2, 3, 4, 5)},
+              6: [(f"variant-{k}", _learner(k)[1] - 0.004) for k in range(10)]}
+    pay = network_pay(_window(copied, REFERENCE), order=[1, 2, 3, 4, 5, 6])
+    assert pay.leaders == {uid: 1 for uid in range(1, 7)}
+    assert pay.paid.weights == alone.paid.weights == {1: pytest.approx(1.0)}
+
+
+def test_the_earliest_takes_the_group_whatever_its_uid_and_a_newcomer_displaces_it_only_by_epsilon():
+    window = {5: [_learner(k) for k in range(10)], 2: [_learner(k) for k in range(10)]}
+    assert network_pay(_window(window, REFERENCE), order=[5, 2]).leaders == {5: 5, 2: 5}
+    ahead = {5: [_learner(k) for k in range(10)], 2: [(f"mine-{k}", _learner(k)[1] + 0.004) for k in range(10)]}
+    assert network_pay(_window(ahead, REFERENCE), order=[5, 2]).leaders[2] == 5  # within ε: a copy
+    # The same programs run faster (a max_parallel that no longer binds): more than ε ahead.
+    faster = {5: [_learner(k) for k in range(10)], 2: [(_learner(k)[0], _learner(k)[1] + 0.02) for k in range(10)]}
+    pay = network_pay(_window(faster, REFERENCE), order=[5, 2])
+    assert pay.leaders == {5: 2, 2: 2} and set(pay.paid.weights) == {2}
+
+
+def test_different_planners_are_different_groups():
+    """Two planners with the same mean but different answers step by step are both paid."""
+    window = {1: [(f"a{k}", REFERENCE[k] + (0.10 if k % 2 else 0.02)) for k in range(10)],
+              2: [(f"b{k}", REFERENCE[k] + (0.02 if k % 2 else 0.10)) for k in range(10)]}
+    pay = network_pay(_window(window, REFERENCE))
+    assert pay.leaders == {1: 1, 2: 2}
+    assert pay.paid.weights[1] == pytest.approx(pay.paid.weights[2]) == pytest.approx(0.5)
 
 
 SCORE = st.floats(0, 1, allow_nan=False)
 
 
-@given(st.lists(st.tuples(st.sampled_from("abc"), SCORE), min_size=1, max_size=6), SCORE, st.integers(2, 5), st.booleans())
-def test_copies_never_earn_more_together_than_one_of_them_alone(others, reference, copies, burn):
-    """A network where one hotkey sends digest ``x`` against the same network where
-    ``copies`` hotkeys send it: the copies' weights together never exceed the one's."""
+@given(st.lists(st.tuples(st.sampled_from("abc"), SCORE), min_size=1, max_size=6), SCORE, st.integers(2, 5),
+       st.booleans(), st.lists(st.integers(0, 60), unique=True, min_size=1, max_size=8))
+def test_copies_never_earn_more_together_than_one_of_them_alone(others, reference, copies, burn, order):
+    """A network where one hotkey sends ``x`` against the same network where ``copies``
+    hotkeys send it, in any first-commit order: the copies together never exceed the one."""
     burn_uid = 99 if burn else None
 
     def network(n: int) -> dict[int, float]:
         answers = {uid: Answer(digest, score) for uid, (digest, score) in enumerate(others)}
         answers |= {50 + k: Answer("x", 0.95) for k in range(n)}
-        return margin_weights(_means(answers, reference), burn_uid=burn_uid).weights
+        steps = [(k, answers, reference) for k in range(3)]
+        return network_pay(steps, order, burn_uid=burn_uid).paid.weights
 
     alone = network(1).get(50, 0.0)
     together = math.fsum(network(copies).get(50 + k, 0.0) for k in range(copies))
     assert together <= alone + 1e-12
 
 
-def _network(better: float, copies: int, *, naive: bool = False) -> dict[int, float]:
+def _network(better: float, copies: int, *, naive: bool = False, steps: int = 10) -> dict[int, float]:
     """``copies`` miners sending the reference's plan (margin 0, S 0.80), one ``better``
-    ahead, and a naive chain 0.05 below when asked; the window means of one step."""
-    answers = {uid: Answer("reference", 0.80) for uid in range(copies)}
-    if better:
-        answers[100] = Answer("better", 0.80 + better)
-    if naive:
-        answers[200] = Answer("naive", 0.75)
-    return margin_weights(_means(answers, 0.80)).weights
-
-
-def _means(answers: dict[int, Answer], reference: float) -> dict[int, Means]:
-    """The window means of a one-step window."""
-    step = credits(answers, reference)
-    return {uid: Means(answers[uid].score, step[uid].margin, step[uid].share) for uid in answers}
+    ahead on every step (a different plan each step), and a naive chain 0.05 below."""
+    rows = []
+    for k in range(steps):
+        row = {uid: ("reference", 0.80) for uid in range(copies)}
+        if better:
+            row[100] = (f"better-{k}", 0.80 + better)
+        if naive:
+            row[200] = ("naive", 0.75)
+        rows.append(row)
+    return network_pay(_steps(*rows)).paid.weights
 
 
 def test_the_issues_networks():
-    assert _network(0.024, 63)[100] >= 0.5  # 3 % better than 0.80 against 63 copies
-    assert _network(0.008, 7)[100] >= 0.3  # 1 % better against 7
+    assert _network(0.024, 63)[100] == pytest.approx(1 - FLOOR)
+    assert _network(0.008, 7)[100] == pytest.approx(1 - FLOOR)
     pair = _network(0.0, 2)
-    assert pair[0] == pytest.approx(0.5) and pair[1] == pytest.approx(0.5)
+    assert pair == {0: pytest.approx(1.0)}  # the first committed holds the answer's floor; its copy nothing
     for better, copies in ((0.024, 63), (0.008, 7), (0.0, 2)):
         weights = _network(better, copies, naive=True)
-        assert weights[200] < weights[0]
+        assert 0 < weights[200] < weights[0]
 
 
 def test_the_reference_plan_earns_at_most_the_floor_when_anyone_beats_it():
     weights = _network(0.01, 1)
     assert weights[0] <= FLOOR and weights[100] == pytest.approx(1 - FLOOR)
+
+
+def test_a_margin_within_its_standard_error_is_not_paid():
+    """Ahead on average, but by less than its noise: the dice, not planning."""
+    noisy = window_means(0.8, [0.5, -0.45, 0.5, -0.45])
+    assert noisy.margin > 0 and noisy.clear < 0
+    steady = window_means(0.8, [0.03, 0.02, 0.03, 0.02])
+    paid = margin_weights({1: noisy, 2: steady}).weights
+    assert paid[2] == pytest.approx(1 - FLOOR) and paid[1] == pytest.approx(FLOOR)
+    assert window_means(0.8, [0.1]).clear == -math.inf  # one step says nothing of its noise
+
+
+def test_the_floor_is_monotone_in_s_and_pays_no_premium_for_being_distinct():
+    means = {1: Means(0.80, 0.0, 0.0), 2: Means(0.80, -0.01, 0.01), 3: Means(0.70, -0.10, 0.01), 4: Means(0.0, -0.8, 0.0)}
+    floor = margin_weights(means).weights  # 1 a copy of the reference, 2 distinct at the same S, 3 worse, 4 nothing
+    assert floor[1] == pytest.approx(floor[2]) and floor[3] < floor[1] and 4 not in floor
 
 
 def test_when_nobody_beats_the_reference_the_fallback_still_sets_weights():
@@ -151,9 +205,9 @@ def test_when_nobody_beats_the_reference_the_fallback_still_sets_weights():
 def test_earnings_grow_with_how_far_and_how_reliably_a_miner_beats_the_reference():
     far = margin_weights({1: Means(0.82, 0.02), 2: Means(0.84, 0.04)}).weights
     assert far[2] == pytest.approx(2 * far[1])
-    # The same best step, but one miner also loses on others: its mean margin is lower.
-    steady = window_means(0.83, [0.03] * 4, [1.0] * 4)
-    erratic = window_means(0.82, [0.06, -0.02, 0.06, -0.02], [1.0] * 4)
+    # The same best step, but one miner also loses on others: its mean margin is lower, its error larger.
+    steady = window_means(0.83, [0.03] * 4)
+    erratic = window_means(0.82, [0.06, 0.0, 0.06, 0.0])
     weights = margin_weights({1: steady, 2: erratic}).weights
     assert weights[1] > weights[2] > 0
-    assert window_means(0.8, [], []) == Means(0.8, 0.0, 1.0)  # no step with a reference yet
+    assert window_means(0.8, []) == Means(0.8, 0.0, math.inf)  # no step with a reference yet

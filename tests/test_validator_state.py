@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from scoring.margin import Means, Payout
+from scoring.margin import Means, Payout, leaders
+from validator.answers import first_commit_order
 from validator.state import (
     ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ExecutionRecord, PaidOut, ReferenceRun, TaskLifecycle,
     ValidatorState, plan_hash,
@@ -96,27 +98,51 @@ def test_windows_keep_the_last_hundred_and_restart_with_a_new_hotkey(tmp_path: P
     reopened.close()
 
 
-def _margined(block: int, uid: int, s: float, reference: float, share: float = 1.0, **kwargs) -> ExecutionRecord:
+def _margined(block: int, uid: int, s: float, reference: float, *, digest: str | None = None, **kwargs) -> ExecutionRecord:
     margin = s - reference
     return dataclasses.replace(_record(block, uid, s, **kwargs), reference_S=reference, margin=margin,
-                               credit=margin * share if margin > 0 else margin, share=share, digest=f"d{uid}")
+                               credit=margin, share=1.0, digest=digest or f"d{uid}")
 
 
 def test_margin_windows_keep_the_last_hundred_beside_the_scores_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     state = ValidatorState(path)
     for block in range(150):
-        state.settle_step(block, [_margined(block, 3, 0.9 if block >= 50 else 0.5, 0.8, share=0.5)])
+        state.settle_step(block, [_margined(block, 3, 0.9 if block >= 50 else 0.5, 0.8)])
     state.settle_step(150, [_record(150, 3, 0.7)])  # a step whose reference produced no score: no margin
     state.close()
     reopened = ValidatorState(path)
     means = reopened.standing().means()[3]
-    assert means.margin == pytest.approx(0.05) and means.share == 0.5 and means.score == pytest.approx(0.898)
+    assert means.margin == pytest.approx(0.1) and means.se == pytest.approx(0.0) and means.score == pytest.approx(0.898)
     stored = reopened.executions(block=149)[0]
-    assert (stored.reference_S, stored.credit, stored.share, stored.digest) == (0.8, pytest.approx(0.05), 0.5, "d3")
+    assert (stored.reference_S, stored.credit, stored.share, stored.digest) == (0.8, pytest.approx(0.1), 1.0, "d3")
     assert stored.margin == pytest.approx(0.1) and reopened.executions(block=150)[0].margin is None
     reopened.settle_step(200, [_margined(200, 3, 0.2, 0.8, hotkey="someone-else")])
-    assert reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].share == 1.0
+    assert reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].se == math.inf
+    reopened.close()
+
+
+def test_answers_and_first_seen_persist_and_give_first_commit_order(tmp_path: Path) -> None:
+    """uid 9 sends plan ``p`` from block 0; uid 2 (a lower uid, registered earlier) starts
+    copying it at block 5. After a restart, uid 9's claim is earlier: it is first in
+    first-commit order and leads the group; a new hotkey on a uid starts its window afresh."""
+    path = tmp_path / "state.sqlite"
+    state = ValidatorState(path, window_size=4)
+    for block in range(10):
+        records = [_margined(block, 9, 0.9, 0.8, digest="p")]
+        if block >= 5:
+            records.append(_margined(block, 2, 0.9, 0.8, digest="p"))
+        state.settle_step(block, records)
+    state.close()
+    reopened = ValidatorState(path, window_size=4)
+    kept, claimed = reopened.answer_windows()
+    assert [e.step for e in kept[9][1]] == [6, 7, 8, 9] and kept[2][0] == "hk2"
+    assert claimed == {9: 0, 2: 5}
+    order = first_commit_order(claimed, {2: 1, 9: 100})
+    assert order == [9, 2] and leaders({uid: entries for uid, (_, entries) in kept.items()}, order) == {9: 9, 2: 9}
+    reopened.settle_step(10, [_margined(10, 2, 0.5, 0.8, hotkey="newcomer")])
+    kept, _ = reopened.answer_windows()
+    assert kept[2][0] == "newcomer" and [e.step for e in kept[2][1]] == [10]
     reopened.close()
 
 
@@ -142,7 +168,7 @@ def test_a_state_file_from_before_the_margin_gets_its_columns_and_weights_record
     state = ValidatorState(path)
     try:
         assert state.executions()[0].margin is None and state.executions()[0].digest is None
-        assert state.standing().means() == {3: Means(0.75, 0.0, 1.0)}
+        assert state.standing().means() == {3: Means(0.75, 0.0, math.inf)}
         state.settle_step(2, [_margined(2, 3, 0.9, 0.8)])
         assert state.standing().means()[3].margin == pytest.approx(0.1)
         assert state.last_payout() is None

@@ -3,8 +3,9 @@
 Weights are due when ``max(tempo, weights_rate_limit)`` blocks have passed since the
 last accepted set. They come from the miners' window means over the reference
 (:func:`scoring.margin.margin_weights`): the miners on the metagraph, each window
-counting only for the hotkey that earned it, its mean score and mean credited margin
-scaled while the miner warms up. When nobody beats the reference, the part above the
+counting only for the hotkey that earned it, its mean score and mean margin scaled while
+the miner warms up; of each group of copies and variants only its first-committed
+member is paid (:func:`scoring.margin.leaders`). When nobody beats the reference, the part above the
 floor burns to the subnet owner's uid when the owner's hotkey is registered on the
 subnet, else the floor group takes it all. The loop asks on a task of its own
 (:meth:`validator.loop.ValidatorLoop.run`), so a step held by slow miners delays no
@@ -18,14 +19,15 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from chain.base import Hyperparameters
-from scoring.margin import MarginWeights, Means, Payout, margin_weights
+from scoring.margin import MarginWeights, Means, Payout, leaders, margin_weights
 from scoring.weights import warmup_scale
 
+from .answers import first_commit_order
 from .chainview import ChainView
 from .prometheus import ValidatorMetrics
 from .state import ValidatorState
@@ -109,8 +111,21 @@ class WeightSetter:
         has its mean score and mean margin scaled by ``min(1, tasks_seen / warmup_full_at)``.
         """
         means = self.means(block, immunity_period)
-        paid = margin_weights(means, burn_uid=burn_uid)
-        return Paid(paid.weights, paid.payout, means, burn_uid if paid.payout is Payout.BURN else None)
+        led = self.leaders(means)
+        paid = margin_weights({uid: m for uid, m in means.items() if led.get(uid, uid) == uid}, burn_uid=burn_uid)
+        return Paid(paid.weights, paid.payout, means, burn_uid if paid.payout is Payout.BURN else None, led)
+
+    def leaders(self, means: Mapping[int, Means]) -> dict[int, int]:
+        """Each counted uid's group leader (:func:`scoring.margin.leaders`) over its window
+        of answers, in first-commit order: first seen sending an answer another uid also
+        sent, then earliest registration (:mod:`validator.answers`)."""
+        snapshot = self.view.snapshot
+        kept, claimed = self.state.answer_windows()
+        hotkeys = {} if snapshot is None else {n.uid: n.hotkey for n in snapshot.neurons}
+        counted = {uid: entries for uid, (hotkey, entries) in kept.items() if uid in means and hotkeys.get(uid) == hotkey}
+        registered = {} if snapshot is None else {n.uid: n.registered_block for n in snapshot.neurons}
+        order = first_commit_order({uid: claimed[uid] for uid in counted}, registered)
+        return leaders(counted, order)
 
     def means(self, block: int, immunity_period: int) -> dict[int, Means]:
         """The window means that count, warm-up scaled, of the miners on the metagraph last read."""
@@ -143,12 +158,16 @@ class Paid(MarginWeights):
 
     means: dict[int, Means] = field(default_factory=dict)
     burn_uid: int | None = None
+    leaders: dict[int, int] = field(default_factory=dict)
+    """Each uid's group leader; a uid led by another is a later copy, paid nothing."""
 
 
 def describe(paid: Paid) -> str:
     """Where ``paid`` sends the emission, in one line for the log."""
-    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and not paid.means.get(uid, _NONE).margin > 0}
+    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and not paid.means.get(uid, _NONE).clear > 0}
+    copies = sum(leader != uid for uid, leader in paid.leaders.items())
     floor_part = f"floor {100 * math.fsum(floor.values()):.0f} % to {len(floor)} miners" if floor else "no floor"
+    floor_part += f", {copies} later copies paid nothing" if copies else ""
     if paid.payout is Payout.MARGIN:
         beaters = [paid.means[uid].margin for uid in paid.weights if uid not in floor]
         return f"{len(beaters)} beat the reference (best {max(beaters):+.3f}), {floor_part}"

@@ -16,7 +16,10 @@
 - **meta**: the last block weights were set at, how many step rows retention has
   deleted (and a legacy 63-bit secret, :mod:`validator.state.secret`);
 - **secret**: the 128-bit instance secret and the block it takes effect at;
-- **payout**: where the last accepted weights sent the emission (:class:`~scoring.margin.Payout`).
+- **payout**: where the last accepted weights sent the emission (:class:`~scoring.margin.Payout`);
+- **answers** and **first_seen** (:mod:`validator.answers`): each miner's window of
+  answers step by step and when each hotkey was first seen sending each answer, which
+  tell copies from the originals they copy.
 
 What a miner shapes is kept up to a size (:class:`Records`): a plan, a final output
 or a score larger than :data:`ANSWER_CAP_BYTES` as canonical JSON is stored as its

@@ -95,10 +95,10 @@ class ExecutionRecord:
     margin: float | None = None
     """``S − reference_S`` (``None`` without ``reference_S``)."""
     credit: float | None = None
-    """The margin credited to the window: a positive margin divided among the copies of
-    the answer, a loss whole (:func:`scoring.margin.credits`)."""
+    """The margin credited to the window: the margin, whole (copies are told from originals
+    over the window at weight time, :func:`scoring.margin.leaders`)."""
     share: float | None = None
-    """1 ÷ the hotkeys that sent this answer on the step (1 for no valid plan)."""
+    """1.0 (before first-commit grouping: 1 ÷ the hotkeys that sent this answer on the step)."""
     digest: str | None = None
     """The plan's canonical digest (:func:`protocol.canonical.plan_digest`); ``None``: no valid plan."""
     id: int | None = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 
 from protocol.task import SYNTHETIC_PREFIX
 
+from .. import answers
 from . import secret
 from .records import ExecutionRecord
 
@@ -98,9 +99,16 @@ def _add_margin_columns(conn: sqlite3.Connection) -> None:
     _add_missing(conn, "windows", {"margins": "TEXT NOT NULL DEFAULT '[]'", "shares": "TEXT NOT NULL DEFAULT '[]'"})
 
 
+def _answers_tables(conn: sqlite3.Connection) -> None:
+    """8: each miner's window of answers and when each hotkey was first seen sending each
+    (:mod:`validator.answers`), which tell copies from the originals they copy."""
+    for statement in answers.SCHEMA:
+        conn.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _tables, _drop_old_lifecycle, _add_synthetic, _add_draw_columns, _add_capped_column, _add_margin_columns,
-    secret.migration,
+    secret.migration, _answers_tables,
 )
 """Migration ``n`` is ``MIGRATIONS[n - 1]``; append, never reorder."""
 

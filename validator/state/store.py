@@ -11,10 +11,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from protocol.limits import MIB
-from scoring.margin import Payout
+from scoring.margin import Entry, Payout, outcome_key
 from scoring.window import RollingWindow
 from storage import open_shared
 
+from .. import answers
 from ..failures import InfrastructureFailure
 from . import lifecycle, payout, records, secret, windows
 from .lifecycle import Lifecycle, ReferenceRun, TaskLifecycle
@@ -140,6 +141,14 @@ class ValidatorState:
         """Every uid's window, tasks seen and hotkey, as of one moment (:func:`windows.standing`)."""
         return windows.standing(self._conn, self._window_size)
 
+    def answer_windows(self) -> tuple[dict[int, tuple[str, list[Entry]]], dict[int, int]]:
+        """Each uid's hotkey and window of answers, and its claim to them (the block it
+        was first seen sending an answer another uid also sent): :mod:`validator.answers`."""
+        # Two reads, no transaction of their own (the connection is shared): a step settling
+        # between them only adds first-seen rows at a later block, which lower no claim.
+        kept = answers.windows(self._conn)
+        return kept, answers.claims(self._conn, kept)
+
     def tasks_seen(self) -> dict[int, int]:
         return dict(self._conn.execute("SELECT uid, tasks_seen FROM windows ORDER BY uid").fetchall())
 
@@ -169,6 +178,8 @@ class ValidatorState:
             records.insert(conn, block, settled, self.records.answer_cap_bytes)
             for record in settled:
                 windows.add_score(conn, record, self._window_size)
+            answers.record(conn, block, map(_answered, settled), self._window_size)
+            answers.forget_before(conn, block - self.records.retention_blocks)  # answers last seen before it
             pruned = records.prune(conn, block - self.records.retention_blocks)
             if pruned:
                 conn.execute("INSERT INTO meta (key, value) VALUES ('steps_pruned', ?) "
@@ -339,3 +350,11 @@ def _plain_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]
 def _refusal(path: Path, what: str) -> str:
     return (f"the state file {path} {what}: its history cannot be replayed under a new secret. "
             f"Start with --reset to make a new instance secret in it, or give another --state")
+
+
+def _answered(record: ExecutionRecord) -> answers.Answered:
+    """What :mod:`validator.answers` keeps of a record: S, margin, digest and outcome key."""
+    score = float(record.score["S"])
+    ran = record.metrics is not None
+    return answers.Answered(record.uid, record.hotkey, score, record.margin, record.digest,
+                            outcome_key(score, record.final_output) if ran else None)

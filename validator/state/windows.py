@@ -28,10 +28,10 @@ class Standing:
     """Each uid's window of shares of its answers."""
 
     def means(self) -> dict[int, Means]:
-        """Each uid's window means (:func:`scoring.margin.window_means`): score, credited
-        margin (0 before any step with a reference score) and share (1 before any)."""
+        """Each uid's window means (:func:`scoring.margin.window_means`): score, margin
+        and its standard error (0 and infinite before any step with a reference score)."""
         return {
-            uid: window_means(self.window.mean(uid), self.margins.get(uid, []), self.shares.get(uid, []))
+            uid: window_means(self.window.mean(uid), self.margins.get(uid, []))
             for uid in sorted(set(self.window.uids()) | set(self.margins))
         }
 
