@@ -1,118 +1,170 @@
-"""`dagnet bench margin`: who is paid when miners are paid for beating the reference (issue 29).
+"""`dagnet bench margin`: who is paid when miners are paid for beating the reference, and
+whether the attacks of issue 35 pay (docs/scoring.md).
 
-Each of ``validators`` validators (secret 0, 1, …) plays ``tempos`` tempos of its own
-hidden world with the curated and ``drawn`` drawn families on ``seeds`` hidden seeds per
-tempo, as :func:`bench.world.play` does (full tier, owned execution, simulated clock). Per
-instance it has each planner's S and plan digest (:func:`protocol.canonical.plan_digest`):
+Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
+tempos of its own hidden world with the curated and ``drawn`` drawn families on ``seeds``
+hidden seeds per tempo, as :func:`bench.world.play` does (full tier, owned execution,
+simulated clock, calls on common random numbers). Per instance it has each planner's S,
+plan digest (:func:`protocol.canonical.plan_digest`) and outcome key. Every planner is a
+real one, sending its own plan on every instance:
 
-- ``good``: the shipped default; its S is also the validator's **reference** S (the
-  validator runs ``good`` on the same instance, at the same tier, in the same world);
+- ``good``: the shipped default; its S is also the validator's **reference** S;
 - ``naive+retries``: the hint follower with one retry per node;
 - ``learner``: the example learner (``examples/learner-planner``), fed the feedback of its
   own runs after each tempo, one learner per validator's world;
-- ``oracle N %``: a planner that plays the oracle's plan (``good`` planned on the world's
-  truth, :func:`bench.world.oracle`) on some (family, tempo) pairs and ``good``'s on the
-  rest. It sends valid plans and is scored like any miner: a legitimate planner. The pairs
-  are a prefix, in a fixed hash order, of the length that brings its mean S over each
-  validator's instances closest to ``N`` % above ``good``'s; its gain is measured, not assumed.
+- ``oracle``: ``good`` planned on the world's truth (:func:`bench.world.oracle`), declaring
+  the retries each subnet needs: a planner that knows the world, and changes its plan
+  with it;
+- attackers made from those plans: ``good+10`` (``good``'s plan, 10 more retries on every
+  node), ``good renamed`` (renamed nodes, a ``max_parallel`` that never binds),
+  ``learner renamed``, ``learner mp1`` and ``learner mp2`` (the learner's plan renamed,
+  ``max_parallel`` 1 and 2).
 
-The networks are each validator's miners over its last ``window`` instances: per step
-:func:`scoring.margin.credits` against the reference, then each miner's window means
-into :func:`scoring.margin.margin_weights` without a burn uid (when nobody beats the
-reference the floor group takes it all); ``burned`` is what the subnet owner's uid would
-take instead when the validator burns (its owner's hotkey registered). Consensus: the validators' weights for the same network,
-compared (same order, rank and weight differences), and one Yuma epoch
-(:func:`chain.epoch.run_epoch`) over them with equal stake.
+Each network (:data:`NETWORKS`; uids in first-commit order, the first role registered
+first) is paid on each validator's last ``window`` instances exactly as a validator pays
+it (:func:`scoring.margin.network_pay`: margins over the reference, copies and variants by
+first commit, margins clear of their standard error), without a burn uid (``burned`` is
+what the owner's uid takes when the validator burns). Consensus: one Yuma epoch
+(:func:`chain.epoch.run_epoch`, equal stake) over the validators' weights.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
+import json
+import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from rich.console import Console
 
 from chain.epoch import EpochInputs, run_epoch
-from render.columns import ALWAYS, Column, fit_table
+from planners import PlanProposal
 from protocol.canonical import plan_digest
-from scoring.margin import Answer, margin_weights, network_means
+from protocol.plan import WorkflowPlan
+from render.columns import ALWAYS, Column, fit_table
+from scoring.margin import FLOOR, Answer, network_pay
 from tasks import Family
 
 from .tiers import bench_families
-from .world import Played, hidden_seeds, load_learner, play, static_plans
+from .world import Derive, Played, hidden_seeds, load_learner, play, static_plans
 
 __all__ = ["render_margin_bench", "run_margin_bench"]
 
 GOOD, NAIVE, LEARNER, ORACLE = "good", "naive+retries", "learner", "oracle"
-GAINS = {"oracle 3 %": 0.03, "oracle 1 %": 0.01}
-"""The mixed planners and the gain in mean S over ``good`` each is tuned to."""
-NETWORKS = (
-    ("64 miners", 63, "oracle 3 %"),
-    ("64 miners, learner", 63, LEARNER),
-    ("8 miners", 7, "oracle 1 %"),
-    ("8 miners, learner", 7, LEARNER),
-    ("2 miners, both good", 2, None),
-)
-"""(name, copies of good, the better planner or ``None``); each is also played with a
-naive+retries miner added."""
-TARGETS = {"64 miners": 0.50, "8 miners": 0.30}
-"""The better planner's least share of the emission (issue 29)."""
+RETRIED, GOOD_RENAMED = "good+10", "good renamed"
+L_RENAMED, L_MP1, L_MP2 = "learner renamed", "learner mp1", "learner mp2"
 _OWNER = -1
 """The subnet owner's uid in the burning variant (a uid no miner has)."""
 TIE = 1e-9
 """Weights closer than this are a tie when the validators' orders are compared."""
 
 
+def renamed(plan: WorkflowPlan, max_parallel: int | None) -> WorkflowPlan:
+    """``plan`` with every node id replaced (refs, edges, output and policies follow), its
+    node list reversed and ``max_parallel`` set."""
+    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    names = {node["id"]: f"x{i}_{hashlib.sha256(node['id'].encode()).hexdigest()[:6]}" for i, node in enumerate(data["nodes"])}
+    text = json.dumps(data)
+    for old, new in names.items():
+        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
+    data = json.loads(text)
+    for node in data["nodes"]:
+        node["id"] = names[node["id"]]
+    data["nodes"].reverse()
+    for edge in data["edges"]:
+        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
+    data["output_node"] = names[data["output_node"]]
+    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
+    data["max_parallel"] = max_parallel
+    return WorkflowPlan.model_validate(data)
+
+
+def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
+    policies = {node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
+                for node in plan.nodes}
+    return plan.model_copy(update={"error_handling": policies})
+
+
+def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Derive:
+    def derive(plans: Mapping[str, PlanProposal | None]) -> PlanProposal | None:
+        proposal = plans.get(source)
+        return None if proposal is None else replace(proposal, plan=change(proposal.plan))
+    return derive
+
+
+DERIVED: dict[str, Derive] = {
+    RETRIED: _derive(GOOD, lambda plan: with_retries(plan, 10)),
+    GOOD_RENAMED: _derive(GOOD, lambda plan: renamed(plan, len(plan.nodes) + 3)),
+}
+LEARNER_DERIVED: dict[str, Derive] = {
+    L_RENAMED: _derive(LEARNER, lambda plan: renamed(plan, len(plan.nodes) + 3)),
+    L_MP1: _derive(LEARNER, lambda plan: renamed(plan, 1)),
+    L_MP2: _derive(LEARNER, lambda plan: renamed(plan, 2)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    name: str
+    roles: tuple[str, ...]
+    """Each uid's planner, in first-commit order."""
+    needs_learner: bool = False
+
+
+def _net(name: str, *parts: tuple[str, int]) -> Network:
+    roles = tuple(role for role, count in parts for _ in range(count))
+    return Network(name, roles, any(r.startswith(LEARNER) for r in roles))
+
+
+NETWORKS = (
+    _net("good+10 beside 8 good", (RETRIED, 1), (GOOD, 8)),
+    _net("learner on 1 hotkey", (LEARNER, 1), (GOOD, 7)),
+    _net("learner on 4 hotkeys", (LEARNER, 1), (L_RENAMED, 1), (L_MP1, 1), (L_MP2, 1), (GOOD, 7)),
+    _net("learner + 4 copies + 1 variant", (LEARNER, 5), (L_MP1, 1), (GOOD, 7)),
+    _net("64 identical learners", (LEARNER, 64)),
+    _net("4 renamed good beside 50 good", (GOOD, 50), (GOOD_RENAMED, 4)),
+    _net("oracle beside 63 good", (ORACLE, 1), (GOOD, 63)),
+    _net("oracle + learner + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (GOOD, 8), (NAIVE, 1)),
+    _net("2 good + naive", (GOOD, 2), (NAIVE, 1)),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """One hidden instance a validator scored: each strategy's S and plan digest."""
+    """One hidden instance a validator scored: each strategy's answer."""
 
     validator: int
     tempo: int
     task_id: str
     seed: int
-    scores: dict[str, float]
-    digests: dict[str, str | None]
-
-    @property
-    def key(self) -> tuple[int, str, int]:
-        return self.validator, self.task_id, self.tempo
-
-
-Miner = Callable[[Instance], Answer]
+    answers: dict[str, Answer]
 
 
 def run_margin_bench(
-    *, validators: int = 3, tempos: int = 4, seeds: int = 1, drawn: int = 12, window: int = 100,
-    learner: str | None = None, families: Sequence[Family] = (),
+    *, validators: int = 3, first_secret: int = 0, tempos: int = 4, seeds: int = 1, drawn: int = 12,
+    window: int = 100, learner: str | None = None, families: Sequence[Family] = (),
 ) -> dict[str, Any]:
     """Every network on every validator's last window; see the module."""
     families = list(families) or bench_families(drawn, 0)
     static = static_plans(families)
     played: dict[int, list[Instance]] = {}
     has_learner = True
-    for secret in range(validators):
+    secrets = range(first_secret, first_secret + validators)
+    for secret in secrets:
         student = load_learner(learner)
         has_learner = has_learner and student is not None
-        played[secret] = _instances(play(families, static, secret, tempos, seeds, student), secret, seeds)
-    miners: dict[str, Miner] = {GOOD: _strategy(GOOD), NAIVE: _strategy(NAIVE)}
-    if has_learner:
-        miners[LEARNER] = _strategy(LEARNER)
-    everything = [i for instances in played.values() for i in instances]
-    for name, gain in GAINS.items():
-        miners[name] = _mixed(frozenset().union(*(_oracle_pairs(instances, gain) for instances in played.values())))
-    networks = [_network(name, copies, better, naive, played, miners, window)
-                for name, copies, better in NETWORKS for naive in (False, True)
-                if better is None or better in miners]
-    return {"validators": validators, "tempos": tempos, "seeds": seeds, "drawn": drawn, "window": window,
-            "families": len(families), "instances": len(everything), "learner": has_learner,
-            "gains": {name: _gain(miner, played) for name, miner in miners.items() if name != GOOD},
-            "networks": networks}
+        derived = DERIVED | (LEARNER_DERIVED if student is not None else {})
+        played[secret] = _instances(play(families, static, secret, tempos, seeds, student, derived=derived), secret, seeds)
+    strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {GOOD})
+    networks = [_network(net, played, window) for net in NETWORKS if has_learner or not net.needs_learner]
+    return {"validators": validators, "secrets": list(secrets), "tempos": tempos, "seeds": seeds, "drawn": drawn,
+            "window": window, "families": len(families), "learner": has_learner,
+            "instances": sum(len(i) for i in played.values()),
+            "gains": {name: _gain(name, played, window) for name in strategies}, "networks": networks}
 
 
 def _instances(plays: Iterable[Played], secret: int, seeds: int) -> list[Instance]:
@@ -122,8 +174,8 @@ def _instances(plays: Iterable[Played], secret: int, seeds: int) -> list[Instanc
     for p in plays:
         digests = {s: plan_digest(proposal.plan) if proposal is not None else None for s, proposal in p.plans.items()}
         for k, seed in enumerate(hidden_seeds(p.tempo, seeds)):
-            instances.append(Instance(secret, p.tempo, p.family.task_id, seed, {s: runs[k] for s, runs in p.scores.items()},
-                                      digests))
+            answers = {s: Answer(digests[s], runs[k], p.outcomes[s][k]) for s, runs in p.scores.items()}
+            instances.append(Instance(secret, p.tempo, p.family.task_id, seed, answers))
     return sorted(instances, key=lambda i: (i.tempo, _hash(secret, i.task_id, i.seed)))
 
 
@@ -131,73 +183,53 @@ def _hash(*parts: Any) -> str:
     return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
 
 
-def _strategy(name: str) -> Miner:
-    return lambda i: Answer(i.digests[name], i.scores[name])
-
-
-def _mixed(pairs: frozenset[tuple[int, str, int]]) -> Miner:
-    """The oracle's answer on ``pairs``, ``good``'s elsewhere."""
-    oracle, good = _strategy(ORACLE), _strategy(GOOD)
-    return lambda i: oracle(i) if i.key in pairs else good(i)
-
-
-def _oracle_pairs(instances: Sequence[Instance], gain: float) -> frozenset[tuple[int, str, int]]:
-    """The prefix of one validator's (family, tempo) pairs, in the order of their hash,
-    whose oracle plays lift its mean S over ``instances`` closest to ``gain`` above ``good``'s."""
-    lift: dict[tuple[int, str, int], float] = {}
-    for i in instances:
-        lift[i.key] = lift.get(i.key, 0.0) + i.scores[ORACLE] - i.scores[GOOD]
-    wanted = gain * sum(i.scores[GOOD] for i in instances)
-    order = sorted(lift, key=lambda k: _hash(*k))
-    lifted = list(itertools.accumulate((lift[key] for key in order), initial=0.0))
-    length = min(range(len(lifted)), key=lambda k: abs(lifted[k] - wanted))
-    return frozenset(order[:length])
-
-
-def _gain(miner: Miner, played: dict[int, list[Instance]]) -> dict[str, Any]:
-    """``miner``'s mean S over ``good``'s − 1, pooled and per validator, and how often it beats the reference."""
+def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
+    """``name``'s mean S over ``good``'s − 1 (all instances), how often it beats the
+    reference, and over each validator's window its mean margin, the per-step SD of the
+    margin and the window's standard error."""
     def one(instances: Sequence[Instance]) -> dict[str, float]:
-        mine = [miner(i).score for i in instances]
-        good = [i.scores[GOOD] for i in instances]
+        mine = [i.answers[name].score for i in instances]
+        good = [i.answers[GOOD].score for i in instances]
+        margins = [m - g for m, g in zip(mine, good)]
+        sd = statistics.stdev(margins) if len(margins) > 1 else 0.0
         return {"mean_S": statistics.fmean(mine), "good_S": statistics.fmean(good),
                 "gain": statistics.fmean(mine) / statistics.fmean(good) - 1,
-                "beats": sum(m > g for m, g in zip(mine, good)) / len(mine)}
+                "beats": sum(m > 0 for m in margins) / len(margins), "margin": statistics.fmean(margins),
+                "sd": sd, "se": sd / math.sqrt(len(margins))}
 
     return {"all": one([i for instances in played.values() for i in instances]),
-            "per_validator": {str(v): one(instances) for v, instances in played.items()}}
+            "per_validator": {str(v): one(instances[-window:]) for v, instances in played.items()}}
 
 
-def _network(
-    name: str, copies: int, better: str | None, naive: bool, played: dict[int, list[Instance]],
-    miners: dict[str, Miner], window: int,
-) -> dict[str, Any]:
+def _network(net: Network, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
     """The network on each validator's last ``window`` instances, and the consensus over them."""
-    roles = ([better] if better else []) + [GOOD] * copies + ([NAIVE] if naive else [])
-    per_validator = {str(v): _window_weights(roles, instances[-window:], miners) for v, instances in played.items()}
+    per_validator = {str(v): _window_weights(net.roles, instances[-window:]) for v, instances in played.items()}
     rows = [paid["weights"] for paid in per_validator.values()]
-    return {"name": name + (" + naive+retries" if naive else ""), "base": name, "miners": len(roles), "better": better,
-            "naive": naive, "roles": roles, "per_validator": per_validator,
-            "shares": {v: _shares(roles, paid["weights"]) for v, paid in per_validator.items()},
-            "consensus": _consensus(rows), "yuma": _yuma(roles, rows)}
+    return {"name": net.name, "roles": list(net.roles), "miners": len(net.roles), "per_validator": per_validator,
+            "by_role": {v: _by_role(net.roles, paid["weights"]) for v, paid in per_validator.items()},
+            "consensus": _consensus(rows), "yuma": _yuma(net.roles, rows)}
 
 
-def _window_weights(roles: Sequence[str], window: Sequence[Instance], miners: dict[str, Miner]) -> dict[str, Any]:
-    """Credits per step against the reference (``good``'s S), window means, margin weights."""
-    means = network_means(
-        ({uid: miners[role](instance) for uid, role in enumerate(roles)}, instance.scores[GOOD]) for instance in window)
-    result = margin_weights(means)
-    burning = margin_weights(means, burn_uid=_OWNER)
-    return {"weights": [result.weights.get(uid, 0.0) for uid in range(len(roles))], "payout": str(result.payout),
-            "margin": [means[uid].margin for uid in range(len(roles))], "burned": burning.weights.get(_OWNER, 0.0)}
+def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[str, Any]:
+    """The validator's pay over ``window``: uids in role order, first committed first."""
+    steps = [(k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[GOOD].score)
+             for k, i in enumerate(window)]
+    pay = network_pay(steps)
+    burning = network_pay(steps, burn_uid=_OWNER)
+    n = len(roles)
+    return {"weights": [pay.paid.weights.get(uid, 0.0) for uid in range(n)], "payout": str(pay.paid.payout),
+            "margin": [pay.means[uid].margin for uid in range(n)], "clear": [pay.means[uid].clear for uid in range(n)],
+            "leaders": [pay.leaders[uid] for uid in range(n)], "burned": burning.paid.weights.get(_OWNER, 0.0)}
 
 
-def _shares(roles: Sequence[str], weights: Sequence[float]) -> dict[str, Any]:
-    """The better planner's share, one copy of good's, all copies', naive's."""
-    copies = [w for role, w in zip(roles, weights) if role == GOOD]
-    better = weights[0] if roles[0] != GOOD else None
-    naive = weights[-1] if roles[-1] == NAIVE else None
-    return {"better": better, "copy": copies[-1], "copies": sum(copies), "naive": naive,
-            "naive_below_copy": None if naive is None else naive < min(copies)}
+def _by_role(roles: Sequence[str], weights: Sequence[float]) -> dict[str, Any]:
+    """Per role: the first uid's weight, and all of that role's uids together."""
+    first: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for role, weight in zip(roles, weights):
+        first.setdefault(role, weight)
+        total[role] = total.get(role, 0.0) + weight
+    return {"first": first, "total": total}
 
 
 def _ranks(weights: Sequence[float]) -> list[int]:
@@ -229,20 +261,26 @@ def _yuma(roles: Sequence[str], rows: Sequence[Sequence[float]]) -> dict[str, An
     incentive = [float(x) for x in result.incentive[validators:]]
     return {"vtrust": [float(x) for x in result.validator_trust[:validators]],
             "dividends": [float(x) for x in result.dividends[:validators]],
-            "incentive": _shares(roles, incentive)}
+            "incentive": _by_role(roles, incentive)}
 
 
 def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _naive_cell(net: dict[str, Any]) -> str:
-    below = [s["naive_below_copy"] for s in net["shares"].values()]
-    return "-" if below[0] is None else "yes" if all(below) else "NO"
+def _first(net: dict[str, Any], key: str) -> Any:
+    """``net[key]`` of the first validator."""
+    return next(iter(net[key].values()))
 
 
-def _first(net: dict[str, Any]) -> dict[str, Any]:
-    return net["shares"]["0"]
+def _roles_cell(net: dict[str, Any]) -> str:
+    """Each role's total weight on the first validator (the first uid's when it differs)."""
+    by = _first(net, "by_role")
+    parts = []
+    for role, total in by["total"].items():
+        first = by["first"][role]
+        parts.append(f"{role} {total:.3f}" + (f" (first {first:.3f})" if abs(first - total) > 1e-9 else ""))
+    return ", ".join(parts)
 
 
 GAIN_COLUMNS = (
@@ -251,60 +289,65 @@ GAIN_COLUMNS = (
     Column("good's", lambda r: f"{r['all']['good_S']:.3f}", keep=3),
     Column("gain", lambda r: f"{r['all']['gain']:+.1%}", keep=ALWAYS),
     Column("beats ref.", lambda r: f"{r['all']['beats']:.0%}", keep=2),
-    Column("gain per validator", lambda r: " ".join(f"{g['gain']:+.1%}" for g in r["per_validator"].values()), keep=4),
+    Column("window margin ± SE per validator", lambda r: " ".join(
+        f"{g['margin']:+.3f}±{g['se']:.3f}" for g in r["per_validator"].values()), keep=ALWAYS),
+    Column("step SD", lambda r: f"{r['all']['sd']:.3f}", keep=4),
 )
 NETWORK_COLUMNS = (
-    Column("network", lambda n: n["name"], keep=ALWAYS, justify="left",
-           short=lambda n: n["name"].replace("naive+retries", "naive").replace(", both good", "")),
-    Column("better's", lambda n: _cell(_first(n)["better"]), keep=ALWAYS),
-    Column("one copy", lambda n: _cell(_first(n)["copy"], 4), keep=ALWAYS),
-    Column("copies", lambda n: _cell(_first(n)["copies"]), keep=5),
-    Column("naive", lambda n: _cell(_first(n)["naive"], 4), keep=ALWAYS),
-    Column("naive<copy", lambda n: _naive_cell(n), keep=8),
-    Column("payout", lambda n: n["per_validator"]["0"]["payout"], keep=2),
-    Column("burned", lambda n: _cell(n["per_validator"]["0"]["burned"]), keep=1),
-)
-"""The networks table, by importance: the shares the targets read are never dropped."""
-CONSENSUS_COLUMNS = (
-    NETWORK_COLUMNS[0],
-    Column("same order", lambda n: "yes" if n["consensus"]["same_order"] else "NO", keep=ALWAYS),
-    Column("Δrank", lambda n: str(n["consensus"]["max_rank_diff"]), keep=ALWAYS),
-    Column("Δweight", lambda n: f"{n['consensus']['max_weight_diff']:.4f}", keep=ALWAYS),
+    Column("network", lambda n: n["name"], keep=ALWAYS, justify="left"),
+    Column("weights by planner (first validator; total, first uid)", _roles_cell, keep=ALWAYS, justify="left"),
+    Column("payout", lambda n: _first(n, "per_validator")["payout"], keep=2),
+    Column("burned", lambda n: _cell(_first(n, "per_validator")["burned"]), keep=1),
     Column("vtrust", lambda n: " ".join(f"{v:.3f}" for v in n["yuma"]["vtrust"]), keep=ALWAYS),
-    Column("dividends", lambda n: " ".join(f"{v:.3f}" for v in n["yuma"]["dividends"]), keep=3),
-    Column("incentive: better", lambda n: _cell(n["yuma"]["incentive"]["better"]), keep=5),
-    Column("copy", lambda n: _cell(n["yuma"]["incentive"]["copy"], 4), keep=4),
-    Column("naive", lambda n: _cell(n["yuma"]["incentive"]["naive"], 4), keep=2),
 )
-"""Consensus: the validators compared, then one Yuma epoch over their weights."""
 
 
 def render_margin_bench(result: dict[str, Any], console: Console) -> None:
     gains = [{"name": name, **gain} for name, gain in result["gains"].items()]
+    secrets = result["secrets"]
     console.print(fit_table(GAIN_COLUMNS, gains, console.width, title=(
-        f"{result['validators']} validators × {result['tempos']} tempos × {result['families']} families × "
-        f"{result['seeds']} hidden seed(s): mean S against the reference (good)")))
+        f"{result['validators']} validators (secrets {secrets[0]}–{secrets[-1]}) × {result['tempos']} tempos × "
+        f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference (good)")))
     console.print(fit_table(NETWORK_COLUMNS, result["networks"], console.width, title=(
-        f"shares of the emission over validator 0's last {result['window']} instances")))
-    console.print(fit_table(CONSENSUS_COLUMNS, result["networks"], console.width, title=(
-        f"{result['validators']} validators: same order, largest rank and weight difference; one Yuma epoch "
-        "(equal stake): vtrust, dividends and incentive")))
+        f"weights over each validator's last {result['window']} instances; one Yuma epoch (equal stake)")))
     for target, misses in margin_targets(result):
         console.print(f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)), highlight=False)
 
 
 def margin_targets(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """Issue 29's targets, each with the (network, validator) pairs that miss it."""
-    def misses(holds: Callable[[dict[str, Any], dict[str, Any]], bool], nets: Sequence[dict[str, Any]]) -> list[str]:
-        return [f"{net['name']} (validator {v})" for net in nets for v, s in net["shares"].items() if not holds(net, s)]
+    """Issue 35's targets, each with the (network, validator) pairs that miss it."""
+    nets = {n["name"]: n for n in result["networks"]}
 
-    networks = result["networks"]
+    def each(name: str, holds: Callable[[dict[str, Any], str], bool]) -> list[str]:
+        net = nets.get(name)
+        return [] if net is None else [f"{name} (validator {v})" for v in net["by_role"] if not holds(net, v)]
+
+    def total(net: dict[str, Any], v: str, role: str) -> float:
+        return net["by_role"][v]["total"].get(role, 0.0)
+
+    def one_vs_four(_: dict[str, Any], v: str) -> bool:
+        four = nets["learner on 4 hotkeys"]["by_role"][v]["total"]
+        alone = total(nets["learner on 1 hotkey"], v, LEARNER)
+        return sum(w for role, w in four.items() if role.startswith(LEARNER)) <= 1.05 * alone + 1e-12
+
+    def keeps(net: dict[str, Any], v: str) -> bool:
+        base = nets["learner on 1 hotkey"]["by_role"][v]["first"][LEARNER]
+        return net["by_role"][v]["first"][LEARNER] >= 0.9 * base
+
     return [
-        *((f"the better planner of '{base}' takes ≥ {least:.0%}",
-           misses(lambda _, s, least=least: s["better"] >= least, [n for n in networks if n["base"].startswith(base)]))
-          for base, least in TARGETS.items()),
-        ("2 miners both good: 0.5 / 0.5", misses(lambda _, s: abs(s["copy"] - 0.5) < 1e-9,
-                                                   [n for n in networks if n["better"] is None and not n["naive"]])),
-        ("naive below a good copy", misses(lambda _, s: bool(s["naive_below_copy"]), [n for n in networks if n["naive"]])),
-        ("no validator clipped to zero", [n["name"] for n in networks if min(n["yuma"]["vtrust"]) <= 0]),
+        ("good+10 is not a beater (at most the floor)", each("good+10 beside 8 good",
+                                                             lambda n, v: total(n, v, RETRIED) <= FLOOR + 1e-12)),
+        ("one learner on 4 hotkeys earns ≤ 1.05 × on one", each("learner on 4 hotkeys", one_vs_four)),
+        ("an honest learner keeps ≥ 90 % beside 4 copies + 1 variant", each("learner + 4 copies + 1 variant", keeps)),
+        ("64 identical learners: the first takes the beaters' share, nothing burned", each(
+            "64 identical learners", lambda n, v: n["per_validator"][v]["payout"] == "margin"
+            and n["by_role"][v]["first"][LEARNER] >= 1 - 1e-9)),
+        ("4 renamed good beside 50 good: copies at most the floor", each(
+            "4 renamed good beside 50 good", lambda n, v: total(n, v, GOOD_RENAMED) <= FLOOR + 1e-12)),
+        ("the oracle is paid as a beater by every validator", each(
+            "oracle beside 63 good", lambda n, v: n["by_role"][v]["first"][ORACLE] >= 0.5)),
+        ("naive below the reference's first copy", each(
+            "2 good + naive", lambda n, v: n["by_role"][v]["first"][NAIVE] < n["by_role"][v]["first"][GOOD])),
+        ("vtrust ≥ 0.95 for every validator in every network",
+         [n["name"] for n in result["networks"] if min(n["yuma"]["vtrust"]) < 0.95]),
     ]

@@ -30,8 +30,8 @@ as a share of the headroom.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rich.console import Console
@@ -46,6 +46,7 @@ from protocol.feedback import StepFeedback
 from protocol.plan import ErrorPolicy
 from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
+from scoring.margin import outcome_key
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
 from tasks import Family
@@ -63,6 +64,8 @@ RATIO_TARGET = 2.0
 _PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 
 Planner = Callable[[TaskPackage], PlanProposal]
+Derive = Callable[[Mapping[str, "PlanProposal | None"]], "PlanProposal | None"]
+"""A strategy whose plan is made from the other strategies' plans of the same family and tempo."""
 
 
 def hidden_seeds(tempo: int, seeds: int, count: int | None = None) -> list[int]:
@@ -163,15 +166,18 @@ class Played:
     family: Family
     plans: dict[str, PlanProposal | None]
     scores: dict[str, list[float]]
+    outcomes: dict[str, list[str | None]] = field(default_factory=dict)
+    """Each strategy's outcome key per seed (:func:`scoring.margin.outcome_key`; ``None``: no run)."""
 
 
 def play(
     families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
-    seeds: int, student: Any | None, final_seeds: int | None = None,
+    seeds: int, student: Any | None, final_seeds: int | None = None, derived: Mapping[str, Derive] | None = None,
 ) -> Iterator[Played]:
     """``tempos`` tempos of ``secret``'s world, family by family, ``seeds`` hidden seeds a
     tempo (``final_seeds`` in the last); the learner hears its own runs of a tempo once
-    the tempo is over (so consume the whole iterator)."""
+    the tempo is over (so consume the whole iterator). ``derived`` adds strategies whose
+    plan is made from the others' (a renamed copy, more retries), played alike."""
     tools = advertised_tools(families)
     for tempo in range(tempos):
         world = world_for(secret, tempo, tools)
@@ -181,14 +187,18 @@ def play(
             plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
             if student is not None:
                 plans["learner"] = _plan(student.plan, family.package)
+            for name, derive in (derived or {}).items():
+                plans[name] = derive(plans)
             scores: dict[str, list[float]] = {}
+            outcomes: dict[str, list[str | None]] = {}
             chosen = hidden_seeds(tempo, seeds, final_seeds if tempo == tempos - 1 else None)
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in chosen]
                 scores[strategy] = [score["S"] for score, _ in runs]
+                outcomes[strategy] = [None if ex is None else outcome_key(score["S"], ex.final_output) for score, ex in runs]
                 if strategy == "learner" and proposal is not None:
                     heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
-            yield Played(secret, tempo, family, plans, scores)
+            yield Played(secret, tempo, family, plans, scores, outcomes)
         for message in heard if hasattr(student, "observe") else ():
             student.observe(message)
 

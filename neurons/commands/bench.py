@@ -107,8 +107,10 @@ def bench_chain(
 
 @bench_app.command("margin")
 def bench_margin(
-    validators: int = typer.Option(3, "--validators", min=1, help="Validators (secrets 0 .. N-1), each in its own "
-                                   "hidden world, scoring the same miners."),
+    validators: int = typer.Option(3, "--validators", min=1, help="Validators (secrets FIRST .. FIRST+N-1), each in "
+                                   "its own hidden world, scoring the same miners."),
+    first_secret: int = typer.Option(0, "--first-secret", min=0, help="The first validator's secret: pick secrets "
+                                     "nobody developed on."),
     tempos: int = typer.Option(4, "--tempos", min=1, help="Tempos each validator plays, from tempo 0."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo."),
     drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
@@ -120,10 +122,10 @@ def bench_margin(
     as_json: bool = JsonOpt,
 ) -> None:
     """Shares of the emission when miners are paid for their margin over the validator's
-    reference: 63 copies of good and one planner 3 % better, 7 and one 1 % better, 2 copies,
-    each with a naive+retries miner added; and whether validators with different secrets agree."""
+    reference, in the attack networks of issue 35 (retries, hotkeys, copies, renamed
+    variants) and beside real better planners; and whether validators with different secrets agree."""
     from bench.margin import render_margin_bench, run_margin_bench
 
-    result = run_margin_bench(validators=validators, tempos=tempos, seeds=seeds, drawn=drawn, window=window,
-                              learner=learner)
+    result = run_margin_bench(validators=validators, first_secret=first_secret, tempos=tempos, seeds=seeds,
+                              drawn=drawn, window=window, learner=learner)
     print_json(result) if as_json else render_margin_bench(result, Console())
