@@ -128,7 +128,7 @@ def leaders(windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, eps
     for uid in ranked:
         for k, head in enumerate(heads):
             common = sorted(steps[uid].keys() & steps[head].keys())
-            if not common or _distance(steps[uid], steps[head], common) > epsilon:
+            if not common or _farther(steps[uid], steps[head], common, epsilon):
                 continue
             if _ahead(steps[uid], steps[head], common) > epsilon:  # clearly ahead: displaces the leader
                 heads[k] = uid
@@ -145,9 +145,17 @@ def leaders(windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, eps
     return leader
 
 
-def _distance(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> float:
-    return math.fsum(0.0 if mine[s].same(theirs[s]) else abs(_finite(mine[s].score) - _finite(theirs[s].score))
-                     for s in common) / len(common)
+def _farther(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int], epsilon: float) -> bool:
+    """Whether the mean per-step distance over ``common`` is above ``epsilon``; stops as
+    soon as the sum so far says so (every term is ≥ 0), so far-apart miners cost little."""
+    bound, total = epsilon * len(common), 0.0
+    for s in common:
+        a, b = mine[s], theirs[s]
+        if not a.same(b):
+            total += abs(_finite(a.score) - _finite(b.score))
+            if total > bound:
+                return True
+    return False
 
 
 def _ahead(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> float:

@@ -56,16 +56,18 @@ class Answered:
 def record(conn: sqlite3.Connection, block: int, answered: Iterable[Answered], window: int) -> None:
     """Add one step's answers at ``block``: each to its uid's window (the oldest beyond
     ``window`` dropped, another hotkey's dropped), and each of its keys seen."""
-    for a in answered:
-        conn.execute("DELETE FROM answers WHERE uid = ? AND hotkey != ?", (a.uid, a.hotkey))
-        conn.execute("INSERT OR REPLACE INTO answers (uid, block, hotkey, s, margin, digest, outcome) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (a.uid, block, a.hotkey, a.score, a.margin, a.digest, a.outcome))
-        conn.execute("DELETE FROM answers WHERE uid = ? AND block NOT IN "
-                     "(SELECT block FROM answers WHERE uid = ? ORDER BY block DESC LIMIT ?)", (a.uid, a.uid, window))
-        conn.executemany(
-            "INSERT INTO first_seen (hotkey, answer, first_block, last_block) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (hotkey, answer) DO UPDATE SET last_block = MAX(last_block, excluded.last_block)",
-            [(a.hotkey, key, block, block) for key in a.answer_keys()])
+    rows = list(answered)
+    conn.executemany("DELETE FROM answers WHERE uid = ? AND hotkey != ?", [(a.uid, a.hotkey) for a in rows])
+    conn.executemany("INSERT OR REPLACE INTO answers (uid, block, hotkey, s, margin, digest, outcome) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     [(a.uid, block, a.hotkey, a.score, a.margin, a.digest, a.outcome) for a in rows])
+    conn.executemany("DELETE FROM answers WHERE uid = ? AND block <= "
+                     "(SELECT block FROM answers WHERE uid = ? ORDER BY block DESC LIMIT 1 OFFSET ?)",
+                     [(a.uid, a.uid, window) for a in rows])
+    conn.executemany(
+        "INSERT INTO first_seen (hotkey, answer, first_block, last_block) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (hotkey, answer) DO UPDATE SET last_block = MAX(last_block, excluded.last_block)",
+        [(a.hotkey, key, block, block) for a in rows for key in a.answer_keys()])
 
 
 def forget_before(conn: sqlite3.Connection, before: int) -> None:
