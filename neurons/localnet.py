@@ -15,7 +15,7 @@ incentive and emission per miner).
 
 Every process logs to one folder (by default ``localnet-<UTC time>/`` under
 ``$XDG_CACHE_HOME/dagnet``, i.e. ``~/.cache/dagnet``: outside any checkout; the path is
-printed first and last). Until the first leaderboard, each phase (chain up, keys
+printed first and last; the default location keeps the last :data:`KEEP_RUNS` runs). Until the first leaderboard, each phase (chain up, keys
 registered, processes started, waiting for the first epoch, …) is reported as it
 begins. The first Ctrl-C stops every process and prints what was reached; a second
 kills them.
@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,6 +57,8 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 _START_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 10.0
 _SCORE_PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability")
+KEEP_RUNS = 10
+"""Run folders ``dagnet localnet`` keeps in its default location (2–10 MB each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +73,26 @@ class LocalnetOptions:
     run_dir: Path | None = None
     planners: tuple[str, ...] = ()
     """Planners of your own (named as for ``dagnet miner --planner``), one miner each after the mix."""
+    keep_runs: int = KEEP_RUNS
+    """Without ``run_dir``: the default folder's runs kept, this one included (older ones are removed)."""
 
 
 def default_run_dir() -> Path:
     """``$XDG_CACHE_HOME/dagnet/localnet-<UTC time>`` (``~/.cache`` without the variable)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "dagnet" / f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def prune_runs(parent: Path, keep: int) -> list[Path]:
+    """Remove the ``localnet-*`` run folders under ``parent`` but the newest ``keep`` (by
+    their UTC-time names), sparing any whose chain still runs; returns those removed."""
+    from chain.embedded.lock import node_running
+
+    runs = sorted(p for p in parent.glob("localnet-*") if p.is_dir()) if parent.is_dir() else []
+    removed = [run for run in runs[:max(len(runs) - keep, 0)] if not node_running(run / "chain.sqlite")]
+    for run in removed:
+        shutil.rmtree(run, ignore_errors=True)
+    return removed
 
 
 def strategies(count: int, planners: Sequence[str] = ()) -> list[str]:
@@ -215,6 +232,10 @@ async def run_localnet(
     """Run the network until it ends or ``stop`` is set; always stops every child.
     ``on_phase`` hears a short line as each start-up phase begins."""
     run_dir = options.run_dir or default_run_dir()
+    if options.run_dir is None:
+        pruned = prune_runs(run_dir.parent, options.keep_runs - 1)
+        if pruned:
+            on_phase(f"removed {len(pruned)} old run folder(s) from {run_dir.parent} (keeping the last {options.keep_runs})")
     run_dir.mkdir(parents=True, exist_ok=True)
     on_phase(f"logs in {run_dir}")
     processes = Processes(run_dir)

@@ -7,6 +7,9 @@
   ``kill -9`` (the kernel drops a dead process's locks). The node takes this
   one waiting rather than failing, because the only other holders are such
   probes, for microseconds; the exclusive lock already settled who the node is.
+
+A node that stops cleanly removes both files (:func:`release_node_locks`); one killed
+leaves them, unlocked, and the next node takes them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ def hold_node_locks(path: Path) -> tuple[int, int]:
     running = os.open(f"{path}.running", os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(running, fcntl.LOCK_EX)
     return exclusive, running
+
+
+def release_node_locks(path: Path, locks: tuple[int, int]) -> None:
+    """Remove both files, then release the locks: unlinked while still held, so a node or
+    a probe that opens the path afterwards finds a new file (or none), never one whose
+    lock is about to be let go."""
+    for suffix in (".running", ".lock"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    for fd in locks:
+        os.close(fd)
 
 
 def node_running(path: Path) -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ from starlette.routing import Route
 
 from . import reads
 from .genesis import Genesis
-from .lock import NodeError, hold_node_locks
+from .lock import NodeError, hold_node_locks, release_node_locks
 from .state import ChainState, Refusal, StateDiscarded
 from .wire import KEEP_ALIVE_S, RPC_PATH, block_from_hash, signing_payload
 
@@ -119,6 +120,10 @@ def _json(content: Any, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status_code, media_type="application/json")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(
     path: Path,
     *,
@@ -128,8 +133,12 @@ def serve(
     port: int = 0,
     announce: Callable[[str], None] = lambda line: None,
 ) -> None:
-    """Run the node until interrupted. Creates the state (with ``genesis``) if the file is new."""
+    """Run the node until interrupted (SIGINT, or SIGTERM, which ends it the same clean way:
+    the state closed and the lock files removed). Creates the state (with ``genesis``) if
+    the file is new."""
     path = Path(path)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     locks = hold_node_locks(path)
     state = ChainState(path, genesis)
     if block_time is not None:
@@ -162,5 +171,4 @@ def serve(
     finally:
         state.publish_url("")
         state.close()
-        for fd in locks:
-            os.close(fd)
+        release_node_locks(path, locks)

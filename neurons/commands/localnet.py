@@ -33,6 +33,9 @@ def localnet(
     tempo: int = typer.Option(20, "--tempo", min=2, help="Blocks per epoch."),
     run_dir: Optional[Path] = typer.Option(None, "--dir", help="New or empty folder for the chain, state and every process's log.  "
         "[default: ~/.cache/dagnet/localnet-<UTC time> ($XDG_CACHE_HOME/dagnet/...), printed at start and end]"),
+    keep_runs: Optional[int] = typer.Option(
+        None, "--keep-runs", min=1, help="Without --dir: run folders kept in the default location, this one included; "
+        "older ones are removed (never one whose chain runs).  [default: 10]"),
     as_json: bool = JsonOpt,
 ) -> None:
     """The subnet on this machine: embedded chain, validator and miners, with a live leaderboard."""
@@ -40,12 +43,15 @@ def localnet(
 
     if tempos is not None and duration is not None:
         fail("give --tempos or --duration, not both")
+    if keep_runs is not None and run_dir is not None:
+        fail("--keep-runs prunes the default folder's runs: with --dir it would do nothing")
     if run_dir is not None and run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
     _check_planners(planners or [])
     options = LocalnetOptions(
         **({} if miners is None else {"miners": miners}), planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
+        **({} if keep_runs is None else {"keep_runs": keep_runs}),
     )
     try:
         reached = localnet_main(options, live=not as_json, console=Console())

@@ -1,0 +1,59 @@
+"""What `dagnet localnet` and the embedded chain leave on disk (issue 38): the default
+folder keeps the last runs only, and a chain that stops cleanly removes its lock files."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chain.embedded.lock import hold_node_locks, release_node_locks
+from neurons.localnet import prune_runs
+
+
+def _runs(parent: Path, count: int) -> list[Path]:
+    runs = [parent / f"localnet-20261128-10{minute:02d}00" for minute in range(count)]
+    for run in runs:
+        run.mkdir(parents=True)
+        (run / "validator.log").write_text("x")
+    return runs
+
+
+def test_the_default_folder_keeps_the_newest_runs_and_any_whose_chain_runs(tmp_path: Path) -> None:
+    runs = _runs(tmp_path, 6)
+    (tmp_path / "notes").mkdir()  # not a run folder: never touched
+    locks = hold_node_locks(runs[0] / "chain.sqlite")  # the oldest run's chain is still up
+    try:
+        removed = prune_runs(tmp_path, keep=2)
+    finally:
+        release_node_locks(runs[0] / "chain.sqlite", locks)
+    assert removed == runs[1:4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([runs[0].name, runs[4].name, runs[5].name, "notes"])
+    assert prune_runs(tmp_path / "absent", keep=1) == []
+
+
+def test_keep_runs_with_dir_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "neurons", "localnet", "--dir", str(tmp_path / "net"),
+                           "--keep-runs", "3"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: --keep-runs prunes the default folder's runs: with --dir it would do nothing"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_chain_stopped_cleanly_leaves_no_lock_files(tmp_path: Path, stop: signal.Signals) -> None:
+    state = tmp_path / "chain.sqlite"
+    node = subprocess.Popen([sys.executable, "-m", "neurons", "chain", "start", "--state", str(state)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening on" in node.stderr.readline()
+        assert {p.name for p in tmp_path.iterdir()} >= {"chain.sqlite.lock", "chain.sqlite.running"}
+        node.send_signal(stop)
+        assert node.wait(timeout=30) in (0, 130, -stop), node.stderr.read()[-2000:]
+    finally:
+        node.kill()
+        node.wait()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith((".lock", ".running"))]
