@@ -497,35 +497,62 @@ def render(reached: Reached, width: int | None = None) -> Group:
         f"block {reached.block}",
         f"next epoch in {reached.blocks_to_epoch} blocks (tempo {reached.tempo})",
         f"steps {reached.steps}",
-        f"weights set at {reached.last_weights_block or '-'}",
+        f"weights set {weights_age(reached)}",
         *([f"ends at block {reached.end_block}"] if reached.end_block else []),
     ]
     rows = sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"]))
     table = fit_table(LEADERBOARD, rows, width, title="dagnet localnet leaderboard")
     margins = Text("\n".join(margin_summary(reached)))
-    return Group(Text(" · ".join(facts)), table, margins, Text(f"logs: {reached.run_dir}", style="dim"))
+    return Group(Text(" · ".join(facts)), table, margins, Text(LEGEND, style="dim"),
+                 Text(f"logs: {reached.run_dir}", style="dim"))
+
+
+LEGEND = "margin: S − the reference's S · beats: steps above it · emission: α per epoch"
+"""What the leaderboard's columns that are not plain scores mean, in one line at 80 columns:
+``margin`` is the window's mean of a miner's S minus the validator's reference (``good``) on the
+same instance, ``beats`` the share of its steps above the reference, ``emission`` the α the
+chain paid the uid at its last epoch (the embedded chain emits 1 α a block)."""
+
+
+def weights_age(reached: Reached) -> str:
+    """When the shown weights were set: ``at block 1200 (34 blocks ago)``, or ``never yet``."""
+    if reached.last_weights_block is None:
+        return "never yet"
+    age = max(reached.block - reached.last_weights_block, 0)
+    return f"at block {reached.last_weights_block} ({age} block{'' if age == 1 else 's'} ago)"
 
 
 def margin_summary(reached: Reached) -> list[str]:
-    """Who beat the reference and by how much, and where the last weights sent the emission."""
+    """Who beats the reference in the window now, and where the last weights (set earlier,
+    from the window as it was then) sent the emission."""
     beaters = sorted((r for r in reached.miners if r["mean_margin"] > 0), key=lambda r: -r["mean_margin"])
-    who = "beat the reference: " + ", ".join(
+    who = "beat the reference now: " + ", ".join(
         f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
-        for r in beaters) if beaters else "nobody beat the reference"
-    return [who, _paid_line(reached, beaters)]
+        for r in beaters) if beaters else "nobody beats the reference now"
+    if reached.last_weights_block is None:
+        return [who, "last weights: none set yet"]
+    return [who, f"last weights, set {weights_age(reached)}: {_paid(reached, beaters)}"]
 
 
-def _paid_line(reached: Reached, beaters: Sequence[dict[str, Any]]) -> str:
-    floor = [r for r in reached.miners if r["mean_margin"] <= 0 and r["weight"] > 0]
-    floor_part = f"{math.fsum(r['weight'] for r in floor):.0%} as the floor to {len(floor)} at or below the reference"
+def _paid(reached: Reached, beaters: Sequence[dict[str, Any]]) -> str:
+    """Where the weights sent the emission, from the weights and their payout kind; only the
+    margin payout needs the window to tell who beat the reference from who is on the floor."""
+    weighted = [r for r in reached.miners if r["weight"] > 0]
     if reached.payout == "margin":
-        paid = math.fsum(r["weight"] for r in beaters)
-        return f"last weights: {paid:.0%} to the {len(beaters)} that beat the reference, {floor_part}"
+        paid = [r for r in beaters if r["weight"] > 0]
+        floor = [r for r in weighted if r not in paid]
+        return (f"{math.fsum(r['weight'] for r in paid):.0%} to the {len(paid)} that beat the reference, "
+                f"{_floor(floor)}")
     if reached.payout == "burn":
-        return f"last weights: {reached.burned:.0%} burned to the subnet owner's uid {reached.burn_uid}, {floor_part}"
+        floor = [r for r in weighted if r["uid"] != reached.burn_uid]
+        return f"{reached.burned:.0%} burned to the subnet owner's uid {reached.burn_uid}, {_floor(floor)}"
     if reached.payout == "floor_only":
-        return f"last weights: the owner's hotkey is not on the subnet, so {floor_part}"
-    return "last weights: none set yet"
+        return f"nobody beat the reference and the owner's hotkey is not on the subnet, so {_floor(weighted)}"
+    return "where they sent the emission was not recorded"
+
+
+def _floor(rows: Sequence[dict[str, Any]]) -> str:
+    return f"{math.fsum(r['weight'] for r in rows):.0%} as the floor to {len(rows)} at or below the reference"
 
 
 def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> Reached:

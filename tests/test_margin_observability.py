@@ -116,29 +116,44 @@ def _rows(margins: dict[str, tuple[float, float, float]]) -> list[dict]:
 def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_the_emission_went():
     from rich.console import Console
 
-    from neurons.localnet import Reached, margin_summary, render
+    from neurons.localnet import LEGEND, Reached, margin_summary, render
 
-    reached = Reached(run_dir="/tmp/x", payout="margin", miners=_rows(
+    reached = Reached(run_dir="/tmp/x", block=130, last_weights_block=120, payout="margin", miners=_rows(
         {"learner": (0.0213, 0.4, 0.95), "good": (0.0, 0.0, 0.049), "naive": (-0.12, 0.05, 0.001)}))
     assert margin_summary(reached) == [
-        "beat the reference: uid 1 learner by +0.021 (40% of steps)",
-        "last weights: 95% to the 1 that beat the reference, 5% as the floor to 2 at or below the reference",
+        "beat the reference now: uid 1 learner by +0.021 (40% of steps)",
+        "last weights, set at block 120 (10 blocks ago): 95% to the 1 that beat the reference, "
+        "5% as the floor to 2 at or below the reference",
     ]
     console = Console(width=140, record=True, color_system=None)
     console.print(render(reached, 140))
     shown = console.export_text()
-    assert "margin" in shown and "+0.021" in shown and "-0.120" in shown and "beat the reference: uid 1" in shown
+    assert "margin" in shown and "+0.021" in shown and "-0.120" in shown and "beat the reference now: uid 1" in shown
+    assert "weights set at block 120 (10 blocks ago)" in shown and LEGEND in shown
 
-    burnt = Reached(run_dir="/tmp/x", payout="burn", burn_uid=0, burned=0.95,
+    burnt = Reached(run_dir="/tmp/x", block=41, last_weights_block=40, payout="burn", burn_uid=0, burned=0.95,
                     miners=_rows({"good": (0.0, 0.0, 0.025), "copy": (0.0, 0.0, 0.025)}))
     assert margin_summary(burnt) == [
-        "nobody beat the reference",
-        "last weights: 95% burned to the subnet owner's uid 0, 5% as the floor to 2 at or below the reference",
+        "nobody beats the reference now",
+        "last weights, set at block 40 (1 block ago): 95% burned to the subnet owner's uid 0, "
+        "5% as the floor to 2 at or below the reference",
     ]
-    floor = Reached(run_dir="/tmp/x", payout="floor_only", miners=_rows({"good": (0.0, 0.0, 0.5), "copy": (0.0, 0.0, 0.5)}))
-    assert margin_summary(floor)[1] == ("last weights: the owner's hotkey is not on the subnet, so 100% as the floor "
-                                        "to 2 at or below the reference")
     assert margin_summary(Reached(run_dir="/tmp/x"))[1] == "last weights: none set yet"
+
+
+def test_the_payout_line_reads_the_weights_not_the_window_that_moved_on_since():
+    """Issue 38: the board said 'beat the reference: uid 5 learner by +0.245' above '50 % as the
+    floor' while learner and good held 0.500 each: the weights came from an earlier block, when
+    nobody beat the reference, and the floor was counted from the window as it is now."""
+    from neurons.localnet import Reached, margin_summary
+
+    later = Reached(run_dir="/tmp/x", block=95, last_weights_block=60, payout="floor_only", miners=_rows(
+        {"learner": (0.245, 0.6, 0.5), "good": (0.0, 0.0, 0.5), "naive": (-0.2, 0.0, 0.0)}))
+    assert margin_summary(later) == [
+        "beat the reference now: uid 1 learner by +0.245 (60% of steps)",
+        "last weights, set at block 60 (35 blocks ago): nobody beat the reference and the owner's hotkey is not "
+        "on the subnet, so 100% as the floor to 2 at or below the reference",
+    ]
 
 
 def test_the_localnet_reads_each_miners_margin_and_the_payout_from_the_validators_state(tmp_path: Path):

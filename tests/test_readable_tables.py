@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from render.columns import ALWAYS, Column, fit_table
+from neurons.localnet import LEGEND
 from neurons.commands.chain import render_status
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -74,6 +75,8 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
     assert lines and max(len(line) for line in lines) <= 80, "\n".join(lines)
     table = [line for line in lines if line.startswith("│")]
     assert len(table) == len(ROWS)
+    assert LEGEND in lines  # one line, whole
+    assert "weights set at block 1200 (34 blocks ago)" in " ".join(line.strip() for line in lines)
     assert not any("…" in line for line in table)
     for row in ROWS:
         line = next(line for line in table if line.split("│")[1].strip() == str(row["uid"]))
