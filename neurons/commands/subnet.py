@@ -89,11 +89,22 @@ def subnet_register(
     wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
 ) -> None:
-    """Register the wallet's hotkey on the subnet (burned registration, paid by its coldkey); prints its uid."""
+    """Register the wallet's hotkey on the subnet (burned registration, paid by its coldkey); prints its uid.
+
+    A hotkey already on the subnet is not registered again (nothing is paid): its uid is
+    printed with "new": false."""
     chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
                    doing=f"subnet register (netuid {netuid})")
-    uid = run_on_chain(chain, chain.register())
-    print_json({"netuid": netuid, "hotkey": chain.hotkey, "uid": uid})
+    uid, new = run_on_chain(chain, _register(chain))
+    print_json({"netuid": netuid, "hotkey": chain.hotkey, "uid": uid, "new": new})
+
+
+async def _register(chain: Any) -> tuple[int, bool]:
+    """The hotkey's uid, registering it first when the subnet's metagraph does not hold it."""
+    held = (await chain.metagraph()).by_hotkey(chain.hotkey)
+    if held is not None:
+        return held.uid, False
+    return await chain.register(), True
 
 
 @subnet_app.command("stake")
