@@ -6,9 +6,11 @@ compose v2 plugin), builds the base image where none can be pulled
 compose and Prometheus from Debian's package, brings up the embedded profile without Grafana
 (its image cannot be pulled here and nothing of dagnet's runs in it), and waits until the
 validator has set weights with its code sandbox working, a code family has scored above 0,
-the good miner leads on chain and Prometheus scrapes every neuron; then runs 200 ``python_exec``
-calls and 200 judgings in the validator's container and counts the zombies in every neuron's
-container; then ``down -v``.
+the emission goes where the margin rule sends it (the learner when it beats the reference,
+else the burn to the owner's uid 0, a key of its own: never the validator's, never good,
+naive or invalid), bootstrap has logged no error, and Prometheus scrapes every neuron; then
+runs 200 ``python_exec`` calls and 200 judgings in the validator's container and counts the
+zombies in every neuron's container; then ``down -v``.
 
 ``DAGNET_COMPOSE`` picks the compose that runs it (default ``docker-compose``, Debian's 1.29;
 ``docker compose`` for v2); ``DAGNET_BASE_IMAGE`` an image to build on instead of the
@@ -36,8 +38,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "dagnet-e2e"
-SERVICES = ["net", "chain", "bootstrap", "validator", "miner-good", "miner-naive", "miner-invalid", "prometheus"]
-NEURON_PORTS = {"validator": 9100, "miner-good": 8091, "miner-naive": 8092, "miner-invalid": 8093}
+SERVICES = ["net", "chain", "bootstrap", "validator", "miner-good", "miner-naive", "miner-invalid", "miner-learner",
+            "prometheus"]
+NEURON_PORTS = {"validator": 9100, "miner-good": 8091, "miner-naive": 8092, "miner-invalid": 8093,
+                "miner-learner": 8094}
+PAID = {Keypair.create_from_uri(uri).ss58_address for uri in ("//Ferdie", "//Eve")}
+"""Who may hold the most incentive: the subnet's owner (uid 0, the burn) or the learner (//Eve)."""
 PROMETHEUS_IMAGE = "dagnet-prometheus:local"
 SETTLE_S = 300.0
 """How long the running stack may take to show all it must (weights, code, incentive, scrapes)."""
@@ -163,11 +169,11 @@ def _observe(env: dict[str, str]) -> dict[str, object]:
 
 def _settled(seen: dict[str, object]) -> bool:
     health, incentive, scrapes = seen.get("health"), seen.get("incentive"), seen.get("scrapes")
-    good = Keypair.create_from_uri("//Bob").ss58_address
     return (
         isinstance(health, dict) and health["status"] == "ok" and health["last_weights_block"] is not None
         and seen.get("code_quality") not in (None, "None") and float(seen["code_quality"]) > 0  # type: ignore[arg-type]
-        and isinstance(incentive, dict) and incentive.get(good, 0) > 0 and max(incentive, key=incentive.get) == good
+        and isinstance(incentive, dict) and max(incentive.values(), default=0) > 0
+        and max(incentive, key=incentive.get) in PAID
         and isinstance(scrapes, dict)
         and all(scrapes.get(f"http://net:{port}/metrics") == "up" for port in NEURON_PORTS.values())
     )
@@ -181,6 +187,8 @@ def test_the_embedded_profile_sets_weights_scores_code_and_is_scraped(stack: dic
         seen = _observe(stack)
     logs = "" if _settled(seen) else _compose(stack, "logs", "--tail", "30", "validator", timeout=60)
     assert _settled(seen), f"after {SETTLE_S:.0f} s the stack shows {json.dumps(seen, indent=1)}\n{logs[-4000:]}"
+    bootstrap = _compose(stack, "logs", "--no-color", "bootstrap", timeout=60)
+    assert "subnet 1 ready" in bootstrap and "error" not in bootstrap.lower(), bootstrap[-3000:]
 
 
 SANDBOX_RUNS = """

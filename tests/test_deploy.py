@@ -54,6 +54,18 @@ def test_committed_dashboard_is_what_the_code_builds() -> None:
     assert committed == _dashboard_module().render(), "run: python deploy/grafana/dashboard.py > deploy/grafana/dashboards/dagnet.json"
 
 
+def test_the_payout_panel_names_where_the_emission_went() -> None:
+    """Issue 38: the panel showed every kind with 1 or 0; it now keeps the one kind the last
+    weights paid by and shows its name, and its description says what each kind pays whom."""
+    panels = json.loads((DEPLOY / "grafana" / "dashboards" / "dagnet.json").read_text())["panels"]
+    payout = next(p for p in panels if "dagnet_validator_payout" in json.dumps(p.get("targets", [])))
+    assert [t["expr"] for t in payout["targets"]] == ["max by (kind) (dagnet_validator_payout) == 1"]
+    assert payout["options"]["textMode"] == "name" and payout["targets"][0]["legendFormat"] == "{{kind}}"
+    from scoring.margin import Payout
+
+    assert all(f"{kind}:" in payout["description"] for kind in Payout)
+
+
 def test_dashboard_panels_have_unique_ids_and_a_query_each() -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "dagnet.json").read_text())
     ids = [panel["id"] for panel in dashboard["panels"]]
@@ -71,7 +83,7 @@ def test_dashboard_panels_have_unique_ids_and_a_query_each() -> None:
 ROOT = DEPLOY.parent
 PROFILES = ("local", "embedded")
 """COMPOSE_PROFILES, the one switch: each is also the --network every neuron gets."""
-SWITCH = "${COMPOSE_PROFILES:-local}"
+SWITCH = "${COMPOSE_PROFILES:-embedded}"
 BWRAP_CALLS = {"clone", "clone3", "unshare", "mount", "umount2", "pivot_root"}
 """The calls bubblewrap builds a sandbox with (clone/unshare with namespace flags)."""
 
@@ -116,7 +128,7 @@ def test_one_switch_picks_the_chain_and_every_neurons_network(profile: str) -> N
     assert chains == {"local": {"subtensor"}, "embedded": {"chain"}}[profile]
     networks = {name: spec["command"][spec["command"].index("--network") + 1]
                 for name, spec in services.items() if "--network" in spec.get("command", [])}
-    assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid"}
+    assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid", "miner-learner"}
     assert set(networks.values()) == {profile} and services["bootstrap"]["environment"]["DAGNET_NETWORK"] == profile
     if profile == "local":  # Bittensor's local: ws://127.0.0.1:9944, the subtensor inside net's namespace
         assert services["subtensor"]["network_mode"] == "service:net"
@@ -145,8 +157,35 @@ def test_start_up_waits_on_health_checks_of_services_the_profile_runs(profile: s
     assert port in " ".join(chain["healthcheck"]["test"])
     if profile == "embedded":
         assert chain["command"][chain["command"].index("--port") + 1] == port
-    for name in ("validator", "miner-good", "miner-naive", "miner-invalid"):
+    for name in ("validator", "miner-good", "miner-naive", "miner-invalid", "miner-learner"):
         assert services[name]["depends_on"]["bootstrap"]["condition"] == "service_completed_successfully"
+
+
+def test_the_default_is_the_profile_that_runs_without_a_registry() -> None:
+    """`docker compose up -d` with nothing set: .env and the file's own default both pick the
+    embedded chain (the `local` profile pulls the subtensor image from a registry)."""
+    assert re.search(r"^COMPOSE_PROFILES=embedded$", (ROOT / ".env").read_text(), re.MULTILINE)
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert SWITCH in text and "${COMPOSE_PROFILES:-local}" not in text
+
+
+def test_the_miners_include_the_learner_and_the_subnet_has_an_owner_of_its_own() -> None:
+    """Issue 38: with good, naive and invalid only, good (the reference) led and 95 % burned to
+    uid 0, the validator's own hotkey, which owned the subnet. Now the learner, which can beat the
+    reference, mines beside them, every miner names its --planner (not the deprecated
+    --strategy), and the subnet's owner is a key no neuron signs with."""
+    commands = _dagnet_services()
+    planners = {name: args[args.index("--planner") + 1] for name, args in commands.items() if args[0] == "miner"}
+    assert planners == {"miner-good": "good", "miner-naive": "naive", "miner-invalid": "invalid",
+                        "miner-learner": "learner"}
+    assert not any("--strategy" in args for args in commands.values())
+    neuron_keys = {args[args.index("--dev-key") + 1] for args in commands.values() if "--dev-key" in args}
+    script = (DEPLOY / "bootstrap.sh").read_text()
+    owner = re.search(r"^OWNER=(\S+)$", script, re.MULTILINE).group(1)
+    assert owner not in neuron_keys and len(neuron_keys) == len(commands) - 1  # every neuron its own key
+    roles = dict(entry.split("=") for entry in re.search(r'^ROLES="([^"]+)"$', script, re.MULTILINE).group(1).split())
+    assert {name: key for name, key in roles.items()} == {
+        name: args[args.index("--dev-key") + 1] for name, args in commands.items() if "--dev-key" in args}
 
 
 def test_the_image_is_built_once() -> None:
@@ -265,8 +304,9 @@ def test_prometheus_scrapes_every_port_compose_serves_metrics_on() -> None:
 def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     """The chain service's command and the bootstrap script, as the containers run them,
     with /data in a temporary folder (and DAGNET_HOME there, as the image sets it): from a chain
-    with no subnet to a started subnet owned by //Alice with every role registered; a second
-    run finds it all in place."""
+    with no subnet to a started subnet owned by //Ferdie (a key of its own: its hotkey is uid 0,
+    where the emission burns) with every role registered; a second run finds it all in place,
+    registers nobody again, and neither run logs an error."""
     data = tmp_path / "data"
     data.mkdir()
     chain_args = [arg.replace("/data", str(data)) for arg in _dagnet_services()["chain"]]
@@ -281,17 +321,23 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     try:
         assert "listening on" in chain.stderr.readline()
         assert "does not exist" in _dagnet("chain", "status", "--network", network, env=env).stderr
+        runs = []
         for _ in range(2):  # the second run is a restarted bootstrap container
             done = subprocess.run(["sh", str(DEPLOY / "bootstrap.sh")], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr[-2000:]
+            assert "error" not in done.stdout + done.stderr, done.stdout + done.stderr
+            runs.append(done.stdout)
+        assert runs[0].count("(new)") == 5 and "(already)" not in runs[0], runs[0]
+        assert runs[1].count("(already)") == 5 and "(new)" not in runs[1], runs[1]
         status = _dagnet("chain", "status", "--network", network, "--json", env=env)
         assert status.returncode == 0, status.stderr
-        neurons = json.loads(status.stdout)["neurons"]
-        alice = Keypair.create_from_uri("//Alice").ss58_address
-        assert len(neurons) == 4 and neurons[0]["hotkey"] == alice and neurons[0]["stake"] >= 1000
+        neurons = {n["hotkey"]: n for n in json.loads(status.stdout)["neurons"]}
+        owner, alice = (Keypair.create_from_uri(uri).ss58_address for uri in ("//Ferdie", "//Alice"))
+        assert len(neurons) == 6 and neurons[owner]["uid"] == 0
+        assert neurons[alice]["uid"] != 0 and neurons[alice]["stake"] >= 1000
         subnets = json.loads(_dagnet("subnet", "list", "--network", network, env=env).stdout)
-        assert subnets == [{"netuid": 1, "owner_coldkey": alice}]
+        assert subnets == [{"netuid": 1, "owner_coldkey": owner}]
     finally:
         chain.terminate()
         chain.wait(timeout=30)

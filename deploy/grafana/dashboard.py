@@ -19,6 +19,7 @@ from grafana_foundation_sdk.builders.stat import Panel as Stat
 from grafana_foundation_sdk.builders.table import Panel as Table
 from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import BigValueTextMode
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="prometheus")
@@ -31,9 +32,9 @@ PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
      [("max by (uid) (dagnet_validator_margin)", "uid {{uid}}")]),
     ("Subnet", "Share of steps beating the reference per miner", "timeseries", "percentunit",
      [("max by (uid) (dagnet_validator_beats_reference)", "uid {{uid}}")]),
-    ("Subnet", "Where the last weights sent the emission (1: this kind)", "stat", "none",
-     [("max by (kind) (dagnet_validator_payout)", "{{kind}}")]),
-    ("Subnet", "Weights set by the validator", "timeseries", "percentunit",
+    ("Subnet", "Where the last weights sent the emission", "named", "none",
+     [("max by (kind) (dagnet_validator_payout) == 1", "{{kind}}")]),
+    ("Subnet", "Weights set by the validator (a burn: the subnet owner's uid)", "timeseries", "percentunit",
      [("max by (uid) (dagnet_validator_weight)", "uid {{uid}}")]),
     ("Subnet", "Incentive on chain", "timeseries", "percentunit",
      [("max by (uid) (dagnet_validator_miner_incentive)", "uid {{uid}}")]),
@@ -77,11 +78,24 @@ PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
      [("max by (instance) (dagnet_miner_chain_block)", "{{instance}}")]),
 ]
 
-_KINDS = {"timeseries": Timeseries, "stat": Stat, "table": Table}
+_KINDS = {"timeseries": Timeseries, "stat": Stat, "named": Stat, "table": Table}
+"""``named``: a stat that shows the name of the one series its query keeps (a label's value), not a number."""
+DESCRIPTIONS = {
+    "Where the last weights sent the emission": (
+        "How the validator's last accepted weights split the emission (docs/scoring.md). "
+        "margin: 95 % to the miners that beat the validator's reference (good) in proportion to their margin, "
+        "5 % as a floor to the rest. burn: nobody beat the reference, so 95 % went to the subnet owner's uid "
+        "(burned) and 5 % to the floor. floor_only: nobody beat it and the owner's hotkey is not on the subnet: "
+        "the floor took it all. nothing: no miner scored. The weights panel shows each uid's part."),
+}
 
 
 def _panel(panel_id: int, title: str, kind: str, unit: str, targets: list[tuple[str, str]]):
     panel = _KINDS[kind]().id(panel_id).title(title).datasource(DATASOURCE).unit(unit).height(8).span(12)
+    if title in DESCRIPTIONS:
+        panel = panel.description(DESCRIPTIONS[title])
+    if kind == "named":
+        panel = panel.text_mode(BigValueTextMode.NAME).no_value("no weights set yet")
     for ref, (expr, legend) in zip("ABCDEFGH", targets):
         query = Dataquery().expr(expr).legend_format(legend).ref_id(ref)
         if kind == "table":
