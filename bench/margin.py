@@ -49,6 +49,7 @@ from render.columns import ALWAYS, Column, fit_table
 from scoring.margin import FLOOR, Answer, network_pay
 from tasks import Family
 
+from .progress import Steps
 from .tiers import bench_families
 from .world import Derive, Played, hidden_seeds, load_learner, play, static_plans
 
@@ -146,19 +147,24 @@ class Instance:
 
 def run_margin_bench(
     *, validators: int = 3, first_secret: int = 0, tempos: int = 4, seeds: int = 1, drawn: int = 12,
-    window: int = 100, learner: str | None = None, families: Sequence[Family] = (),
+    window: int = 100, learner: str | None = None, families: Sequence[Family] = (), steps: Steps | None = None,
 ) -> dict[str, Any]:
-    """Every network on every validator's last window; see the module."""
+    """Every network on every validator's last window; see the module. ``steps`` hears the
+    static planning, then each family played."""
+    steps = steps or Steps()
     families = list(families) or bench_families(drawn, 0)
-    static = static_plans(families)
+    static = static_plans(families, steps)
     played: dict[int, list[Instance]] = {}
     has_learner = True
     secrets = range(first_secret, first_secret + validators)
+    steps.phase(f"{validators} validator(s) × {tempos} tempos × {len(families)} families",
+                validators * tempos * len(families))
     for secret in secrets:
         student = load_learner(learner)
         has_learner = has_learner and student is not None
         derived = DERIVED | (LEARNER_DERIVED if student is not None else {})
-        played[secret] = _instances(play(families, static, secret, tempos, seeds, student, derived=derived), secret, seeds)
+        played[secret] = _instances(steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)),
+                                    secret, seeds)
     strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {GOOD})
     networks = [_network(net, played, window) for net in NETWORKS if has_learner or not net.needs_learner]
     return {"validators": validators, "secrets": list(secrets), "tempos": tempos, "seeds": seeds, "drawn": drawn,
@@ -310,8 +316,18 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
         f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference (good)")))
     console.print(fit_table(NETWORK_COLUMNS, result["networks"], console.width, title=(
         f"weights over each validator's last {result['window']} instances; one Yuma epoch (equal stake)")))
-    for target, misses in margin_targets(result):
-        console.print(f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)), highlight=False)
+    targets = margin_targets(result)
+    for target, misses in targets:
+        console.print(f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)), highlight=False,
+                      soft_wrap=True)
+    console.print(targets_line(targets), highlight=False, soft_wrap=True)
+
+
+def targets_line(targets: Sequence[tuple[str, list[str]]]) -> str:
+    """The bench's last line: how many of the targets hold, and which do not."""
+    missed = [target for target, misses in targets if misses]
+    return (f"targets: {len(targets) - len(missed)} of {len(targets)} hold"
+            + (f"; missed: {'; '.join(missed)}" if missed else ""))
 
 
 def margin_targets(result: dict[str, Any]) -> list[tuple[str, list[str]]]:

@@ -51,7 +51,7 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Row], width: int, **tabl
         return [form(row) for row in rows]
 
     def total() -> int:
-        widths = [max([len(columns[i].header), *map(len, cells(i))]) for i in kept]
+        widths = [max([_width(columns[i].header), *map(len, cells(i))]) for i in kept]
         return sum(w + 2 for w in widths) + len(widths) + 1  # one space of padding each side, a rule between
 
     for i in by_priority:
@@ -68,7 +68,12 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Row], width: int, **tabl
     body = {i: cells(i) for i in kept}
     for i in kept:
         table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=True,  # type: ignore[arg-type]
-                         min_width=max([len(columns[i].header), *map(len, body[i])]))
+                         min_width=max([_width(columns[i].header), *map(len, body[i])]))
     for r in range(len(rows)):
         table.add_row(*(body[i][r] for i in kept))
     return table
+
+
+def _width(header: str) -> int:
+    """A header's width: its longest line (a header may span lines to keep a column narrow)."""
+    return max(map(len, header.split("\n")))

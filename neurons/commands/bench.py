@@ -3,13 +3,57 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
 
+from bench.progress import Steps
 from neurons.commands.common import JsonOpt, print_json
 
 bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
+
+PIPED_WIDTH = 200
+"""The width tables are fitted to when the output is not a terminal and ``COLUMNS`` is
+unset: a file gets every column (``COLUMNS=80`` fits them to 80 instead)."""
+
+
+def output() -> Console:
+    """Where a bench's tables go: the terminal's width, ``COLUMNS``, or :data:`PIPED_WIDTH` when piped."""
+    if sys.stdout.isatty() or "COLUMNS" in os.environ:
+        return Console()
+    return Console(width=PIPED_WIDTH)
+
+
+@contextmanager
+def progress() -> Iterator[Steps]:
+    """A progress bar on stderr while the bench runs, when stderr is a terminal; nothing
+    when it is not (a pipe, a file, CI), so piped output holds only the result."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield Steps()
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def report(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)  # type: ignore[arg-type]
+
+        yield Steps(report)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +70,7 @@ def bench_executor(
     from bench.executor import render_executor_bench, run_executor_bench
 
     result = run_executor_bench(seed=seed, repeats=repeats)
-    print_json(result) if as_json else render_executor_bench(result, Console())
+    print_json(result) if as_json else render_executor_bench(result, output())
 
 
 @bench_app.command("network")
@@ -38,7 +82,7 @@ def bench_network(
     from bench.network import render_network_bench, run_network_bench
 
     result = run_network_bench(miners=miners)
-    print_json(result) if as_json else render_network_bench(result, Console())
+    print_json(result) if as_json else render_network_bench(result, output())
 
 
 @bench_app.command("tasks")
@@ -62,12 +106,12 @@ def bench_tasks(
 
         result = asyncio.run(run_tiers_bench(seed=seed, seeds=seeds, drawn=drawn, secret=secret,
                                              concurrency=concurrency))
-        print_json(result) if as_json else render_tiers_bench(result, Console())
+        print_json(result) if as_json else render_tiers_bench(result, output())
         return
     from bench.tasks import render_tasks_bench, run_tasks_bench
 
     result = asyncio.run(run_tasks_bench(seed=seed, seeds=seeds, window=window, concurrency=concurrency))
-    print_json(result) if as_json else render_tasks_bench(result, Console())
+    print_json(result) if as_json else render_tasks_bench(result, output())
 
 
 @bench_app.command("world")
@@ -88,9 +132,10 @@ def bench_world(
     feedback, over tempos of the hidden world: mean S per type, headroom, good ÷ naive+retries."""
     from bench.world import render_world_bench, run_world_bench
 
-    result = run_world_bench(tempos=tempos, seeds=seeds, final_seeds=final_seeds, drawn=drawn, secrets=secrets,
-                             first_secret=first_secret, learner=learner)
-    print_json(result) if as_json else render_world_bench(result, Console())
+    with progress() as steps:
+        result = run_world_bench(tempos=tempos, seeds=seeds, final_seeds=final_seeds, drawn=drawn, secrets=secrets,
+                                 first_secret=first_secret, learner=learner, steps=steps)
+    print_json(result) if as_json else render_world_bench(result, output())
 
 
 @bench_app.command("chain")
@@ -102,7 +147,7 @@ def bench_chain(
     from bench.chain import render_chain_bench, run_chain_bench
 
     result = run_chain_bench(repeats=repeats)
-    print_json(result) if as_json else render_chain_bench(result, Console())
+    print_json(result) if as_json else render_chain_bench(result, output())
 
 
 @bench_app.command("margin")
@@ -126,6 +171,7 @@ def bench_margin(
     variants) and beside real better planners; and whether validators with different secrets agree."""
     from bench.margin import render_margin_bench, run_margin_bench
 
-    result = run_margin_bench(validators=validators, first_secret=first_secret, tempos=tempos, seeds=seeds,
-                              drawn=drawn, window=window, learner=learner)
-    print_json(result) if as_json else render_margin_bench(result, Console())
+    with progress() as steps:
+        result = run_margin_bench(validators=validators, first_secret=first_secret, tempos=tempos, seeds=seeds,
+                                  drawn=drawn, window=window, learner=learner, steps=steps)
+    print_json(result) if as_json else render_margin_bench(result, output())
