@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 
-import pytest
+# Scratch goes to the temp directory: every dagnet process the tests start (and every test)
+# keeps its default files (a miner's feedback, the default embedded chain) under this
+# DAGNET_HOME, removed when the session ends, never under the user's ~/.dagnet.
+os.environ["DAGNET_HOME"] = tempfile.mkdtemp(prefix="dagnet-test-home-")
+atexit.register(shutil.rmtree, os.environ["DAGNET_HOME"], ignore_errors=True)
 
+import pytest  # after DAGNET_HOME: the modules below read it at import
+from support.docker import docker_engine  # noqa: F401  (a session fixture: stops the engine it started)
 from support.miner import MinerUnderTest, running_miner
 from support.prometheus import prometheus  # noqa: F401  (a fixture, offered to every test)
 

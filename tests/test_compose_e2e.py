@@ -1,8 +1,9 @@
 """The compose testnet on a real Docker engine (README, "A local testnet in containers").
 
 Starts the engine if it is not running (``scripts/docker-engine``: Debian's docker.io, the
-compose v2 plugin), builds the base image where none can be pulled
-(``scripts/build-base-image``, cached: reused while it exists), the dagnet image through
+compose v2 plugin; the session stops it again, ``support.docker``), builds the base image
+where none can be pulled (``scripts/build-base-image``, cached: reused while it exists;
+labelled, as every image built here, for ``scripts/clean-test-images``), the dagnet image through
 compose and Prometheus from Debian's package, brings up the embedded profile without Grafana
 (its image cannot be pulled here and nothing of dagnet's runs in it), and waits until the
 validator has set weights with its code sandbox working, a code family has scored above 0,
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from bittensor.sp_core import Keypair
+from support.docker import LABEL
 
 # Binds the host ports the page names (9100, 8091, …): one test at a time among those that do.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
@@ -45,6 +47,9 @@ NEURON_PORTS = {"validator": 9100, "miner-good": 8091, "miner-naive": 8092, "min
 PAID = {Keypair.create_from_uri(uri).ss58_address for uri in ("//Ferdie", "//Eve")}
 """Who may hold the most incentive: the subnet's owner (uid 0, the burn) or the learner (//Eve)."""
 PROMETHEUS_IMAGE = "dagnet-prometheus:local"
+BASE_IMAGE = "dagnet-test-base:bookworm"
+"""The suite's own debootstrapped base (labelled; dagnet:local built on it inherits the label),
+apart from the dagnet-base:bookworm the README has you build."""
 SETTLE_S = 300.0
 """How long the running stack may take to show all it must (weights, code, incentive, scrapes)."""
 BUILD_S = 600
@@ -57,19 +62,10 @@ def _run(args: list[str], *, env: dict[str, str] | None = None, timeout: float =
 
 
 @pytest.fixture(scope="module")
-def engine() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("starting a Docker engine needs root (scripts/docker-engine)")
-    done = subprocess.run([str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True, timeout=BUILD_S)
-    if done.returncode != 0:
-        pytest.skip(f"no Docker engine could be started here: {done.stderr.strip()[-500:]}")
-
-
-@pytest.fixture(scope="module")
-def compose_env(engine: None) -> dict[str, str]:
-    base = os.environ.get("DAGNET_BASE_IMAGE") or "dagnet-base:bookworm"
+def compose_env(docker_engine: None) -> dict[str, str]:
+    base = os.environ.get("DAGNET_BASE_IMAGE") or BASE_IMAGE
     if "DAGNET_BASE_IMAGE" not in os.environ:
-        _run([str(ROOT / "scripts" / "build-base-image"), "--host-ca", base])
+        _run([str(ROOT / "scripts" / "build-base-image"), "--host-ca", "--label", LABEL, base])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
     return {**env, "COMPOSE_PROFILES": "embedded", "COMPOSE_PROJECT_NAME": PROJECT,
             "DAGNET_BASE_IMAGE": base, "DAGNET_PROMETHEUS_IMAGE": PROMETHEUS_IMAGE}
@@ -90,7 +86,7 @@ def image(compose_env: dict[str, str]) -> str:
 @pytest.fixture(scope="module")
 def stack(compose_env: dict[str, str], image: str) -> Iterator[dict[str, str]]:
     _run(["docker", "build", "-q", "-f", "deploy/prometheus/Dockerfile", "--build-arg",
-          f"BASE={compose_env['DAGNET_BASE_IMAGE']}", "-t", PROMETHEUS_IMAGE, "deploy/prometheus"])
+          f"BASE={compose_env['DAGNET_BASE_IMAGE']}", "--label", LABEL, "-t", PROMETHEUS_IMAGE, "deploy/prometheus"])
     _compose(compose_env, "down", "-v", "--remove-orphans")  # a stack left by an interrupted run
     try:
         _compose(compose_env, "up", "-d", *SERVICES)
