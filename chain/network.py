@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage import dagnet_home
+
 from .base import ChainError
 
-DEFAULT_EMBEDDED_STATE = Path(os.environ.get("DAGNET_HOME", Path.home() / ".dagnet")) / "chain.sqlite"
+DEFAULT_EMBEDDED_STATE = dagnet_home() / "chain.sqlite"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
+from storage import dagnet_home
 
 from planners.base import PLANNER_TIMEOUT_S
 
 
 def default_feedback_db(hotkey: str) -> Path:
-    """Where ``dagnet miner`` keeps the feedback for ``hotkey`` unless told otherwise."""
-    return Path.home() / ".dagnet" / f"miner-{hotkey}" / "feedback.sqlite"
+    """Where ``dagnet miner`` keeps the feedback for ``hotkey`` unless told otherwise (under
+    :func:`storage.dagnet_home`)."""
+    return dagnet_home() / f"miner-{hotkey}" / "feedback.sqlite"
 
 
 class RateLimit(BaseModel):

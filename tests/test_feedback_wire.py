@@ -154,11 +154,15 @@ async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: P
 def test_dagnet_miner_keeps_feedback_under_its_home_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from neurons.miner import MinerProcessConfig, build_miner_app
 
+    monkeypatch.delenv("DAGNET_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     metagraph = Path(__file__).resolve().parents[1] / "examples" / "metagraph.json"
     config = MinerProcessConfig(dev_key="//Bob", metagraph_file=metagraph)
     default = build_miner_app(config).state.feedback.store.path
     assert default == tmp_path / ".dagnet" / f"miner-{MINER.ss58_address}" / "feedback.sqlite"
+    monkeypatch.setenv("DAGNET_HOME", str(tmp_path / "data"))  # as the image sets it: its volume
+    default = build_miner_app(config).state.feedback.store.path
+    assert default == tmp_path / "data" / f"miner-{MINER.ss58_address}" / "feedback.sqlite"
     chosen = config.model_copy(update={"settings": _settings(tmp_path)})
     assert build_miner_app(chosen).state.feedback.store.path == tmp_path / "feedback.sqlite"
 
