@@ -130,6 +130,8 @@ BAD_INPUTS = [
         ("{newer_state}", "is of schema version 99, newer than this dagnet's"),
     ) for command in ([*VALIDATE, state], ["validator", "records", "--state", state],
                       ["validator", "--replay", "1", "--state", state])],
+    (["subnet", "stake", "-5", "--network", "local"], "-5: a negative number is not accepted here"),
+    (["subnet", "stake", "-12", "--network", "local"], "a negative number is not accepted here"),
 ]
 
 

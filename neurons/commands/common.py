@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; this is its exception
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # typer vendors click; these are its exceptions
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
@@ -144,6 +145,16 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
+def _negative(exc: Exception) -> str | None:
+    """What to say of a negative number click took for an option (``subnet stake -5`` gave
+    "No such option: -5"); ``None`` for any other error."""
+    name = getattr(exc, "option_name", None)
+    if not isinstance(exc, NoSuchOption) or not name or not re.fullmatch(r"-\d[\d.]*", name):
+        return None
+    token = next((arg for arg in sys.argv[1:] if arg.startswith(name)), name)  # -0.5 reaches click as -0
+    return f"{token}: a negative number is not accepted here (amounts, counts and sizes are at least 0)"
+
+
 class OneLineErrors(TyperGroup):
     """The root group: usage errors (unknown option, bad value, missing argument)
     become one ``error:`` line and exit 2, instead of a usage block; a group called
@@ -160,7 +171,7 @@ class OneLineErrors(TyperGroup):
         except typer.TyperException as exc:  # click's usage and parameter errors
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else ""
-            error(f"{where}{exc.format_message()}")
+            error(f"{where}{_negative(exc) or exc.format_message()}")
             code = EXIT_INVALID
         if not standalone_mode:
             return code
