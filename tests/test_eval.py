@@ -138,6 +138,13 @@ def test_a_failing_family_stays_in_its_row(plugins: Path, monkeypatch: pytest.Mo
     assert all(len(line) <= 80 for line in text), [line for line in text if len(line) > 80]
 
 
+def test_the_pay_line_of_a_reference_planner_names_it_once() -> None:
+    """Issue 38: `dagnet eval naive` printed 'naive … naive' on its pay line."""
+    result = evaluate_planner("naive", families=select_families(["dt_sales"]), seeds=[1])
+    pay = [line for line in render(result) if line.startswith("  data_transform ")]
+    assert len(pay) == 1 and pay[0].split()[1::2] == ["naive", "good", "ref.naive", "margin"], pay
+
+
 def test_an_invalid_plan_says_why_node_by_node(plugins: Path) -> None:
     result = evaluate_planner("evalplanners:WrongField", families=select_families(["rag_towns"]), seeds=[1])
     (run,) = result["families"][0]["runs"]["evalplanners:WrongField"]

@@ -112,6 +112,12 @@ def _progress(done: int, total: int, current: str) -> None:
     sys.stderr.flush()
 
 
+def _reference(ref: str, name: str) -> str:
+    """A reference miner's label on the pay line: ``ref.naive`` when the planner scored is
+    ``naive`` itself (the line said "naive 0.333 … naive 0.333")."""
+    return f"ref.{ref}" if ref == name else ref
+
+
 def render(result: dict[str, Any]) -> list[str]:
     """The tables, at most 80 columns wide (a long family id or reason is wrapped, not cut)."""
     name, seeds = result["planner"], result["seeds"]
@@ -125,10 +131,11 @@ def render(result: dict[str, Any]) -> list[str]:
         lines += ["", _row(title, _HEADS, "wins", first=22)]
         lines += [_group_row(f"{key} ({group['instances']})", group, name) for key, group in groups.items()]
     lines += ["", "what validators pay one miner each (the margin over good, as on chain):"]
+    good, naive = (_reference(ref, name) for ref in ("good", "naive"))
     for key, group in [*result["types"].items(), *_but_all(result["tiers"]), *_but_all(result["kinds"])]:
         shares, margin = group["weights"], group["margin"]
-        lines.append(f"  {key:<15} {name[:16]} {shares['planner']:.3f} good {shares['good']:.3f} "
-                     f"naive {shares['naive']:.3f} margin {margin['mean']:+.3f}")
+        lines.append(f"  {key:<15} {name[:16]} {shares['planner']:.3f} {good} {shares['good']:.3f} "
+                     f"{naive} {shares['naive']:.3f} margin {margin['mean']:+.3f}")
     lines += _problems(result)
     return lines
 
