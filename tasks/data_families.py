@@ -36,6 +36,11 @@ class Table:
     low: int
     high: int
 
+    @property
+    def a_table(self) -> str:
+        """``a sales table``, ``an inventory table``: as a description names it."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name} table"
+
 
 @dataclass(frozen=True, slots=True)
 class Question:
@@ -122,7 +127,7 @@ def _family(index: int, table: Table, questions: tuple[Question, ...]) -> Family
     fields = {"id": table.id, "group": table.group, "number": table.number}
     asked = "; ".join(f"`{q.name}`: {q.wording.format(**fields)}" for q in questions)
     description = (
-        f"The input `table` names a {table.name} table ({table.id}, {table.group}, {table.number}) that a data "
+        f"The input `table` names {table.a_table} ({table.id}, {table.group}, {table.number}) that a data "
         f"subnet holds. Answer with one JSON object: {asked}."
     )
     steps = [step("rows", "csv_to_json", table=ref(INPUT, "table"), numeric=True)]

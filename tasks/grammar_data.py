@@ -200,7 +200,7 @@ def _fields(table: Table, named: bool) -> dict[str, str]:
 
 
 def _description(tables: list[Table], asked: list[Asked], combined: Combined | None, named: bool) -> str:
-    held = "; ".join(f"`{t.name}` names a {t.name} table" + (f" ({t.id}, {t.group}, {t.number})" if named else "")
+    held = "; ".join(f"`{t.name}` names {t.a_table}" + (f" ({t.id}, {t.group}, {t.number})" if named else "")
                      for t in tables)
     schema = "" if named else (" Each table has three columns, an id, a group and a number; their names are "
                                "found by reading it.")
