@@ -140,35 +140,37 @@ def serve(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     locks = hold_node_locks(path)
-    state = ChainState(path, genesis)
-    if block_time is not None:
-        state.set_block_time(block_time)
-    sock = socket.create_server((host, port))
-    # Accepted connections inherit this: without it each small RPC answer waits out delayed ACKs.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    bound_host, bound_port = sock.getsockname()[:2]
-    url = f"http://{bound_host}:{bound_port}"
-    state.publish_url(url)
-    node = Node(state)
-    config = uvicorn.Config(
-        node.app(), log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=int(KEEP_ALIVE_S)
-    )
-    server = uvicorn.Server(config)
-    announce(
-        f"dagnet chain listening on {url} state={path} netuid={state.genesis.netuid} "
-        f"block={state.head()} block_time={state.genesis.block_time}s tempo={state.genesis.tempo}"
-    )
-
-    async def main() -> None:
-        producer = asyncio.create_task(node.produce_blocks())
+    try:  # a SIGTERM at any point from here on still removes the lock files
+        state = ChainState(path, genesis)
         try:
-            await server.serve(sockets=[sock])
-        finally:
-            producer.cancel()
+            if block_time is not None:
+                state.set_block_time(block_time)
+            sock = socket.create_server((host, port))
+            # Accepted connections inherit this: without it each small RPC answer waits out delayed ACKs.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            bound_host, bound_port = sock.getsockname()[:2]
+            url = f"http://{bound_host}:{bound_port}"
+            state.publish_url(url)
+            node = Node(state)
+            config = uvicorn.Config(
+                node.app(), log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=int(KEEP_ALIVE_S)
+            )
+            server = uvicorn.Server(config)
+            announce(
+                f"dagnet chain listening on {url} state={path} netuid={state.genesis.netuid} "
+                f"block={state.head()} block_time={state.genesis.block_time}s tempo={state.genesis.tempo}"
+            )
 
-    try:
-        asyncio.run(main())
+            async def main() -> None:
+                producer = asyncio.create_task(node.produce_blocks())
+                try:
+                    await server.serve(sockets=[sock])
+                finally:
+                    producer.cancel()
+
+            asyncio.run(main())
+        finally:
+            state.publish_url("")
+            state.close()
     finally:
-        state.publish_url("")
-        state.close()
         release_node_locks(path, locks)
