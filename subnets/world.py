@@ -8,9 +8,12 @@ failures come and go, prices move, a text provider sometimes answers badly. A
 
 Each subnet's truth is a :class:`SubnetTruth`: factors on its advertised profile, keyed
 by subnet id (``sn5`` behaves alike in every family of a tempo). Its latent values are a
-persistent part (drawn once from the secret) plus a moving average over per-tempo noise,
-so tempo ``t`` is close to ``t − 1``: what a miner learns about a subnet stays mostly
-true next tempo, and drifts.
+persistent part (drawn once from the secret), a moving average over per-tempo noise (so
+tempo ``t`` resembles ``t − 1``) and a fresh part drawn for the tempo alone; and in a
+tempo a subnet may be in a *bad spell* (outages most of its runs, slower), drawn afresh
+each tempo. The published past predicts the persistent and drifting parts
+(:mod:`subnets.forecast`); the fresh part and the spells only feedback from the tempo
+itself reveals.
 
 Every call's outcome (:meth:`World.call`) is a pure function of the world, the
 instance (task id and seed), the call's draw key (:func:`draw_key`: what the node does,
@@ -34,14 +37,16 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
 from protocol.synapse import ToolInfo
 
-__all__ = ["ADVERTISED", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "draw_key", "world_for",
-           "world_named"]
+__all__ = [
+    "ADVERTISED", "PARAMS", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "draw_key",
+    "latent_covariance", "latents_of", "spelled", "truth_of", "world_for", "world_named",
+]
 
 DEGRADED_TYPES = frozenset({"text"})
 """Subnet types whose answers vary in quality by provider (model and text subnets)."""
@@ -49,8 +54,11 @@ LOW_QUALITY = "low-quality answer"
 
 # How far truth strays from the advertised profile (the world's spread). Latent values
 # are standard normal; each parameter is a monotone map of one of them.
-PERSISTENT_SHARE = 0.35
+PERSISTENT_SHARE = 0.25
 """Share of each latent value's variance that never changes for a secret."""
+FRESH_SHARE = 0.45
+"""Share drawn afresh each tempo, independent of every other tempo; the rest
+(``1 − PERSISTENT_SHARE − FRESH_SHARE``) is the moving average below."""
 DRIFT_RHO = 0.7
 """Weight of tempo ``t − k``'s noise is ``DRIFT_RHO ** k`` in the moving average."""
 DRIFT_WINDOW = 6
@@ -68,7 +76,12 @@ OUTAGE_START_S, OUTAGE_SPAN_S = (0.0, 1.0), (0.3, 2.0)
 OUTAGE_LATENCY = 0.1
 """A call in an outage is refused after this share of its latency, and costs nothing."""
 DEGRADE_BASE, DEGRADE_SLOPE = 0.08, 0.8
-_PARAMS = ("latency", "tail", "price", "fail", "outage", "degrade")
+SPELL_P = 0.15
+"""Chance that a subnet is in a bad spell in a tempo, drawn afresh each tempo."""
+SPELL_OUTAGE_P, SPELL_LATENCY = 0.8, 1.5
+"""In a spell a run meets an outage window with at least this chance, and the median
+latency is this many times longer."""
+PARAMS = ("latency", "tail", "price", "fail", "outage", "degrade")
 _UNIT = NormalDist()
 
 
@@ -91,6 +104,9 @@ class SubnetTruth:
     """Chance that a run sees one outage window of this subnet (every call in it fails)."""
     degrade_p: float = 0.0
     """Chance that an answer is low quality (the call fails with ``low-quality answer``, and is charged)."""
+    spell: bool = False
+    """Whether the subnet is in a bad spell this tempo (its outage chance and latency already
+    say so; the flag tells a forecast that these values are not the subnet's own)."""
 
     @property
     def failing(self) -> float:
@@ -227,7 +243,16 @@ def world_named(name: str, secret: int, advertised: Mapping[str, ToolInfo]) -> W
 
 
 def _truth(secret: int, tempo: int, subnet: str, info: ToolInfo) -> SubnetTruth:
-    z = {param: _latent(secret, tempo, subnet, param) for param in _PARAMS}
+    z = {param: _latent(secret, tempo, subnet, param) for param in PARAMS}
+    truth = truth_of(z, info)
+    if _uniforms("dagnet world", f"{secret}:{tempo}:{subnet}:spell")[0] < SPELL_P:
+        truth = spelled(truth)
+    return truth
+
+
+def truth_of(z: Mapping[str, float], info: ToolInfo) -> SubnetTruth:
+    """The truth of latent values ``z`` (one standard normal per parameter) for a subnet
+    advertised as ``info``, outside a spell: each parameter a monotone map of its latent."""
     flaky = info.fail_first > 0
     degrades = info.type in DEGRADED_TYPES
     return SubnetTruth(
@@ -242,14 +267,48 @@ def _truth(secret: int, tempo: int, subnet: str, info: ToolInfo) -> SubnetTruth:
     )
 
 
+def spelled(truth: SubnetTruth) -> SubnetTruth:
+    """``truth`` in a bad spell: down for part of most runs, and slower."""
+    return replace(truth, outage_p=max(truth.outage_p, SPELL_OUTAGE_P), latency=truth.latency * SPELL_LATENCY, spell=True)
+
+
+def latents_of(truth: SubnetTruth, info: ToolInfo) -> dict[str, float]:
+    """The latent values :func:`truth_of` maps to ``truth`` (its inverse), for the
+    parameters ``truth`` tells: none of a spell's outage and latency, no tail at its
+    ceiling, no text quality of a subnet that has none."""
+    flaky = info.fail_first > 0
+    z = {"price": (math.log(truth.price) - PRICE_MU) / PRICE_SIGMA,
+         "fail": _logit_shift(truth.fail_p, FLAKY_BASE if flaky else FAIL_BASE) / FAIL_SLOPE}
+    if not truth.spell:
+        z["latency"] = (math.log(truth.latency) - LATENCY_MU) / LATENCY_SIGMA
+        z["outage"] = _logit_shift(truth.outage_p, OUTAGE_BASE) / OUTAGE_SLOPE
+    if 0 < truth.tail_p < TAIL_MAX_P:
+        z["tail"] = math.log(truth.tail_p / TAIL_P) / TAIL_SIGMA
+    if info.type in DEGRADED_TYPES and 0 < truth.degrade_p < 1:
+        z["degrade"] = _logit_shift(truth.degrade_p, DEGRADE_BASE) / DEGRADE_SLOPE
+    return z
+
+
+def latent_covariance(lag: int) -> float:
+    """The covariance of one parameter's latent values ``lag`` tempos apart (variance 1):
+    what the documented drift says about how far one tempo predicts another."""
+    weights = [DRIFT_RHO**k for k in range(DRIFT_WINDOW)]
+    shared = math.fsum(w * v for w, v in zip(weights, weights[abs(lag):])) / math.fsum(w * w for w in weights)
+    drift = 1 - PERSISTENT_SHARE - FRESH_SHARE
+    return PERSISTENT_SHARE + drift * shared + (FRESH_SHARE if lag == 0 else 0.0)
+
+
 def _latent(secret: int, tempo: int, subnet: str, param: str) -> float:
-    """Standard normal: the persistent part plus a moving average of the last
-    :data:`DRIFT_WINDOW` tempos' noise (tempos before 0 count as noise too)."""
+    """Standard normal: the persistent part, a moving average of the last
+    :data:`DRIFT_WINDOW` tempos' noise (tempos before 0 count as noise too) and the
+    tempo's fresh part."""
     lasting = _normal(f"{secret}:persistent:{subnet}:{param}")
     weights = [DRIFT_RHO**k for k in range(DRIFT_WINDOW)]
     norm = math.sqrt(math.fsum(w * w for w in weights))
     moving = math.fsum(w * _normal(f"{secret}:{tempo - k}:{subnet}:{param}") for k, w in enumerate(weights)) / norm
-    return math.sqrt(PERSISTENT_SHARE) * lasting + math.sqrt(1 - PERSISTENT_SHARE) * moving
+    fresh = _normal(f"{secret}:fresh:{tempo}:{subnet}:{param}")
+    drift = 1 - PERSISTENT_SHARE - FRESH_SHARE
+    return math.sqrt(PERSISTENT_SHARE) * lasting + math.sqrt(drift) * moving + math.sqrt(FRESH_SHARE) * fresh
 
 
 def _normal(text: str) -> float:
@@ -274,3 +333,9 @@ def _between(bounds: tuple[float, float], u: float) -> float:
 
 def _logistic(base: float, shift: float) -> float:
     return 1 / (1 + math.exp(-(math.log(base / (1 - base)) + shift)))
+
+
+def _logit_shift(p: float, base: float) -> float:
+    """The ``shift`` for which ``_logistic(base, shift) == p``."""
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return math.log(p / (1 - p)) - math.log(base / (1 - base))
