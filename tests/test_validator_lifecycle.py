@@ -162,7 +162,7 @@ async def test_a_broken_task_leaves_the_others_scored(tmp_path: Path) -> None:
         assert loop.state.window().mean(uids["good#0"]) > 0.5
 
 
-def _crashing_planner(package):
+def _crashing_planner(package, prior):
     raise RuntimeError("planner bug")
 
 

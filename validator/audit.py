@@ -47,6 +47,7 @@ from protocol.validation import check_plan_for
 from scoring.composite import invalid_score
 from scoring.evaluate import saved_metrics, score_quality, score_run
 from scoring.quality.base import Quality
+from subnets.forecast import published_forecast
 from subnets.holdings import holding
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
@@ -136,11 +137,14 @@ def replay_margin(
     secret: int = 0, world: World | None = None,
 ) -> MarginReplay:
     """Plan and run the validator's ``reference`` again on :func:`recorded_task` in ``world``
-    (the record's tempo's; ``None``: the advertised profile), as the step ran it beside the
-    miners; raises ``KeyError`` when the task cannot be rebuilt. Blocks."""
+    (the record's tempo's; ``None``: the advertised profile), planned on the forecast of
+    that tempo from the worlds of ``secret`` published before it, as the step ran it
+    beside the miners; raises ``KeyError`` when the task cannot be rebuilt. Blocks."""
     task = recorded_task(record, source, drawn=drawn, secret=secret)
     runner = reference.runner if world is None else partial(reference.runner, world=world)
-    outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings))
+    prior = None if world is None or world.tempo is None else published_forecast(
+        world_for, secret, world.tempo, task.available_tools)
+    outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), prior=prior)
     if outcome.score is None:
         return MarginReplay(None, None)
     stored = record.score["S"] if isinstance(record.score, dict) else None

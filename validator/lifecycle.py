@@ -39,6 +39,7 @@ from engine.executor import SUCCESS, Execution, ExecutorConfig
 from engine.budget import Cores
 from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
 from protocol.runner import NodeRunner
+from subnets.forecast import Forecast
 
 from .failures import INFRASTRUCTURE_CAUSES, InfrastructureFailure
 
@@ -47,9 +48,11 @@ __all__ = [
     "reference_failure", "run_reference",
 ]
 
-ReferencePlanner = Callable[[TaskPackage], WorkflowSynapse]
-"""The validator's own planner: a task package in, the answer a miner would send out.
-Raises ``ValueError`` when it cannot plan the task."""
+ReferencePlanner = Callable[[TaskPackage, Forecast | None], WorkflowSynapse]
+"""The validator's own planner: a task package and what the published past says about
+the tempo's world (:func:`subnets.forecast.forecast`; ``None`` when no hidden world is
+played) in, the answer a miner would send out. Raises ``ValueError`` when it cannot plan
+the task."""
 
 _REASON_CHARS = 300
 
@@ -91,9 +94,9 @@ def reference_failure(
 def run_reference(
     reference: Reference, task: Task, runner: Callable[[Task], NodeRunner], *, config: ExecutorConfig = ExecutorConfig(),
     limits: Limits = DEFAULT_LIMITS, owned: OwnedLimits = OwnedLimits(), cores: Cores | None = None,
-    answer: WorkflowSynapse | None = None,
+    answer: WorkflowSynapse | None = None, prior: Forecast | None = None,
 ) -> ReferenceOutcome:
-    """Plan ``task``'s package with the reference (or take its ``answer``), run the plan on
+    """Plan ``task``'s package with the reference on the forecast ``prior`` (or take its ``answer``), run the plan on
     the runner ``runner`` builds for ``task`` through owned execution and score it, as a validator scores a miner's plan
     (:func:`engine.owned.evaluate_owned`, in its two parts so a crash names the part).
     Blocks: call it in a worker thread.
@@ -103,7 +106,7 @@ def run_reference(
     package = task.package()
     if answer is None:
         try:
-            answer = reference.planner(package)
+            answer = reference.planner(package, prior)
         except ValueError as exc:
             return ReferenceOutcome(_short(f"the reference planner cannot plan it: {exc}"))
         except Exception as exc:

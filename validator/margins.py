@@ -21,6 +21,7 @@ from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory
 from protocol.task import Task
 from scoring.margin import Answer, Credit, credits, outcome_key
+from subnets.forecast import Forecast
 from subnets.holdings import holding
 
 from .lifecycle import Reference, run_reference
@@ -38,6 +39,8 @@ class MinersRun:
     cores: Cores | None = None
     in_world: bool = False
     """Whether ``runner`` plays a hidden world (not the advertised profile)."""
+    prior: Forecast | None = None
+    """What the published past says about that world: what the reference plans on."""
 
 
 def reference_runs(
@@ -54,7 +57,7 @@ def reference_runs(
     if miners is not None:
         runner = miners.runner
         outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), config=miners.config,
-                                owned=miners.owned, cores=miners.cores)
+                                owned=miners.owned, cores=miners.cores, prior=miners.prior)
     score = None if outcome is None or outcome.score is None else outcome.score.S
     if outcome is not None and task is full and (not miners.in_world or outcome.answer is None):
         return outcome.failure, score  # one run serves both, or the full package cannot be planned at all

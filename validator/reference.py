@@ -1,9 +1,11 @@
 """The validator's yardstick: the reference every miner's margin is measured against,
 and the executing check every drawn family passes before it is sent.
 
-The reference is the ``good`` planner (:mod:`planners.good`), its search bounded by
-counted steps alone so every validator gets the same plan whatever its load, its plan run
-by owned execution on the reference tools, exactly as a miner's plan runs. A change here
+The reference is the ``good`` planner (:mod:`planners.good`) planning on the forecast of
+the tempo's world from the worlds published before it, declaring 10 retries a node
+(:func:`planners.public.reference_plan`), its search bounded by counted steps alone so
+every validator gets the same plan whatever its load, its plan run by owned execution on
+the reference tools, exactly as a miner's plan runs. A change here
 changes every miner's pay.
 """
 
@@ -11,11 +13,12 @@ from __future__ import annotations
 
 from engine.model import NodeStatus
 from engine.owned import evaluate_owned
-from planners import GoodPlanner
+from planners.public import reference_plan
 from planners.naive import naive_with_retries
 from protocol.outcomes import RunStatus
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan_for
+from subnets.forecast import Forecast
 from subnets.owned import owned_runner
 from tasks import Family
 from tasks.drawn import solves
@@ -43,11 +46,10 @@ reference_solves = solves(reference_failure)
 
 
 def reference() -> Reference:
-    """How the validator judges a task (validator/lifecycle.py): the ``good`` reference
-    planner, its search bounded by counted steps alone so every validator gets the same
-    plan whatever its load, its plan run by owned execution on the reference tools."""
+    """How the validator judges a task (validator/lifecycle.py): ``good`` on the forecast
+    of the tempo's world (the module), its plan run by owned execution on the reference tools."""
 
-    def plan(package: TaskPackage) -> WorkflowSynapse:
-        return GoodPlanner(timed=False).plan(package).answer(package, miner_uid=0)
+    def plan(package: TaskPackage, prior: Forecast | None) -> WorkflowSynapse:
+        return reference_plan(package, prior).answer(package, miner_uid=0)
 
     return Reference(planner=plan, runner=owned_runner)

@@ -41,6 +41,8 @@ from protocol.metagraph import Peer
 from scoring.margin import Credit
 from protocol.synapse import TaskPackage
 from protocol.task import Task
+from protocol.synapse import ToolInfo
+from subnets.forecast import Forecast, published_forecast
 from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
@@ -85,6 +87,7 @@ class Stepper:
         self.executor_config = executor_config
         self.steps = steps
         self.secret = state.instance_secret()  # then what the last step drew from
+        self._forecasts: dict[tuple[int, tuple[tuple[str, str, int], ...]], Forecast] = {}
         self.judging = JudgingAllowance()
         self.feedback = FeedbackSender(client)
         """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
@@ -251,9 +254,31 @@ class Stepper:
         tick = time.perf_counter()
         try:
             run = self._miners_run(task, world, miners)
-            return await asyncio.to_thread(reference_runs, self.reference, task, full, run, config=self.executor_config)
+            return await asyncio.to_thread(self._reference_runs, task, full, run, world)
         finally:
             self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
+
+    def _reference_runs(
+        self, task: Task, full: Task, run: MinersRun | None, world: World | None,
+    ) -> tuple[str | None, float | None]:
+        """:func:`validator.margins.reference_runs`, the reference planning on the forecast
+        of ``world``'s tempo from the worlds published before it. Blocks."""
+        if run is not None and world is not None and world.tempo is not None:
+            run = replace(run, prior=self.forecast(world.tempo, task.available_tools))
+        assert self.reference is not None
+        return reference_runs(self.reference, task, full, run, config=self.executor_config)
+
+    def forecast(self, tempo: int, tools: dict[str, ToolInfo]) -> Forecast:
+        """What the worlds this validator has published before ``tempo`` say about
+        ``tempo``'s, for the subnets ``tools`` lists (kept for the tempo). Blocks."""
+        assert self.worlds is not None
+        key = (tempo, tuple(sorted((name, info.type, info.fail_first) for name, info in tools.items())))
+        found = self._forecasts.get(key)
+        if found is None:
+            if any(kept != tempo for kept, _ in self._forecasts):
+                self._forecasts = {}
+            found = self._forecasts[key] = published_forecast(self.worlds, self.secret, tempo, tools)
+        return found
 
     def _miners_run(self, task: Task, world: World | None, miners: int) -> MinersRun | None:
         """How the step's plans run, for the reference to run the same way (``None``: on adapters)."""
