@@ -32,6 +32,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -41,12 +42,13 @@ from engine.owned import evaluate_owned
 from planners import GoodPlanner, PlanningError, PlanProposal, load_planner
 from planners.loader import PlannerLoadError
 from planners.naive import naive_with_retries
+from planners.public import plan_in_world, reference_plan, with_retries
 from render.columns import ALWAYS, Column, fit_table
 from protocol.feedback import StepFeedback
-from protocol.plan import ErrorPolicy
 from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
 from scoring.margin import outcome_key
+from subnets.forecast import forecast
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
 from tasks import Family
@@ -57,8 +59,10 @@ from .tiers import bench_families
 
 __all__ = ["Played", "play", "render_world_bench", "run_world_bench", "static_plans"]
 
-STATIC = ("good", "naive+retries")
-STRATEGIES = (*STATIC, "oracle", "learner")
+STATIC = ("good", "good+10", "naive+retries")
+STRATEGIES = (*STATIC, "public", "reference", "oracle", "learner")
+LEARNER_TARGET = 0.03
+"""What the learner must beat the reference by, in mean S, on every task type."""
 HEADROOM_TARGET = 0.10
 RECOVERY_TARGET = 0.5
 RATIO_TARGET = 2.0
@@ -92,15 +96,14 @@ def oracle_package(package: TaskPackage, world: World) -> TaskPackage:
 
 def oracle(package: TaskPackage, world: World) -> PlanProposal:
     """``good``'s plan for the world's truth (true prices, expected latencies and attempts),
-    each node declaring the retries its subnet needs to succeed 99 times in 100."""
-    proposal = GoodPlanner(timed=False).plan(oracle_package(package, world))
-    policies = dict(proposal.plan.error_handling)
-    for node in proposal.plan.nodes:
-        truth = world.subnets.get(node.subnet)
-        if truth is not None:
-            policy = policies.get(node.id, ErrorPolicy())
-            policies[node.id] = policy.model_copy(update={"retry_count": max(policy.retry_count, truth.attempts() - 1)})
-    return replace(proposal, plan=proposal.plan.model_copy(update={"error_handling": policies}))
+    each node declaring the retries its subnet needs (:func:`miner.planner.public.plan_in_world`)."""
+    return plan_in_world(package, world)
+
+
+def public_plan(package: TaskPackage, last: World | None) -> PlanProposal:
+    """A planner on nothing but what is published: ``good`` on the last published world
+    (``last``), 10 retries a node; plain ``good`` before any is published."""
+    return plan_in_world(package, last) if last is not None else with_retries(GoodPlanner(timed=False).plan(package))
 
 
 def _plan(planner: Planner, package: TaskPackage) -> PlanProposal | None:
@@ -179,22 +182,29 @@ def play(
     seeds: int, student: Any | None, final_seeds: int | None = None, derived: Mapping[str, Derive] | None = None,
 ) -> Iterator[Played]:
     """``tempos`` tempos of ``secret``'s world, family by family, ``seeds`` hidden seeds a
-    tempo (``final_seeds`` in the last); the learner hears its own runs of a tempo once
-    the tempo is over (so consume the whole iterator). ``derived`` adds strategies whose
-    plan is made from the others' (a renamed copy, more retries), played alike."""
+    tempo (``final_seeds`` in the last). The reference and ``public`` plan on the worlds
+    published before the tempo; the learner hears its own runs of a family before the next
+    family is planned, as a miner hears each step's feedback within a tempo (so consume the
+    whole iterator). ``derived`` adds strategies whose plan is made from the others' (a
+    renamed copy, more retries), played alike."""
     tools = advertised_tools(families)
+    published: dict[int, World] = {}
     for tempo in range(tempos):
         world = world_for(secret, tempo, tools)
-        heard: list[StepFeedback] = []
+        prior = forecast(published, tempo, tools)
+        last = published.get(tempo - 1)
         for family in families:
             plans = dict(static[family.task_id])
-            plans["oracle"] = _plan(lambda package: oracle(package, world), family.package)
+            plans["reference"] = _plan(partial(reference_plan, prior=prior), family.package)
+            plans["public"] = _plan(partial(public_plan, last=last), family.package)
+            plans["oracle"] = _plan(partial(oracle, world=world), family.package)
             if student is not None:
                 plans["learner"] = _plan(student.plan, family.package)
             for name, derive in (derived or {}).items():
                 plans[name] = derive(plans)
             scores: dict[str, list[float]] = {}
             outcomes: dict[str, list[str | None]] = {}
+            heard: list[StepFeedback] = []
             chosen = hidden_seeds(tempo, seeds, final_seeds if tempo == tempos - 1 else None)
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in chosen]
@@ -203,8 +213,9 @@ def play(
                 if strategy == "learner" and proposal is not None:
                     heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
             yield Played(secret, tempo, family, plans, scores, outcomes)
-        for message in heard if hasattr(student, "observe") else ():
-            student.observe(message)
+            for message in heard if hasattr(student, "observe") else ():
+                student.observe(message)
+        published[tempo] = world
 
 
 def static_plans(families: Sequence[Family], steps: Steps | None = None) -> dict[str, dict[str, PlanProposal | None]]:
@@ -212,8 +223,12 @@ def static_plans(families: Sequence[Family], steps: Steps | None = None) -> dict
     steps = steps or Steps()
     steps.phase(f"planning good and naive+retries for {len(families)} families", len(families))
     good = GoodPlanner(timed=False)
-    return {f.task_id: {"good": _plan(good.plan, f.package), "naive+retries": _plan(naive_with_retries, f.package)}
-            for f in steps.each(families)}
+    plans = {}
+    for f in steps.each(families):
+        planned = _plan(good.plan, f.package)
+        plans[f.task_id] = {"good": planned, "good+10": None if planned is None else with_retries(planned),
+                            "naive+retries": _plan(naive_with_retries, f.package)}
+    return plans
 
 
 def _play(
@@ -236,15 +251,20 @@ def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for name, typed in groups.items():
         present = [s for s in STRATEGIES if all(s in r for r in typed)]
-        means = {s: statistics.fmean(r[s] for r in typed) for s in present}
+        means = {s: statistics.fmean(r[f"{s} mean"] for r in typed) for s in present}
         weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
         entry: dict[str, Any] = {
             "runs": len(typed), "mean_S": means, "headroom": means["oracle"] - means["good"],
             "weight_ratio": weights["good"] / weights["other"] if weights["other"] > 0 else float("inf"),
+            "over_reference": {s: means[s] - means["reference"] for s in present if s != "reference"},
         }
         if "learner" in present:
-            entry["learned"] = [statistics.fmean(r["learner"] - r["good"] for r in typed if r["tempo"] == t)
+            entry["learned"] = [statistics.fmean(r["learner mean"] - r["good mean"] for r in typed if r["tempo"] == t)
                                 for t in range(tempos)]
+            entry["learner_over_reference"] = [
+                statistics.fmean(r["learner mean"] - r["reference mean"] for r in typed if r["tempo"] == t)
+                for t in range(tempos)]
+            entry["learner_ok"] = entry["over_reference"]["learner"] >= LEARNER_TARGET
         entry |= medians(typed, tempos)
         entry["headroom_ok"] = entry["median_headroom"] >= HEADROOM_TARGET
         entry["ratio_ok"] = entry["weight_ratio"] >= RATIO_TARGET
@@ -275,6 +295,25 @@ def _mean(strategy: str) -> Callable[[dict[str, Any]], str]:
     return lambda r: f"{r['mean_S'][strategy]:.3f}" if strategy in r["mean_S"] else "n/a"
 
 
+_AGAINST = ("good", "good+10", "public", "oracle", "learner")
+
+
+def _over(planner: str) -> Column:
+    return Column(f"{planner}\n− ref", lambda r: f"{r['over_reference'][planner]:+.3f}"
+                  if planner in r["over_reference"] else "n/a", ALWAYS if planner == "learner" else 2)
+
+
+REFERENCE_COLUMNS = (
+    Column("type", lambda r: r["type"], ALWAYS, justify="left"),
+    Column("refer-\nence", lambda r: f"{r['mean_S']['reference']:.3f}", ALWAYS),
+    *(_over(planner) for planner in _AGAINST),
+    Column("learner − ref,\nlast tempo", lambda r: f"{r['learner_over_reference'][-1]:+.3f}"
+           if "learner_over_reference" in r else "n/a", 1),
+)
+"""Mean S of each planner less the reference's (the validator's, on the published past):
+what a miner is paid for, per type."""
+
+
 MAIN_COLUMNS = (
     Column("type", lambda r: r["type"], ALWAYS, justify="left"),
     Column("runs", lambda r: str(r["runs"]), 1),
@@ -302,6 +341,9 @@ def render_world_bench(result: dict[str, Any], console: Console) -> None:
     cut), then one line: which types meet the targets and which miss which."""
     secrets = result["secrets"]
     rows = [{"type": name, **entry} for name, entry in result["summary"].items()]
+    console.print(fit_table(REFERENCE_COLUMNS, rows, console.width, title=(
+        f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos: mean S over the reference "
+        "(good on the forecast from the published worlds)")))
     console.print(fit_table(MAIN_COLUMNS, rows, console.width, title=(
         f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos × {result['seeds']} "
         f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S")))
@@ -314,8 +356,9 @@ def render_world_bench(result: dict[str, Any], console: Console) -> None:
         f"medians over families × secrets: headroom over {result['tempos']} tempos, the learner's gain in the last "
         f"({result['final_seeds']} hidden seeds a family)")))
     verdict = targets_verdict(result)
-    console.print(f"targets: median oracle − good ≥ {HEADROOM_TARGET}, the learner's last-tempo gain ≥ "
-                  f"{RECOVERY_TARGET:.0%} of it, good ÷ naive+r ≥ {RATIO_TARGET}", highlight=False)
+    console.print(f"targets: learner − reference ≥ {LEARNER_TARGET} mean S, median oracle − good ≥ {HEADROOM_TARGET}, "
+                  f"the learner's last-tempo gain ≥ {RECOVERY_TARGET:.0%} of it, good ÷ naive+r ≥ {RATIO_TARGET}",
+                  highlight=False)
     for name, misses in verdict.items():
         if misses:
             console.print(f"missed on {name}: {'; '.join(misses)}", highlight=False, soft_wrap=True)
@@ -327,6 +370,8 @@ def targets_verdict(result: dict[str, Any]) -> dict[str, list[str]]:
     verdict = {}
     for name, entry in result["summary"].items():
         verdict[name] = [
+            *([f"learner − reference {entry['over_reference']['learner']:+.3f} < {LEARNER_TARGET}"]
+              if not entry.get("learner_ok", True) else []),
             *([f"oracle − good {entry['median_headroom']:+.3f} < {HEADROOM_TARGET}"] if not entry["headroom_ok"] else []),
             *([f"the learner's gain {entry['recovered']:.0%} of it < {RECOVERY_TARGET:.0%}"]
               if not entry.get("recovered_ok", True) else []),
