@@ -28,8 +28,9 @@ Before planning it rewrites the profile of every subnet of the package:
   ``1 + fail_first`` attempts of cost and latency, so a subnet that fails or goes down
   often loses its steps to a steadier one).
 
-A subnet that fails nearly always (``give_up``) is left out while its kind has another
-subnet. Then ``good`` plans the rewritten package, and each node declares the retries its
+A subnet that fails nearly always (``give_up``), or whose runs meet an outage often
+(``avoid_outages``: a subnet in a bad spell this tempo, where no retry helps), is left
+out while its kind has another subnet. Then ``good`` plans the rewritten package, and each node declares the retries its
 subnet needs to succeed with probability ``success`` at its failure rate: retries cost
 nothing unless they are needed (a failed attempt is not charged), and a node that fails
 costs the step most of its score.
@@ -113,7 +114,7 @@ def retries_for(rate: float, success: float) -> int:
     fails with probability ``rate``."""
     if rate <= 0:
         return 0
-    if rate >= 1:
+    if rate >= 1 or success >= 1:
         return MAX_RETRIES
     return min(MAX_RETRIES, max(0, math.ceil(math.log(1 - success) / math.log(rate)) - 1))
 
@@ -135,18 +136,20 @@ class Learner:
     interface = PLANNER_INTERFACE
 
     def __init__(
-        self, *, half_life: float = 2.0, min_attempts: float = 3.0, prior: float = 3.0, give_up: float = 0.9,
-        success: float = 0.9999, **good: object,
+        self, *, half_life: float = 0.5, min_attempts: float = 3.0, prior: float = 3.0, give_up: float = 0.9,
+        avoid_outages: float = 0.25, success: float = 1.0, **good: object,
     ) -> None:
         """``half_life`` in tempos; a subnet's latency and cost are rewritten once
         ``min_attempts`` (decayed) were seen; its rates are pulled towards every subnet's
-        with the weight of ``prior`` attempts; ``give_up`` is the failure rate past which
-        it is left out; each node declares the retries its subnet needs to succeed with
-        probability ``success``. Other options go to ``good``."""
+        with the weight of ``prior`` attempts; ``give_up`` is the failure rate and
+        ``avoid_outages`` the outage rate past which it is left out; each node declares the retries its subnet needs to succeed with
+        probability ``success`` (1: the most a plan may declare, 10, on every node of a
+        subnet that ever fails; a failed attempt is free). Other options go to ``good``."""
         self.half_life = half_life
         self.min_attempts = min_attempts
         self.prior = prior
         self.give_up = give_up
+        self.avoid_outages = avoid_outages
         self.success = success
         self.good = GoodPlanner(**good)
         self.stats: dict[str, SubnetStats] = {}
@@ -198,7 +201,8 @@ class Learner:
             if subnet not in rates:
                 continue
             failing, down = rates[subnet]
-            if failing >= self.give_up and _another_of_kind(tools, subnet, advertised.type, allowed):
+            shunned = failing >= self.give_up or down >= self.avoid_outages
+            if shunned and _another_of_kind(tools, subnet, advertised.type, allowed):
                 del tools[subnet]
                 continue
             update: dict[str, float | int] = {"fail_first": expected_failures(_either(failing, down))}
