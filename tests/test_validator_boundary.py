@@ -427,11 +427,16 @@ async def test_health_floods_leave_miner_queries_answered_and_scored(tmp_path: P
     }
     print("\nhealth flood: " + json.dumps(figures))
     assert len(during) >= FLOOD_STEPS, figures
-    for records in during:
+    for records in during:  # answered (no failure reason), and scored: each plan ran in the tempo's world
         assert sorted(r.uid for r in records) == [1, 2], figures
         assert all(r.reason is None for r in records), [r.reason for r in records]
-        good = next(r for r in records if r.hotkey == GOOD.ss58_address)
-        assert good.score["S"] > 0, figures
+        assert all(r.metrics is not None and r.world_tempo is not None for r in records), figures
+        # Not S > 0: the hidden world fails some nodes of good's plans whatever the flood does
+        # (a node on a subnet failing more often than its declared retries allow), and a
+        # failed node is the world's verdict, not a lost query. Both miners plan with good: the
+        # same plan on the same instance in the same world scores the same, bit for bit.
+        if len({r.digest for r in records}) == 1:
+            assert len({r.score["S"] for r in records}) == 1, figures
     assert status.startswith(b"HTTP/1.1 431"), figures
     assert written < 8 * MIB, figures
     assert peak - quiet_rss < HEADER_GROWTH_BOUND_KIB, figures
