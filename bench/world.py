@@ -96,7 +96,7 @@ def oracle_package(package: TaskPackage, world: World) -> TaskPackage:
 
 def oracle(package: TaskPackage, world: World) -> PlanProposal:
     """``good``'s plan for the world's truth (true prices, expected latencies and attempts),
-    each node declaring the retries its subnet needs (:func:`miner.planner.public.plan_in_world`)."""
+    each node declaring the retries its subnet needs (:func:`planners.public.plan_in_world`)."""
     return plan_in_world(package, world)
 
 
