@@ -156,7 +156,7 @@ def test_an_outage_counts_once_per_run_and_never_as_a_fast_cheap_answer() -> Non
     assert "sn18" not in learner.relearned(PACKAGE).available_tools  # down in every run: left out while its kind has another
     assert "sn18" not in _subnets(learner)
     kept = Learner(avoid_outages=2.0)  # never
-    for tempo in (1, 2):
+    for tempo in (2, 2):
         kept.observe(_outage_feedback("sn18", tempo))
     assert kept.relearned(PACKAGE).available_tools["sn18"].avg_latency == pytest.approx(2.0)
 

@@ -13,16 +13,18 @@ the same run (the ``full`` tier, no world) one serves both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.budget import Cores
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory
+from protocol.synapse import ToolInfo
 from protocol.task import Task
 from scoring.margin import Answer, Credit, credits, outcome_key
-from subnets.forecast import Forecast
+from subnets.forecast import Forecast, published_forecast
 from subnets.holdings import holding
+from subnets.world import World, WorldSource
 
 from .lifecycle import Reference, run_reference
 from .outcome import MinerOutcome
@@ -37,10 +39,14 @@ class MinersRun:
     config: ExecutorConfig
     owned: OwnedLimits
     cores: Cores | None = None
-    in_world: bool = False
-    """Whether ``runner`` plays a hidden world (not the advertised profile)."""
-    prior: Forecast | None = None
-    """What the published past says about that world: what the reference plans on."""
+    prior: Callable[[], Forecast | None] | None = None
+    """When ``runner`` plays a hidden world (not the advertised profile): what the
+    published past says about it, worked out when the reference plans (it blocks), and
+    what the reference plans on."""
+
+    @property
+    def in_world(self) -> bool:
+        return self.prior is not None
 
 
 def reference_runs(
@@ -57,13 +63,38 @@ def reference_runs(
     if miners is not None:
         runner = miners.runner
         outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), config=miners.config,
-                                owned=miners.owned, cores=miners.cores, prior=miners.prior)
+                                owned=miners.owned, cores=miners.cores,
+                                prior=None if miners.prior is None else miners.prior())
     score = None if outcome is None or outcome.score is None else outcome.score.S
     if outcome is not None and task is full and (not miners.in_world or outcome.answer is None):
         return outcome.failure, score  # one run serves both, or the full package cannot be planned at all
     answer = outcome.answer if outcome is not None and task is full else None
     judged = run_reference(reference, full, reference.runner, config=config, owned=reference.limits, answer=answer)
     return judged.failure, score
+
+
+class Forecasts:
+    """The forecasts (:func:`subnets.forecast.published_forecast`) of one tempo's world
+    from the worlds published before it, kept while that tempo lasts."""
+
+    def __init__(self, worlds: WorldSource) -> None:
+        self.worlds = worlds
+        self._kept: dict[tuple[int, int, tuple[tuple[str, str, int], ...]], Forecast] = {}
+
+    def __call__(self, secret: int, world: World, tools: Mapping[str, ToolInfo]) -> Forecast | None:
+        """The forecast of ``world``'s tempo, drawn with ``secret``, for the subnets ``tools``
+        lists (a subnet's truth depends on its id, type and whether it is advertised
+        flaky); ``None`` for a world of no tempo. Blocks."""
+        tempo = world.tempo
+        if tempo is None:
+            return None
+        key = (secret, tempo, tuple(sorted((name, info.type, info.fail_first) for name, info in tools.items())))
+        found = self._kept.get(key)
+        if found is None:
+            if any(kept[1] != tempo for kept in self._kept):
+                self._kept = {}
+            found = self._kept[key] = published_forecast(self.worlds, secret, tempo, tools)
+        return found
 
 
 def step_credits(outcomes: Sequence[MinerOutcome], reference_s: float | None) -> dict[int, Credit]:

@@ -41,8 +41,6 @@ from protocol.metagraph import Peer
 from scoring.margin import Credit
 from protocol.synapse import TaskPackage
 from protocol.task import Task
-from protocol.synapse import ToolInfo
-from subnets.forecast import Forecast, published_forecast
 from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
@@ -53,7 +51,7 @@ from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
 from .lifecycle import InfrastructureFailure, Reference
-from .margins import MinersRun, reference_runs, step_credits
+from .margins import Forecasts, MinersRun, reference_runs, step_credits
 from .observation import StepLog, StepSummary
 from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .providers import ProviderDirectory
@@ -87,7 +85,7 @@ class Stepper:
         self.executor_config = executor_config
         self.steps = steps
         self.secret = state.instance_secret()  # then what the last step drew from
-        self._forecasts: dict[tuple[int, tuple[tuple[str, str, int], ...]], Forecast] = {}
+        self.forecasts = None if worlds is None else Forecasts(worlds)
         self.judging = JudgingAllowance()
         self.feedback = FeedbackSender(client)
         """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
@@ -254,31 +252,9 @@ class Stepper:
         tick = time.perf_counter()
         try:
             run = self._miners_run(task, world, miners)
-            return await asyncio.to_thread(self._reference_runs, task, full, run, world)
+            return await asyncio.to_thread(reference_runs, self.reference, task, full, run, config=self.executor_config)
         finally:
             self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
-
-    def _reference_runs(
-        self, task: Task, full: Task, run: MinersRun | None, world: World | None,
-    ) -> tuple[str | None, float | None]:
-        """:func:`validator.margins.reference_runs`, the reference planning on the forecast
-        of ``world``'s tempo from the worlds published before it. Blocks."""
-        if run is not None and world is not None and world.tempo is not None:
-            run = replace(run, prior=self.forecast(world.tempo, task.available_tools))
-        assert self.reference is not None
-        return reference_runs(self.reference, task, full, run, config=self.executor_config)
-
-    def forecast(self, tempo: int, tools: dict[str, ToolInfo]) -> Forecast:
-        """What the worlds this validator has published before ``tempo`` say about
-        ``tempo``'s, for the subnets ``tools`` lists (kept for the tempo). Blocks."""
-        assert self.worlds is not None
-        key = (tempo, tuple(sorted((name, info.type, info.fail_first) for name, info in tools.items())))
-        found = self._forecasts.get(key)
-        if found is None:
-            if any(kept != tempo for kept, _ in self._forecasts):
-                self._forecasts = {}
-            found = self._forecasts[key] = published_forecast(self.worlds, self.secret, tempo, tools)
-        return found
 
     def _miners_run(self, task: Task, world: World | None, miners: int) -> MinersRun | None:
         """How the step's plans run, for the reference to run the same way (``None``: on adapters)."""
@@ -286,7 +262,7 @@ class Stepper:
         if self._external(task) or runner is None or owned is None:
             return None
         return MinersRun(runner, self.executor_config, owned.limits if bounds is None else bounds.share(
-            owned.limits, miners), owned.cores, in_world=world is not None)
+            owned.limits, miners), owned.cores, prior=world and partial(self.forecasts, self.secret, world, task.available_tools))
 
     def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
         if not curated:
