@@ -1,4 +1,4 @@
-"""`dagnet bench world`: what knowing the hidden world is worth (issue 28).
+"""`dagnet bench world`: what a planner earns over the reference in the hidden world (issues 28, 35).
 
 Over ``tempos`` tempos of the hidden world (:func:`subnets.world.world_for`) of each of
 ``secrets`` validator secrets (``first_secret``, the next, …: a world is one draw, so one
@@ -8,17 +8,21 @@ hidden instances per tempo, ``final_seeds`` in the last tempo — seeds that are
 public examples — as a validator runs it (owned execution, simulated clock, the tempo's
 world), planned by:
 
+- ``reference``: the validator's, ``good`` on the forecast of the tempo's world from the
+  worlds published before it (:func:`planners.public.reference_plan`);
 - ``good``: static, from the advertised profile (the package's ``available_tools``);
+  ``good+10``: its plan with 10 retries on every node;
 - ``naive+retries``: the naive chain with one retry per node;
+- ``public``: ``good`` on the last published world, 10 retries a node;
 - ``oracle``: ``good`` given the world's truth as the profile (expected latency with its
-  tail, true price, the failure probability as expected extra attempts): a planner that
-  knows the world;
+  tail, true price, the failure probability as expected extra attempts), 10 retries a
+  node: a planner that knows the world;
 - ``learner``: a planner named ``learner`` (``load_planner("learner")`` or ``--learner
-  module:attr``) that gets, before each tempo, the :func:`engine.feedback.node_feedback`
-  of its own runs of the tempo before (``observe(StepFeedback)``); "n/a" when none loads.
+  module:attr``) that hears the :func:`engine.feedback.node_feedback` of its own runs of
+  each family (``observe(StepFeedback)``) before the next is planned; "n/a" when none loads.
 
-Per task type it prints the mean of each family's median S (per secret and tempo, over
-its seeds), the headroom (oracle − good), good's weight over naive+retries' in a 2-miner
+Per task type it prints each planner's mean S less the reference's; the mean S of each
+(over the seeds of a tempo, then families, tempos and secrets), the headroom (oracle − good), good's weight over naive+retries' in a 2-miner
 network (``normalize_weights``), and learner − good in the last tempo when there is a
 learner; then the headroom and the weight ratio of each secret alone. Then what issue 28
 asks of it, as medians over the families × secrets (a family in one secret's world is one

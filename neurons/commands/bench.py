@@ -128,8 +128,10 @@ def bench_world(
                                 "package.module:attr; 'n/a' in the table when it does not load."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Static good, naive+retries, the oracle that knows the world and a learner fed its own
-    feedback, over tempos of the hidden world: mean S per type, headroom, good ÷ naive+retries."""
+    """The validator's reference (good on the forecast from the published worlds), good,
+    good+10, naive+retries, good on the last published world, the oracle that knows the
+    world and a learner fed its own feedback, over tempos of the hidden world: mean S over
+    the reference per type, headroom, good ÷ naive+retries."""
     from bench.world import render_world_bench, run_world_bench
 
     with progress() as steps:
