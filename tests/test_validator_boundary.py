@@ -432,11 +432,11 @@ async def test_health_floods_leave_miner_queries_answered_and_scored(tmp_path: P
         assert all(r.reason is None for r in records), [r.reason for r in records]
         assert all(r.metrics is not None and r.world_tempo is not None for r in records), figures
         # Not S > 0: the hidden world fails some nodes of good's plans whatever the flood does
-        # (a node on a subnet failing more often than its declared retries allow), and a
-        # failed node is the world's verdict, not a lost query. Both miners plan with good: the
-        # same plan on the same instance in the same world scores the same, bit for bit.
-        if len({r.digest for r in records}) == 1:
-            assert len({r.score["S"] for r in records}) == 1, figures
+        # (good declares one spare retry; a subnet failing a third of its attempts fails a node
+        # of dt_inventory or rag_comets on 13-26 % of instances), and a failed node is the
+        # world's verdict, not a lost query: the record then says which node failed.
+        for record in records:
+            assert record.score["S"] > 0 or record.metrics["hard_failures"] > 0, figures
     assert status.startswith(b"HTTP/1.1 431"), figures
     assert written < 8 * MIB, figures
     assert peak - quiet_rss < HEADER_GROWTH_BOUND_KIB, figures
