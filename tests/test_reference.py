@@ -24,11 +24,11 @@ def test_the_forecast_reads_only_worlds_already_published() -> None:
         asked.append(tempo)
         return world_for(secret, tempo, tools)
 
-    kept = Forecasts(worlds, 11)
-    first = kept(world_for(11, 7, TOOLS), TOOLS)
+    kept = Forecasts(worlds)
+    first = kept(11, world_for(11, 7, TOOLS), TOOLS)
     assert sorted(asked) == list(range(7))  # tempos 0–6: over and published; never 7
-    assert kept(world_for(11, 7, TOOLS), TOOLS) is first and len(asked) == 7  # kept for the tempo
-    assert kept(World(), TOOLS) is None  # the advertised world has no tempo
+    assert kept(11, world_for(11, 7, TOOLS), TOOLS) is first and len(asked) == 7  # kept for the tempo
+    assert kept(11, World(), TOOLS) is None  # the advertised world has no tempo
 
 
 def test_a_miner_holding_the_published_worlds_sends_the_references_plan() -> None:
