@@ -244,10 +244,10 @@ def tool(action: str, *, subnet: str, name: str | None = None, returns: Mapping[
     return OpFactory(name or action, action, subnet, lambda **kw: {**defaults, **kw}, returns or {})
 
 
-def op(action: str, *, subnet: str, returns: Mapping[str, str] | None = None) -> Callable[[Callable[..., dict]], OpFactory]:
+def op(action: str, *, subnet: str, returns: Mapping[str, str] | None = None) -> Callable[[Callable[..., dict[str, Any]]], OpFactory]:
     """Decorate a function that turns an op's arguments into the action's params."""
 
-    def wrap(fn: Callable[..., dict]) -> OpFactory:
+    def wrap(fn: Callable[..., dict[str, Any]]) -> OpFactory:
         return OpFactory(fn.__name__, action, subnet, fn, returns or {})
 
     return wrap
@@ -553,7 +553,8 @@ def _plan(root: Scope, max_parallel: int | None) -> WorkflowPlan:
     ops = root.all_ops
     if not ops:
         raise BuildError(f"{root.name}: the graph has no ops")
-    nodes, edges, policies = [], {}, {}
+    nodes, policies = [], {}
+    edges: dict[tuple[str, str], None] = {}  # an ordered set
     for node in ops:
         params = _params(node.params, node.id)
         nodes.append({"id": node.id, "subnet": node.factory.subnet, "action": node.factory.action,

@@ -35,7 +35,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .plan import NODE_ID
 
@@ -247,7 +247,7 @@ def _compile(value: Any, depth: int, max_depth: int, refs: list[DataRef]) -> tup
     return _container_resolver(base, tuple(dynamic)), True
 
 
-def _container_resolver(base: dict | list, dynamic: tuple[tuple[Any, _Resolver], ...]) -> _Resolver:
+def _container_resolver(base: dict[Any, Any] | list[Any], dynamic: tuple[tuple[Any, _Resolver], ...]) -> _Resolver:
     def resolve(outputs: Mapping[str, Any]) -> Any:
         out = base.copy()
         for key, fn in dynamic:
@@ -283,7 +283,7 @@ class CompiledParams:
         self._params = params
         self._sizing: tuple[int, tuple[_Use, ...]] | None = None
 
-    def resolve(self, outputs: Mapping[str, Any]) -> dict:
+    def resolve(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
         """Params with every ref replaced by its value in ``outputs``.
 
         ``outputs`` maps node id to that node's output in ``NodeOutput.as_dict()``
@@ -291,8 +291,8 @@ class CompiledParams:
         out-of-range index or a path through a non-container.
         """
         if self._dynamic:
-            return self._value(outputs)
-        return self._value
+            return cast("dict[str, Any]", self._value(outputs))  # compiled from a dict: a resolver building one
+        return cast("dict[str, Any]", self._value)  # not dynamic: the params dict itself
 
     def resolved_size(self, outputs: Mapping[str, Any], cache: dict[tuple[str, bool], int] | None = None) -> int:
         """Characters of the compact JSON :meth:`resolve` would give, computed without building it.
@@ -343,7 +343,7 @@ def _sizing(params: Any) -> tuple[int, tuple[_Use, ...]]:
     return _json_len(params) - removed, tuple(uses)
 
 
-def compile_params(params: dict, *, max_depth: int = 16) -> CompiledParams:
+def compile_params(params: dict[str, Any], *, max_depth: int = 16) -> CompiledParams:
     """Parse every DataRef in ``params`` once.
 
     Raises :class:`DataRefError` on malformed syntax and :class:`ParamsTooDeep`

@@ -73,7 +73,7 @@ def load_plan_document(doc: Any) -> PlanDocument:
     return PlanDocument(_validate(WorkflowPlan, doc), None, "plan")
 
 
-def _validate(model: type[BaseModel], doc: dict) -> Any:
+def _validate(model: type[BaseModel], doc: dict[str, Any]) -> Any:
     try:
         return model.model_validate(doc)
     except ValidationError as exc:

@@ -90,8 +90,9 @@ class Graph:
             finish[v] = durations[v] + (finish[previous] if previous is not None else 0.0)
         if not finish:
             return 0.0, []
-        node: int | None = max(range(len(finish)), key=finish.__getitem__)
-        length = finish[node]
+        last = max(range(len(finish)), key=finish.__getitem__)
+        length = finish[last]
+        node: int | None = last
         path: list[int] = []
         while node is not None:
             path.append(node)

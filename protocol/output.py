@@ -9,7 +9,7 @@ where it could break a rule.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -100,7 +100,10 @@ _set_fields_set, _set_extra, _set_private = (
 )
 
 
-def _built(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _built(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
     """An instance of ``cls`` holding ``values`` unvalidated, as pydantic's ``model_construct``
     builds one (without its per-field walk, which costs more than validating)."""
     model = object.__new__(cls)  # what cls.__new__ is, without the lookup through the model class

@@ -34,7 +34,7 @@ def is_seed004(doc: Any) -> bool:
     return isinstance(doc, dict) and "dag" in doc and "nodes" not in doc
 
 
-def import_seed004(doc: dict, *, subnet: str = "local") -> WorkflowPlan:
+def import_seed004(doc: dict[str, Any], *, subnet: str = "local") -> WorkflowPlan:
     """Convert a task-list document; raises ``ValueError`` naming the offending field."""
     tasks = doc.get("dag") if isinstance(doc, dict) else None
     if not isinstance(tasks, list):
@@ -70,7 +70,7 @@ def _check_task(task: Any, where: str, known: set[Any]) -> None:
             raise ValueError(f"{where}.dependencies[{j}]: unknown task id {dep[:80]!r}")
 
 
-def _node(task: dict, where: str, subnet: str) -> PlanNode:
+def _node(task: dict[str, Any], where: str, subnet: str) -> PlanNode:
     query = _convert_query(task["query"], set(task["dependencies"]), where)
     action = TOOL_ALIASES.get(task["tool"], task["tool"])
     return PlanNode(id=task["id"], subnet=subnet, action=action, params={"query": query})
