@@ -52,7 +52,7 @@ def score_quality(task: Task, *, metrics: RunMetrics, quality: Quality) -> Score
     return score.model_copy(update={"details": details})
 
 
-_KINDS = {"float": float, "int": int}
+_KINDS: dict[object, type] = {"float": float, "int": int}  # keyed by a dataclass field's type: a string here
 _METRIC_KINDS = {f.name: _KINDS[f.type] for f in dataclasses.fields(RunMetrics)}
 
 

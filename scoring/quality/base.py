@@ -38,8 +38,8 @@ class Quality:
 
 def output_text(final_output: object) -> str:
     """The final output's ``text``, or "" when the output is missing or malformed."""
-    if isinstance(final_output, dict) and isinstance(final_output.get("text"), str):
-        return final_output["text"]
+    if isinstance(final_output, dict) and isinstance(text := final_output.get("text"), str):
+        return text
     return ""
 
 
@@ -48,6 +48,6 @@ def output_code(final_output: object) -> str:
     if not isinstance(final_output, dict):
         return ""
     artifacts = final_output.get("artifacts")
-    if isinstance(artifacts, dict) and isinstance(artifacts.get("code"), str):
-        return artifacts["code"]
+    if isinstance(artifacts, dict) and isinstance(code := artifacts.get("code"), str):
+        return code
     return ""
