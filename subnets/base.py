@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +62,7 @@ ToolResult = NodeResult
 
 
 Tool = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
-FrameTool = Callable[[dict[str, Any], ToolContext], AsyncIterator[ToolResult]]
+FrameTool = Callable[[dict[str, Any], ToolContext], AsyncGenerator[ToolResult, None]]
 BlockingTool = Callable[[dict[str, Any], ToolContext], ToolResult]
 
 
@@ -190,7 +190,7 @@ class ToolRegistry:
         coroutine around it); an unknown action raises :class:`ToolError` at once."""
         return self._spec(action, frames=False).fn(params, ctx)
 
-    def frames(self, action: str, params: dict[str, Any], ctx: ToolContext) -> AsyncIterator[ToolResult]:
+    def frames(self, action: str, params: dict[str, Any], ctx: ToolContext) -> AsyncGenerator[ToolResult, None]:
         """The frames of generator ``action``, one ``ToolResult`` each, as they are made."""
         spec = self._spec(action, frames=True)
         return spec.fn(params, ctx)  # type: ignore[return-value]

@@ -19,7 +19,7 @@ frame's ``sep`` (a newline by default).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -53,7 +53,7 @@ def _item_text(item: Any) -> str:
     return json.dumps(item, separators=(",", ":"), ensure_ascii=False)
 
 
-async def split(params: dict[str, Any], ctx: ToolContext) -> AsyncIterator[ToolResult]:
+async def split(params: dict[str, Any], ctx: ToolContext) -> AsyncGenerator[ToolResult, None]:
     """One frame per item of ``items``, or per piece of ``text`` cut at ``sep``."""
     p = parse_params(SplitParams, params)
     if p.text is not None:

@@ -148,7 +148,8 @@ class Join(_TextOp):
     sep: str = Field(default="\n", max_length=256)
 
     def run(self) -> NodeOutput:
-        parts, size = [], 0
+        parts: list[str] = []
+        size = 0
         for item in self.items:
             part = item if isinstance(item, str) else bounded_json(item, what="join")
             size += len(part) + (len(self.sep) if parts else 0)

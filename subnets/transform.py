@@ -133,14 +133,14 @@ class FilterOp(_Op):
         try:
             actual = _field(item, self.field)
             if test == "eq":
-                return actual == expected
+                return bool(actual == expected)
             if test == "ne":
-                return actual != expected
+                return bool(actual != expected)
             if test == "contains":
                 return expected in actual
             if isinstance(actual, bool) or isinstance(expected, bool):
                 return False
-            return actual > expected if test == "gt" else actual < expected
+            return bool(actual > expected if test == "gt" else actual < expected)
         except (KeyError, TypeError):
             return False
 
