@@ -19,7 +19,7 @@ class _DataFlow:
     __slots__ = ("outputs", "_compiled", "_max_params", "_sizes")
 
     def __init__(self, compiled: dict[str, CompiledParams], max_params_bytes: int) -> None:
-        self.outputs: dict[str, dict] = {}  # node id -> NodeOutput.as_dict(); INPUT -> the inputs
+        self.outputs: dict[str, dict[str, Any]] = {}  # node id -> NodeOutput.as_dict(); INPUT -> the inputs
         self._compiled = compiled
         self._max_params = max_params_bytes
         self._sizes: dict[tuple[str, bool], int] = {}  # JSON size per referenced value, measured once
@@ -78,7 +78,7 @@ class _DataFlow:
 
     def _slice(self, node: _Node, frame: int | None) -> dict[str, Any]:
         """What ``node``'s refs read on ``frame``: each source's value there, and the inputs."""
-        values = {INPUT: self.outputs[INPUT]}
+        values: dict[str, Any] = {INPUT: self.outputs[INPUT]}
         for source in node.sources:
             if frame is not None and source.emitted is not None:
                 values[source.id] = source.emitted[frame]

@@ -56,9 +56,9 @@ from .dataflow import _DataFlow
 from .frames import _Frames
 from .model import (
     BLOCKED, BUDGET_ABORT, BUDGET_REASON, DEADLINE_REASON, FAILED, PENDING, READY, RUNNING, SUCCESS,
-    Attempt, Event, Execution, ExecutorConfig, NodeRecord,
+    Attempt, Event, Execution, ExecutorConfig, NodeRecord, NodeStatus,
 )
-from .nodes import _Node, build_nodes, scoped_outcome
+from .nodes import _FramedNode, _Node, build_nodes, scoped_outcome
 from .outcome import execution, invalid
 from .scheduler import Scheduler
 from .workers import Pool, Watchdog
@@ -251,7 +251,7 @@ class _Run:
                 else:
                     self._set(node, RUNNING, None)
                 queue.append(node)
-            ready = sched.get_ready() if settled and not self._halted else None
+            ready = sched.get_ready() if settled and not self._halted else []
         self._pool.dispatched()
 
     def _abort_budget(self) -> None:
@@ -339,6 +339,7 @@ class _Run:
             return False
         refusal = self._frames.refuse(generator, output)
         if refusal is not None:
+            assert isinstance(generator, _FramedNode)  # only a node in frames emits
             generator.frame_error = refusal
             return False
         frames = self._frames
@@ -367,7 +368,7 @@ class _Run:
     def _on_ready(self, i: int) -> None:
         self._set(self._nodes[i], READY, None)
 
-    def _set(self, node: _Node, new: str, reason: str | None) -> None:
+    def _set(self, node: _Node, new: NodeStatus, reason: str | None) -> None:
         old = node.status
         node.status = new
         node.reason = reason

@@ -57,7 +57,7 @@ class _Frames:
         appended to the run's nodes; returns (scoped node, instance) pairs in order."""
         frame = len(generator.emitted)  # type: ignore[arg-type]
         generator.emitted.append(output.as_dict())  # type: ignore[union-attr]
-        added = []
+        added: list[tuple[_Node, _Node]] = []
         for member in self.members[generator.index]:
             inst = member.instance(frame, len(self._nodes))
             self._nodes.append(inst)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 from enum import StrEnum
 
 from protocol.outcomes import RunStatus
@@ -91,7 +92,7 @@ class NodeRecord:
     cost_tao: float
     started_s: float | None
     finished_s: float | None
-    output: dict | None
+    output: dict[str, Any] | None
     timeouts: int
     unplanned_retries: int
     retried: tuple[Attempt, ...] = ()  # the attempts before the last
@@ -121,7 +122,7 @@ class Execution:
     budget_ceiling: float | None
     tiers: list[list[str]]
     critical_path_s: float
-    final_output: dict | None
+    final_output: dict[str, Any] | None
     output_node: str | None
     total_steps: int
 

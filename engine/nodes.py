@@ -6,16 +6,17 @@ the run report keeps of it. :func:`build_nodes` makes them from a checked plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from protocol.actions import ACTIONS
 from protocol.plan import WorkflowPlan
 from protocol.validation import PlanCheck
 
-from .model import BLOCKED, PENDING, SUCCESS, ExecutorConfig, NodeRecord
+from .model import BLOCKED, PENDING, SUCCESS, ExecutorConfig, NodeRecord, NodeStatus
 
 __all__ = ["_FramedNode", "_Node", "build_nodes", "scoped_outcome"]
 
-_NO_OUTPUTS: dict[str, dict] = {}
+_NO_OUTPUTS: dict[str, dict[str, Any]] = {}
 
 
 class _Node(NodeRecord):
@@ -34,7 +35,7 @@ class _Node(NodeRecord):
 
     # A plain node plays no part in frames; a _FramedNode has these as its own slots.
     emits = False
-    emitted: list[dict] | None = None
+    emitted: list[dict[str, Any]] | None = None
     frame_error: str | None = None
     generator: _Node | None = None
     gathers = False
@@ -50,7 +51,7 @@ class _Node(NodeRecord):
         self.timeout = timeout
         self.sources: tuple[_Node, ...] = ()  # referenced nodes, in order of first reference
         self.held = 0.0
-        self.params: dict | None = None
+        self.params: dict[str, Any] | None = None
         # The record; times are seconds from the start of execution.
         self.status = PENDING
         self.reason = None
@@ -120,7 +121,7 @@ class _FramedNode(_Node):
         return self
 
 
-def scoped_outcome(node: _Node) -> tuple[str, str | None]:
+def scoped_outcome(node: _Node) -> tuple[NodeStatus, str | None]:
     """A frame-scoped node's status once everything it waits for settled: its first
     instance (in frame order) that did not succeed, else its generator's failure."""
     for inst in node.per_frame or ():
@@ -178,15 +179,17 @@ def _frame_roles(nodes: list[_Node], check: PlanCheck) -> None:
     assert graph is not None
     for generator_id in scopes.members:
         generator = nodes[graph.index[generator_id]]
+        assert isinstance(generator, _FramedNode)  # build_nodes made every node in frames one
         generator.emits = True
         generator.emitted = []
     for node_id, generator_id in scopes.generator_of.items():
         node = nodes[graph.index[node_id]]
+        assert isinstance(node, _FramedNode)  # (as above)
         node.generator = nodes[graph.index[generator_id]]
         node.per_frame = []
     for node in nodes:
         if isinstance(node, _FramedNode) and node.action in _GATHERS and node.id in check.compiled:
             node.gathers = True
             node.params = None  # always resolved at dispatch, as {"frames": [...]}
-            generator_id = scopes.gathered.get(node.id)
-            node.generator = nodes[graph.index[generator_id]] if generator_id is not None else None
+            gathered_id = scopes.gathered.get(node.id)
+            node.generator = nodes[graph.index[gathered_id]] if gathered_id is not None else None

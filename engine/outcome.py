@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
 from protocol.plan import WorkflowPlan
 from protocol.validation import PlanCheck
 
-from .model import BLOCKED, BUDGET_ABORT, FAILED, SUCCESS, Execution
+from .model import BLOCKED, BUDGET_ABORT, FAILED, SUCCESS, Execution, NodeStatus
 from .nodes import _Node
 
 __all__ = ["execution", "invalid"]
@@ -27,7 +28,7 @@ def execution(
     plan: WorkflowPlan,
     check: PlanCheck,
     nodes: list[_Node],
-    outputs: dict[str, dict],
+    outputs: dict[str, dict[str, Any]],
     span: tuple[float | None, float | None],
     ceiling: float | None,
 ) -> Execution:
@@ -48,7 +49,7 @@ def execution(
 
 
 def _metrics(
-    nodes: list[_Node], planned: list[_Node], statuses: list[str], t_first: float | None, t_last: float | None
+    nodes: list[_Node], planned: list[_Node], statuses: list[NodeStatus], t_first: float | None, t_last: float | None
 ) -> RunMetrics:
     """Costs, retries and timeouts over every attempt (instances included); completion
     and hard failures over the plan's nodes, each counting once."""
@@ -89,7 +90,7 @@ def _output_node(plan: WorkflowPlan, check: PlanCheck, nodes: list[_Node]) -> st
     return None
 
 
-def _overall(statuses: list[str]) -> RunStatus:
+def _overall(statuses: list[NodeStatus]) -> RunStatus:
     if statuses.count(SUCCESS) == len(statuses):
         return RunStatus.COMPLETED
     if BUDGET_ABORT in statuses:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from protocol.plan import WorkflowPlan
 from protocol.runner import WORK_LEFT_S, Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
@@ -126,7 +126,7 @@ class _MeteredAttempt:
                 try:
                     yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
                 except StopIteration as done:
-                    return done.value
+                    return cast(NodeResult, done.value)  # the attempt's result: StopIteration is untyped
                 finally:
                     allowance.settle(held, work_s() - started)
             try:

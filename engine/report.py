@@ -16,7 +16,7 @@ from .model import NodeStatus
 __all__ = ["run_report"]
 
 
-def run_report(execution: Execution, *, score: dict | None = None) -> dict[str, Any]:
+def run_report(execution: Execution, *, score: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run-report JSON for ``execution``; ``score`` is included when given."""
     metrics = execution.metrics
     report: dict[str, Any] = {

@@ -238,7 +238,7 @@ class Scheduler:
         if i < self._nfixed and i not in self._copied:
             self._copied.add(i)
             self._succs[i] = list(self._succs[i])
-        return self._succs[i]
+        return self._succs[i]  # type: ignore[return-value]  # a list: copied just above, or earlier
 
     def _not_handed_out(self, i: int) -> str:
         """Which misuse ``done(i)`` is, for a node that is not running."""

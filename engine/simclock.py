@@ -31,9 +31,10 @@ import heapq
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 __all__ = ["SimulatedLoop", "run_simulated"]
 
@@ -56,7 +57,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         program, a model's answer)."""
         return time.thread_time() + self._elsewhere_s
 
-    def run_in_executor(self, executor: Executor | None, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def run_in_executor(self, executor: Executor | None, func: Callable[[*Ts], T], *args: *Ts) -> asyncio.Future[T]:
         """Run ``func`` now and return its settled future (see the module): inline, or, for a
         process pool, in one of its processes while this thread waits."""
         future: asyncio.Future[T] = self.create_future()
@@ -81,15 +82,15 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
     def _run_once(self) -> None:
         """With nothing ready, move the clock to the earliest live timer first; the base
         loop then polls without blocking and runs that timer's callbacks."""
-        if not self._ready:
-            scheduled = self._scheduled
+        if not self._ready:  # type: ignore[attr-defined]  # BaseEventLoop's private state: not in typeshed
+            scheduled = self._scheduled  # type: ignore[attr-defined]  # (as above)
             while scheduled and scheduled[0]._cancelled:
-                self._timer_cancelled_count -= 1
+                self._timer_cancelled_count -= 1  # type: ignore[attr-defined]  # (as above)
                 handle = heapq.heappop(scheduled)
                 handle._scheduled = False
             if scheduled and scheduled[0]._when > self._now:
                 self._now = scheduled[0]._when
-        super()._run_once()
+        super()._run_once()  # type: ignore[misc]  # (as above)
 
 
 def _measured(func: Callable[..., T], *args: Any) -> tuple[bool, Any, float]:

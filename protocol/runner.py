@@ -11,7 +11,7 @@ generator is still producing the next.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, runtime_checkable
@@ -79,12 +79,12 @@ Emit = Callable[[NodeOutput], bool]
 
 
 class NodeRunner(Protocol):
-    async def run(self, call: NodeCall) -> NodeResult: ...
+    def run(self, call: NodeCall) -> Awaitable[NodeResult]: ...  # an async def, or any awaitable
 
 
 @runtime_checkable
 class FrameRunner(Protocol):
-    async def run_frames(self, call: NodeCall, emit: Emit) -> NodeResult:
+    def run_frames(self, call: NodeCall, emit: Emit) -> Awaitable[NodeResult]:
         """Run one attempt of a generator node, calling ``emit(frame)`` for each frame
         in order as it appears. The result is the attempt's outcome: its cost, its
         error, and as ``output`` a summary of the frames (never a frame itself)."""
