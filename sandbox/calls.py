@@ -162,7 +162,7 @@ def _record(line: str, index: int, token: str) -> dict[str, Any]:
 def _outcome(record: dict[str, Any], index: int) -> Outcome:
     if record.get("call") != index or type(record.get("call")) is not int:
         raise _Malformed(f"result line {index} is for call {record.get('call')!r}")
-    cpu = record.get("cpu")
+    cpu: Any = record.get("cpu")  # JSON: the type() test below checks it (mypy does not narrow on it)
     if type(cpu) not in (int, float) or not 0 <= cpu < float("inf"):
         raise _Malformed(f"result line {index} has no CPU time")
     if set(record) == {"call", "cpu", "value"}:

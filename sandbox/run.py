@@ -179,7 +179,7 @@ def _bounded(
     return group.enter(isolation.command(host_dir, args, limits, uid))
 
 
-_Watched = tuple["asyncio.Future[object]", "asyncio.Future[int]"]
+_Watched = tuple["asyncio.Future[tuple[None, None, None]]", "asyncio.Future[int]"]
 """The run's pipes (fed and drained, done when all are closed) and its exit."""
 
 
@@ -221,7 +221,7 @@ async def _execute(
         await _despite_cancellation(_stop_started(starting, watched, group))
         raise
     if not pending:
-        return _shell_status(proc.returncode), False
+        return _shell_status(watched[1].result()), False  # the exit: proc.wait() is done
     await _stop(proc.pid, watched, group)
     return None, True
 
