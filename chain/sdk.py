@@ -57,7 +57,7 @@ class SdkChain:
     @classmethod
     def open(cls, network: Network, wallet: Any | None, netuid: int, **kwargs: Any) -> SdkChain:
         """A chain for ``network``; nothing is contacted until the first call."""
-        if network.is_embedded:
+        if network.embedded_state is not None:
             from .embedded.substrate import EmbeddedSubstrate
 
             client = bt.Client("local", substrate=EmbeddedSubstrate(network.embedded_state))
@@ -111,6 +111,12 @@ class SdkChain:
             await asyncio.sleep(delay * (1 + random.random() / 2))
             delay = min(delay * 2, 30.0)
 
+    def _wallet(self, what: str) -> Any:
+        """The wallet ``what`` needs; a chain opened with ``wallet=None`` has none."""
+        if self.wallet is None:
+            raise ChainError(f"{what}: this chain was opened without a wallet (it reads only)")
+        return self.wallet
+
     def _unreachable(self, exc: BaseException, what: str) -> ChainUnreachable:
         return ChainUnreachable(self.where, _cause(exc), what=what)
 
@@ -139,7 +145,7 @@ class SdkChain:
             st = bt.storage.SubtensorModule
             names = (st.Tempo, st.WeightsSetRateLimit, st.ImmunityPeriod, st.MaxWeightsLimit,
                      st.MinAllowedWeights, st.CommitRevealWeightsEnabled, st.WeightsVersionKey)
-            values = await asyncio.gather(*(self.client.query(n, [self.netuid], block=at) for n in names))
+            values = await asyncio.gather(*(self.client.query(n, [self.netuid], block=at) for n in names))  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
             tempo, rate, immunity, max_weight, min_weights, commit_reveal, weights_version = values
             return Hyperparameters(
                 tempo=int(tempo or 0),
@@ -156,7 +162,7 @@ class SdkChain:
     async def blocks_until_epoch(self) -> int:
         async def read() -> int:
             block = await self.client.block()
-            tempo = int(await self.client.query(bt.storage.SubtensorModule.Tempo, [self.netuid], block=block) or 0)
+            tempo = int(await self.client.query(bt.storage.SubtensorModule.Tempo, [self.netuid], block=block) or 0)  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
             return blocks_until_epoch(block, self.netuid, tempo)
 
         return await self._attempt("read the epoch schedule", read)
@@ -164,20 +170,20 @@ class SdkChain:
     async def owner_hotkey(self) -> str | None:
         owner = await self._attempt(
             "read the subnet owner's hotkey",
-            lambda: self.client.query(bt.storage.SubtensorModule.SubnetOwnerHotkey, [self.netuid]),
+            lambda: self.client.query(bt.storage.SubtensorModule.SubnetOwnerHotkey, [self.netuid]),  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
         )
         return str(owner) if owner else None
 
     async def serve_axon(self, host: str, port: int) -> None:
         intent = bt.ServeAxon(netuid=self.netuid, ip=_ip_of(host), port=port)
-        result = await self._attempt("serve the axon", lambda: self.client.execute(intent, self.wallet))
+        result = await self._attempt("serve the axon", lambda: self.client.execute(intent, self._wallet("serve the axon")))
         if not result.success:
             raise ChainError(f"serve the axon: {result.message}")
 
     async def set_weights(self, uids: Sequence[int], weights: Sequence[float], version_key: int) -> WeightsResult:
         intent = bt.SetWeights(netuid=self.netuid, uids=list(uids), weights=list(weights), version_key=version_key)
         try:
-            result = await self._attempt("set weights", lambda: self.client.execute(intent, self.wallet))
+            result = await self._attempt("set weights", lambda: self.client.execute(intent, self._wallet("set weights")))
         except ChainError as exc:
             if exc.transient:
                 raise
@@ -189,7 +195,7 @@ class SdkChain:
         """``burned_register`` as a raw call: the SDK's ``BurnedRegister`` intent insists on MEV
         shielding, which the embedded chain cannot serve; a live node accepts both."""
         call = bt.calls.SubtensorModule.burned_register(netuid=self.netuid, hotkey=self.hotkey)
-        result = await self._attempt("register", lambda: self.client.submit_call(call, self.wallet))
+        result = await self._attempt("register", lambda: self.client.submit_call(call, self._wallet("register")))
         if not result.success:
             raise ChainError(f"register: {result.message}")
         neuron = (await self.metagraph()).by_hotkey(self.hotkey)
@@ -200,13 +206,13 @@ class SdkChain:
     async def subnet_owners(self) -> dict[int, str]:
         """Every subnet on the chain and its owner's coldkey, by netuid."""
         rows = await self._attempt(
-            "read the subnet owners", lambda: self.client.query_map(bt.storage.SubtensorModule.SubnetOwner)
+            "read the subnet owners", lambda: self.client.query_map(bt.storage.SubtensorModule.SubnetOwner)  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
         )
         return {int(netuid): str(owner) for netuid, owner in sorted(rows)}
 
     async def owned_subnets(self) -> list[int]:
         """The netuids whose owner is this wallet's coldkey, lowest first."""
-        coldkey = self.wallet.coldkeypub.ss58_address
+        coldkey = self._wallet("find the owned subnets").coldkeypub.ss58_address
         return [netuid for netuid, owner in (await self.subnet_owners()).items() if owner == coldkey]
 
     async def create_subnet(self) -> int:
@@ -218,7 +224,7 @@ class SdkChain:
             if not self._connected:
                 await self.client.connect()
                 self._connected = True
-            result = await self.client.execute(intent, self.wallet)
+            result = await self.client.execute(intent, self._wallet("create a subnet"))
         except RpcPolicyError as exc:
             raise ChainError(f"create a subnet: {exc}", transient=True) from exc
         except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
@@ -235,7 +241,7 @@ class SdkChain:
         """Whether this subnet's ``start_call`` has run (its first emission block is set)."""
         first = await self._attempt(
             "read the first emission block",
-            lambda: self.client.query(bt.storage.SubtensorModule.FirstEmissionBlockNumber, [self.netuid]),
+            lambda: self.client.query(bt.storage.SubtensorModule.FirstEmissionBlockNumber, [self.netuid]),  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
         )
         return first is not None
 
@@ -244,7 +250,7 @@ class SdkChain:
         registration has passed: waits for that block, at most ``timeout_s`` seconds."""
         st = bt.storage.SubtensorModule
         registered_at, delay = await self._attempt("read the start schedule", lambda: asyncio.gather(
-            self.client.query(st.NetworkRegisteredAt, [self.netuid]), self.client.query(st.StartCallDelay),
+            self.client.query(st.NetworkRegisteredAt, [self.netuid]), self.client.query(st.StartCallDelay),  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
         ))
         earliest = int(registered_at or 0) + int(delay or 0)
         try:
@@ -252,13 +258,13 @@ class SdkChain:
                 await self.client.wait_for_block(earliest, timeout=timeout_s)
         except asyncio.TimeoutError:
             raise ChainError(f"start subnet {self.netuid}: it can start at block {earliest}, not reached in {timeout_s:g} s") from None
-        result = await self._attempt("start the subnet", lambda: self.client.execute(bt.StartCall(netuid=self.netuid), self.wallet))
+        result = await self._attempt("start the subnet", lambda: self.client.execute(bt.StartCall(netuid=self.netuid), self._wallet("start the subnet")))
         if not result.success:
             raise ChainError(f"start subnet {self.netuid}: {result.message}")
 
     async def stake(self, amount_tao: float) -> None:
         intent = bt.AddStake(hotkey_ss58=self.hotkey, netuid=self.netuid, amount_tao=amount_tao, slippage_protection=False)
-        result = await self._attempt("stake", lambda: self.client.execute(intent, self.wallet))
+        result = await self._attempt("stake", lambda: self.client.execute(intent, self._wallet("stake")))
         if not result.success:
             raise ChainError(f"stake: {result.message}")
 

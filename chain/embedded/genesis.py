@@ -51,5 +51,5 @@ class Genesis:
     @classmethod
     def from_meta(cls, meta: dict[str, str]) -> Genesis:
         parse = {"float": float, "bool": lambda v: v == "True"}
-        types = {f.name: f.type for f in fields(cls)}
+        types = {f.name: str(f.type) for f in fields(cls)}  # a string already (postponed annotations)
         return cls(**{k: parse.get(types[k], int)(v) for k, v in meta.items() if k in types})
