@@ -274,7 +274,7 @@ def draw_code(draw: Draw, index: int) -> Production:
         m = _MAPS[-1] if r.name == "count" else draw.choice(_MAPS)
         f = draw.choice(_FILTERS[1:] if m.name == "plain" else _FILTERS)  # every function has a constant
         spec, names = _list_spec(m, f, r), set(_constants(m, f))
-        models = {f"{r2.name}/{m2.name}/{f2.name}": _list_model(m2, f2, r2)
+        models: dict[str, Callable[[Consts, Any], Any]] = {f"{r2.name}/{m2.name}/{f2.name}": _list_model(m2, f2, r2)
                   for r2 in _REDUCES for m2 in _MAPS for f2 in _FILTERS
                   if [r2 is not r, m2 is not m, f2 is not f].count(True) == 1 and _fits(m2, names) and _fits(f2, names)}
     else:

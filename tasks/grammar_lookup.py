@@ -183,7 +183,9 @@ def draw_rag(draw: Draw, index: int) -> Production:
     stated = _of(shelves)
     orders: dict[str, Callable[[list[str]], list[str]]] = {"reversed": lambda s: s[::-1], "by_name": sorted}
     for n in range(len(searches) - 1):
-        orders[f"swap {n}"] = lambda s, n=n: [*s[:n], s[n + 1], s[n], *s[n + 2:]]
+        def swap(s: list[str], n: int = n) -> list[str]:
+            return [*s[:n], s[n + 1], s[n], *s[n + 2:]]
+        orders[f"swap {n}"] = swap
     neighbours = {"text": {name: (lambda i, order=order: " ".join(order([s for s, _ in stated(i)])))
                            for name, order in orders.items()}}
     return Production(family, neighbours)

@@ -10,6 +10,7 @@ be bit-identical everywhere.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from collections.abc import Sequence
 from typing import TypeVar
@@ -71,7 +72,7 @@ class Draw:
     def choice(self, items: Sequence[T]) -> T:
         return items[self.below(len(items))]
 
-    def sample(self, items: Sequence[T], k: int) -> list[T]:
+    def sample(self, items: Sequence[T], k: builtins.int) -> list[T]:  # `int` here is Draw.int
         """``k`` distinct items, in drawn order."""
         return self.shuffled(items)[:k]
 
