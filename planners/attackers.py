@@ -70,6 +70,7 @@ def answer_plan(package: TaskPackage, answer: str, *, code: bool | None = None) 
     when the package allows no text subnet."""
     code = package.task_type == "code" if code is None else code
     text_subnet = _allowed_subnet(package, "text")
+    params: dict[str, Any]
     if code:
         action, params = "text_transform", {"op": "extract_code_block", "text": f"```python\n{answer}```\n"}
     elif text_subnet is not None:

@@ -59,7 +59,7 @@ timeout, so a slow planner still gets a clear answer back to the validator in ti
 
 _REASON_CHARS = 300
 log = logging.getLogger("dagnet.miner")
-_PACKAGE_FIELDS = frozenset(TaskPackage.model_fields) - {"scoring_version"}
+_PACKAGE_FIELDS = set(TaskPackage.model_fields) - {"scoring_version"}  # a set: how model_dump(include=) is typed
 
 FailureKind = Literal["unplannable", "error", "timeout", "invalid"]
 FAILURE_KINDS: tuple[FailureKind, ...] = ("unplannable", "error", "timeout", "invalid")

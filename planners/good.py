@@ -158,7 +158,7 @@ def _choose(graph: Graph, ranked: list[list[Option]], limits: _Limits) -> list[O
     search from the cheapest options and one from the fastest, the better of the two."""
     search = _Search(graph, ranked, limits)
     cheapest = tuple(0 for _ in ranked)
-    fastest = tuple(min(range(len(opts)), key=lambda k, opts=opts: _speed(opts[k])) for opts in ranked)
+    fastest = tuple(min(range(len(opts)), key=lambda k: _speed(opts[k])) for opts in ranked)  # min() calls it at once
     best = min((search.descend(start) for start in (cheapest, fastest)), key=search.key)
     return [opts[k] for opts, k in zip(ranked, best)]
 

@@ -60,7 +60,7 @@ def load_planner(name: str, options: Mapping[str, Any] | None = None) -> Planner
         )
     if not isinstance(getattr(planner, "name", None), str):
         try:
-            planner.name = name  # type: ignore[misc]
+            planner.name = name
         except AttributeError:
             pass
     return planner

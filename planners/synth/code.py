@@ -48,9 +48,9 @@ def matches_code(output: Mapping[str, Any], answer: Mapping[str, Any]) -> bool:
 
 def code_program(world: World, program: Program, hints: list[StepHint]) -> list[StepHint]:
     entries = {example.output.get("entry_point") for example in world.examples}
-    if len(entries) != 1 or not isinstance(next(iter(entries)), str):
+    entry = next(iter(entries), None)
+    if len(entries) != 1 or not isinstance(entry, str):
         raise PlanningError("the examples do not name one entry point")
-    entry = next(iter(entries))
     body = _body(world.description, hints, entry)
     if not world.offers("text_transform"):
         raise PlanningError("no text subnet to write the module with")

@@ -69,7 +69,7 @@ def _parsed(program: Program, step: str, world: World) -> tuple[Any, ...] | None
     outputs = run_steps(program.closure(step), world.examples)
     if any(out is None or "result" not in out["artifacts"]["metadata"] for out in outputs):
         return None
-    return tuple(out["artifacts"]["metadata"]["result"] for out in outputs)
+    return tuple(out["artifacts"]["metadata"]["result"] for out in outputs if out is not None)  # none is, as tested above
 
 
 def scalar_inputs(world: World) -> Scalars:
@@ -132,7 +132,7 @@ def _all_rows(values: tuple[Any, ...], field: str, test: Callable[[Any], bool]) 
     return all(test(row[field]) for v in values for row in v)
 
 
-_MODELS = {"count": CountOp, "sum": SumOp, "group_count": GroupCountOp, "filter": FilterOp, "sort": SortOp,
+_MODELS: dict[str, type[CountOp | SumOp | GroupCountOp | FilterOp | SortOp | LimitOp | PickOp | UniqueOp]] = {"count": CountOp, "sum": SumOp, "group_count": GroupCountOp, "filter": FilterOp, "sort": SortOp,
            "limit": LimitOp, "pick": PickOp, "unique": UniqueOp}
 
 

@@ -251,10 +251,10 @@ async def _run(steps: Sequence[StepHint], example: Example) -> dict[str, Any] | 
         if step.action == "python_exec":
             return None
         try:
-            params = compile_params(step.params).resolve(outputs)
+            resolved = compile_params(step.params).resolve(outputs)
         except (DataRefError, MissingField):
             return None
-        params = hold(step.action, params, example.holdings)
+        params = hold(step.action, resolved, example.holdings)
         if params is None:
             return None
         try:
