@@ -85,5 +85,8 @@ class BlacklistMiddleware:
             self.metrics.blacklisted(reason)
             await send_error(send, status, reason, message)
             return
-        scope[STAKE] = self.metagraph.snapshot().by_hotkey(hotkey).stake
+        # The snapshot may have changed since the check: a caller gone from it ranks last.
+        snapshot = self.metagraph.snapshot()
+        neuron = snapshot.by_hotkey(hotkey) if snapshot is not None else None
+        scope[STAKE] = neuron.stake if neuron is not None else 0.0
         await self.app(scope, receive, send)

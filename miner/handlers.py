@@ -99,7 +99,7 @@ class MinerEndpoints:
         if isinstance(synapse, Response):
             return synapse
         state = readiness(self.metagraph.snapshot(), self.hotkey, self.metagraph.problem())
-        if not state.ready:
+        if state.uid is None:  # not ready (a uid once registered), state.reason says why
             return _error(503, "miner_not_registered", f"this miner is not ready: {state.reason}")
         try:
             async with self.quota.admit(caller_hotkey(request.scope) or "") as charge:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from typing import Any
 
 from .asgi import BODY, ASGIApp, Message, Receive, Scope, Send, caller_hotkey, send_error
@@ -160,7 +160,7 @@ def _tracked(send: Send, finished: list[bool]) -> Send:
     return tracked
 
 
-async def _until_disconnect(work: Coroutine[Any, Any, None], receive: Receive, finished: list[bool]) -> None:
+async def _until_disconnect(work: Awaitable[None], receive: Receive, finished: list[bool]) -> None:
     """Run ``work``; if the client goes away before the response is sent, cancel it.
 
     So an abandoned request stops its tool and frees its concurrency slot at once,

@@ -153,22 +153,27 @@ class PlannerWorkers:
         try:
             if worker is not None and worker.born < self._renewed_at:
                 worker = await loop.run_in_executor(self._threads, self._refork, worker)
-            worker = worker or await loop.run_in_executor(self._threads, self._start)
+            running = worker if worker is not None else await loop.run_in_executor(self._threads, self._start)
+            worker = running  # the slot's process, None once retired
             started = time.monotonic()
             try:
                 async with asyncio.timeout(timeout_s):
-                    reply = await loop.run_in_executor(self._threads, worker.exchange, package)
+                    reply = await loop.run_in_executor(self._threads, running.exchange, package)
             except TimeoutError:
-                worker = self._retire(worker)
+                self._retire(running)
+                worker = None
                 return PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s"), timeout_s
             except (EOFError, OSError):
-                code = await loop.run_in_executor(self._threads, worker.exit_code)
-                worker = self._retire(worker)
+                code = await loop.run_in_executor(self._threads, running.exit_code)
+                self._retire(running)
+                worker = None
                 failure = PlannerFailure("error", f"the planner's process exited (code {code}) while planning")
                 return failure, time.monotonic() - started
             return _outcome(reply)
         except BaseException:  # cancelled (the client left): the planning stops with the request
-            worker = self._retire(worker) if worker is not None else None
+            if worker is not None:
+                self._retire(worker)
+            worker = None
             raise
         finally:
             self._idle.put_nowait(worker)
