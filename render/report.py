@@ -4,7 +4,7 @@ never changes what it draws (docs/cli.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -46,7 +46,7 @@ def render_report(report: dict[str, Any], console: Console) -> None:
 def _node_table(nodes: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="nodes", title_justify="left")
     for column in ("node", "status", "reason", "attempts", "cost τ", "start s", "end s"):
-        justify = "right" if column in ("attempts", "cost τ", "start s", "end s") else "left"
+        justify: Literal["right", "left"] = "right" if column in ("attempts", "cost τ", "start s", "end s") else "left"
         table.add_column(column, justify=justify, overflow="fold")
     for node_id, node in nodes.items():
         table.add_row(

@@ -73,8 +73,8 @@ def clip(text: str, limit: int) -> str:
 
 
 def status_colour(status: str) -> str:
-    return COLOURS.get(status, {RunStatus.COMPLETED: COLOURS["success"], RunStatus.PARTIAL: COLOURS["blocked"],
-                                 RunStatus.INVALID: COLOURS["failed"]}.get(status, NOT_RUN))
+    return COLOURS.get(status, {str(RunStatus.COMPLETED): COLOURS["success"], str(RunStatus.PARTIAL): COLOURS["blocked"],
+                                 str(RunStatus.INVALID): COLOURS["failed"]}.get(status, NOT_RUN))
 
 
 def num(value: Any) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 
 from protocol.graph import CycleError, Graph
 from protocol.plan import WorkflowPlan
-from scoring.composite import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
+from protocol.score_weights import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
 from .runchart import (
     COLOURS, MAX_DAG_NODES, MAX_INSTANCE_ROWS, NOT_RUN, Row, clip, dag_section, esc, gantt_section, num, status_colour,
@@ -120,6 +120,7 @@ def _rows(plan: WorkflowPlan, report: Mapping[str, Any], events: Iterable[Mappin
     nodes = report.get("nodes") or {}
     rows: dict[str, Row] = {}
     instances: dict[tuple[str, int], Row] = {}
+    row: Row | None  # an event's row may be missing
     for node in plan.nodes:
         record = nodes.get(node.id) or {}
         row = rows[node.id] = _row(node.id, node.action, record)
