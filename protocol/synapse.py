@@ -8,7 +8,7 @@ and ``NodeResponse`` here are their wire views, derived from those fields, with
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Self, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -173,8 +173,12 @@ def _wire_model(shape: type, name: str, base: type[_M], *, leave_out: frozenset[
     return create_model(name, __base__=base, __module__=__name__, __doc__=base.__doc__, **fields)
 
 
-NodeSynapse = _wire_model(NodeCall, "NodeSynapse", _NodeCallWire)
-"""One resolved node, sent to a tool provider of its subnet: :class:`NodeCall` on the wire."""
+if TYPE_CHECKING:  # models made at run time: the type checker knows them by their bases
+    NodeSynapse = _NodeCallWire
+    NodeResponse = _NodeResultWire
+else:
+    NodeSynapse = _wire_model(NodeCall, "NodeSynapse", _NodeCallWire)
+    """One resolved node, sent to a tool provider of its subnet: :class:`NodeCall` on the wire."""
 
-NodeResponse = _wire_model(NodeResult, "NodeResponse", _NodeResultWire, leave_out=frozenset({"unplanned_retries"}))
-"""A provider's answer to one node call: :class:`NodeResult` on the wire."""
+    NodeResponse = _wire_model(NodeResult, "NodeResponse", _NodeResultWire, leave_out=frozenset({"unplanned_retries"}))
+    """A provider's answer to one node call: :class:`NodeResult` on the wire."""
