@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from protocol.plan import WorkflowPlan
 from protocol.runner import WORK_LEFT_S, Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
@@ -47,8 +47,13 @@ __all__ = ["CPU_EXHAUSTED", "OwnedLimits", "OwnedRunnerFactory", "evaluate_owned
 
 CPU_EXHAUSTED = "owned cpu budget exhausted"
 
-OwnedRunnerFactory = Callable[[Task], NodeRunner]
-"""Builds the runner that plays ``task``'s partner subnets (its ``available_tools``)."""
+class OwnedRunnerFactory(Protocol):
+    """The runner that plays a task's partner subnets in owned execution, as ``world`` (a
+    tempo's hidden world, :mod:`subnets.world`, which the engine does not know) says."""
+
+    def __call__(self, task: Task, *, world: Any = ...) -> NodeRunner:
+        """Builds the runner that plays ``task``'s partner subnets (its ``available_tools``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
