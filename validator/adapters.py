@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.output import NodeOutput
 from protocol.runner import Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
-from protocol.synapse import TaskPackage
+from protocol.synapse import Aggregation, TaskPackage
 from protocol.task import Task
 
 from .client import MinerClient
@@ -158,7 +158,7 @@ def settle(
     answers: Sequence[tuple[Peer, NodeResult]],
     *,
     price: float,
-    aggregation: str,
+    aggregation: Aggregation,
     rerun_result: NodeResult | None = None,
 ) -> NodeResult:
     """The node's result from the providers' ``answers`` in hand under rules 2 and 3.
@@ -235,7 +235,7 @@ async def _voting(
             future.cancel()
 
 
-def _in(asked: Mapping[asyncio.Future[NodeResult], Peer]) -> list[tuple[Peer, NodeResult]]:
+def _in(asked: Mapping[asyncio.Task[NodeResult], Peer]) -> list[tuple[Peer, NodeResult]]:
     """The answers in so far, in provider order."""
     return [(peer, future.result()) for future, peer in asked.items() if future.done() and not future.cancelled()]
 

@@ -233,14 +233,17 @@ class MinerClient:
                 return _failure(_classified(exc, timeout).of_peer(axon_url, hotkey), started)
 
     async def _exchange(self, axon_url: str, hotkey: str, path: str, body: bytes, timeout: float, started: float) -> Reply:
+        http = self._http
+        if http is None:  # closed while this request waited for a slot
+            raise RuntimeError("MinerClient was closed while a request waited to be sent")
         tick = time.perf_counter()
         headers = bt.http_auth.sign(
             self._signer, method="POST", path=path, body=body, receiver_ss58=hotkey, nonce_ns=self._next_nonce()
         )
         self.own_s += time.perf_counter() - tick
         phases = httpx.Timeout(timeout, connect=min(timeout, self._config.connect_timeout_s))
-        request = self._http.build_request("POST", axon_url + path, content=body, headers=headers, timeout=phases)
-        response = await self._http.send(request, stream=True)
+        request = http.build_request("POST", axon_url + path, content=body, headers=headers, timeout=phases)
+        response = await http.send(request, stream=True)
         try:
             data = await self._read_capped(response)
         finally:

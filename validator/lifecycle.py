@@ -111,12 +111,15 @@ def run_reference(
             return ReferenceOutcome(_short(f"the reference planner cannot plan it: {exc}"))
         except Exception as exc:
             raise InfrastructureFailure("reference", f"{type(exc).__name__}: {exc}") from exc
-    check = check_plan_for(answer.workflow_plan, package, limits=limits)
+    plan = answer.workflow_plan
+    if plan is None:
+        return ReferenceOutcome(_short("the reference answered without a plan"))
+    check = check_plan_for(plan, package, limits=limits)
     if not check.runnable:
         return ReferenceOutcome(_short(f"the reference plan is invalid: {'; '.join(check.errors)}"))
     try:
         execution = run_owned(
-            answer.workflow_plan, check, task, runner(task), total_estimated_cost=answer.total_estimated_cost,
+            plan, check, task, runner(task), total_estimated_cost=answer.total_estimated_cost,
             config=config, limits=limits, owned=owned, cores=cores,
         )
     except Exception as exc:

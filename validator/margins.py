@@ -66,7 +66,7 @@ def reference_runs(
                                 owned=miners.owned, cores=miners.cores,
                                 prior=None if miners.prior is None else miners.prior())
     score = None if outcome is None or outcome.score is None else outcome.score.S
-    if outcome is not None and task is full and (not miners.in_world or outcome.answer is None):
+    if outcome is not None and miners is not None and task is full and (not miners.in_world or outcome.answer is None):
         return outcome.failure, score  # one run serves both, or the full package cannot be planned at all
     answer = outcome.answer if outcome is not None and task is full else None
     judged = run_reference(reference, full, reference.runner, config=config, owned=reference.limits, answer=answer)

@@ -177,7 +177,9 @@ class ValidatorMetrics:
         ``reasons()`` (the codes that hold now) has it: read afresh at every scrape, so each
         gauge is as current as ``/health`` (:mod:`validator.health`)."""
         for code in codes:
-            self.degraded.labels(code).set_function(lambda code=code: float(code in reasons()))
+            def degraded(code: str = code) -> float:
+                return float(code in reasons())
+            self.degraded.labels(code).set_function(degraded)
 
     def task_states(self, states: Mapping[str, str], vocabulary: tuple[str, ...]) -> None:
         for state in vocabulary:

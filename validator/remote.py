@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from protocol.errors import format_validation_error
 from protocol.metagraph import Peer
 from protocol.runner import Emit, NodeCall, NodeResult
-from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
+from protocol.synapse import Aggregation, NodeResponse, NodeSynapse, TaskPackage
 
 from .client import MinerClient, Reply
 from .errors import PeerBadPayload
@@ -155,6 +155,6 @@ def _answer(reply: Reply, retries: int) -> NodeResult:
     return answer
 
 
-def _combine(providers: Sequence[Peer], answers: Sequence[NodeResult], aggregation: str) -> NodeResult:
+def _combine(providers: Sequence[Peer], answers: Sequence[NodeResult], aggregation: Aggregation) -> NodeResult:
     errors = "; ".join(f"uid {p.uid}: {a.error}" for p, a in zip(providers, answers))
     return combine(answers, aggregation, failed=errors if len(answers) > 1 else answers[0].error)

@@ -125,7 +125,7 @@ class ValidatorSettings(BaseModel):
     """Frame instances one plan's run may hold, over all its generators."""
     poll_s: float = Field(default=1.0, gt=0)
     """Seconds between looks at the chain head."""
-    tier_shares: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TIER_SHARES))
+    tier_shares: dict[str, float] = Field(default_factory=lambda: dict[str, float](DEFAULT_TIER_SHARES.items()))
     """The share of steps sent at each hint tier (``full``, ``outline``, ``goal``), summing to 1."""
     drawn_per_tempo: int = Field(default=8, ge=0, le=64)
     """Families drawn from the secret each tempo, offered besides the curated ones (shipped tasks only)."""

@@ -71,7 +71,7 @@ class WeightSetter:
             return False
         return await to_the_end(self._submit(block, paid))
 
-    async def _submit(self, block: int, paid: MarginWeights) -> bool:
+    async def _submit(self, block: int, paid: Paid) -> bool:
         """Send ``paid``'s weights to the chain and record what it accepted: one unit, run to
         its end by :func:`to_the_end` even when the validator is stopped meanwhile."""
         tick = time.perf_counter()
@@ -172,7 +172,7 @@ def describe(paid: Paid) -> str:
         beaters = [paid.means[uid].margin for uid in paid.weights if uid not in floor]
         return f"{len(beaters)} beat the reference (best {max(beaters):+.3f}), {floor_part}"
     if paid.payout is Payout.BURN:
-        burned = paid.weights.get(paid.burn_uid, 0.0)
+        burned = paid.weights.get(paid.burn_uid, 0.0) if paid.burn_uid is not None else 0.0
         return f"nobody beat the reference: {100 * burned:.0f} % burned to the owner's uid {paid.burn_uid}, {floor_part}"
     return f"nobody beat the reference and the owner's hotkey is not on the subnet: {floor_part} (all of it)"
 
