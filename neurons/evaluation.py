@@ -138,7 +138,7 @@ def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIM
         run.reason = f"planner {failure.kind}: {failure.reason}"
         return run
     checked = check_response(answer.model_dump_json(by_alias=True, exclude_none=True).encode(), package)
-    if not checked.ok or checked.synapse is None or checked.plan_check is None:
+    if not checked.ok or checked.synapse is None or checked.synapse.workflow_plan is None or checked.plan_check is None:
         run.reason = checked.reason or "invalid response"
         if checked.plan_check is not None:
             run.findings = list(checked.plan_check.errors)

@@ -29,6 +29,8 @@ def open_wallet(dev_key: str | None, name: str | None, hotkey: str = "default", 
             raise ValueError(f"--dev-key {dev_key!r}: not a usable key URI: {exc}") from None
     import bittensor as bt
 
+    if name is None:
+        raise ValueError("no key: give a dev key or a wallet name")
     wallet = bt.Wallet(name, hotkey, **({"path": path} if path else {}))
     try:
         wallet.hotkey  # noqa: B018

@@ -284,7 +284,7 @@ async def _run(
         await _start_miners(state, options, miners, processes)
         say(f"processes up; waiting for the first epoch (at most {options.tempo + 1} blocks)")
         ready_block = await _until_on_chain(watcher, miners, processes, options, stop)
-        urls = [m.url for m in miners]
+        urls = [m.url for m in miners if m.url is not None]  # every one, once started
         if ready_block is not None:
             say(f"first epoch at block {ready_block}; waiting for the miners to sync it")
         if ready_block is None or not await _until_synced(urls, ready_block, processes, options, stop):
@@ -298,7 +298,7 @@ async def _run(
         ])
         validator_url = await processes.url_of("validator")
         say(f"validator at {validator_url}; waiting for its first step")
-        _write_prometheus_targets(run_dir, {"validator": [validator_url], "miner": [m.url for m in miners]})
+        _write_prometheus_targets(run_dir, {"validator": [validator_url], "miner": urls})
 
         await _watch(watcher, validator_state, miners, processes, options, stop, reached, on_update)
     finally:
@@ -431,7 +431,7 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
     reached.miners = [
         _row(miner, snapshot.by_uid(miner.uid), weights.get(miner.uid, 0.0), window, parts.get(miner.uid, {}))
         | margins.get(miner.uid, {"mean_margin": 0.0, "beats_reference": 0.0})
-        for miner in miners
+        for miner in miners if miner.uid is not None  # every one: the summary follows registration
     ]
 
 

@@ -219,7 +219,7 @@ def _report_readiness(metagraph: MetagraphSource, hotkey: str) -> None:
     """One line at start: registered as which uid, or why the miner is not ready."""
     snapshot = metagraph.snapshot()
     state = readiness(snapshot, hotkey, metagraph.problem())
-    if state.ready:
+    if state.ready and snapshot is not None:  # ready: a snapshot is at hand
         log.info("ready: uid %d on netuid %d", state.uid, snapshot.netuid)
     else:
         log.warning("not ready: %s; /health answers 503 until this is fixed", state.reason)

@@ -133,5 +133,5 @@ def _flag_parameter(model: type[BaseModel], field: str, option: str) -> inspect.
     if not info.description:
         raise ValueError(f"{model.__name__}.{field} has no docstring to be its option's help")
     help_text = f"{info.description}  [default: {model_default(model, field)}]"
-    annotation = Annotated[Optional[info.annotation], typer.Option(option, help=help_text)]
+    annotation = Annotated[Optional[info.annotation], typer.Option(option, help=help_text)]  # type: ignore[name-defined]  # a type built at run time, for typer
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)

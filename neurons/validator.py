@@ -17,7 +17,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from fastapi import FastAPI, HTTPException, Response
@@ -31,6 +31,7 @@ from miner.settings import ServerLimits
 from miner.server import guarded_config
 from neurons.keys import open_wallet
 from neurons.localrun import load_task_source
+from protocol.hints import HintTier
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.runner import NodeRunner
 from protocol.synapse import SCORING_VERSION
@@ -102,7 +103,7 @@ class ValidatorProcessConfig(ValidatorSettings):
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s,
-                          tier_shares=self.tier_shares,
+                          tier_shares=cast("dict[HintTier, float]", self.tier_shares),  # its keys checked by the settings
                           step_bounds=StepBounds(work_s=self.step_work_s, deadline_s=self.step_deadline_s))
 
 
@@ -316,7 +317,7 @@ async def _serving(app: FastAPI, sock: socket.socket):
     (:data:`HEALTH_LIMITS`); yields the URL."""
     config = guarded_config(app, HEALTH_LIMITS, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # the validator owns SIGINT/SIGTERM
+    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]  # FIXME: uvicorn>=0.29 never calls it (serve() captures SIGINT/SIGTERM itself)
     host, port = sock.getsockname()[:2]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -162,7 +162,7 @@ class OneLineErrors(TyperGroup):
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[misc]  # click passes main() keywords only
         except typer.Abort:
             code = 130
         except NoArgsIsHelpError as exc:  # a bare group: its help, as the user asked for it

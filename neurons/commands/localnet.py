@@ -6,7 +6,7 @@ The orchestration is :mod:`neurons.localnet`, imported only when the command run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -48,8 +48,9 @@ def localnet(
     if run_dir is not None and run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
     _check_planners(planners or [])
+    count: dict[str, Any] = {} if miners is None else {"miners": miners}
     options = LocalnetOptions(
-        **({} if miners is None else {"miners": miners}), planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
+        **count, planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
         **({} if keep_runs is None else {"keep_runs": keep_runs}),
     )
