@@ -122,6 +122,7 @@ def run_chain_bench(repeats: int = 21, reads: int = 50, uids: int = 256) -> dict
 
 
 def _wait_listening(node: subprocess.Popen) -> None:
+    assert node.stderr is not None  # the node is started with stderr=PIPE
     for line in node.stderr:
         if "listening on" in line:
             return

@@ -108,7 +108,7 @@ def _throughput_bench(*, requests: int, duration_s: float, concurrency: int, rep
     validator = Keypair.create_from_uri(VALIDATOR_URI)
     miner = Keypair.create_from_uri(MINER_URI.format(0))
     snapshot = _snapshot(validator.ss58_address, [miner.ss58_address])
-    body = NodeSynapse(task_id="bench", node_id="n1", subnet="bench", action="echo", params={"text": "ping"})
+    body = NodeSynapse.model_validate({"task_id": "bench", "node_id": "n1", "subnet": "bench", "action": "echo", "params": {"text": "ping"}})
     runs: dict[str, list[dict[str, Any]]] = {"signed": [], "unsigned": []}
     for _ in range(repeats):
         for mode, auth in (("signed", True), ("unsigned", False)):
@@ -218,6 +218,7 @@ def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     from validator.state import ValidatorState
 
     started = time.perf_counter()
+    assert task.seed is not None  # a drawn instance carries its seed
     state = ValidatorState(path)
     try:
         state.settle_step(block, [execution_record(block, task, TaskDraw(task, task.seed, False), o) for o in result.outcomes])
@@ -308,6 +309,7 @@ def _child(mode: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen]:
             [sys.executable, "-m", "bench.network", mode],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
         )
+        assert proc.stdin is not None and proc.stdout is not None  # both PIPE above
         try:
             proc.stdin.write(json.dumps(spec).encode() + b"\n")
             proc.stdin.flush()
@@ -330,6 +332,7 @@ def _run_child(mode: str, spec: dict[str, Any], *, timeout_s: float) -> dict[str
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> bytes:
+    assert proc.stdout is not None  # a _child's stdout is a PIPE
     ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
     line = proc.stdout.readline() if ready else b""
     if not line:
@@ -456,7 +459,8 @@ def _phase_figures(
     before: tuple[float, float | None], after: tuple[float, float | None],
 ) -> dict[str, Any]:
     ok = outcomes.get(200, 0)
-    loader_cpu, server_cpu = (a - b if a is not None and b is not None else None for a, b in zip(after, before))
+    loader_cpu = after[0] - before[0]  # this process: always read
+    server_cpu = after[1] - before[1] if after[1] is not None and before[1] is not None else None
     return {
         "rps": ok / elapsed, "ok": ok, "failed": sum(outcomes.values()) - ok, "elapsed_s": elapsed,
         "p50_ms": 1e3 * quantile(latencies, 0.50), "p99_ms": 1e3 * quantile(latencies, 0.99),

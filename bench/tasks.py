@@ -47,7 +47,10 @@ def propose(family: Family, strategy: str) -> PlanProposal:
     """The strategy's answer to ``family``'s package."""
     if strategy == "naive+retries":
         return naive_with_retries(family.package)
-    return load_planner(strategy).plan(family.package)
+    proposal = load_planner(strategy).plan(family.package)
+    if not isinstance(proposal, PlanProposal):  # the reference planners answer one, synchronously
+        raise TypeError(f"planner {strategy!r} answered {type(proposal).__name__}, not a PlanProposal")
+    return proposal
 
 
 async def dry_run(document: PlanDocument, task: Task) -> dict[str, Any]:

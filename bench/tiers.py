@@ -35,7 +35,7 @@ import graphlib
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -122,7 +122,7 @@ def _loss(package: TaskPackage, plan: WorkflowPlan, subnet_of: dict[str, str]) -
     profile's prices and latencies with each subnet's known failures retried."""
     tools, route = package.available_tools, package.route
     limits = package.constraints
-    cost, finish = 0.0, {}
+    cost, finish = 0.0, dict[str, float]()
     preds: dict[str, set[str]] = {node.id: set() for node in plan.nodes}
     for edge in plan.edges:
         preds[edge.to].add(edge.source)
@@ -172,7 +172,7 @@ def _oracles(family: Family, proposals: dict[tuple[HintTier, str], PlanProposal 
             found.append(GoodPlanner(shorter=False).plan(steps))
         except PlanningError:
             pass
-    programs = {}
+    programs = dict[str, WorkflowPlan]()
     for proposal in found:
         if proposal is not None:
             plan = oracle_plan(package, proposal.plan)
@@ -233,7 +233,7 @@ def _ratio(good: float, other: float) -> float | None:
     return math.inf if good > 0 else None
 
 
-def _ratio_cell(entry: dict[str, Any]) -> str:
+def _ratio_cell(entry: Mapping[str, Any]) -> str:
     """The ratio from the weights themselves (JSON carries no infinity)."""
     ratio = _ratio(entry["weights"]["good"], entry["weights"]["other"])
     return "-" if ratio is None else "inf" if math.isinf(ratio) else f"{ratio:.2f}"
@@ -246,7 +246,7 @@ def _mean(strategy: str) -> Any:
 COLUMNS = (
     Column("tier", lambda e: e["tier"], keep=ALWAYS, justify="left"),
     Column("type", lambda e: e["type"], keep=ALWAYS, justify="left",
-           short=lambda e: {"data_transform": "data"}.get(e["type"], e["type"])),
+           short=lambda e: str({"data_transform": "data"}.get(e["type"], e["type"]))),
     Column("good", _mean("good"), keep=ALWAYS),
     Column("naive", _mean("naive"), keep=6),
     Column("+retries", _mean("naive+retries"), keep=ALWAYS),

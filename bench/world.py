@@ -217,8 +217,9 @@ def play(
                 if strategy == "learner" and proposal is not None:
                     heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
             yield Played(secret, tempo, family, plans, scores, outcomes)
-            for message in heard if hasattr(student, "observe") else ():
-                student.observe(message)
+            if student is not None and hasattr(student, "observe"):
+                for message in heard:
+                    student.observe(message)
         published[tempo] = world
 
 
