@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-_SKIP_DIRS = {".git", ".venv", ".ci", "__pycache__", ".pytest_cache", ".hypothesis", "build"}
+_SKIP_DIRS = {".git", ".venv", ".ci", "__pycache__", ".pytest_cache", ".mypy_cache", ".hypothesis", "build"}
 _TEXT_SUFFIXES = {".py", ".md", ".json", ".toml", ".yml", ".yaml", ".txt", ".cfg", ".ini", ""}
 # Spelled in pieces so this file does not match itself.
 _OUTSIDE = ("../" + "shared", "SPEC" + " §", "SPEC" + ".md")
