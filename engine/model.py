@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 from enum import StrEnum
+from typing import Any
 
 from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
