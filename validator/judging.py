@@ -162,7 +162,7 @@ class Scoring:
         """Code answers none of whose senders so far had judging allowance left."""
 
     async def score(self, candidate: Candidate) -> None:
-        key = _output_key(self.task, candidate.execution.final_output)
+        key = _output_key(self.task, candidate.executed.final_output)
         judgement = self.judgements.get(key)
         if judgement is not None:
             if judgement.charged and self.judging is not None:
@@ -171,7 +171,7 @@ class Scoring:
             judgement.join(candidate, self.task)
             return
         charged = self._charged(candidate)
-        if charged and not self.judging.take([candidate.miner.uid]):
+        if charged and self.judging is not None and not self.judging.take([candidate.miner.uid]):
             self.waiting.setdefault(key, []).append(candidate)
             self.skip()
             return
@@ -195,7 +195,7 @@ class Scoring:
         """Whether scoring ``candidate`` runs the code judge, so costs judging allowance."""
         return (
             self.judging is not None and self.task.task_type == "code"
-            and not has_verdict(self.task.reference, candidate.execution.final_output)
+            and not has_verdict(self.task.reference, candidate.executed.final_output)
         )
 
     async def _judged(self, candidate: Candidate) -> Score | str:
@@ -214,7 +214,7 @@ def _settle(task: Task, judged: Candidate, members: Sequence[Candidate], outcome
         elif candidate is judged:
             candidate.score = outcome
         else:
-            candidate.score = _own_score(task, outcome, candidate.execution)
+            candidate.score = _own_score(task, outcome, candidate.executed)
 
 
 def _output_key(task: Task, final_output: dict[str, Any] | None) -> str:
@@ -229,7 +229,7 @@ def _score_one(task: Task, candidate: Candidate) -> Score | str:
     waits on a sandboxed subprocess) and only returns: what a step's deadline abandons
     changes nothing."""
     try:
-        return score_execution(task, candidate.check, candidate.execution)
+        return score_execution(task, candidate.check, candidate.executed)
     except RunStopped:
         return DEADLINE_NOT_JUDGED
     except Exception as exc:  # a scorer bug must cost these miners their score, not the step

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.executor import Execution
 from protocol.metagraph import Peer
+from protocol.plan import WorkflowPlan
 from protocol.synapse import WorkflowSynapse
 from protocol.validation import PlanCheck
 from scoring.composite import Score, explain
@@ -33,6 +34,18 @@ class Candidate:
     score: Score | None = None
     closed: threading.Event = field(default_factory=threading.Event)
     """Set at the step's deadline: the execution's remaining work is refused."""
+
+    @property
+    def plan(self) -> WorkflowPlan:
+        """The answer's plan: a response passes the checks only with one."""
+        assert self.synapse.workflow_plan is not None
+        return self.synapse.workflow_plan
+
+    @property
+    def executed(self) -> Execution:
+        """The execution, once it has run to its end (scoring sees no other)."""
+        assert self.execution is not None
+        return self.execution
 
 
 @dataclass(frozen=True, slots=True)

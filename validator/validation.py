@@ -143,7 +143,7 @@ async def validation_step(
         owned = replace(owned, limits=bounds.share(owned.limits, len(miners)))
     slots = asyncio.Semaphore(max(1, exec_concurrency))
     queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
-    scoring, ends = Scoring(task, judging, until, len(queue)), []
+    scoring, ends = Scoring(task, judging, until, len(queue)), list[float]()
     jobs = [
         asyncio.ensure_future(_execute_and_score(
             c, scoring, ends, task, package, runner_factory, executor_config, limits, slots, owned))
@@ -200,8 +200,9 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
     checked = check_response(reply.body or b"", package, limits=limits)
     if not checked.ok or checked.synapse is None or checked.plan_check is None:
         return checked.reason or "invalid response"
-    plan = checked.synapse.workflow_plan
-    return Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""), plan_digest(plan))
+    candidate = Candidate(miner, checked.synapse, checked.plan_check, len(reply.body or b""))
+    candidate.digest = plan_digest(candidate.plan)
+    return candidate
 
 
 def _outcome(miner: Peer, entry: Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
@@ -209,7 +210,7 @@ def _outcome(miner: Peer, entry: Candidate | str, reply: Reply, clock: str) -> M
         return MinerOutcome(
             miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s, clock=clock, failure=reply.error
         )
-    plan = entry.synapse.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    plan = entry.plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if entry.score is None:
         reason = entry.failure or "not scored"
         return MinerOutcome(
@@ -249,12 +250,12 @@ async def _execute(
         try:
             if owned is None:
                 candidate.execution = await run_task(
-                    synapse.workflow_plan, candidate.check, task, runner,
+                    candidate.plan, candidate.check, task, runner,
                     total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits,
                 )
             else:
                 candidate.execution = await asyncio.get_running_loop().run_in_executor(owned.pool, functools.partial(
-                    run_owned, synapse.workflow_plan, candidate.check, task, runner,
+                    run_owned, candidate.plan, candidate.check, task, runner,
                     total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits, owned=owned.limits,
                     closed=candidate.closed, cores=owned.cores,
                 ))

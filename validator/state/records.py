@@ -171,6 +171,7 @@ def prune(conn: sqlite3.Connection, before: int) -> int:
 def row_of(block: int, record: ExecutionRecord, cap: int) -> dict[str, Any]:
     """The row of ``record``, one column per field (but ``id``) and the derived ones:
     ``plan_hash``, ``s`` and ``capped`` (which values were capped, their sha256 and size)."""
+    assert not isinstance(record.score, Capped)  # a record being saved holds its score; Capped is read back
     row: dict[str, Any] = {"block": block, "plan_hash": record.plan_hash, "s": float(record.score["S"])}
     capped: dict[str, list[Any]] = {}
     for f in fields(record):
@@ -197,7 +198,8 @@ def record_of(kind: type[ExecutionRecord], row: dict[str, Any]) -> ExecutionReco
     for f in fields(kind):
         value, stored = row[f.name], f.metadata.get("stored")
         if f.name in marks:
-            value = Capped(*marks[f.name], value or "")
+            sha256, size = marks[f.name]
+            value = Capped(sha256, size, value or "")
         elif stored in ("json", "capped"):
             value = _load(value)
         elif stored == "flag":

@@ -47,8 +47,7 @@ class Secrets:
 
     def at(self, block: int | None) -> int:
         """What the draws of the step at ``block`` receive (``None``: the newest in effect)."""
-        waiting = self.since_block is None
-        if self.legacy is not None and (waiting or (block is not None and block < self.since_block)):
+        if self.legacy is not None and (self.since_block is None or (block is not None and block < self.since_block)):
             return self.legacy
         return draw_key(self.secret)
 
