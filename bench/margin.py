@@ -274,12 +274,12 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _first(net: dict[str, Any], key: str) -> Any:
+def _first(net: Mapping[str, Any], key: str) -> Any:
     """``net[key]`` of the first validator."""
     return next(iter(net[key].values()))
 
 
-def _roles_cell(net: dict[str, Any]) -> str:
+def _roles_cell(net: Mapping[str, Any]) -> str:
     """Each role's total weight on the first validator (the first uid's when it differs)."""
     by = _first(net, "by_role")
     parts = []

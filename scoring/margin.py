@@ -222,7 +222,7 @@ def network_pay(
         for uid, answer in answers.items():
             score = _finite(answer.score)
             windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
-    means = {uid: window_means(math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries])
+    means = {uid: window_means(math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries if e.margin is not None])  # all: each step had its S
              for uid, entries in sorted(windows.items())}
     led = leaders(windows, order or sorted(windows))
     paid = margin_weights({uid: m for uid, m in means.items() if led[uid] == uid}, floor=floor, burn_uid=burn_uid)

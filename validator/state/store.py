@@ -354,6 +354,7 @@ def _refusal(path: Path, what: str) -> str:
 
 def _answered(record: ExecutionRecord) -> answers.Answered:
     """What :mod:`validator.answers` keeps of a record: S, margin, digest and outcome key."""
+    assert not isinstance(record.score, records.Capped)  # a record being saved holds its score; Capped is read back
     score = float(record.score["S"])
     ran = record.metrics is not None
     return answers.Answered(record.uid, record.hotkey, score, record.margin, record.digest,
