@@ -296,7 +296,7 @@ def medians(rows: list[dict[str, Any]], tempos: int) -> dict[str, float]:
     return found
 
 
-def _mean(strategy: str) -> Callable[[dict[str, Any]], str]:
+def _mean(strategy: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda r: f"{r['mean_S'][strategy]:.3f}" if strategy in r["mean_S"] else "n/a"
 
 
@@ -317,6 +317,11 @@ REFERENCE_COLUMNS = (
 )
 """Mean S of each planner less the reference's (the validator's, on the published past):
 what a miner is paid for, per type."""
+
+
+def _secret_cell(one: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str]:
+    """A row's headroom and weight ratio under one secret (``one``: that secret's summary by type)."""
+    return lambda r: f"{one[r['type']]['headroom']:+.3f}, {one[r['type']]['weight_ratio']:.2f}"
 
 
 MAIN_COLUMNS = (
@@ -353,8 +358,7 @@ def render_world_bench(result: dict[str, Any], console: Console) -> None:
         f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos × {result['seeds']} "
         f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S")))
     alone = (Column("type", lambda r: r["type"], ALWAYS, justify="left"),
-             *(Column(f"secret {secret}", lambda r, one=one: (f"{one[r['type']]['headroom']:+.3f}, "
-                                                               f"{one[r['type']]['weight_ratio']:.2f}"),
+             *(Column(f"secret {secret}", _secret_cell(one),
                       len(secrets) - k) for k, (secret, one) in enumerate(result["per_secret"].items())))
     console.print(fit_table(alone, rows, console.width, title="each secret alone: oracle − good, good ÷ naive+r weight"))
     console.print(fit_table(ISSUE_COLUMNS, rows, console.width, title=(

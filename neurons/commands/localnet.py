@@ -49,10 +49,11 @@ def localnet(
         fail(f"--dir {run_dir}: not a new or empty folder (a run starts its own chain there)")
     _check_planners(planners or [])
     count: dict[str, Any] = {} if miners is None else {"miners": miners}
+    kept: dict[str, Any] = {} if keep_runs is None else {"keep_runs": keep_runs}
     options = LocalnetOptions(
         **count, planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
         block_time_s=block_time, tempo=tempo, run_dir=run_dir,
-        **({} if keep_runs is None else {"keep_runs": keep_runs}),
+        **kept,
     )
     try:
         reached = localnet_main(options, live=not as_json, console=Console())
