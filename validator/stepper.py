@@ -261,8 +261,10 @@ class Stepper:
         runner, owned, bounds = self._owned_runner(world), self._owned, self.config.step_bounds
         if self._external(task) or runner is None or owned is None:
             return None
+        prior = None if world is None or self.forecasts is None else partial(
+            self.forecasts, self.secret, world, task.available_tools)
         return MinersRun(runner, self.executor_config, owned.limits if bounds is None else bounds.share(
-            owned.limits, miners), owned.cores, prior=world and partial(self.forecasts, self.secret, world, task.available_tools))
+            owned.limits, miners), owned.cores, prior=prior)
 
     def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
         if not curated:
