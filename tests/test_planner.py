@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks import load_families
-from planners import REFERENCE_PLANNERS, GoodPlanner, PlanningError, load_planner
+from planners import REFERENCE_PLANNERS, GoodPlanner, PlannerLoadError, PlanningError, load_planner
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan, check_plan_for
@@ -246,7 +246,7 @@ def test_good_reports_steps_whose_refs_form_a_cycle():
 
 def test_get_planner_names_the_known_strategies():
     assert {load_planner(name).name for name in REFERENCE_PLANNERS} == {"good", "naive"}
-    with pytest.raises(KeyError, match="good, naive"):
+    with pytest.raises(PlannerLoadError, match="good, naive"):
         load_planner("clever")
     with pytest.raises(ValueError):
         GoodPlanner(latency_headroom=0)

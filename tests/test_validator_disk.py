@@ -114,14 +114,16 @@ def test_a_record_keeps_a_large_value_as_its_hash_size_and_prefix(tmp_path: Path
 def test_records_past_the_retention_window_are_pruned_and_their_pages_reused(tmp_path: Path) -> None:
     path = tmp_path / "v.sqlite"
     retention = Records(retention_blocks=5)
-    state = ValidatorState(path, records=retention)
+    # Windows of 5 steps (scores, margins and answers per uid) are full long before block 12,
+    # so from there on only records come and go.
+    state = ValidatorState(path, records=retention, window_size=5)
     sizes = {}
     for block in range(1, 31):
         state.settle_step(block, [_sybil_record(block, uid) for uid in range(SYBILS)])
         if block in (12, 30):  # the last connection to close folds the WAL into the database
             state.close()
             sizes[block] = _file_bytes(path)
-            state = ValidatorState(path, records=retention)
+            state = ValidatorState(path, records=retention, window_size=5)
     assert sorted({r.block for r in state.executions()}) == list(range(25, 31))
     assert state.steps_settled() == 30 and state.last_step_block() == 30
     assert not state.settle_step(30, [])  # the newest step row stays: a settled step never settles twice
