@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import signal
@@ -27,9 +26,10 @@ from pydantic import model_validator
 from chain.base import Chain
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedRunnerFactory
-from miner.settings import ServerLimits
 from miner.server import guarded_config
+from miner.settings import ServerLimits
 from neurons.keys import open_wallet
+from neurons.listen import bind
 from neurons.localrun import load_task_source
 from protocol.hints import HintTier
 from protocol.metagraph import MetagraphSnapshot, Peer
@@ -43,11 +43,18 @@ from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_for
 from validator.adapters import BySubnet
 from validator.client import ClientConfig, MinerClient
-from validator.health import REASONS as HEALTH_REASONS, Health, HealthInputs, assess
+from validator.health import REASONS as HEALTH_REASONS
+from validator.health import Health, HealthInputs, assess
 from validator.loop import LoopConfig, TaskSource, ValidatorLoop, WorldNotOver, WorldNotPlayed
 from validator.prometheus import ValidatorMetrics
 from validator.providers import (
-    EVERY_SUBNET, FixedProviders, MetagraphProviders, MetagraphReader, Provider, ProviderDirectory, ProviderTable,
+    EVERY_SUBNET,
+    FixedProviders,
+    MetagraphProviders,
+    MetagraphReader,
+    Provider,
+    ProviderDirectory,
+    ProviderTable,
 )
 from validator.reference import reference
 from validator.settings import OpenAIAdapter, ProviderEntry, ValidatorSettings
@@ -62,10 +69,6 @@ HEALTH_LIMITS = ServerLimits(head_timeout_s=5.0, body_timeout_s=5.0, max_connect
 miner's connection guard (:mod:`miner.server`): heads of at most 16 KiB, 5 s to send
 one (a scraper sends its GET at once), and 64 connections, so a flood on this port
 never takes the descriptors the validator's miner queries need."""
-
-
-class PortInUseError(Exception):
-    """The ``/health`` port is held by another process."""
 
 
 class ValidatorProcessConfig(ValidatorSettings):
@@ -102,9 +105,13 @@ class ValidatorProcessConfig(ValidatorSettings):
         return ExecutorConfig(max_frames=self.max_frames, max_frame_instances=self.max_frame_instances)
 
     def loop_config(self) -> LoopConfig:
-        return LoopConfig(sample_size=self.sample_size, exec_concurrency=self.exec_concurrency, poll_s=self.poll_s,
-                          tier_shares=cast("dict[HintTier, float]", self.tier_shares),  # its keys checked by the settings
-                          step_bounds=StepBounds(work_s=self.step_work_s, deadline_s=self.step_deadline_s))
+        return LoopConfig(
+            sample_size=self.sample_size,
+            exec_concurrency=self.exec_concurrency,
+            poll_s=self.poll_s,
+            tier_shares=cast("dict[HintTier, float]", self.tier_shares),  # its keys checked by the settings
+            step_bounds=StepBounds(work_s=self.step_work_s, deadline_s=self.step_deadline_s),
+        )
 
 
 def open_chain(config: ValidatorProcessConfig, wallet: Any) -> tuple[Chain, ProviderTable | None]:
@@ -162,8 +169,11 @@ def owned_runners(settings: ValidatorSettings) -> OwnedRunnerFactory:
     default = models.pop(EVERY_SUBNET, None)
 
     def build(task: Task, *, world: World = ADVERTISED) -> NodeRunner:
-        routes = {subnet: owned_runner(task, llm=models[subnet], world=world)
-                  for subnet in task.available_tools if subnet in models}
+        routes = {
+            subnet: owned_runner(task, llm=models[subnet], world=world)
+            for subnet in task.available_tools
+            if subnet in models
+        }
         return BySubnet(routes, owned_runner(task, llm=default, world=world))
 
     return build
@@ -185,7 +195,7 @@ def health_app(
     app = FastAPI(title="dagnet validator", docs_url=None, redoc_url=None, openapi_url=None)
 
     def assessed() -> Health:
-        return assess(health_inputs(loop, metrics, sandbox))
+        return assess(HealthInputs.of(loop, metrics, sandbox))
 
     metrics.watch_health(HEALTH_REASONS, lambda: assessed().codes())
 
@@ -228,24 +238,6 @@ def health_app(
     return app
 
 
-def health_inputs(loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: asyncio.Future[str | None] | None) -> HealthInputs:
-    """What the running loop knows now, for :func:`validator.health.assess`."""
-    hyper = loop.hyperparameters
-    return HealthInputs(
-        hotkey=loop.hotkey, recent_steps=tuple(loop.step_outcomes), snapshot=loop.snapshot,
-        metagraph_age_s=metrics.metagraph_age_s(), uptime_s=metrics.uptime_s(),
-        tempo=None if hyper is None else hyper.tempo, last_weights_block=loop.state.last_weights_block(),
-        first_block=metrics.first_block, sandbox_problem=_settled(sandbox), state_problem=loop.state.write_problem,
-        chain_problem=loop.view.chain_problem,
-    )
-
-
-def _settled(check: asyncio.Future[str | None] | None) -> str | None:
-    if check is None or not check.done() or check.cancelled():
-        return None
-    return check.result()
-
-
 async def run_validator(
     config: ValidatorProcessConfig,
     *,
@@ -262,7 +254,7 @@ async def run_validator(
     removed when it ends before any step settled."""
     wallet = config.wallet()
     reap_adopted()  # what its sandbox runs orphan comes back to it, and is reaped (sandbox/lifetime.py)
-    sock = _listen(config.host, config.port)  # first: a port in use leaves no state file behind
+    sock = bind(config.host, config.port)  # first: a port in use leaves no state file behind
     try:
         state = ValidatorState(config.state, reset=reset)  # before the chain: a refused file touches no chain
         try:
@@ -283,11 +275,18 @@ async def run_validator(
             sandbox_check = start_sandbox_check()
             gate = CodeGate(sandbox_check)
             loop = ValidatorLoop(
-                chain, state, client, GatedTasks(source or load_task_source(config.tasks), gate), providers,
-                owned_runner=owned_runners(config), reference=reference(),
+                chain,
+                state,
+                client,
+                GatedTasks(source or load_task_source(config.tasks), gate),
+                providers,
+                owned_runner=owned_runners(config),
+                reference=reference(),
                 drawn=drawn_source(config.tasks, config.drawn_per_tempo, gate) if source is None else None,
-                worlds=world_for, config=config.loop_config(),
-                executor_config=config.executor_config(), metrics=metrics,
+                worlds=world_for,
+                config=config.loop_config(),
+                executor_config=config.executor_config(),
+                metrics=metrics,
             )
             async with _serving(health_app(loop, metrics, sandbox_check), sock) as url:
                 _announce(
@@ -299,16 +298,6 @@ async def run_validator(
         sock.close()
         state.close(discard_unused=True)
         await chain.close()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket of ``/health`` and ``/metrics``."""
-    try:
-        return socket.create_server((host, port))
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise PortInUseError(f"port {port} is in use (--port)") from None
-        raise
 
 
 @contextlib.asynccontextmanager

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.health import VALIDATOR, BreakableTasks, validator_loop
-from support.keys import MetagraphBuilder, dev_keypair
 
 import neurons.validator as process
-import validator.sources as sources
 import sandbox
+import validator.sources as sources
 from protocol.metagraph import MetagraphSnapshot
+from protocol.outcomes import StepOutcome
+from support.health import VALIDATOR, BreakableTasks, validator_loop
+from support.keys import MetagraphBuilder, dev_keypair
 from validator import health
 from validator.health import HealthInputs, assess
-from protocol.outcomes import StepOutcome
 
 OTHER = dev_keypair("dagnet-health-other")
 STREAK = health.INFRASTRUCTURE_STREAK
@@ -47,8 +47,17 @@ def _codes(**inputs) -> set[str]:
 def test_a_fresh_validator_is_ok() -> None:
     verdict = assess(HealthInputs(hotkey=VALIDATOR.ss58_address))
     assert verdict.status == "ok" and verdict.reasons == ()
-    assert _codes(recent_steps=[StepOutcome.SETTLED] * 10, snapshot=_snapshot(), metagraph_age_s=3.0, tempo=10,
-                  last_weights_block=95, first_block=50) == set()
+    assert (
+        _codes(
+            recent_steps=[StepOutcome.SETTLED] * 10,
+            snapshot=_snapshot(),
+            metagraph_age_s=3.0,
+            tempo=10,
+            last_weights_block=95,
+            first_block=50,
+        )
+        == set()
+    )
 
 
 def test_infrastructure_failures_degrade_only_as_an_unbroken_streak() -> None:
@@ -56,7 +65,9 @@ def test_infrastructure_failures_degrade_only_as_an_unbroken_streak() -> None:
     assert _codes(recent_steps=[StepOutcome.SETTLED] + [StepOutcome.INFRASTRUCTURE] * STREAK) == {health.INFRASTRUCTURE}
     assert _codes(recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK + [StepOutcome.IDLE]) == set()
     assert _codes(recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK + [StepOutcome.SETTLED]) == set()
-    mixed = [StepOutcome.INFRASTRUCTURE] * (STREAK - 1) + [StepOutcome.IDLE] + [StepOutcome.INFRASTRUCTURE] * (STREAK - 1)
+    mixed = (
+        [StepOutcome.INFRASTRUCTURE] * (STREAK - 1) + [StepOutcome.IDLE] + [StepOutcome.INFRASTRUCTURE] * (STREAK - 1)
+    )
     assert _codes(recent_steps=mixed) == set()
 
 
@@ -74,15 +85,25 @@ def test_no_permit_and_not_registered_both_degrade() -> None:
 def test_weights_are_stale_after_two_tempos_counted_from_the_last_set_or_the_start() -> None:
     tempo, last = 10, 100
     assert _codes(snapshot=_snapshot(block=last + 2 * tempo), tempo=tempo, last_weights_block=last) == set()
-    stale = assess(HealthInputs(hotkey=VALIDATOR.ss58_address, snapshot=_snapshot(block=last + 2 * tempo + 1),
-                                tempo=tempo, last_weights_block=last))
+    stale = assess(
+        HealthInputs(
+            hotkey=VALIDATOR.ss58_address,
+            snapshot=_snapshot(block=last + 2 * tempo + 1),
+            tempo=tempo,
+            last_weights_block=last,
+        )
+    )
     assert stale.codes() == {health.WEIGHTS_STALE}
     assert "21 blocks (last at block 100)" in stale.reasons[0].message
     # never set: the clock starts at the first block this process saw, not at block 0
     assert _codes(snapshot=_snapshot(block=5_000), tempo=tempo, first_block=4_990) == set()
-    never = assess(HealthInputs(hotkey=VALIDATOR.ss58_address, snapshot=_snapshot(block=5_021), tempo=tempo,
-                                first_block=5_000))
-    assert never.codes() == {health.WEIGHTS_STALE} and "since this validator started at block 5000" in never.reasons[0].message
+    never = assess(
+        HealthInputs(hotkey=VALIDATOR.ss58_address, snapshot=_snapshot(block=5_021), tempo=tempo, first_block=5_000)
+    )
+    assert (
+        never.codes() == {health.WEIGHTS_STALE}
+        and "since this validator started at block 5000" in never.reasons[0].message
+    )
     assert _codes(snapshot=_snapshot(block=5_021), tempo=None, first_block=5_000) == set()  # tempo unknown yet
 
 
@@ -95,11 +116,18 @@ def test_a_chain_not_read_for_minutes_is_unreachable() -> None:
 
 
 def test_an_unavailable_sandbox_degrades_and_every_reason_is_reported_together() -> None:
-    verdict = assess(HealthInputs(
-        hotkey=VALIDATOR.ss58_address, recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK, snapshot=_snapshot(permit=False),
-        metagraph_age_s=1_000.0, tempo=10, last_weights_block=10, sandbox_problem="isolation here is rlimits",
-        state_problem="the state file v.sqlite cannot be written: database or disk is full",
-    ))
+    verdict = assess(
+        HealthInputs(
+            hotkey=VALIDATOR.ss58_address,
+            recent_steps=[StepOutcome.INFRASTRUCTURE] * STREAK,
+            snapshot=_snapshot(permit=False),
+            metagraph_age_s=1_000.0,
+            tempo=10,
+            last_weights_block=10,
+            sandbox_problem="isolation here is rlimits",
+            state_problem="the state file v.sqlite cannot be written: database or disk is full",
+        )
+    )
     assert verdict.status == "degraded"
     assert [r.code for r in verdict.reasons] == list(health.REASONS)
     assert verdict.reasons[-2].message == "sandbox unavailable: isolation here is rlimits"
@@ -116,7 +144,11 @@ async def _get(app, path: str) -> httpx.Response:
 
 def _gauges(text: str) -> dict[str, float]:
     prefix = 'dagnet_validator_degraded{reason="'
-    return {line[len(prefix):].split('"')[0]: float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)}
+    return {
+        line[len(prefix) :].split('"')[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    }
 
 
 async def _ok_sandbox() -> str | None:
@@ -152,12 +184,13 @@ async def test_a_subnet_missing_on_the_chain_is_named_in_health(tmp_path: Path) 
     from chain.base import ChainError
 
     async with validator_loop(tmp_path, _snapshot()) as (loop, chain, metrics):
+
         async def missing(block=None):
             raise ChainError("read the metagraph: subnet 5 does not exist on embedded:dev.sqlite")
 
         chain.metagraph = missing
         await loop.step(chain.head)
-        inputs = process.health_inputs(loop, metrics, None)
+        inputs = HealthInputs.of(loop, metrics, None)
     (reason,) = health.assess(dataclasses.replace(inputs, uptime_s=health.METAGRAPH_STALE_S + 1)).reasons
     assert reason.code == health.CHAIN_UNREACHABLE
     assert reason.message.endswith(": read the metagraph: subnet 5 does not exist on embedded:dev.sqlite"), reason
@@ -179,6 +212,7 @@ async def test_an_unavailable_sandbox_is_found_at_start_and_makes_health_degrade
     if failure == "no bwrap":
         monkeypatch.setattr(sources, "isolation_available", lambda: "rlimits")
     else:
+
         def refuse(*args, **kwargs):
             raise sandbox.SandboxUnavailable("bwrap: No permissions to create a new namespace")
 

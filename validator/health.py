@@ -9,12 +9,17 @@ reason code (``dagnet_validator_degraded{reason=...}``) that the alert rules wat
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.metagraph import MetagraphSnapshot
-
 from protocol.outcomes import StepOutcome
+
+if TYPE_CHECKING:
+    from .loop import ValidatorLoop
+    from .prometheus import ValidatorMetrics
 
 INFRASTRUCTURE_STREAK = 5
 """Consecutive infrastructure-failed steps after which the validator is degraded."""
@@ -79,6 +84,32 @@ class HealthInputs:
     """The last failed metagraph read's error (it names the chain, and a subnet that does
     not exist on it); ``None`` once a read succeeds."""
 
+    @classmethod
+    def of(
+        cls, loop: ValidatorLoop, metrics: ValidatorMetrics, sandbox: asyncio.Future[str | None] | None
+    ) -> HealthInputs:
+        """What the running ``loop`` knows now; ``sandbox`` is the start-up sandbox check."""
+        hyper = loop.hyperparameters
+        return cls(
+            hotkey=loop.hotkey,
+            recent_steps=tuple(loop.step_outcomes),
+            snapshot=loop.snapshot,
+            metagraph_age_s=metrics.metagraph_age_s(),
+            uptime_s=metrics.uptime_s(),
+            tempo=None if hyper is None else hyper.tempo,
+            last_weights_block=loop.state.last_weights_block(),
+            first_block=metrics.first_block,
+            sandbox_problem=_settled(sandbox),
+            state_problem=loop.state.write_problem,
+            chain_problem=loop.view.chain_problem,
+        )
+
+
+def _settled(check: asyncio.Future[str | None] | None) -> str | None:
+    if check is None or not check.done() or check.cancelled():
+        return None
+    return check.result()
+
 
 def assess(inputs: HealthInputs) -> Health:
     """Every condition that makes this validator degraded, in :data:`REASONS` order."""
@@ -87,9 +118,14 @@ def assess(inputs: HealthInputs) -> Health:
         _chain(inputs.metagraph_age_s, inputs.uptime_s, inputs.chain_problem),
         _permit(inputs.hotkey, inputs.snapshot),
         _weights(inputs),
-        None if inputs.sandbox_problem is None else Reason(SANDBOX_UNAVAILABLE, f"sandbox unavailable: {inputs.sandbox_problem}"),
-        None if inputs.state_problem is None else Reason(
-            STATE_UNWRITABLE, f"{inputs.state_problem}: steps are skipped, nothing of them stored, until a write succeeds"
+        None
+        if inputs.sandbox_problem is None
+        else Reason(SANDBOX_UNAVAILABLE, f"sandbox unavailable: {inputs.sandbox_problem}"),
+        None
+        if inputs.state_problem is None
+        else Reason(
+            STATE_UNWRITABLE,
+            f"{inputs.state_problem}: steps are skipped, nothing of them stored, until a write succeeds",
         ),
     )
     return Health(tuple(reason for reason in found if reason is not None))

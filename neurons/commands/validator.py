@@ -29,7 +29,6 @@ from protocol.errors import format_validation_error
 from validator.providers import EVERY_SUBNET
 from validator.settings import ProviderEntry, ValidatorSettings
 
-
 validator_app = typer.Typer(invoke_without_command=True)  # the help is the callback's docstring
 
 StateOpt = Annotated[Path, typer.Option(help="The validator's SQLite state file.")]
@@ -41,9 +40,17 @@ def register(app: typer.Typer) -> None:
 
 
 SETTING_FLAGS = {
-    "netuid": "--netuid", "state": "--state", "tasks": "--tasks", "host": "--host", "port": "--port",
-    "sample_size": "--sample-size", "query_timeout_s": "--query-timeout", "exec_concurrency": "--exec-concurrency",
-    "max_frames": "--max-frames", "max_frame_instances": "--max-frame-instances", "poll_s": "--poll",
+    "netuid": "--netuid",
+    "state": "--state",
+    "tasks": "--tasks",
+    "host": "--host",
+    "port": "--port",
+    "sample_size": "--sample-size",
+    "query_timeout_s": "--query-timeout",
+    "exec_concurrency": "--exec-concurrency",
+    "max_frames": "--max-frames",
+    "max_frame_instances": "--max-frame-instances",
+    "poll_s": "--poll",
     "log_level": "--log-level",
 }
 """The settings an operator sets by flag (any setting can be set with --config or --set)."""
@@ -59,7 +66,8 @@ def validator(
     wallet_path: WalletPathOpt = None,
     network: NeuronNetworkOpt = None,
     chain_endpoint: Annotated[
-        Optional[str], typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]")
+        Optional[str],
+        typer.Option("--chain-endpoint", "--subtensor.chain_endpoint", help="Overrides --network.  [default: none]"),
     ] = None,
     providers: Annotated[
         Optional[Path],
@@ -70,18 +78,27 @@ def validator(
     ] = None,
     config_file: Annotated[
         Optional[Path],
-        typer.Option("--config", metavar="FILE", help="Settings file (TOML or JSON) with any validator setting, the adapters table too.  [default: none]"),
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Settings file (TOML or JSON) with any validator setting, the adapters table too.  [default: none]",
+        ),
     ] = None,
     sets: Annotated[
         Optional[list[str]],
         typer.Option(
-            "--set", metavar="KEY=VALUE",
-            help="Override one setting, e.g. sample_size=64 or 'adapters.sn8={\"kind\": \"dagnet\", \"netuid\": 8}' (repeatable; after --config).",
+            "--set",
+            metavar="KEY=VALUE",
+            help='Override one setting, e.g. sample_size=64 or \'adapters.sn8={"kind": "dagnet", "netuid": 8}\' (repeatable; after --config).',
         ),
     ] = None,
     replay_id: Annotated[
         Optional[int],
-        typer.Option("--replay", metavar="RECORD", help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]"),
+        typer.Option(
+            "--replay",
+            metavar="RECORD",
+            help="Re-score stored execution RECORD and exit (0 identical, 1 not).  [default: none: run]",
+        ),
     ] = None,
     reset: Annotated[
         bool,
@@ -111,13 +128,19 @@ def validator(
         _replay(settings.state, settings.tasks, replay_id, settings.drawn_per_tempo)
         return
     from chain.base import ChainError
-    from neurons.validator import PortInUseError, ValidatorProcessConfig, run_validator
+    from neurons.listen import PortInUse
+    from neurons.validator import ValidatorProcessConfig, run_validator
     from validator.state import StateRefused
 
     try:
         config = ValidatorProcessConfig(
-            **dict(settings), dev_key=dev_key, wallet_name=wallet_name, wallet_hotkey=wallet_hotkey,
-            wallet_path=wallet_path, network=network, chain_endpoint=chain_endpoint,
+            **dict(settings),
+            dev_key=dev_key,
+            wallet_name=wallet_name,
+            wallet_hotkey=wallet_hotkey,
+            wallet_path=wallet_path,
+            network=network,
+            chain_endpoint=chain_endpoint,
         )
         config.wallet()  # a key that cannot be loaded is an input error, found before anything starts
     except ValueError as exc:
@@ -126,7 +149,9 @@ def validator(
     configure_logging(config.log_level, timestamps=True)
     try:
         asyncio.run(run_validator(config, reset=reset))
-    except (PortInUseError, StateRefused, ChainError) as exc:  # a chain error here: at start, before any step
+    except PortInUse as exc:
+        fail(f"port {exc.port} is in use (--port)")
+    except (StateRefused, ChainError) as exc:  # a chain error here: at start, before any step
         fail(str(exc))
     except (KeyError, OSError, ValueError) as exc:
         error(str(exc))
@@ -215,14 +240,22 @@ def _opened(state: Path) -> Iterator[Any]:
 
 def _lifecycle_row(task: Any) -> dict[str, Any]:
     return {
-        "task_id": task.task_id, "state": task.state, "since_block": task.since_block,
-        "until_block": task.until_block, "reason": task.reason, "reference_failures": task.reference_failures,
+        "task_id": task.task_id,
+        "state": task.state,
+        "since_block": task.since_block,
+        "until_block": task.until_block,
+        "reason": task.reason,
+        "reference_failures": task.reference_failures,
     }
 
 
 _COLUMNS = (
-    ("task", "task_id"), ("state", "state"), ("since", "since_block"), ("until", "until_block"),
-    ("ref. failures", "reference_failures"), ("reason", "reason"),
+    ("task", "task_id"),
+    ("state", "state"),
+    ("since", "since_block"),
+    ("until", "until_block"),
+    ("ref. failures", "reference_failures"),
+    ("reason", "reason"),
 )
 
 
@@ -235,16 +268,21 @@ def _aligned(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -
     table = [[header for header, _ in columns]]
     table += [["-" if row[key] is None else str(row[key]) for _, key in columns] for row in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns) - 1)]
-    return [
-        "  ".join([*(cell.ljust(width) for cell, width in zip(line, widths)), line[-1]]).rstrip() for line in table
-    ]
+    return ["  ".join([*(cell.ljust(width) for cell, width in zip(line, widths)), line[-1]]).rstrip() for line in table]
 
 
 @validator_app.command("records")
 def records(
     state: StateOpt = DEFAULT_STATE,
-    miner: Annotated[Optional[int], typer.Option("--miner", metavar="UID", help="Only this miner's records.  [default: every miner]")] = None,
-    task: Annotated[Optional[str], typer.Option("--task", metavar="ID", help="Only this task's records (as sent, or its base task).  [default: every task]")] = None,
+    miner: Annotated[
+        Optional[int], typer.Option("--miner", metavar="UID", help="Only this miner's records.  [default: every miner]")
+    ] = None,
+    task: Annotated[
+        Optional[str],
+        typer.Option(
+            "--task", metavar="ID", help="Only this task's records (as sent, or its base task).  [default: every task]"
+        ),
+    ] = None,
     last: Annotated[int, typer.Option("--last", min=1, metavar="N", help="The newest N records that match.")] = 20,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -264,12 +302,22 @@ def records(
 def _record_row(record: Any) -> dict[str, Any]:
     score = record.score if isinstance(record.score, dict) else {}
     return {
-        "id": record.id, "block": record.block, "uid": record.uid, "task_id": record.task_id,
-        "tier": record.hint_tier, "S": score.get("S"), "reason": record.reason, "explanation": record.explain(),
+        "id": record.id,
+        "block": record.block,
+        "uid": record.uid,
+        "task_id": record.task_id,
+        "tier": record.hint_tier,
+        "S": score.get("S"),
+        "reason": record.reason,
+        "explanation": record.explain(),
     }
 
 
 _RECORD_COLUMNS = (
-    ("id", "id"), ("block", "block"), ("uid", "uid"), ("task", "task_id"), ("tier", "tier"),
+    ("id", "id"),
+    ("block", "block"),
+    ("uid", "uid"),
+    ("task", "task_id"),
+    ("tier", "tier"),
     ("outcome", "explanation"),
 )
