@@ -45,9 +45,14 @@ def epoch_inputs(uids: int = 256, validators: int = 64, seed: int = 0) -> EpochI
     bonds = np.zeros((uids, uids))
     bonds[:validators] = rng.uniform(0, 1, (validators, uids))
     return EpochInputs(
-        block=1_000, stake=stake, weights=weights, bonds=bonds,
-        last_update=np.full(uids, 990.0), registered_at=np.zeros(uids),
-        validator_permit=stake > 0, last_epoch_block=900,
+        block=1_000,
+        stake=stake,
+        weights=weights,
+        bonds=bonds,
+        last_update=np.full(uids, 990.0),
+        registered_at=np.zeros(uids),
+        validator_permit=stake > 0,
+        last_epoch_block=900,
     )
 
 
@@ -70,9 +75,19 @@ def populate(state_path: Path, uids: int) -> None:
     try:
         for i in range(uids):
             hotkey = Keypair.create_from_uri(f"//bench-hot-{i}").ss58_address
-            state.apply(Keypair.create_from_uri(f"//bench-cold-{i}").ss58_address, 0, "burned_register",
-                        {"netuid": netuid, "hotkey": hotkey})
-            axon = {"ip": int(ipaddress.IPv4Address("10.0.0.0")) + i, "port": 8091, "ip_type": 4, "version": 1, "protocol": 4}
+            state.apply(
+                Keypair.create_from_uri(f"//bench-cold-{i}").ss58_address,
+                0,
+                "burned_register",
+                {"netuid": netuid, "hotkey": hotkey},
+            )
+            axon = {
+                "ip": int(ipaddress.IPv4Address("10.0.0.0")) + i,
+                "port": 8091,
+                "ip_type": 4,
+                "version": 1,
+                "protocol": 4,
+            }
             state.apply(hotkey, 0, "serve_axon", {"netuid": netuid, **axon})
     finally:
         state.close()
@@ -101,7 +116,8 @@ def run_chain_bench(repeats: int = 21, reads: int = 50, uids: int = 256) -> dict
         populate(state, uids)
         node = subprocess.Popen(
             [sys.executable, "-m", "neurons", "chain", "start", "--state", str(state), "--block-time", "3600"],
-            stderr=subprocess.PIPE, text=True,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             _wait_listening(node)
@@ -111,11 +127,22 @@ def run_chain_bench(repeats: int = 21, reads: int = 50, uids: int = 256) -> dict
             node.wait(timeout=10)
     epoch_ms, read_ms = statistics.median(epoch) * 1000, statistics.median(read) * 1000
     return {
-        "epoch": {"uids": 256, "validators": 64, "repeats": repeats, "median_ms": epoch_ms,
-                  "target_ms": EPOCH_TARGET_MS, "meets_target": epoch_ms <= EPOCH_TARGET_MS},
-        "metagraph_read": {"uids": uids, "reads": reads, "median_ms": read_ms,
-                           "client_cpu_median_ms": statistics.median(read_cpu) * 1000,
-                           "target_ms": READ_TARGET_MS, "meets_target": read_ms <= READ_TARGET_MS},
+        "epoch": {
+            "uids": 256,
+            "validators": 64,
+            "repeats": repeats,
+            "median_ms": epoch_ms,
+            "target_ms": EPOCH_TARGET_MS,
+            "meets_target": epoch_ms <= EPOCH_TARGET_MS,
+        },
+        "metagraph_read": {
+            "uids": uids,
+            "reads": reads,
+            "median_ms": read_ms,
+            "client_cpu_median_ms": statistics.median(read_cpu) * 1000,
+            "target_ms": READ_TARGET_MS,
+            "meets_target": read_ms <= READ_TARGET_MS,
+        },
         "load_average_1m": os.getloadavg()[0],
         "cpus": os.cpu_count(),
     }

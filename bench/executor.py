@@ -53,17 +53,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
-from protocol.outcomes import RunStatus
+from engine.evaluate import run_plan
+from engine.executor import Execution, ExecutorConfig, execute
 from protocol.graph import Graph
 from protocol.limits import DEFAULT_LIMITS, Limits
+from protocol.outcomes import RunStatus
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import Emit, NodeCall, NodeResult, NodeRunner
 from protocol.validation import PlanCheck, check_plan
-from engine.evaluate import run_plan
-from engine.executor import Execution, ExecutorConfig, execute
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 
 __all__ = ["render_executor_bench", "run_executor_bench"]
 
@@ -192,9 +192,18 @@ async def _timed_run(
     """Wall-clock and process CPU seconds of one ``execute()``, parallelism not capped
     below ``parallel`` (the plan's node count by default)."""
     config = ExecutorConfig(max_parallel=parallel or len(plan.nodes))
-    return await _timed(execute(
-        plan, runner, task_id="bench", budget_ceiling=None, deadline_s=None, config=config, check=check, limits=limits,
-    ))
+    return await _timed(
+        execute(
+            plan,
+            runner,
+            task_id="bench",
+            budget_ceiling=None,
+            deadline_s=None,
+            config=config,
+            check=check,
+            limits=limits,
+        )
+    )
 
 
 async def _timed_dagnet_run(plan: WorkflowPlan, check: PlanCheck, limits: Limits) -> tuple[float, float]:
@@ -202,10 +211,18 @@ async def _timed_dagnet_run(plan: WorkflowPlan, check: PlanCheck, limits: Limits
     :func:`neurons.localrun.run_document` does without a task when the CLI is asked for
     the report only (no ``--events`` or ``--html``, so no ``RunTrace``; ``--max-nodes``
     raising the limits to the plan)."""
-    return await _timed(run_plan(
-        plan, check, LocalRunner(default_registry()), total_estimated_cost=None,
-        config=ExecutorConfig(), limits=limits, on_event=None, inputs=None,
-    ))
+    return await _timed(
+        run_plan(
+            plan,
+            check,
+            LocalRunner(default_registry()),
+            total_estimated_cost=None,
+            config=ExecutorConfig(),
+            limits=limits,
+            on_event=None,
+            inputs=None,
+        )
+    )
 
 
 async def _timed(run: Coroutine[Any, Any, Execution]) -> tuple[float, float]:
@@ -273,26 +290,31 @@ class _PacedFrames:
 
 def _frames_plan(items: list[dict[str, float]]) -> WorkflowPlan:
     """g (split over ``items``) -> a -> b, a and b echoing after the frame's delays."""
+
     def echo(node_id: str, text: str) -> dict[str, Any]:
         params = {"text": text, "delay_s": "${g.output.artifacts.metadata.item.%s}" % node_id}
         return {"id": node_id, "subnet": "local", "action": "echo", "params": params}
 
-    return WorkflowPlan.model_validate({
-        "nodes": [
-            {"id": "g", "subnet": "local", "action": "split", "params": {"items": items}},
-            echo("a", "${g.output.text}"),
-            echo("b", "${a.output.text}"),
-        ],
-        "edges": [{"from": "g", "to": "a"}, {"from": "a", "to": "b"}],
-    })
+    return WorkflowPlan.model_validate(
+        {
+            "nodes": [
+                {"id": "g", "subnet": "local", "action": "split", "params": {"items": items}},
+                echo("a", "${g.output.text}"),
+                echo("b", "${a.output.text}"),
+            ],
+            "edges": [{"from": "g", "to": "a"}, {"from": "a", "to": "b"}],
+        }
+    )
 
 
 async def _frames_case(frames: int, seed: int, repeats: int) -> dict[str, Any]:
     rng = random.Random(f"{seed}:frames:{frames}")
     items = [
-        {"at": round(FRAME_GAP_S * i, 6),
-         "a": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6),
-         "b": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6)}
+        {
+            "at": round(FRAME_GAP_S * i, 6),
+            "a": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6),
+            "b": round(rng.lognormvariate(math.log(MEDIAN_LATENCY_S), LATENCY_SIGMA), 6),
+        }
         for i in range(frames)
     ]
     critical = max(item["at"] + item["a"] + item["b"] for item in items)
@@ -403,9 +425,13 @@ def render_executor_bench(result: dict[str, Any], console: Console) -> None:
         table.add_column(column, justify="right")
     for case in result["makespan"]:
         table.add_row(
-            str(case["nodes"]), str(case["edges"]), str(case["tiers"]),
-            f"{case['critical_path_s'] * 1000:.1f} ms", f"{case['makespan_s'] * 1000:.1f} ms",
-            f"{case['makespan_over_cp']:.3f}", f"{case['tier_barrier_over_cp']:.3f}",
+            str(case["nodes"]),
+            str(case["edges"]),
+            str(case["tiers"]),
+            f"{case['critical_path_s'] * 1000:.1f} ms",
+            f"{case['makespan_s'] * 1000:.1f} ms",
+            f"{case['makespan_over_cp']:.3f}",
+            f"{case['tier_barrier_over_cp']:.3f}",
             _verdict(case["meets_target"]),
         )
     console.print(table)

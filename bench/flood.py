@@ -94,7 +94,8 @@ async def stalled_bodies(url: str, count: int, *, declared: int, sent: int, head
     flood = Flood()
     head = (
         b"POST /NodeSynapse HTTP/1.1\r\nHost: miner\r\nContent-Type: application/json\r\n"
-        + headers + f"Content-Length: {declared}\r\n\r\n".encode()
+        + headers
+        + f"Content-Length: {declared}\r\n\r\n".encode()
     )
     for _ in range(count):
         await _open(url, head + b" " * sent, flood)
@@ -155,7 +156,5 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
 
 def memory_kib(pid: int) -> tuple[int, int]:
     """``(VmRSS, VmHWM)`` of process ``pid`` in KiB: its resident memory now and at its peak."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
-    )
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])

@@ -68,7 +68,10 @@ def renamed(plan: WorkflowPlan, max_parallel: int | None) -> WorkflowPlan:
     """``plan`` with every node id replaced (refs, edges, output and policies follow), its
     node list reversed and ``max_parallel`` set."""
     data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
-    names = {node["id"]: f"x{i}_{hashlib.sha256(node['id'].encode()).hexdigest()[:6]}" for i, node in enumerate(data["nodes"])}
+    names = {
+        node["id"]: f"x{i}_{hashlib.sha256(node['id'].encode()).hexdigest()[:6]}"
+        for i, node in enumerate(data["nodes"])
+    }
     text = json.dumps(data)
     for old, new in names.items():
         text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
@@ -85,8 +88,10 @@ def renamed(plan: WorkflowPlan, max_parallel: int | None) -> WorkflowPlan:
 
 
 def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
-    policies = {node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
-                for node in plan.nodes}
+    policies = {
+        node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
+        for node in plan.nodes
+    }
     return plan.model_copy(update={"error_handling": policies})
 
 
@@ -94,6 +99,7 @@ def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Deri
     def derive(plans: Mapping[str, PlanProposal | None]) -> PlanProposal | None:
         proposal = plans.get(source)
         return None if proposal is None else replace(proposal, plan=change(proposal.plan))
+
     return derive
 
 
@@ -146,8 +152,16 @@ class Instance:
 
 
 def run_margin_bench(
-    *, validators: int = 3, first_secret: int = 0, tempos: int = 4, seeds: int = 1, drawn: int = 12,
-    window: int = 100, learner: str | None = None, families: Sequence[Family] = (), steps: Steps | None = None,
+    *,
+    validators: int = 3,
+    first_secret: int = 0,
+    tempos: int = 4,
+    seeds: int = 1,
+    drawn: int = 12,
+    window: int = 100,
+    learner: str | None = None,
+    families: Sequence[Family] = (),
+    steps: Steps | None = None,
 ) -> dict[str, Any]:
     """Every network on every validator's last window; see the module. ``steps`` hears the
     static planning, then each family played."""
@@ -157,20 +171,31 @@ def run_margin_bench(
     played: dict[int, list[Instance]] = {}
     has_learner = True
     secrets = range(first_secret, first_secret + validators)
-    steps.phase(f"{validators} validator(s) × {tempos} tempos × {len(families)} families",
-                validators * tempos * len(families))
+    steps.phase(
+        f"{validators} validator(s) × {tempos} tempos × {len(families)} families", validators * tempos * len(families)
+    )
     for secret in secrets:
         student = load_learner(learner)
         has_learner = has_learner and student is not None
         derived = DERIVED | (LEARNER_DERIVED if student is not None else {})
-        played[secret] = _instances(steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)),
-                                    secret, seeds)
+        played[secret] = _instances(
+            steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)), secret, seeds
+        )
     strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {GOOD})
     networks = [_network(net, played, window) for net in NETWORKS if has_learner or not net.needs_learner]
-    return {"validators": validators, "secrets": list(secrets), "tempos": tempos, "seeds": seeds, "drawn": drawn,
-            "window": window, "families": len(families), "learner": has_learner,
-            "instances": sum(len(i) for i in played.values()),
-            "gains": {name: _gain(name, played, window) for name in strategies}, "networks": networks}
+    return {
+        "validators": validators,
+        "secrets": list(secrets),
+        "tempos": tempos,
+        "seeds": seeds,
+        "drawn": drawn,
+        "window": window,
+        "families": len(families),
+        "learner": has_learner,
+        "instances": sum(len(i) for i in played.values()),
+        "gains": {name: _gain(name, played, window) for name in strategies},
+        "networks": networks,
+    }
 
 
 def _instances(plays: Iterable[Played], secret: int, seeds: int) -> list[Instance]:
@@ -193,39 +218,60 @@ def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str
     """``name``'s mean S over ``good``'s − 1 (all instances), how often it beats the
     reference, and over each validator's window its mean margin, the per-step SD of the
     margin and the window's standard error."""
+
     def one(instances: Sequence[Instance]) -> dict[str, float]:
         mine = [i.answers[name].score for i in instances]
         good = [i.answers[GOOD].score for i in instances]
         margins = [m - g for m, g in zip(mine, good)]
         sd = statistics.stdev(margins) if len(margins) > 1 else 0.0
-        return {"mean_S": statistics.fmean(mine), "good_S": statistics.fmean(good),
-                "gain": statistics.fmean(mine) / statistics.fmean(good) - 1,
-                "beats": sum(m > 0 for m in margins) / len(margins), "margin": statistics.fmean(margins),
-                "sd": sd, "se": sd / math.sqrt(len(margins))}
+        return {
+            "mean_S": statistics.fmean(mine),
+            "good_S": statistics.fmean(good),
+            "gain": statistics.fmean(mine) / statistics.fmean(good) - 1,
+            "beats": sum(m > 0 for m in margins) / len(margins),
+            "margin": statistics.fmean(margins),
+            "sd": sd,
+            "se": sd / math.sqrt(len(margins)),
+        }
 
-    return {"all": one([i for instances in played.values() for i in instances]),
-            "per_validator": {str(v): one(instances[-window:]) for v, instances in played.items()}}
+    return {
+        "all": one([i for instances in played.values() for i in instances]),
+        "per_validator": {str(v): one(instances[-window:]) for v, instances in played.items()},
+    }
 
 
 def _network(net: Network, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
     """The network on each validator's last ``window`` instances, and the consensus over them."""
     per_validator = {str(v): _window_weights(net.roles, instances[-window:]) for v, instances in played.items()}
     rows = [paid["weights"] for paid in per_validator.values()]
-    return {"name": net.name, "roles": list(net.roles), "miners": len(net.roles), "per_validator": per_validator,
-            "by_role": {v: _by_role(net.roles, paid["weights"]) for v, paid in per_validator.items()},
-            "consensus": _consensus(rows), "yuma": _yuma(net.roles, rows)}
+    return {
+        "name": net.name,
+        "roles": list(net.roles),
+        "miners": len(net.roles),
+        "per_validator": per_validator,
+        "by_role": {v: _by_role(net.roles, paid["weights"]) for v, paid in per_validator.items()},
+        "consensus": _consensus(rows),
+        "yuma": _yuma(net.roles, rows),
+    }
 
 
 def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[str, Any]:
     """The validator's pay over ``window``: uids in role order, first committed first."""
-    steps = [(k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[GOOD].score)
-             for k, i in enumerate(window)]
+    steps = [
+        (k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[GOOD].score)
+        for k, i in enumerate(window)
+    ]
     pay = network_pay(steps)
     burning = network_pay(steps, burn_uid=_OWNER)
     n = len(roles)
-    return {"weights": [pay.paid.weights.get(uid, 0.0) for uid in range(n)], "payout": str(pay.paid.payout),
-            "margin": [pay.means[uid].margin for uid in range(n)], "clear": [pay.means[uid].clear for uid in range(n)],
-            "leaders": [pay.leaders[uid] for uid in range(n)], "burned": burning.paid.weights.get(_OWNER, 0.0)}
+    return {
+        "weights": [pay.paid.weights.get(uid, 0.0) for uid in range(n)],
+        "payout": str(pay.paid.payout),
+        "margin": [pay.means[uid].margin for uid in range(n)],
+        "clear": [pay.means[uid].clear for uid in range(n)],
+        "leaders": [pay.leaders[uid] for uid in range(n)],
+        "burned": burning.paid.weights.get(_OWNER, 0.0),
+    }
 
 
 def _by_role(roles: Sequence[str], weights: Sequence[float]) -> dict[str, Any]:
@@ -248,9 +294,11 @@ def _consensus(rows: Sequence[Sequence[float]]) -> dict[str, Any]:
     largest rank and weight difference between any two of them for one miner."""
     ranks = [_ranks(row) for row in rows]
     pairs = [(a, b) for a in range(len(rows)) for b in range(a + 1, len(rows))]
-    return {"same_order": all(ranks[a] == ranks[b] for a, b in pairs),
-            "max_rank_diff": max((abs(x - y) for a, b in pairs for x, y in zip(ranks[a], ranks[b])), default=0),
-            "max_weight_diff": max((abs(x - y) for a, b in pairs for x, y in zip(rows[a], rows[b])), default=0.0)}
+    return {
+        "same_order": all(ranks[a] == ranks[b] for a, b in pairs),
+        "max_rank_diff": max((abs(x - y) for a, b in pairs for x, y in zip(ranks[a], ranks[b])), default=0),
+        "max_weight_diff": max((abs(x - y) for a, b in pairs for x, y in zip(rows[a], rows[b])), default=0.0),
+    }
 
 
 def _yuma(roles: Sequence[str], rows: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -260,14 +308,24 @@ def _yuma(roles: Sequence[str], rows: Sequence[Sequence[float]]) -> dict[str, An
     weights[:validators, validators:] = np.asarray(rows)
     stake = np.array([1.0] * validators + [0.0] * len(roles))
     block = 1_000
-    result = run_epoch(EpochInputs(
-        block=block, stake=stake, weights=weights, bonds=np.zeros((n, n)), last_update=np.full(n, block),
-        registered_at=np.zeros(n, dtype=int), validator_permit=stake > 0, last_epoch_block=0,
-    ))
+    result = run_epoch(
+        EpochInputs(
+            block=block,
+            stake=stake,
+            weights=weights,
+            bonds=np.zeros((n, n)),
+            last_update=np.full(n, block),
+            registered_at=np.zeros(n, dtype=int),
+            validator_permit=stake > 0,
+            last_epoch_block=0,
+        )
+    )
     incentive = [float(x) for x in result.incentive[validators:]]
-    return {"vtrust": [float(x) for x in result.validator_trust[:validators]],
-            "dividends": [float(x) for x in result.dividends[:validators]],
-            "incentive": _by_role(roles, incentive)}
+    return {
+        "vtrust": [float(x) for x in result.validator_trust[:validators]],
+        "dividends": [float(x) for x in result.dividends[:validators]],
+        "incentive": _by_role(roles, incentive),
+    }
 
 
 def _cell(value: float | None, digits: int = 3) -> str:
@@ -295,8 +353,11 @@ GAIN_COLUMNS = (
     Column("good's", lambda r: f"{r['all']['good_S']:.3f}", keep=3),
     Column("gain", lambda r: f"{r['all']['gain']:+.1%}", keep=ALWAYS),
     Column("beats ref.", lambda r: f"{r['all']['beats']:.0%}", keep=2),
-    Column("window margin ± SE per validator", lambda r: " ".join(
-        f"{g['margin']:+.3f}±{g['se']:.3f}" for g in r["per_validator"].values()), keep=ALWAYS),
+    Column(
+        "window margin ± SE per validator",
+        lambda r: " ".join(f"{g['margin']:+.3f}±{g['se']:.3f}" for g in r["per_validator"].values()),
+        keep=ALWAYS,
+    ),
     Column("step SD", lambda r: f"{r['all']['sd']:.3f}", keep=4),
 )
 NETWORK_COLUMNS = (
@@ -311,23 +372,41 @@ NETWORK_COLUMNS = (
 def render_margin_bench(result: dict[str, Any], console: Console) -> None:
     gains = [{"name": name, **gain} for name, gain in result["gains"].items()]
     secrets = result["secrets"]
-    console.print(fit_table(GAIN_COLUMNS, gains, console.width, title=(
-        f"{result['validators']} validators (secrets {secrets[0]}–{secrets[-1]}) × {result['tempos']} tempos × "
-        f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference (good)")))
-    console.print(fit_table(NETWORK_COLUMNS, result["networks"], console.width, title=(
-        f"weights over each validator's last {result['window']} instances; one Yuma epoch (equal stake)")))
+    console.print(
+        fit_table(
+            GAIN_COLUMNS,
+            gains,
+            console.width,
+            title=(
+                f"{result['validators']} validators (secrets {secrets[0]}–{secrets[-1]}) × {result['tempos']} tempos × "
+                f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference (good)"
+            ),
+        )
+    )
+    console.print(
+        fit_table(
+            NETWORK_COLUMNS,
+            result["networks"],
+            console.width,
+            title=(f"weights over each validator's last {result['window']} instances; one Yuma epoch (equal stake)"),
+        )
+    )
     targets = margin_targets(result)
     for target, misses in targets:
-        console.print(f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)), highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)),
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(targets_line(targets), highlight=False, soft_wrap=True)
 
 
 def targets_line(targets: Sequence[tuple[str, list[str]]]) -> str:
     """The bench's last line: how many of the targets hold, and which do not."""
     missed = [target for target, misses in targets if misses]
-    return (f"targets: {len(targets) - len(missed)} of {len(targets)} hold"
-            + (f"; missed: {'; '.join(missed)}" if missed else ""))
+    return f"targets: {len(targets) - len(missed)} of {len(targets)} hold" + (
+        f"; missed: {'; '.join(missed)}" if missed else ""
+    )
 
 
 def margin_targets(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
@@ -351,19 +430,35 @@ def margin_targets(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
         return net["by_role"][v]["first"][LEARNER] >= 0.9 * base
 
     return [
-        ("good+10 is not a beater (at most the floor)", each("good+10 beside 8 good",
-                                                             lambda n, v: total(n, v, RETRIED) <= FLOOR + 1e-12)),
+        (
+            "good+10 is not a beater (at most the floor)",
+            each("good+10 beside 8 good", lambda n, v: total(n, v, RETRIED) <= FLOOR + 1e-12),
+        ),
         ("one learner on 4 hotkeys earns ≤ 1.05 × on one", each("learner on 4 hotkeys", one_vs_four)),
         ("an honest learner keeps ≥ 90 % beside 4 copies + 1 variant", each("learner + 4 copies + 1 variant", keeps)),
-        ("64 identical learners: the first takes the beaters' share, nothing burned", each(
-            "64 identical learners", lambda n, v: n["per_validator"][v]["payout"] == "margin"
-            and n["by_role"][v]["first"][LEARNER] >= 1 - 1e-9)),
-        ("4 renamed good beside 50 good: copies at most the floor", each(
-            "4 renamed good beside 50 good", lambda n, v: total(n, v, GOOD_RENAMED) <= FLOOR + 1e-12)),
-        ("the oracle is paid as a beater by every validator", each(
-            "oracle beside 63 good", lambda n, v: n["by_role"][v]["first"][ORACLE] >= 0.5)),
-        ("naive below the reference's first copy", each(
-            "2 good + naive", lambda n, v: n["by_role"][v]["first"][NAIVE] < n["by_role"][v]["first"][GOOD])),
-        ("vtrust ≥ 0.95 for every validator in every network",
-         [n["name"] for n in result["networks"] if min(n["yuma"]["vtrust"]) < 0.95]),
+        (
+            "64 identical learners: the first takes the beaters' share, nothing burned",
+            each(
+                "64 identical learners",
+                lambda n, v: (
+                    n["per_validator"][v]["payout"] == "margin" and n["by_role"][v]["first"][LEARNER] >= 1 - 1e-9
+                ),
+            ),
+        ),
+        (
+            "4 renamed good beside 50 good: copies at most the floor",
+            each("4 renamed good beside 50 good", lambda n, v: total(n, v, GOOD_RENAMED) <= FLOOR + 1e-12),
+        ),
+        (
+            "the oracle is paid as a beater by every validator",
+            each("oracle beside 63 good", lambda n, v: n["by_role"][v]["first"][ORACLE] >= 0.5),
+        ),
+        (
+            "naive below the reference's first copy",
+            each("2 good + naive", lambda n, v: n["by_role"][v]["first"][NAIVE] < n["by_role"][v]["first"][GOOD]),
+        ),
+        (
+            "vtrust ≥ 0.95 for every validator in every network",
+            [n["name"] for n in result["networks"] if min(n["yuma"]["vtrust"]) < 0.95],
+        ),
     ]

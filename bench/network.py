@@ -60,10 +60,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.flood import quantile
-from render.columns import ALWAYS, Column, fit_table
 from protocol.metagraph import MetagraphSnapshot, Neuron
 from protocol.synapse import NodeSynapse
 from protocol.task import Task
+from render.columns import ALWAYS, Column, fit_table
 
 if TYPE_CHECKING:
     from tasks import Family
@@ -108,26 +108,39 @@ def _throughput_bench(*, requests: int, duration_s: float, concurrency: int, rep
     validator = Keypair.create_from_uri(VALIDATOR_URI)
     miner = Keypair.create_from_uri(MINER_URI.format(0))
     snapshot = _snapshot(validator.ss58_address, [miner.ss58_address])
-    body = NodeSynapse.model_validate({"task_id": "bench", "node_id": "n1", "subnet": "bench", "action": "echo", "params": {"text": "ping"}})
+    body = NodeSynapse.model_validate(
+        {"task_id": "bench", "node_id": "n1", "subnet": "bench", "action": "echo", "params": {"text": "ping"}}
+    )
     runs: dict[str, list[dict[str, Any]]] = {"signed": [], "unsigned": []}
     for _ in range(repeats):
         for mode, auth in (("signed", True), ("unsigned", False)):
             apps = [{"uri": MINER_URI.format(0), "auth": auth, "planner": "good"}]
             with serve_miners([apps], snapshot, provider_subnets={}, max_concurrency=concurrency) as fleets:
                 spec = {
-                    "url": fleets[0].urls[0], "server_pid": fleets[0].pid, "receiver": miner.ss58_address,
-                    "signer_uri": VALIDATOR_URI, "body": body.model_dump_json(), "requests": requests,
-                    "duration_s": duration_s, "concurrency": concurrency, "warmup": min(1_000, requests // 10),
+                    "url": fleets[0].urls[0],
+                    "server_pid": fleets[0].pid,
+                    "receiver": miner.ss58_address,
+                    "signer_uri": VALIDATOR_URI,
+                    "body": body.model_dump_json(),
+                    "requests": requests,
+                    "duration_s": duration_s,
+                    "concurrency": concurrency,
+                    "warmup": min(1_000, requests // 10),
                     "flood": FLOOD if auth else None,
                 }
                 runs[mode].append(_run_child("load", spec, timeout_s=2 * duration_s + _CHILD_START_S))
     signed, unsigned = (_median_run(runs[m]) for m in ("signed", "unsigned"))
     flooded = _median_run([run["flooded"] for run in runs["signed"]])
     return {
-        "signed": signed, "unsigned": unsigned, "flooded": flooded, "flood": FLOOD,
+        "signed": signed,
+        "unsigned": unsigned,
+        "flooded": flooded,
+        "flood": FLOOD,
         "signed_over_unsigned": signed["rps"] / unsigned["rps"] if unsigned["rps"] else None,
-        "target_rps": TARGET_RPS, "meets_target": signed["rps"] >= TARGET_RPS,
-        "concurrency": concurrency, "repeats": runs,
+        "target_rps": TARGET_RPS,
+        "meets_target": signed["rps"] >= TARGET_RPS,
+        "concurrency": concurrency,
+        "repeats": runs,
     }
 
 
@@ -152,10 +165,10 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
 
     from bittensor.sp_core import Keypair
 
-    from subnets.owned import owned_runner
-    from protocol.metagraph import Peer
-    from validator.client import ClientConfig, MinerClient
     from engine.executor import ExecutorConfig
+    from protocol.metagraph import Peer
+    from subnets.owned import owned_runner
+    from validator.client import ClientConfig, MinerClient
     from validator.loop import LoopConfig
     from validator.validation import OwnedExecution, validation_step
 
@@ -165,9 +178,13 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
     snapshot = _snapshot(validator.ss58_address, hotkeys)
     groups = [[{"uri": uri, "auth": True, "planner": "good"} for uri in uris[p::processes]] for p in range(processes)]
     concurrency = LoopConfig().exec_concurrency
-    with serve_miners(groups, snapshot, provider_subnets={}, max_concurrency=256) as fleets, \
-            ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="owned-execution") as pool:
-        peers = [Peer(uid=i + 1, hotkey=hotkeys[i], url=fleets[i % processes].urls[i // processes]) for i in range(miners)]
+    with (
+        serve_miners(groups, snapshot, provider_subnets={}, max_concurrency=256) as fleets,
+        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="owned-execution") as pool,
+    ):
+        peers = [
+            Peer(uid=i + 1, hotkey=hotkeys[i], url=fleets[i % processes].urls[i // processes]) for i in range(miners)
+        ]
         async with MinerClient(validator, config=ClientConfig(max_concurrency=512)) as client:
             steps = []
             with tempfile.TemporaryDirectory() as scratch:
@@ -175,8 +192,13 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
                     task = found.task(found.instance(seed + block))
                     cpu_before = _cpu_seconds(None)[0]
                     result = await validation_step(
-                        task=task, miners=peers, client=client, runner_factory=lambda package, _: owned_runner(task),
-                        executor_config=ExecutorConfig(), exec_concurrency=concurrency, owned=OwnedExecution(pool),
+                        task=task,
+                        miners=peers,
+                        client=client,
+                        runner_factory=lambda package, _: owned_runner(task),  # noqa: B023  (called here, within the iteration)
+                        executor_config=ExecutorConfig(),
+                        exec_concurrency=concurrency,
+                        owned=OwnedExecution(pool),
                     )
                     record_s = _settle(Path(scratch) / "state.sqlite", block, task, result)
                     summary = _step_summary(result, record_s, _cpu_seconds(None)[0] - cpu_before)
@@ -185,10 +207,19 @@ async def _step_bench(found: Family, seed: int, *, miners: int, processes: int, 
     warm = steps[1:]
     median = {key: statistics.median(s[key] for s in warm) for key in warm[0] if isinstance(warm[0][key], (int, float))}
     return {
-        "task_id": found.task_id, "task_type": found.task_type, "seeds": [seed, seed + repeats],
-        "miners": miners, "miner_processes": processes, "execution": "owned", "exec_concurrency": concurrency,
-        "median": median, "cold": steps[0], "repeats": warm, "block_s": BLOCK_S,
-        "meets_target": median["wall_s"] < BLOCK_S, "load_avg_1m": os.getloadavg()[0],
+        "task_id": found.task_id,
+        "task_type": found.task_type,
+        "seeds": [seed, seed + repeats],
+        "miners": miners,
+        "miner_processes": processes,
+        "execution": "owned",
+        "exec_concurrency": concurrency,
+        "median": median,
+        "cold": steps[0],
+        "repeats": warm,
+        "block_s": BLOCK_S,
+        "meets_target": median["wall_s"] < BLOCK_S,
+        "load_avg_1m": os.getloadavg()[0],
     }
 
 
@@ -213,15 +244,17 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
 
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     """Settle the step's records as the validator loop does; returns the seconds it took."""
-    from validator.stepper import execution_record
     from validator.sampling import TaskDraw
     from validator.state import ValidatorState
+    from validator.stepper import execution_record
 
     started = time.perf_counter()
     assert task.seed is not None  # a drawn instance carries its seed
     state = ValidatorState(path)
     try:
-        state.settle_step(block, [execution_record(block, task, TaskDraw(task, task.seed, False), o) for o in result.outcomes])
+        state.settle_step(
+            block, [execution_record(block, task, TaskDraw(task, task.seed, False), o) for o in result.outcomes]
+        )
     finally:
         state.close()
     return time.perf_counter() - started
@@ -235,9 +268,15 @@ def _step_summary(result: Any, record_s: float, validator_cpu_s: float) -> dict[
     wall = t.wall_s + record_s
     scores = [o.score.S for o in result.outcomes]
     return {
-        "wall_s": wall, "query_s": t.query_s, "execute_s": t.execute_s, "score_s": t.score_s,
-        "record_s": record_s, "client_own_s": t.client_own_s, "validator_cpu_s": validator_cpu_s,
-        "query_share": t.query_s / wall, "client_own_share": t.client_own_s / wall,
+        "wall_s": wall,
+        "query_s": t.query_s,
+        "execute_s": t.execute_s,
+        "score_s": t.score_s,
+        "record_s": record_s,
+        "client_own_s": t.client_own_s,
+        "validator_cpu_s": validator_cpu_s,
+        "query_share": t.query_s / wall,
+        "client_own_share": t.client_own_s / wall,
         "validator_cpu_share": validator_cpu_s / wall,
         "mean_score": statistics.fmean(scores) if scores else 0.0,
         "invalid": sum(o.reason is not None for o in result.outcomes),
@@ -273,9 +312,13 @@ class _Fleet:
 
 @contextmanager
 def serve_miners(
-    groups: Sequence[Sequence[dict[str, Any]]], snapshot: MetagraphSnapshot, *,
-    provider_subnets: dict[str, Any], max_concurrency: int,
-    server_limits: dict[str, Any] | None = None, open_files: int | None = None,
+    groups: Sequence[Sequence[dict[str, Any]]],
+    snapshot: MetagraphSnapshot,
+    *,
+    provider_subnets: dict[str, Any],
+    max_concurrency: int,
+    server_limits: dict[str, Any] | None = None,
+    open_files: int | None = None,
 ) -> Iterator[list[_Fleet]]:
     """One child per group of apps, all started before any is waited on; stopped on exit.
 
@@ -287,11 +330,19 @@ def serve_miners(
 
     with ExitStack() as stack:
         procs = [
-            stack.enter_context(_child("serve", {
-                "apps": list(apps), "snapshot": snapshot_to_dict(snapshot),
-                "provider_subnets": provider_subnets, "max_concurrency": max_concurrency,
-                "server_limits": server_limits or {}, "open_files": open_files,
-            }))
+            stack.enter_context(
+                _child(
+                    "serve",
+                    {
+                        "apps": list(apps),
+                        "snapshot": snapshot_to_dict(snapshot),
+                        "provider_subnets": provider_subnets,
+                        "max_concurrency": max_concurrency,
+                        "server_limits": server_limits or {},
+                        "open_files": open_files,
+                    },
+                )
+            )
             for apps in groups
         ]
         fleets = []
@@ -307,7 +358,9 @@ def _child(mode: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen]:
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.network", mode],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
         )
         assert proc.stdin is not None and proc.stdout is not None  # both PIPE above
         try:
@@ -316,7 +369,9 @@ def _child(mode: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen]:
             yield proc
         except Exception as exc:
             errors.seek(0)
-            raise RuntimeError(f"bench {mode} child failed: {exc}\n{errors.read()[-2000:].decode(errors='replace')}") from exc
+            raise RuntimeError(
+                f"bench {mode} child failed: {exc}\n{errors.read()[-2000:].decode(errors='replace')}"
+            ) from exc
         finally:
             proc.stdin.close()
             try:
@@ -346,16 +401,15 @@ def _read_line(proc: subprocess.Popen, timeout_s: float) -> bytes:
 def _serve_main(spec: dict[str, Any]) -> None:
     """Host every app of ``spec`` on its own loopback port until stdin closes."""
     import uvicorn
+    from bittensor.sp_core import Keypair
 
     from miner.app import create_app
-    from miner.settings import MinerSettings, RateLimit
     from miner.metagraph import StaticMetagraph, snapshot_from_json
-    from planners import load_planner
-    from miner.settings import ServerLimits
     from miner.server import guarded_config
     from miner.serving import EVERY_TOOL
+    from miner.settings import MinerSettings, RateLimit, ServerLimits
+    from planners import load_planner
     from subnets.registry import default_registry
-    from bittensor.sp_core import Keypair
 
     if spec.get("open_files"):
         resource.setrlimit(resource.RLIMIT_NOFILE, (spec["open_files"], resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -365,12 +419,20 @@ def _serve_main(spec: dict[str, Any]) -> None:
     for app_spec in spec["apps"]:
         sock = socket.create_server(("127.0.0.1", 0), backlog=2048)
         settings = MinerSettings(
-            port=sock.getsockname()[1], planner={"name": app_spec["planner"]}, provider_subnets=spec["provider_subnets"],
-            serve=EVERY_TOOL, rate_limit=RateLimit(per_second=1e9, burst=10**9), max_concurrency=spec["max_concurrency"],
+            port=sock.getsockname()[1],
+            planner={"name": app_spec["planner"]},
+            provider_subnets=spec["provider_subnets"],
+            serve=EVERY_TOOL,
+            rate_limit=RateLimit(per_second=1e9, burst=10**9),
+            max_concurrency=spec["max_concurrency"],
         )
         app = create_app(
-            settings, keypair=Keypair.create_from_uri(app_spec["uri"]), metagraph=metagraph,
-            registry=default_registry(), planner=load_planner(app_spec["planner"]), auth_enabled=app_spec["auth"],
+            settings,
+            keypair=Keypair.create_from_uri(app_spec["uri"]),
+            metagraph=metagraph,
+            registry=default_registry(),
+            planner=load_planner(app_spec["planner"]),
+            auth_enabled=app_spec["auth"],
         )
         config = guarded_config(app, limits, log_level="warning", access_log=False, backlog=2048)
         sockets.append(sock)
@@ -406,6 +468,7 @@ async def _load(spec: dict[str, Any]) -> dict[str, Any]:
     async with aiohttp.ClientSession(
         connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding")
     ) as session:
+
         async def send(headers: dict[str, str]) -> int | str:
             try:
                 async with session.post(url, data=signer.body, headers=headers) as resp:
@@ -455,15 +518,22 @@ async def _flooded_phase(send: Any, signer: _PresignedQueue, spec: dict[str, Any
 
 
 def _phase_figures(
-    latencies: list[float], outcomes: Counter, elapsed: float,
-    before: tuple[float, float | None], after: tuple[float, float | None],
+    latencies: list[float],
+    outcomes: Counter,
+    elapsed: float,
+    before: tuple[float, float | None],
+    after: tuple[float, float | None],
 ) -> dict[str, Any]:
     ok = outcomes.get(200, 0)
     loader_cpu = after[0] - before[0]  # this process: always read
     server_cpu = after[1] - before[1] if after[1] is not None and before[1] is not None else None
     return {
-        "rps": ok / elapsed, "ok": ok, "failed": sum(outcomes.values()) - ok, "elapsed_s": elapsed,
-        "p50_ms": 1e3 * quantile(latencies, 0.50), "p99_ms": 1e3 * quantile(latencies, 0.99),
+        "rps": ok / elapsed,
+        "ok": ok,
+        "failed": sum(outcomes.values()) - ok,
+        "elapsed_s": elapsed,
+        "p50_ms": 1e3 * quantile(latencies, 0.50),
+        "p99_ms": 1e3 * quantile(latencies, 0.99),
         "outcomes": {str(key): value for key, value in outcomes.items()},
         "loader_cpu_share": loader_cpu / elapsed,
         "server_cpu_share": None if server_cpu is None else server_cpu / elapsed,
@@ -490,8 +560,14 @@ class _PresignedQueue:
 
         for _ in range(_SIGN_BATCH):
             self._last_nonce = max(time.time_ns(), self._last_nonce + 1)
-            headers = bt.http_auth.sign(self._keypair, method="POST", path="/NodeSynapse", body=self.body,
-                                        receiver_ss58=self._receiver, nonce_ns=self._last_nonce)
+            headers = bt.http_auth.sign(
+                self._keypair,
+                method="POST",
+                path="/NodeSynapse",
+                body=self.body,
+                receiver_ss58=self._receiver,
+                nonce_ns=self._last_nonce,
+            )
             headers["Content-Type"] = "application/json"
             self._queue.append(headers)
 
@@ -502,7 +578,9 @@ def _load_signer(spec: dict[str, Any]) -> _PresignedQueue:
     return _PresignedQueue(Keypair.create_from_uri(spec["signer_uri"]), spec["receiver"], spec["body"].encode())
 
 
-async def _load_phase(send: Any, signer: _PresignedQueue, count: int, spec: dict[str, Any]) -> tuple[list[float], Counter, float]:
+async def _load_phase(
+    send: Any, signer: _PresignedQueue, count: int, spec: dict[str, Any]
+) -> tuple[list[float], Counter, float]:
     latencies: list[float] = []
     outcomes: Counter = Counter()
     remaining = count
@@ -573,19 +651,37 @@ STEP_COLUMNS = (
 def render_network_bench(result: dict[str, Any], console: Console) -> None:
     tp = result["throughput"]
     table = Table(title=f"One miner process, signed POST /NodeSynapse (concurrency {tp['concurrency']}, medians)")
-    for column in ("auth", "req/s", "p50 ms", "p99 ms", "failed", "miner CPU", "µs CPU/req", "req/s per core", "loader CPU"):
+    for column in (
+        "auth",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "failed",
+        "miner CPU",
+        "µs CPU/req",
+        "req/s per core",
+        "loader CPU",
+    ):
         table.add_column(column, justify="right")
     for mode in ("signed", "flooded", "unsigned"):
         run = tp[mode]
         table.add_row(
-            "signed, under flood" if mode == "flooded" else mode, f"{run['rps']:,.0f}", f"{run['p50_ms']:.1f}", f"{run['p99_ms']:.1f}", f"{run['failed']:.0f}",
-            _fmt(run["server_cpu_share"], "{:.0%}"), _fmt(run["server_cpu_us_per_req"], "{:.0f}"),
-            _fmt(run["server_capacity_rps"], "{:,.0f}"), _fmt(run["loader_cpu_share"], "{:.0%}"),
+            "signed, under flood" if mode == "flooded" else mode,
+            f"{run['rps']:,.0f}",
+            f"{run['p50_ms']:.1f}",
+            f"{run['p99_ms']:.1f}",
+            f"{run['failed']:.0f}",
+            _fmt(run["server_cpu_share"], "{:.0%}"),
+            _fmt(run["server_cpu_us_per_req"], "{:.0f}"),
+            _fmt(run["server_capacity_rps"], "{:,.0f}"),
+            _fmt(run["loader_cpu_share"], "{:.0%}"),
         )
     console.print(table)
     signed, unsigned = tp["signed"], tp["unsigned"]
     verdict = "[green]meets[/green]" if tp["meets_target"] else "[red]misses[/red]"
-    console.print(f"signed ÷ unsigned = {tp['signed_over_unsigned']:.2f}; {verdict} the {tp['target_rps']:,} req/s target")
+    console.print(
+        f"signed ÷ unsigned = {tp['signed_over_unsigned']:.2f}; {verdict} the {tp['target_rps']:,} req/s target"
+    )
     f = tp["flood"]
     console.print(
         f"under flood ({f['stalled_heads']} never-finished heads, {f['stalled_bodies']} stalled unsigned bodies, "
@@ -596,20 +692,26 @@ def render_network_bench(result: dict[str, Any], console: Console) -> None:
         extra = signed["server_cpu_us_per_req"] - unsigned["server_cpu_us_per_req"]
         console.print(f"auth costs the miner {extra:.0f} µs of CPU per request")
     if max(signed["server_cpu_share"] or 1, signed["loader_cpu_share"]) < _SATURATED:
-        console.print("[yellow]neither the miner nor the load generator saturated a core: the machine was "
-                      "busy with other work; read 'req/s per core'[/yellow]")
+        console.print(
+            "[yellow]neither the miner nor the load generator saturated a core: the machine was "
+            "busy with other work; read 'req/s per core'[/yellow]"
+        )
 
     step = result["step"]
     m = step["median"]
-    title = (f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
-             f"task {step['task_id']} ({step['task_type']}, instances of seeds "
-             f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, owned execution, medians")
+    title = (
+        f"One validation step: {step['miners']} miners in {step['miner_processes']} processes, "
+        f"task {step['task_id']} ({step['task_type']}, instances of seeds "
+        f"{step['seeds'][0]}–{step['seeds'][1]}), good strategy, owned execution, medians"
+    )
     table = fit_table(STEP_COLUMNS, [m], console.width, title=title)
     console.print(table)
     verdict = "[green]inside[/green]" if step["meets_target"] else "[red]not inside[/red]"
-    console.print(f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s); "
-                  f"validator CPU {m['validator_cpu_s']:.2f} s per step; load average {step['load_avg_1m']:.1f} on "
-                  f"{result['cpus']} CPUs")
+    console.print(
+        f"step {verdict} one {step['block_s']:g} s block (cold first step {step['cold']['wall_s']:.3f} s); "
+        f"validator CPU {m['validator_cpu_s']:.2f} s per step; load average {step['load_avg_1m']:.1f} on "
+        f"{result['cpus']} CPUs"
+    )
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -25,15 +25,15 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.table import Table
 
-from tasks import Family, load_families
+from engine.owned import owned_report
 from planners import PlanProposal, load_planner
 from planners.naive import naive_with_retries
-from engine.owned import owned_report
 from protocol.documents import PlanDocument
 from protocol.task import Task
 from protocol.validation import check_plan_for
 from scoring.weights import normalize_weights
 from subnets.owned import owned_runner
+from tasks import Family, load_families
 
 REFERENCE_PLANNERS = ("good", "naive", "naive+retries")
 CHAINS = ("naive", "naive+retries")
@@ -57,8 +57,9 @@ async def dry_run(document: PlanDocument, task: Task) -> dict[str, Any]:
     """The report ``dagnet run PLAN --task`` prints for ``document`` on ``task``: owned
     execution's (:func:`engine.owned.owned_report`), in a thread."""
     check = check_plan_for(document.plan, task)
-    return await asyncio.to_thread(owned_report, document.plan, check, task, owned_runner(task),
-                                   total_estimated_cost=document.total_estimated_cost)
+    return await asyncio.to_thread(
+        owned_report, document.plan, check, task, owned_runner(task), total_estimated_cost=document.total_estimated_cost
+    )
 
 
 async def run_strategy(family: Family, strategy: str, seed: int) -> dict[str, Any]:
@@ -72,9 +73,11 @@ async def _score_family(family: Family, seeds: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type}
     for strategy in REFERENCE_PLANNERS:
         reports = [await run_strategy(family, strategy, seed) for seed in seeds]
-        runs = [{key: report["score"][key] for key in ("S", "output_quality", "S_cost", "S_latency", "S_reliability")}
-                | {"status": report["status"], "latency_s": report["latency_s"], "cost_tao": report["cost_tao"]}
-                for report in reports]
+        runs = [
+            {key: report["score"][key] for key in ("S", "output_quality", "S_cost", "S_latency", "S_reliability")}
+            | {"status": report["status"], "latency_s": report["latency_s"], "cost_tao": report["cost_tao"]}
+            for report in reports
+        ]
         row[strategy] = {"S": statistics.median(run["S"] for run in runs), "runs": runs}
     return row
 
@@ -94,7 +97,13 @@ async def run_tasks_bench(*, seed: int = 0, seeds: int = 3, window: int = 100, c
     strategy, then two copies of ``good`` over ``window`` tasks (0 skips them)."""
     drawn = list(range(seed, seed + seeds))
     rows = await _bounded([_score_family(family, drawn) for family in load_families()], concurrency)
-    result = {"seed": seed, "seeds": seeds, "strategies": list(REFERENCE_PLANNERS), "rows": rows, "summary": summarize(rows)}
+    result = {
+        "seed": seed,
+        "seeds": seeds,
+        "strategies": list(REFERENCE_PLANNERS),
+        "rows": rows,
+        "summary": summarize(rows),
+    }
     if window > 0:
         result["copies"] = await run_copies(window=window, seed=seed)
     return result
@@ -123,12 +132,19 @@ def network_weights(good: float, other: float) -> dict[str, dict[str, float]]:
     weights leave out (every score 0)."""
     two = normalize_weights({0: good, 1: other})
     ten = normalize_weights({uid: good if uid < 5 else other for uid in range(10)})
-    return {"2_miners": {"good": two.get(0, 0.0), "other": two.get(1, 0.0)},
-            "10_miners": {"good": ten.get(0, 0.0), "other": ten.get(9, 0.0)}}
+    return {
+        "2_miners": {"good": two.get(0, 0.0), "other": two.get(1, 0.0)},
+        "10_miners": {"good": ten.get(0, 0.0), "other": ten.get(9, 0.0)},
+    }
 
 
 async def run_copies(
-    *, window: int, seed: int = 0, concurrency: int = 1, strategy: str = "good", families: Sequence[Family] = (),
+    *,
+    window: int,
+    seed: int = 0,
+    concurrency: int = 1,
+    strategy: str = "good",
+    families: Sequence[Family] = (),
 ) -> dict[str, Any]:
     """Two copies of ``strategy`` answer the same ``window`` tasks (family ``i`` mod the
     family count, instance of seed ``seed + i``; every v2 family unless ``families``),
@@ -148,12 +164,22 @@ async def run_copies(
     weights = normalize_weights(dict(enumerate(means)))
     shares = [weights.get(copy, 0.0) for copy in (0, 1)]
     ratio = max(shares) / min(shares) if min(shares) > 0 else float("inf")
-    return {"strategy": strategy, "window": window, "mean_S": means, "weights": shares, "ratio": ratio,
-            "within_10_percent": ratio <= COPIES_WITHIN}
+    return {
+        "strategy": strategy,
+        "window": window,
+        "mean_S": means,
+        "weights": shares,
+        "ratio": ratio,
+        "within_10_percent": ratio <= COPIES_WITHIN,
+    }
 
 
 def render_tasks_bench(result: dict[str, Any], console: Console) -> None:
-    seeds = f"seed {result['seed']}" if result["seeds"] == 1 else f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
+    seeds = (
+        f"seed {result['seed']}"
+        if result["seeds"] == 1
+        else f"seeds {result['seed']}..{result['seed'] + result['seeds'] - 1}"
+    )
     table = Table(title=f"v2 task families, median S over the instances of {seeds}")
     table.add_column("family")
     for strategy in REFERENCE_PLANNERS:

@@ -41,14 +41,14 @@ from typing import Any
 from rich.console import Console
 
 from planners import GoodPlanner, PlanningError, PlanProposal
-from render.columns import ALWAYS, Column, fit_table
 from protocol.documents import PlanDocument
-from protocol.outcomes import RunStatus
 from protocol.hints import TIERS, HintTier
+from protocol.outcomes import RunStatus
 from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY
 from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
+from render.columns import ALWAYS, Column, fit_table
 from tasks import Family, load_families
 from tasks.seed import EXAMPLE_SEED
 
@@ -110,8 +110,15 @@ def _assigned(package: TaskPackage, plan: WorkflowPlan, subnet_of: dict[str, str
     for node in plan.nodes:
         subnet = subnet_of[tools[node.subnet].type]
         info = tools[subnet]
-        nodes.append(node.model_copy(update={"subnet": subnet, "estimated_cost": info.avg_cost * (1 + info.fail_first),
-                                             "estimated_latency": info.avg_latency * (1 + info.fail_first)}))
+        nodes.append(
+            node.model_copy(
+                update={
+                    "subnet": subnet,
+                    "estimated_cost": info.avg_cost * (1 + info.fail_first),
+                    "estimated_latency": info.avg_latency * (1 + info.fail_first),
+                }
+            )
+        )
         old = policies.get(node.id, ErrorPolicy())
         policies[node.id] = old.model_copy(update={"retry_count": min(10, info.fail_first + _RETRY_PAD)})
     return plan.model_copy(update={"nodes": nodes, "error_handling": policies})
@@ -142,8 +149,11 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
     """One row per tier: each strategy's runs and the oracle's on every seed."""
     tasks = [family.task(family.instance(seed)) for seed in seeds]
     packages = {tier: at_tier(family.package, tier) for tier in TIERS}
-    proposals = {(tier, strategy): _propose(family, packages[tier], strategy)
-                 for tier in TIERS for strategy in REFERENCE_PLANNERS}
+    proposals = {
+        (tier, strategy): _propose(family, packages[tier], strategy)
+        for tier in TIERS
+        for strategy in REFERENCE_PLANNERS
+    }
     runs = {key: [await _run(proposal, at_tier(task, key[0])) for task in tasks] for key, proposal in proposals.items()}
     oracles = _oracles(family, proposals)
     best = []  # per seed: the best of the oracle's plans and good's own runs at every tier
@@ -152,8 +162,12 @@ async def _family_rows(family: Family, seeds: Sequence[int]) -> list[dict[str, A
         best.append(max(candidates, key=lambda run: run["S"]))
     rows = []
     for tier in TIERS:
-        row: dict[str, Any] = {"task_id": family.task_id, "task_type": family.task_type, "tier": tier,
-                               ORACLE: _median(best)}
+        row: dict[str, Any] = {
+            "task_id": family.task_id,
+            "task_type": family.task_type,
+            "tier": tier,
+            ORACLE: _median(best),
+        }
         for strategy in REFERENCE_PLANNERS:
             row[strategy] = _median(runs[(tier, strategy)])
         rows.append(row)
@@ -177,12 +191,17 @@ def _oracles(family: Family, proposals: dict[tuple[HintTier, str], PlanProposal 
         if proposal is not None:
             plan = oracle_plan(package, proposal.plan)
             programs.setdefault(plan.model_dump_json(), plan)
-    return [PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, ORACLE) for plan in programs.values()]
+    return [
+        PlanProposal(plan, sum(n.estimated_cost for n in plan.nodes), 0.0, 0.5, ORACLE) for plan in programs.values()
+    ]
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"S": statistics.median(run["S"] for run in runs), "solved": sum(run["solved"] for run in runs),
-            "runs": len(runs)}
+    return {
+        "S": statistics.median(run["S"] for run in runs),
+        "solved": sum(run["solved"] for run in runs),
+        "runs": len(runs),
+    }
 
 
 def hidden_seeds(seed: int, seeds: int) -> list[int]:
@@ -192,16 +211,31 @@ def hidden_seeds(seed: int, seeds: int) -> list[int]:
     return list(itertools.islice(hidden, seeds))
 
 
-async def run_tiers_bench(*, seed: int = 1, seeds: int = 3, drawn: int = 40, secret: int = 0,
-                          concurrency: int = 4, families: Sequence[Family] = ()) -> dict[str, Any]:
+async def run_tiers_bench(
+    *,
+    seed: int = 1,
+    seeds: int = 3,
+    drawn: int = 40,
+    secret: int = 0,
+    concurrency: int = 4,
+    families: Sequence[Family] = (),
+) -> dict[str, Any]:
     """Every family × tier × strategy on the hidden instances of :func:`hidden_seeds`
     (``families``, else :func:`bench_families`)."""
     chosen = hidden_seeds(seed, seeds)
     families = list(families) or bench_families(drawn, secret)
     per_family = await _bounded([_family_rows(family, chosen) for family in families], concurrency)
     rows = [row for family_rows in per_family for row in family_rows]
-    return {"seed": seed, "seeds": seeds, "instances": chosen, "drawn": drawn, "secret": secret,
-            "families": len(families), "rows": rows, "summary": summarize_tiers(rows)}
+    return {
+        "seed": seed,
+        "seeds": seeds,
+        "instances": chosen,
+        "drawn": drawn,
+        "secret": secret,
+        "families": len(families),
+        "rows": rows,
+        "summary": summarize_tiers(rows),
+    }
 
 
 def summarize_tiers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -216,7 +250,10 @@ def summarize_tiers(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             means = {s: statistics.fmean(r[s]["S"] for r in typed) for s in (*REFERENCE_PLANNERS, ORACLE)}
             weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
             summary[f"{tier}/{name}"] = {
-                "tier": tier, "type": name, "families": len(typed), "mean_S": means,
+                "tier": tier,
+                "type": name,
+                "families": len(typed),
+                "mean_S": means,
                 "headroom": means[ORACLE] - means["good"],
                 "solved": sum(r["good"]["solved"] for r in typed) / sum(r["good"]["runs"] for r in typed),
                 "good_beats_naive": sum(r["good"]["S"] > r["naive"]["S"] for r in typed),
@@ -245,8 +282,13 @@ def _mean(strategy: str) -> Any:
 
 COLUMNS = (
     Column("tier", lambda e: e["tier"], keep=ALWAYS, justify="left"),
-    Column("type", lambda e: e["type"], keep=ALWAYS, justify="left",
-           short=lambda e: str({"data_transform": "data"}.get(e["type"], e["type"]))),
+    Column(
+        "type",
+        lambda e: e["type"],
+        keep=ALWAYS,
+        justify="left",
+        short=lambda e: str({"data_transform": "data"}.get(e["type"], e["type"])),
+    ),
     Column("good", _mean("good"), keep=ALWAYS),
     Column("naive", _mean("naive"), keep=6),
     Column("+retries", _mean("naive+retries"), keep=ALWAYS),
@@ -254,8 +296,12 @@ COLUMNS = (
     Column("headroom", lambda e: f"{e['headroom']:+.3f}", keep=ALWAYS),
     Column("solved", lambda e: f"{e['solved']:.0%}", keep=ALWAYS),
     Column("good>naive", lambda e: f"{e['good_beats_naive']}/{e['families']}", keep=3),
-    Column("weights good / +retries", lambda e: f"{e['weights']['good']:.3f} / {e['weights']['other']:.3f}", keep=4,
-           short=lambda e: f"{e['weights']['good']:.2f}/{e['weights']['other']:.2f}"),
+    Column(
+        "weights good / +retries",
+        lambda e: f"{e['weights']['good']:.3f} / {e['weights']['other']:.3f}",
+        keep=4,
+        short=lambda e: f"{e['weights']['good']:.2f}/{e['weights']['other']:.2f}",
+    ),
     Column("ratio", _ratio_cell, keep=ALWAYS),
 )
 """The tiers table, by importance: what the targets read is never dropped."""
@@ -283,10 +329,14 @@ def tier_targets(summary: dict[str, dict[str, Any]]) -> list[tuple[str, list[str
 
     goal = [entry for entry in typed if entry["tier"] == "goal"]
     return [
-        (f"good's weight ≥ {RATIO_TARGET:g} × naive+retries' on every type and tier",
-         misses(typed, lambda e: ratio(e) >= RATIO_TARGET)),
+        (
+            f"good's weight ≥ {RATIO_TARGET:g} × naive+retries' on every type and tier",
+            misses(typed, lambda e: ratio(e) >= RATIO_TARGET),
+        ),
         ("naive scores 0 on goal", misses(goal, lambda e: e["mean_S"]["naive"] == 0)),
-        (f"good solves ≥ {SOLVED_TARGET:.0%} of goal instances of every type",
-         misses(goal, lambda e: e["solved"] >= SOLVED_TARGET)),
+        (
+            f"good solves ≥ {SOLVED_TARGET:.0%} of goal instances of every type",
+            misses(goal, lambda e: e["solved"] >= SOLVED_TARGET),
+        ),
         ("headroom > 0 on every type and tier", misses(typed, lambda e: e["headroom"] > 0)),
     ]

@@ -47,10 +47,10 @@ from planners import GoodPlanner, PlanningError, PlanProposal, load_planner
 from planners.loader import PlannerLoadError
 from planners.naive import naive_with_retries
 from planners.public import plan_in_world, reference_plan, with_retries
-from render.columns import ALWAYS, Column, fit_table
 from protocol.feedback import StepFeedback
 from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
+from render.columns import ALWAYS, Column, fit_table
 from scoring.margin import outcome_key
 from subnets.forecast import forecast
 from subnets.owned import owned_runner
@@ -123,8 +123,9 @@ def _run(proposal: PlanProposal | None, family: Family, seed: int, world: World)
         return dict.fromkeys(_PARTS, 0.0), None
     task = family.task(family.instance(seed))
     check = check_plan_for(proposal.plan, task)
-    evaluation = evaluate_owned(proposal.plan, check, task, owned_runner(task, world=world),
-                                total_estimated_cost=proposal.total_estimated_cost)
+    evaluation = evaluate_owned(
+        proposal.plan, check, task, owned_runner(task, world=world), total_estimated_cost=proposal.total_estimated_cost
+    )
     return {part: getattr(evaluation.score, part) for part in _PARTS}, evaluation.execution
 
 
@@ -136,17 +137,35 @@ def load_learner(name: str | None) -> Any | None:
         return None
 
 
-def _feedback(family: Family, proposal: PlanProposal, execution: Any, score: dict[str, float], tempo: int) -> StepFeedback:
+def _feedback(
+    family: Family, proposal: PlanProposal, execution: Any, score: dict[str, float], tempo: int
+) -> StepFeedback:
     nodes, omitted = node_feedback(proposal.plan, execution)
     return StepFeedback(
-        validator_hotkey="bench", miner_uid=0, block=0, tempo=tempo, task_id=family.task_id, hint_tier="full",
-        outcome=execution.status, score=score, nodes=nodes, nodes_omitted=omitted,
+        validator_hotkey="bench",
+        miner_uid=0,
+        block=0,
+        tempo=tempo,
+        task_id=family.task_id,
+        hint_tier="full",
+        outcome=execution.status,
+        score=score,
+        nodes=nodes,
+        nodes_omitted=omitted,
     )
 
 
 def run_world_bench(
-    *, tempos: int = 10, seeds: int = 1, final_seeds: int = 5, drawn: int = 12, secrets: int = 3,
-    first_secret: int = 0, learner: str | None = None, families: Sequence[Family] = (), steps: Steps | None = None,
+    *,
+    tempos: int = 10,
+    seeds: int = 1,
+    final_seeds: int = 5,
+    drawn: int = 12,
+    secrets: int = 3,
+    first_secret: int = 0,
+    learner: str | None = None,
+    families: Sequence[Family] = (),
+    steps: Steps | None = None,
 ) -> dict[str, Any]:
     """Every secret × tempo × family × hidden seed with each strategy; see the module.
     ``steps`` hears the static planning, then each family played."""
@@ -162,9 +181,17 @@ def run_world_bench(
         student = load_learner(learner)  # a fresh learner per world
         learned = student is not None
         rows += _play(families, static, secret, tempos, (seeds, final_seeds), student, steps)
-    return {"tempos": tempos, "seeds": seeds, "final_seeds": final_seeds, "drawn": drawn, "secrets": list(chosen),
-            "learner": learned, "rows": rows, "summary": summarize(rows, tempos),
-            "per_secret": {s: summarize([r for r in rows if r["secret"] == s], tempos) for s in chosen}}
+    return {
+        "tempos": tempos,
+        "seeds": seeds,
+        "final_seeds": final_seeds,
+        "drawn": drawn,
+        "secrets": list(chosen),
+        "learner": learned,
+        "rows": rows,
+        "summary": summarize(rows, tempos),
+        "per_secret": {s: summarize([r for r in rows if r["secret"] == s], tempos) for s in chosen},
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +209,14 @@ class Played:
 
 
 def play(
-    families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
-    seeds: int, student: Any | None, final_seeds: int | None = None, derived: Mapping[str, Derive] | None = None,
+    families: Sequence[Family],
+    static: dict[str, dict[str, PlanProposal | None]],
+    secret: int,
+    tempos: int,
+    seeds: int,
+    student: Any | None,
+    final_seeds: int | None = None,
+    derived: Mapping[str, Derive] | None = None,
 ) -> Iterator[Played]:
     """``tempos`` tempos of ``secret``'s world, family by family, ``seeds`` hidden seeds a
     tempo (``final_seeds`` in the last). The reference and ``public`` plan on the worlds
@@ -213,7 +246,9 @@ def play(
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in chosen]
                 scores[strategy] = [score["S"] for score, _ in runs]
-                outcomes[strategy] = [None if ex is None else outcome_key(score["S"], ex.final_output) for score, ex in runs]
+                outcomes[strategy] = [
+                    None if ex is None else outcome_key(score["S"], ex.final_output) for score, ex in runs
+                ]
                 if strategy == "learner" and proposal is not None:
                     heard += [_feedback(family, proposal, ex, score, tempo) for score, ex in runs if ex is not None]
             yield Played(secret, tempo, family, plans, scores, outcomes)
@@ -231,21 +266,36 @@ def static_plans(families: Sequence[Family], steps: Steps | None = None) -> dict
     plans = {}
     for f in steps.each(families):
         planned = _plan(good.plan, f.package)
-        plans[f.task_id] = {"good": planned, "good+10": None if planned is None else with_retries(planned),
-                            "naive+retries": _plan(naive_with_retries, f.package)}
+        plans[f.task_id] = {
+            "good": planned,
+            "good+10": None if planned is None else with_retries(planned),
+            "naive+retries": _plan(naive_with_retries, f.package),
+        }
     return plans
 
 
 def _play(
-    families: Sequence[Family], static: dict[str, dict[str, PlanProposal | None]], secret: int, tempos: int,
-    seeds: tuple[int, int], student: Any | None, steps: Steps,
+    families: Sequence[Family],
+    static: dict[str, dict[str, PlanProposal | None]],
+    secret: int,
+    tempos: int,
+    seeds: tuple[int, int],
+    student: Any | None,
+    steps: Steps,
 ) -> list[dict[str, Any]]:
     """The rows of ``tempos`` tempos of ``secret``'s world (``seeds``: each tempo's hidden
     seeds, and the last tempo's): each strategy's median S over the seeds, and its mean."""
-    return [{"secret": p.secret, "tempo": p.tempo, "task_id": p.family.task_id, "task_type": p.family.task_type,
-             **{strategy: statistics.median(scores) for strategy, scores in p.scores.items()},
-             **{f"{strategy} mean": statistics.fmean(scores) for strategy, scores in p.scores.items()}}
-            for p in steps.each(play(families, static, secret, tempos, seeds[0], student, seeds[1]))]
+    return [
+        {
+            "secret": p.secret,
+            "tempo": p.tempo,
+            "task_id": p.family.task_id,
+            "task_type": p.family.task_type,
+            **{strategy: statistics.median(scores) for strategy, scores in p.scores.items()},
+            **{f"{strategy} mean": statistics.fmean(scores) for strategy, scores in p.scores.items()},
+        }
+        for p in steps.each(play(families, static, secret, tempos, seeds[0], student, seeds[1]))
+    ]
 
 
 def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
@@ -259,16 +309,21 @@ def summarize(rows: list[dict[str, Any]], tempos: int) -> dict[str, Any]:
         means = {s: statistics.fmean(r[f"{s} mean"] for r in typed) for s in present}
         weights = network_weights(means["good"], means["naive+retries"])["2_miners"]
         entry: dict[str, Any] = {
-            "runs": len(typed), "mean_S": means, "headroom": means["oracle"] - means["good"],
+            "runs": len(typed),
+            "mean_S": means,
+            "headroom": means["oracle"] - means["good"],
             "weight_ratio": weights["good"] / weights["other"] if weights["other"] > 0 else float("inf"),
             "over_reference": {s: means[s] - means["reference"] for s in present if s != "reference"},
         }
         if "learner" in present:
-            entry["learned"] = [statistics.fmean(r["learner mean"] - r["good mean"] for r in typed if r["tempo"] == t)
-                                for t in range(tempos)]
+            entry["learned"] = [
+                statistics.fmean(r["learner mean"] - r["good mean"] for r in typed if r["tempo"] == t)
+                for t in range(tempos)
+            ]
             entry["learner_over_reference"] = [
                 statistics.fmean(r["learner mean"] - r["reference mean"] for r in typed if r["tempo"] == t)
-                for t in range(tempos)]
+                for t in range(tempos)
+            ]
             entry["learner_ok"] = entry["over_reference"]["learner"] >= LEARNER_TARGET
         entry |= medians(typed, tempos)
         entry["headroom_ok"] = entry["median_headroom"] >= HEADROOM_TARGET
@@ -287,7 +342,9 @@ def medians(rows: list[dict[str, Any]], tempos: int) -> dict[str, float]:
     samples: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for row in rows:
         samples.setdefault((row["secret"], row["task_id"]), []).append(row)
-    headroom = statistics.median(statistics.fmean(r["oracle"] - r["good"] for r in sample) for sample in samples.values())
+    headroom = statistics.median(
+        statistics.fmean(r["oracle"] - r["good"] for r in sample) for sample in samples.values()
+    )
     found: dict[str, float] = {"median_headroom": headroom}
     finals = [r for r in rows if r["tempo"] == tempos - 1]
     if finals and all("learner" in r for r in finals):
@@ -304,16 +361,22 @@ _AGAINST = ("good", "good+10", "public", "oracle", "learner")
 
 
 def _over(planner: str) -> Column:
-    return Column(f"{planner}\n− ref", lambda r: f"{r['over_reference'][planner]:+.3f}"
-                  if planner in r["over_reference"] else "n/a", ALWAYS if planner == "learner" else 2)
+    return Column(
+        f"{planner}\n− ref",
+        lambda r: f"{r['over_reference'][planner]:+.3f}" if planner in r["over_reference"] else "n/a",
+        ALWAYS if planner == "learner" else 2,
+    )
 
 
 REFERENCE_COLUMNS = (
     Column("type", lambda r: r["type"], ALWAYS, justify="left"),
     Column("refer-\nence", lambda r: f"{r['mean_S']['reference']:.3f}", ALWAYS),
     *(_over(planner) for planner in _AGAINST),
-    Column("learner − ref,\nlast tempo", lambda r: f"{r['learner_over_reference'][-1]:+.3f}"
-           if "learner_over_reference" in r else "n/a", 1),
+    Column(
+        "learner − ref,\nlast tempo",
+        lambda r: f"{r['learner_over_reference'][-1]:+.3f}" if "learner_over_reference" in r else "n/a",
+        1,
+    ),
 )
 """Mean S of each planner less the reference's (the validator's, on the published past):
 what a miner is paid for, per type."""
@@ -351,23 +414,55 @@ def render_world_bench(result: dict[str, Any], console: Console) -> None:
     cut), then one line: which types meet the targets and which miss which."""
     secrets = result["secrets"]
     rows = [{"type": name, **entry} for name, entry in result["summary"].items()]
-    console.print(fit_table(REFERENCE_COLUMNS, rows, console.width, title=(
-        f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos: mean S over the reference "
-        "(good on the forecast from the published worlds)")))
-    console.print(fit_table(MAIN_COLUMNS, rows, console.width, title=(
-        f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos × {result['seeds']} "
-        f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S")))
-    alone = (Column("type", lambda r: r["type"], ALWAYS, justify="left"),
-             *(Column(f"secret {secret}", _secret_cell(one),
-                      len(secrets) - k) for k, (secret, one) in enumerate(result["per_secret"].items())))
-    console.print(fit_table(alone, rows, console.width, title="each secret alone: oracle − good, good ÷ naive+r weight"))
-    console.print(fit_table(ISSUE_COLUMNS, rows, console.width, title=(
-        f"medians over families × secrets: headroom over {result['tempos']} tempos, the learner's gain in the last "
-        f"({result['final_seeds']} hidden seeds a family)")))
+    console.print(
+        fit_table(
+            REFERENCE_COLUMNS,
+            rows,
+            console.width,
+            title=(
+                f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos: mean S over the reference "
+                "(good on the forecast from the published worlds)"
+            ),
+        )
+    )
+    console.print(
+        fit_table(
+            MAIN_COLUMNS,
+            rows,
+            console.width,
+            title=(
+                f"hidden world, secrets {secrets[0]}–{secrets[-1]} × {result['tempos']} tempos × {result['seeds']} "
+                f"hidden seed(s) per family (curated + {result['drawn']} drawn): mean S"
+            ),
+        )
+    )
+    alone = (
+        Column("type", lambda r: r["type"], ALWAYS, justify="left"),
+        *(
+            Column(f"secret {secret}", _secret_cell(one), len(secrets) - k)
+            for k, (secret, one) in enumerate(result["per_secret"].items())
+        ),
+    )
+    console.print(
+        fit_table(alone, rows, console.width, title="each secret alone: oracle − good, good ÷ naive+r weight")
+    )
+    console.print(
+        fit_table(
+            ISSUE_COLUMNS,
+            rows,
+            console.width,
+            title=(
+                f"medians over families × secrets: headroom over {result['tempos']} tempos, the learner's gain in the last "
+                f"({result['final_seeds']} hidden seeds a family)"
+            ),
+        )
+    )
     verdict = targets_verdict(result)
-    console.print(f"targets: learner − reference ≥ {LEARNER_TARGET} mean S, median oracle − good ≥ {HEADROOM_TARGET}, "
-                  f"the learner's last-tempo gain ≥ {RECOVERY_TARGET:.0%} of it, good ÷ naive+r ≥ {RATIO_TARGET}",
-                  highlight=False)
+    console.print(
+        f"targets: learner − reference ≥ {LEARNER_TARGET} mean S, median oracle − good ≥ {HEADROOM_TARGET}, "
+        f"the learner's last-tempo gain ≥ {RECOVERY_TARGET:.0%} of it, good ÷ naive+r ≥ {RATIO_TARGET}",
+        highlight=False,
+    )
     for name, misses in verdict.items():
         if misses:
             console.print(f"missed on {name}: {'; '.join(misses)}", highlight=False, soft_wrap=True)
@@ -379,11 +474,21 @@ def targets_verdict(result: dict[str, Any]) -> dict[str, list[str]]:
     verdict = {}
     for name, entry in result["summary"].items():
         verdict[name] = [
-            *([f"learner − reference {entry['over_reference']['learner']:+.3f} < {LEARNER_TARGET}"]
-              if not entry.get("learner_ok", True) else []),
-            *([f"oracle − good {entry['median_headroom']:+.3f} < {HEADROOM_TARGET}"] if not entry["headroom_ok"] else []),
-            *([f"the learner's gain {entry['recovered']:.0%} of it < {RECOVERY_TARGET:.0%}"]
-              if not entry.get("recovered_ok", True) else []),
+            *(
+                [f"learner − reference {entry['over_reference']['learner']:+.3f} < {LEARNER_TARGET}"]
+                if not entry.get("learner_ok", True)
+                else []
+            ),
+            *(
+                [f"oracle − good {entry['median_headroom']:+.3f} < {HEADROOM_TARGET}"]
+                if not entry["headroom_ok"]
+                else []
+            ),
+            *(
+                [f"the learner's gain {entry['recovered']:.0%} of it < {RECOVERY_TARGET:.0%}"]
+                if not entry.get("recovered_ok", True)
+                else []
+            ),
             *([f"good ÷ naive+r {entry['weight_ratio']:.2f} < {RATIO_TARGET}"] if not entry["ratio_ok"] else []),
         ]
     return verdict

@@ -79,9 +79,7 @@ class Chain(Protocol):
 
     async def serve_axon(self, host: str, port: int) -> None: ...
 
-    async def set_weights(
-        self, uids: Sequence[int], weights: Sequence[float], version_key: int
-    ) -> WeightsResult:
+    async def set_weights(self, uids: Sequence[int], weights: Sequence[float], version_key: int) -> WeightsResult:
         """Normalised on the way out; a refusal is a result, not an exception."""
         ...
 

@@ -56,9 +56,7 @@ def parse_network(value: str | None, endpoint: str | None = None, *, default: st
         return Network("embedded", Path(path).expanduser() if path else DEFAULT_EMBEDDED_STATE)
     if chosen in ("finney", "test", "local", "archive", "devnet") or chosen.startswith(("ws://", "wss://")):
         return Network(chosen)
-    raise ValueError(
-        f"unknown network {chosen!r}: use finney, test, local, a ws:// or wss:// URL, or embedded[:PATH]"
-    )
+    raise ValueError(f"unknown network {chosen!r}: use finney, test, local, a ws:// or wss:// URL, or embedded[:PATH]")
 
 
 class ChainUnreachable(ChainError):
@@ -83,7 +81,9 @@ class OutageWarner:
     and since when, without a line per attempt.
     """
 
-    def __init__(self, log: logging.Logger, *, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, log: logging.Logger, *, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._log = log
         self._every = every_s
         self._clock = clock

@@ -43,7 +43,9 @@ _REREADS = 8
 class SdkChain:
     """One subnet seen from one wallet, through ``bt.Client``; ``wallet=None`` reads only."""
 
-    def __init__(self, client: bt.Client, wallet: Any | None, netuid: int, *, retries: int = 4, backoff_s: float = 0.5) -> None:
+    def __init__(
+        self, client: bt.Client, wallet: Any | None, netuid: int, *, retries: int = 4, backoff_s: float = 0.5
+    ) -> None:
         self.client = client
         self.wallet = wallet
         self.netuid = netuid
@@ -91,7 +93,7 @@ class SdkChain:
                 return await op()
             except RpcPolicyError as exc:
                 error = ChainError(f"{what}: {exc}", transient=True)
-            except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, RpcConnectionError, OSError) as exc:
                 error = self._unreachable(exc, what)
             except SdkChainError as exc:
                 if "discarded" not in str(exc):
@@ -106,8 +108,13 @@ class SdkChain:
                 raise error
             attempt += 1
             # an unreachable chain is the caller's to report (OutageWarner: once a minute)
-            log.log(logging.DEBUG if isinstance(error, ChainUnreachable) else logging.WARNING,
-                    "%s failed (%s); retrying in %.1fs", what, error, delay)
+            log.log(
+                logging.DEBUG if isinstance(error, ChainUnreachable) else logging.WARNING,
+                "%s failed (%s); retrying in %.1fs",
+                what,
+                error,
+                delay,
+            )
             await asyncio.sleep(delay * (1 + random.random() / 2))
             delay = min(delay * 2, 30.0)
 
@@ -143,8 +150,15 @@ class SdkChain:
         async def read() -> Hyperparameters:
             at = await self.client.block()
             st = bt.storage.SubtensorModule
-            names = (st.Tempo, st.WeightsSetRateLimit, st.ImmunityPeriod, st.MaxWeightsLimit,
-                     st.MinAllowedWeights, st.CommitRevealWeightsEnabled, st.WeightsVersionKey)
+            names = (
+                st.Tempo,
+                st.WeightsSetRateLimit,
+                st.ImmunityPeriod,
+                st.MaxWeightsLimit,
+                st.MinAllowedWeights,
+                st.CommitRevealWeightsEnabled,
+                st.WeightsVersionKey,
+            )
             values = await asyncio.gather(*(self.client.query(n, [self.netuid], block=at) for n in names))  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
             tempo, rate, immunity, max_weight, min_weights, commit_reveal, weights_version = values
             return Hyperparameters(
@@ -176,14 +190,18 @@ class SdkChain:
 
     async def serve_axon(self, host: str, port: int) -> None:
         intent = bt.ServeAxon(netuid=self.netuid, ip=_ip_of(host), port=port)
-        result = await self._attempt("serve the axon", lambda: self.client.execute(intent, self._wallet("serve the axon")))
+        result = await self._attempt(
+            "serve the axon", lambda: self.client.execute(intent, self._wallet("serve the axon"))
+        )
         if not result.success:
             raise ChainError(f"serve the axon: {result.message}")
 
     async def set_weights(self, uids: Sequence[int], weights: Sequence[float], version_key: int) -> WeightsResult:
         intent = bt.SetWeights(netuid=self.netuid, uids=list(uids), weights=list(weights), version_key=version_key)
         try:
-            result = await self._attempt("set weights", lambda: self.client.execute(intent, self._wallet("set weights")))
+            result = await self._attempt(
+                "set weights", lambda: self.client.execute(intent, self._wallet("set weights"))
+            )
         except ChainError as exc:
             if exc.transient:
                 raise
@@ -206,7 +224,8 @@ class SdkChain:
     async def subnet_owners(self) -> dict[int, str]:
         """Every subnet on the chain and its owner's coldkey, by netuid."""
         rows = await self._attempt(
-            "read the subnet owners", lambda: self.client.query_map(bt.storage.SubtensorModule.SubnetOwner)  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
+            "read the subnet owners",
+            lambda: self.client.query_map(bt.storage.SubtensorModule.SubnetOwner),  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
         )
         return {int(netuid): str(owner) for netuid, owner in sorted(rows)}
 
@@ -227,7 +246,7 @@ class SdkChain:
             result = await self.client.execute(intent, self._wallet("create a subnet"))
         except RpcPolicyError as exc:
             raise ChainError(f"create a subnet: {exc}", transient=True) from exc
-        except (RpcConnectionError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RpcConnectionError, OSError) as exc:
             raise self._unreachable(exc, "create a subnet") from exc
         except BittensorError as exc:
             raise ChainError(f"create a subnet: {exc}") from exc
@@ -249,21 +268,33 @@ class SdkChain:
         """``start_call`` for this subnet (its owner only), once the chain's delay since the subnet's
         registration has passed: waits for that block, at most ``timeout_s`` seconds."""
         st = bt.storage.SubtensorModule
-        registered_at, delay = await self._attempt("read the start schedule", lambda: asyncio.gather(
-            self.client.query(st.NetworkRegisteredAt, [self.netuid]), self.client.query(st.StartCallDelay),  # type: ignore[arg-type]  # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
-        ))
+        registered_at, delay = await self._attempt(
+            "read the start schedule",
+            lambda: asyncio.gather(
+                # bittensor's storage.Item is a 3-field NamedTuple, query() is typed for a pair
+                self.client.query(st.NetworkRegisteredAt, [self.netuid]),  # type: ignore[arg-type]
+                self.client.query(st.StartCallDelay),  # type: ignore[arg-type]
+            ),
+        )
         earliest = int(registered_at or 0) + int(delay or 0)
         try:
             if await self.block() < earliest:
                 await self.client.wait_for_block(earliest, timeout=timeout_s)
-        except asyncio.TimeoutError:
-            raise ChainError(f"start subnet {self.netuid}: it can start at block {earliest}, not reached in {timeout_s:g} s") from None
-        result = await self._attempt("start the subnet", lambda: self.client.execute(bt.StartCall(netuid=self.netuid), self._wallet("start the subnet")))
+        except TimeoutError:
+            raise ChainError(
+                f"start subnet {self.netuid}: it can start at block {earliest}, not reached in {timeout_s:g} s"
+            ) from None
+        result = await self._attempt(
+            "start the subnet",
+            lambda: self.client.execute(bt.StartCall(netuid=self.netuid), self._wallet("start the subnet")),
+        )
         if not result.success:
             raise ChainError(f"start subnet {self.netuid}: {result.message}")
 
     async def stake(self, amount_tao: float) -> None:
-        intent = bt.AddStake(hotkey_ss58=self.hotkey, netuid=self.netuid, amount_tao=amount_tao, slippage_protection=False)
+        intent = bt.AddStake(
+            hotkey_ss58=self.hotkey, netuid=self.netuid, amount_tao=amount_tao, slippage_protection=False
+        )
         result = await self._attempt("stake", lambda: self.client.execute(intent, self._wallet("stake")))
         if not result.success:
             raise ChainError(f"stake: {result.message}")
@@ -284,8 +315,19 @@ class SnapshotBuilder:
         built: dict[tuple, Neuron] = {}
         for n in graph.neurons:
             fields = (
-                n.uid, n.hotkey, n.coldkey, n.total_stake.rao, n.validator_permit, n.axon, n.incentive,
-                n.dividends, n.emission.rao, n.trust, n.consensus, n.last_update, n.block_at_registration,
+                n.uid,
+                n.hotkey,
+                n.coldkey,
+                n.total_stake.rao,
+                n.validator_permit,
+                n.axon,
+                n.incentive,
+                n.dividends,
+                n.emission.rao,
+                n.trust,
+                n.consensus,
+                n.last_update,
+                n.block_at_registration,
             )
             built[fields] = self._previous.get(fields) or _neuron(*fields)
         self._previous = built
@@ -293,13 +335,34 @@ class SnapshotBuilder:
 
 
 def _neuron(
-    uid: int, hotkey: str, coldkey: str, stake_rao: int, permit: bool, endpoint: str | None, incentive: float,
-    dividends: float, emission_rao: int, trust: float, consensus: float, last_update: int, registered: int,
+    uid: int,
+    hotkey: str,
+    coldkey: str,
+    stake_rao: int,
+    permit: bool,
+    endpoint: str | None,
+    incentive: float,
+    dividends: float,
+    emission_rao: int,
+    trust: float,
+    consensus: float,
+    last_update: int,
+    registered: int,
 ) -> Neuron:
     return Neuron(
-        uid=uid, hotkey=hotkey, coldkey=coldkey, stake=stake_rao / RAO_PER_TAO, validator_permit=permit,
-        axon=_axon_of(endpoint), incentive=incentive, dividends=dividends, emission=emission_rao / RAO_PER_TAO,
-        trust=trust, consensus=consensus, last_update=last_update, registered_block=registered,
+        uid=uid,
+        hotkey=hotkey,
+        coldkey=coldkey,
+        stake=stake_rao / RAO_PER_TAO,
+        validator_permit=permit,
+        axon=_axon_of(endpoint),
+        incentive=incentive,
+        dividends=dividends,
+        emission=emission_rao / RAO_PER_TAO,
+        trust=trust,
+        consensus=consensus,
+        last_update=last_update,
+        registered_block=registered,
     )
 
 

@@ -31,7 +31,13 @@ from scoring.evaluate import score_run
 from .executor import Execution, execute
 
 __all__ = [
-    "DEADLINE_FACTOR", "NO_TASK_LATENCY_S", "Evaluation", "budget_ceiling", "expected_prices", "run_plan", "run_task",
+    "DEADLINE_FACTOR",
+    "NO_TASK_LATENCY_S",
+    "Evaluation",
+    "budget_ceiling",
+    "expected_prices",
+    "run_plan",
+    "run_task",
     "score_execution",
 ]
 
@@ -75,24 +81,40 @@ RECOMPUTE: Any = object()
 
 
 async def run_task(
-    plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, total_estimated_cost: float | None,
-    recorded_ceiling: float | None = RECOMPUTE, **options: Any,
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    task: Task,
+    runner: NodeRunner,
+    *,
+    total_estimated_cost: float | None,
+    recorded_ceiling: float | None = RECOMPUTE,
+    **options: Any,
 ) -> Execution:
     """Execute ``plan`` on ``task``'s instance under the validator's budget and deadline.
     ``recorded_ceiling`` replaces the budget ceiling by the one a record kept (an audit's
     re-run). ``options`` are :func:`~engine.executor.execute`'s ``config``, ``limits`` and ``on_event``."""
     budget = ceiling(task, plan, total_estimated_cost) if recorded_ceiling is RECOMPUTE else recorded_ceiling
     return await execute(
-        plan, runner, task_id=task.task_id, check=check,
+        plan,
+        runner,
+        task_id=task.task_id,
+        check=check,
         budget_ceiling=budget,
         deadline_s=DEADLINE_FACTOR * task.constraints.max_latency_seconds,
-        inputs=task.instance_inputs, prices=expected_prices(task), **options,
+        inputs=task.instance_inputs,
+        prices=expected_prices(task),
+        **options,
     )
 
 
 async def run_plan(
-    plan: WorkflowPlan, check: PlanCheck, runner: NodeRunner, *, total_estimated_cost: float | None,
-    inputs: Mapping[str, Any] | None = None, **options: Any,
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    runner: NodeRunner,
+    *,
+    total_estimated_cost: float | None,
+    inputs: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> Execution:
     """Execute ``plan`` with no task: the ceiling is 1.5 × its declared estimate (the
     sum of its nodes' when it declares none), the deadline ``DEADLINE_FACTOR ×``
@@ -100,9 +122,14 @@ async def run_plan(
     :func:`run_task`'s."""
     estimate = plan.estimated_cost() if total_estimated_cost is None else total_estimated_cost
     return await execute(
-        plan, runner, task_id="local", check=check,
-        budget_ceiling=budget_ceiling(None, estimate), deadline_s=DEADLINE_FACTOR * NO_TASK_LATENCY_S,
-        inputs=inputs, **options,
+        plan,
+        runner,
+        task_id="local",
+        check=check,
+        budget_ceiling=budget_ceiling(None, estimate),
+        deadline_s=DEADLINE_FACTOR * NO_TASK_LATENCY_S,
+        inputs=inputs,
+        **options,
     )
 
 

@@ -55,8 +55,21 @@ from .budget import _Budget
 from .dataflow import _DataFlow
 from .frames import _Frames
 from .model import (
-    BLOCKED, BUDGET_ABORT, BUDGET_REASON, DEADLINE_REASON, FAILED, PENDING, READY, RUNNING, SUCCESS,
-    Attempt, Event, Execution, ExecutorConfig, NodeRecord, NodeStatus,
+    BLOCKED,
+    BUDGET_ABORT,
+    BUDGET_REASON,
+    DEADLINE_REASON,
+    FAILED,
+    PENDING,
+    READY,
+    RUNNING,
+    SUCCESS,
+    Attempt,
+    Event,
+    Execution,
+    ExecutorConfig,
+    NodeRecord,
+    NodeStatus,
 )
 from .nodes import _FramedNode, _Node, build_nodes, scoped_outcome
 from .outcome import execution, invalid
@@ -64,8 +77,19 @@ from .scheduler import Scheduler
 from .workers import Pool, Watchdog
 
 __all__ = [
-    "BLOCKED", "BUDGET_ABORT", "FAILED", "PENDING", "READY", "RUNNING", "SUCCESS",
-    "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord", "execute",
+    "BLOCKED",
+    "BUDGET_ABORT",
+    "FAILED",
+    "PENDING",
+    "READY",
+    "RUNNING",
+    "SUCCESS",
+    "Attempt",
+    "Event",
+    "Execution",
+    "ExecutorConfig",
+    "NodeRecord",
+    "execute",
 ]
 
 _INF = float("inf")
@@ -115,13 +139,30 @@ async def execute(
     return execution(plan, check, nodes, run.flow.outputs, (run.t_first, run.t_last), budget_ceiling)
 
 
-
 class _Run:
     """One execution: dispatches what the scheduler allows and settles what the workers finish."""
 
     __slots__ = (
-        "_budget", "_done", "_frame_runner", "_frames", "_halted", "_inflight", "_nodes", "_on_event", "_outputs",
-        "_pool", "_queue", "_sched", "_static_errors", "_watchdog", "clock", "flow", "t0", "t_first", "t_last", "task_id",
+        "_budget",
+        "_done",
+        "_frame_runner",
+        "_frames",
+        "_halted",
+        "_inflight",
+        "_nodes",
+        "_on_event",
+        "_outputs",
+        "_pool",
+        "_queue",
+        "_sched",
+        "_static_errors",
+        "_watchdog",
+        "clock",
+        "flow",
+        "t0",
+        "t_first",
+        "t_last",
+        "task_id",
     )
 
     def __init__(
@@ -147,7 +188,10 @@ class _Run:
         self._outputs = self.flow.outputs
         parallel = min(plan.max_parallel or config.max_parallel, config.max_parallel)
         self._sched = Scheduler(
-            graph.preds, graph.succs, graph.topo_order(), max_parallel=parallel,
+            graph.preds,
+            graph.succs,
+            graph.topo_order(),
+            max_parallel=parallel,
             touches=[node.touches for node in plan.nodes],
             parallel_safe=[node.parallel_safe for node in plan.nodes],
             on_ready=self._on_ready if on_event is not None else None,
@@ -325,7 +369,10 @@ class _Run:
         result = await self._frame_runner(call, lambda output: self.emit(node, output))
         if node.frame_error is not None and isinstance(result, NodeResult):
             return NodeResult(
-                None, cost_tao=result.cost_tao, error=node.frame_error, unplanned_retries=result.unplanned_retries,
+                None,
+                cost_tao=result.cost_tao,
+                error=node.frame_error,
+                unplanned_retries=result.unplanned_retries,
             )
         return result
 
@@ -349,8 +396,10 @@ class _Run:
                 continue
             spec = frames.specs[member.index]
             self._sched.add(
-                frames.preds(member, inst.frame), member.index,  # type: ignore[arg-type]
-                touches=spec.touches, parallel_safe=spec.parallel_safe,
+                frames.preds(member, inst.frame),  # type: ignore[arg-type]
+                member.index,
+                touches=spec.touches,
+                parallel_safe=spec.parallel_safe,
             )
         if not self._halted:
             self._pump()

@@ -36,11 +36,18 @@ def _with_instances(record: NodeRecord) -> Iterator[NodeRecord]:
 
 def _node(node_id: str, subnet: str, action: str, record: NodeRecord) -> NodeFeedback:
     attempts = [
-        AttemptFeedback(started_s=max(0.0, a.started_s), latency_s=max(0.0, a.finished_s - a.started_s),
-                        error=clip_reason(a.error))
+        AttemptFeedback(
+            started_s=max(0.0, a.started_s), latency_s=max(0.0, a.finished_s - a.started_s), error=clip_reason(a.error)
+        )
         for a in record.attempt_log[-64:]
     ]
     return NodeFeedback(
-        node_id=node_id, subnet=subnet, action=action, status=record.status, reason=clip_reason(record.reason),
-        cost_tao=max(0.0, record.cost_tao), attempts=attempts, frame=record.frame,
+        node_id=node_id,
+        subnet=subnet,
+        action=action,
+        status=record.status,
+        reason=clip_reason(record.reason),
+        cost_tao=max(0.0, record.cost_tao),
+        attempts=attempts,
+        frame=record.frame,
     )

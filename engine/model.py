@@ -16,8 +16,21 @@ from protocol.outcomes import RunStatus
 from protocol.run_metrics import RunMetrics
 
 __all__ = [
-    "BLOCKED", "BUDGET_ABORT", "BUDGET_REASON", "DEADLINE_REASON", "FAILED", "PENDING", "READY", "RUNNING",
-    "SUCCESS", "Attempt", "Event", "Execution", "ExecutorConfig", "NodeRecord", "NodeStatus",
+    "BLOCKED",
+    "BUDGET_ABORT",
+    "BUDGET_REASON",
+    "DEADLINE_REASON",
+    "FAILED",
+    "PENDING",
+    "READY",
+    "RUNNING",
+    "SUCCESS",
+    "Attempt",
+    "Event",
+    "Execution",
+    "ExecutorConfig",
+    "NodeRecord",
+    "NodeStatus",
 ]
 
 

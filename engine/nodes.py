@@ -26,7 +26,14 @@ class _Node(NodeRecord):
 
     __slots__ = (
         # Fixed for the run.
-        "index", "id", "subnet", "action", "estimate", "max_attempts", "timeout", "sources",
+        "index",
+        "id",
+        "subnet",
+        "action",
+        "estimate",
+        "max_attempts",
+        "timeout",
+        "sources",
         # What the node holds of the budget while in flight (see _Budget.reserve).
         "held",
         # Resolved at dispatch when the node holds refs (None until then).
@@ -133,7 +140,9 @@ def scoped_outcome(node: _Node) -> tuple[NodeStatus, str | None]:
     return SUCCESS, None
 
 
-def build_nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices: Mapping[str, float]) -> list[_Node]:
+def build_nodes(
+    plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, prices: Mapping[str, float]
+) -> list[_Node]:
     """One :class:`_Node` per plan node, in plan order, with its retry policy and refs."""
     graph = check.graph
     assert graph is not None  # a check without errors always has its graph
@@ -141,8 +150,12 @@ def build_nodes(plan: WorkflowPlan, check: PlanCheck, config: ExecutorConfig, pr
     framed = _framed(plan, check)
     nodes = [
         (_FramedNode if spec.id in framed else _Node)(
-            i, spec.id, spec.subnet, spec.action,
-            max(spec.estimated_cost, prices.get(spec.subnet, 0.0)) if prices else spec.estimated_cost, timeout,
+            i,
+            spec.id,
+            spec.subnet,
+            spec.action,
+            max(spec.estimated_cost, prices.get(spec.subnet, 0.0)) if prices else spec.estimated_cost,
+            timeout,
         )
         for i, spec in enumerate(plan.nodes)
     ]

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from protocol.outcomes import RunStatus
-from protocol.run_metrics import RunMetrics
 from protocol.plan import WorkflowPlan
+from protocol.run_metrics import RunMetrics
 from protocol.validation import PlanCheck
 
 from .model import BLOCKED, BUDGET_ABORT, FAILED, SUCCESS, Execution, NodeStatus
@@ -18,9 +18,16 @@ __all__ = ["execution", "invalid"]
 
 def invalid(plan: WorkflowPlan, check: PlanCheck, ceiling: float | None) -> Execution:
     return Execution(
-        status=RunStatus.INVALID, errors=list(check.errors), nodes={}, metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
-        budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
-        final_output=None, output_node=None, total_steps=len(plan.nodes),
+        status=RunStatus.INVALID,
+        errors=list(check.errors),
+        nodes={},
+        metrics=RunMetrics(0.0, 0.0, 0.0, 0, 0, 0, 0),
+        budget_ceiling=ceiling,
+        tiers=check.tiers,
+        critical_path_s=check.critical_path_s,
+        final_output=None,
+        output_node=None,
+        total_steps=len(plan.nodes),
     )
 
 
@@ -39,12 +46,16 @@ def execution(
     output_node = _output_node(plan, check, planned)
     metrics = _metrics(nodes, planned, statuses, *span)  # before record() sums instances into their node
     return Execution(
-        status=_overall(statuses), errors=[],
+        status=_overall(statuses),
+        errors=[],
         nodes={node.id: node.record() for node in planned},
         metrics=metrics,
-        budget_ceiling=ceiling, tiers=check.tiers, critical_path_s=check.critical_path_s,
+        budget_ceiling=ceiling,
+        tiers=check.tiers,
+        critical_path_s=check.critical_path_s,
         final_output=outputs.get(output_node) if output_node is not None else None,
-        output_node=output_node, total_steps=len(planned),
+        output_node=output_node,
+        total_steps=len(planned),
     )
 
 

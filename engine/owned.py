@@ -33,7 +33,6 @@ from protocol.plan import WorkflowPlan
 from protocol.runner import WORK_LEFT_S, Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
 from protocol.task import Task
 from protocol.validation import PlanCheck
-
 from sandbox import SandboxLimits
 
 from .budget import Allowance, Cores
@@ -46,6 +45,7 @@ from .simclock import run_simulated
 __all__ = ["CPU_EXHAUSTED", "OwnedLimits", "OwnedRunnerFactory", "evaluate_owned", "run_owned"]
 
 CPU_EXHAUSTED = "owned cpu budget exhausted"
+
 
 class OwnedRunnerFactory(Protocol):
     """The runner that plays a task's partner subnets in owned execution, as ``world`` (a
@@ -166,8 +166,15 @@ class _PlainMetered:
 
 
 def run_owned(
-    plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, *, owned: OwnedLimits = OwnedLimits(),
-    closed: threading.Event | None = None, cores: Cores | None = None, **options: Any,
+    plan: WorkflowPlan,
+    check: PlanCheck,
+    task: Task,
+    runner: NodeRunner,
+    *,
+    owned: OwnedLimits = OwnedLimits(),
+    closed: threading.Event | None = None,
+    cores: Cores | None = None,
+    **options: Any,
 ) -> Execution:
     """Execute ``plan`` on ``task``'s instance on simulated time, each node on its subnet's
     ``top_k`` providers (:func:`~engine.routing.routed`), each provider's work bounded by
@@ -186,7 +193,9 @@ def evaluate_owned(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: Nod
     return Evaluation(execution, score_execution(task, check, execution))
 
 
-def owned_report(plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any) -> dict[str, Any]:
+def owned_report(
+    plan: WorkflowPlan, check: PlanCheck, task: Task, runner: NodeRunner, **options: Any
+) -> dict[str, Any]:
     """The run report of ``plan`` scored on ``task``'s instance by owned execution
     (:func:`evaluate_owned`), with the task's id and seed: what ``dagnet run --task`` prints
     and what the benches compare. ``options`` are :func:`run_owned`'s. Blocks."""

@@ -70,5 +70,3 @@ def _fields(record: NodeRecord) -> dict[str, Any]:
         ],
         "output": record.output,
     }
-
-

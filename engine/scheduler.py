@@ -59,9 +59,27 @@ class Scheduler:
     """
 
     __slots__ = (
-        "_succs", "_npred", "_pos", "_order", "_touches", "_solo", "_max_parallel",
-        "_on_ready", "_on_join", "_state", "_removed", "_heap", "_held", "_waiting", "_solo_waiting",
-        "_running", "_solo_running", "_nsettled", "_prepared", "_nfixed", "_copied",
+        "_succs",
+        "_npred",
+        "_pos",
+        "_order",
+        "_touches",
+        "_solo",
+        "_max_parallel",
+        "_on_ready",
+        "_on_join",
+        "_state",
+        "_removed",
+        "_heap",
+        "_held",
+        "_waiting",
+        "_solo_waiting",
+        "_running",
+        "_solo_running",
+        "_nsettled",
+        "_prepared",
+        "_nfixed",
+        "_copied",
     )
 
     def __init__(
@@ -183,9 +201,7 @@ class Scheduler:
             raise ValueError("join() must be called before prepare()")
         self._mark(i, _JOIN, "join")
 
-    def add(
-        self, preds: Sequence[int], join: int, *, touches: Sequence[str] = (), parallel_safe: bool = True
-    ) -> int:
+    def add(self, preds: Sequence[int], join: int, *, touches: Sequence[str] = (), parallel_safe: bool = True) -> int:
         """Add a node after ``preds`` and before the join ``join``; returns its index.
 
         Settled predecessors count as settled; the node is queued at once (and

@@ -142,8 +142,18 @@ class Pool:
     outcome to the run (``record``, ``timed_out``, ``settle``).
     """
 
-    __slots__ = ("_loop", "_run", "_runner", "_watchdog", "_max_workers", "queue", "_idle", "_tasks",
-                 "_wake_handle", "_stopping")
+    __slots__ = (
+        "_loop",
+        "_run",
+        "_runner",
+        "_watchdog",
+        "_max_workers",
+        "queue",
+        "_idle",
+        "_tasks",
+        "_wake_handle",
+        "_stopping",
+    )
 
     def __init__(self, run: AttemptHost, runner: NodeRunner, watchdog: Watchdog, max_workers: int) -> None:
         self._loop = asyncio.get_running_loop()

@@ -35,7 +35,7 @@ def hello():
 def hello_outputs():
     """The same graph, its result written upward with outputs=."""
     g = greet(name=PARENT["name"])
-    u = upper(text=g["greeting"], outputs={"text": PARENT["answer"]})
+    u = upper(text=g["greeting"], outputs={"text": PARENT["answer"]})  # noqa: F841  (the builder names the op after its variable)
 
 
 @graph(inputs=["name"])
@@ -50,7 +50,7 @@ def hello_arrow():
 def hello_wildcard():
     """outputs={"*": PARENT} forwards every output of the op."""
     g = greet(name=PARENT["name"])
-    u = upper(text=g["greeting"], outputs={"*": PARENT})
+    u = upper(text=g["greeting"], outputs={"*": PARENT})  # noqa: F841  (the builder names the op after its variable)
 
 
 @graph

@@ -29,26 +29,26 @@ from bittensor.http_auth import NonceStore
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
-from protocol.version import package_version
+from planners.base import Planner
 from protocol.routes import FEEDBACK_PATH, HEALTH_PATH, METRICS_PATH, NODE_PATH, WORKFLOW_PATH
+from protocol.version import package_version
+from subnets.base import ToolRegistry
+from subnets.runner import LocalRunner
 
 from .asgi import Guarded
 from .auth import BtAuthMiddleware, SignedHeadersGate
 from .blacklist import Blacklist, BlacklistMiddleware
-from .settings import MinerSettings
 from .feedback import FeedbackInbox, FeedbackStore
 from .handlers import MinerEndpoints, internal_error
 from .limits import BodyCapMiddleware, RateLimitMiddleware
 from .metagraph import MetagraphSource
-from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .nonces import nonce_store_for
-from planners.base import Planner
-from .workers import PlannerWorkers
 from .priority import StakePriorityMiddleware
+from .prometheus import MinerMetrics, RequestMetricsMiddleware
 from .quota import PlanningQuota
 from .serving import ToolMenu
-from subnets.base import ToolRegistry
-from subnets.runner import LocalRunner
+from .settings import MinerSettings
+from .workers import PlannerWorkers
 
 
 class HasHotkey(Protocol):
@@ -129,11 +129,14 @@ def create_app(
         blacklist = Blacklist(
             metagraph, min_stake=settings.min_stake, require_validator_permit=settings.require_validator_permit
         )
-        gate = Middleware(SignedHeadersGate, hotkey=hotkey, window=settings.auth, refusal=blacklist.check,
-                          metrics=metrics)
+        gate = Middleware(
+            SignedHeadersGate, hotkey=hotkey, window=settings.auth, refusal=blacklist.check, metrics=metrics
+        )
         layers.append(Middleware(Guarded, layers=[gate]))
     layers += [
-        Middleware(BodyCapMiddleware, max_bytes=settings.max_body_bytes, max_buffered_bytes=settings.max_buffered_bytes),
+        Middleware(
+            BodyCapMiddleware, max_bytes=settings.max_body_bytes, max_buffered_bytes=settings.max_buffered_bytes
+        ),
         Middleware(Guarded, layers=guards),
     ]
     for layer in reversed(layers):  # add_middleware puts each new layer outermost

@@ -23,8 +23,8 @@ from bittensor import http_auth
 from bittensor.http_auth import AuthError, NonceStore
 
 from .asgi import BODY, HOTKEY, ASGIApp, Receive, Scope, Send, send_error
-from .settings import AuthWindow
 from .prometheus import MinerMetrics
+from .settings import AuthWindow
 
 _REASONS: tuple[tuple[type[AuthError], str], ...] = (
     (http_auth.BadSignature, "bad_signature"),

@@ -43,9 +43,7 @@ class Blacklist:
         refusal = self.refusal(snapshot, hotkey, snapshot.by_hotkey(hotkey))
         return None if refusal is None else (403, *refusal)
 
-    def refusal(
-        self, snapshot: MetagraphSnapshot, hotkey: str, neuron: Neuron | None
-    ) -> tuple[str, str] | None:
+    def refusal(self, snapshot: MetagraphSnapshot, hotkey: str, neuron: Neuron | None) -> tuple[str, str] | None:
         """``(reason, message)`` when ``neuron`` may not call this miner, else ``None``."""
         if neuron is None:
             return "unregistered", f"hotkey {hotkey} is not registered on netuid {snapshot.netuid}"

@@ -30,10 +30,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from planners.base import Planner, observe
 from protocol.feedback import StepFeedback
 from storage import open_shared
-
-from planners.base import Planner, observe
 
 log = logging.getLogger("dagnet.miner")
 
@@ -73,8 +72,10 @@ def block_refusal(block: int, chain_block: int) -> str | None:
     ``chain_block``: it is more than :data:`BLOCK_SLACK` blocks ahead. ``None`` when taken."""
     if block <= chain_block + BLOCK_SLACK:
         return None
-    return (f"feedback for block {block}, but this miner's chain is at block {chain_block}"
-            f" (at most {BLOCK_SLACK} blocks ahead are taken)")
+    return (
+        f"feedback for block {block}, but this miner's chain is at block {chain_block}"
+        f" (at most {BLOCK_SLACK} blocks ahead are taken)"
+    )
 
 
 class FeedbackStore:
@@ -82,7 +83,11 @@ class FeedbackStore:
     and worker processes. The file is created by the first :meth:`add`."""
 
     def __init__(
-        self, path: Path, hotkey: str, *, keep_per_validator: int = KEEP_PER_VALIDATOR,
+        self,
+        path: Path,
+        hotkey: str,
+        *,
+        keep_per_validator: int = KEEP_PER_VALIDATOR,
         max_validator_bytes: int = MAX_VALIDATOR_BYTES,
     ) -> None:
         self.path = Path(path)
@@ -117,9 +122,11 @@ class FeedbackStore:
         if not self.path.exists():
             return 0
         with self._lock:
-            return self._connection().execute(
-                "SELECT COUNT(*) FROM feedback WHERE miner_hotkey = ?", (self.hotkey,)
-            ).fetchone()[0]
+            return (
+                self._connection()
+                .execute("SELECT COUNT(*) FROM feedback WHERE miner_hotkey = ?", (self.hotkey,))
+                .fetchone()[0]
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -18,26 +18,26 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from planners.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
 from protocol.actions import is_generator
 from protocol.errors import format_validation_error
 from protocol.feedback import StepFeedback
 from protocol.output import NodeOutput
 from protocol.routes import error_body
 from protocol.runner import ERROR_MAX_CHARS, NodeCall, NodeResult
-from protocol.version import package_version
 from protocol.synapse import SCORING_VERSION, NodeResponse, NodeSynapse, TaskPackage, WorkflowSynapse
+from protocol.version import package_version
+from subnets.runner import LocalRunner
 
 from .asgi import BODY, caller_hotkey
 from .feedback import FeedbackInbox, block_refusal
 from .metagraph import MetagraphSource
 from .prometheus import MinerMetrics
-from planners.base import PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, answer_for
-from .workers import PlannerWorkers
-from .quota import PlanningQuota, QuotaExceeded
 from .querylog import PACKAGE, logged_query
+from .quota import PlanningQuota, QuotaExceeded
 from .readiness import readiness
 from .serving import ToolMenu
-from subnets.runner import LocalRunner
+from .workers import PlannerWorkers
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -106,8 +106,13 @@ class MinerEndpoints:
                 outcome, cpu_s = await self.planning.plan(synapse, timeout_s=self.planner_timeout_s)
                 charge(cpu_s)
         except QuotaExceeded as refused:
-            return _error(429, refused.reason, str(refused), headers={"retry-after": f"{refused.retry_after_s:.0f}"},
-                          retry_after_s=refused.retry_after_s)
+            return _error(
+                429,
+                refused.reason,
+                str(refused),
+                headers={"retry-after": f"{refused.retry_after_s:.0f}"},
+                retry_after_s=refused.retry_after_s,
+            )
         try:
             if isinstance(outcome, PlannerFailure):
                 raise outcome
@@ -121,8 +126,14 @@ class MinerEndpoints:
         self.metrics.planner_failure(failure.kind)
         status, reason = PLANNER_FAILURES[failure.kind]
         if failure.kind != "unplannable":
-            log.warning("planner %s: %s on task %s: %s%s", self.planning.name, failure.kind, package.task_id, failure.reason,
-                        f"\n{failure.traceback.rstrip()}" if failure.traceback else "")
+            log.warning(
+                "planner %s: %s on task %s: %s%s",
+                self.planning.name,
+                failure.kind,
+                package.task_id,
+                failure.reason,
+                f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
+            )
         return _error(status, reason, failure.reason)
 
     async def node(self, request: Request) -> Response:

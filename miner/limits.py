@@ -117,7 +117,9 @@ class BodyCapMiddleware:
 
     async def _refuse(self, send: Send, size: int) -> None:
         await send_error(
-            send, 413, "body_too_large",
+            send,
+            413,
+            "body_too_large",
             f"request body of {size}+ bytes exceeds the limit of {self.max_bytes} bytes",
             [(b"connection", b"close")],
         )
@@ -230,8 +232,12 @@ class RateLimitMiddleware:
             if wait_s > 0.0:
                 retry_after = max(1, math.ceil(wait_s))
                 await send_error(
-                    send, 429, "rate_limited", "rate limit exceeded for this hotkey",
-                    [(b"retry-after", str(retry_after).encode())], retry_after_s=round(wait_s, 3),
+                    send,
+                    429,
+                    "rate_limited",
+                    "rate limit exceeded for this hotkey",
+                    [(b"retry-after", str(retry_after).encode())],
+                    retry_after_s=round(wait_s, 3),
                 )
                 return
         await self.app(scope, receive, send)

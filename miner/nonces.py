@@ -31,10 +31,7 @@ _SCHEMA = (
 )
 # The key leads with the nonce so the purge is a range scan on the key itself.
 _INSERT = "INSERT OR IGNORE INTO nonces (nonce, hotkey) VALUES (?, ?)"
-_PURGE = (
-    "DELETE FROM nonces WHERE (nonce, hotkey) IN"
-    " (SELECT nonce, hotkey FROM nonces WHERE nonce < ? LIMIT ?)"
-)
+_PURGE = "DELETE FROM nonces WHERE (nonce, hotkey) IN (SELECT nonce, hotkey FROM nonces WHERE nonce < ? LIMIT ?)"
 
 
 class SqliteNonceStore:

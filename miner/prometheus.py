@@ -12,12 +12,11 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from planners.base import FAILURE_KINDS
 from protocol.metagraph import MetagraphSnapshot
 from protocol.routes import PATHS
 
 from .asgi import ASGIApp, Message, Receive, Scope, Send
-from planners.base import FAILURE_KINDS
-
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -62,8 +61,7 @@ class MinerMetrics:
         )
         self._planner_failures = Counter(
             "dagnet_miner_planner_failures_total",
-            "WorkflowSynapse queries the planner could not answer, by kind "
-            "(unplannable, error, timeout, invalid).",
+            "WorkflowSynapse queries the planner could not answer, by kind (unplannable, error, timeout, invalid).",
             ["kind"],
             registry=self.registry,
         )
@@ -71,11 +69,13 @@ class MinerMetrics:
         for kind in FAILURE_KINDS:
             self._planner_failures.labels(kind)
         self._chain_block = Gauge(
-            "dagnet_miner_chain_block", "The block of the metagraph this miner serves on (NaN before the first sync).",
+            "dagnet_miner_chain_block",
+            "The block of the metagraph this miner serves on (NaN before the first sync).",
             registry=self.registry,
         )
         self._registered = Gauge(
-            "dagnet_miner_registered", "1 when this miner's hotkey is in its metagraph, 0 when not or not yet synced.",
+            "dagnet_miner_registered",
+            "1 when this miner's hotkey is in its metagraph, 0 when not or not yet synced.",
             registry=self.registry,
         )
         # labels() takes a lock and hashes; the hot path reuses the children.

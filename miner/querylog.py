@@ -47,8 +47,13 @@ def logged_query(handler: Handler) -> Handler:
         response = await handler(self, request)
         package = request.scope.get(PACKAGE)
         task = "?" if package is None else f"{package.task_id} ({package.hint_tier} tier)"
-        log.info("query from %s: task %s: %s in %.0f ms", short(caller_hotkey(request.scope)), task,
-                 outcome(response), (time.perf_counter() - started) * 1000)
+        log.info(
+            "query from %s: task %s: %s in %.0f ms",
+            short(caller_hotkey(request.scope)),
+            task,
+            outcome(response),
+            (time.perf_counter() - started) * 1000,
+        )
         return response
 
     return logged

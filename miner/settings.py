@@ -12,11 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planners.base import PLANNER_TIMEOUT_S
 from protocol.limits import KIB, MIB
 from protocol.synapse import ToolInfo
 from storage import dagnet_home
-
-from planners.base import PLANNER_TIMEOUT_S
 
 
 def default_feedback_db(hotkey: str) -> Path:

@@ -29,11 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from planners.base import Planner, PlannerFailure, PlanResult, plan_here
 from protocol.synapse import TaskPackage
 from sandbox.lifetime import die_with_parent
 from subnets.base import run_tools_here
-
-from planners.base import Planner, PlannerFailure, PlanResult, plan_here
 
 __all__ = ["PlannerWorkers"]
 

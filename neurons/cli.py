@@ -47,7 +47,13 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
-    _: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="Print the version and the scoring version, and exit."),
+    _: bool = typer.Option(
+        False,
+        "--version",
+        callback=_show_version,
+        is_eager=True,
+        help="Print the version and the scoring version, and exit.",
+    ),
 ) -> None:
     """dagnet: workflow-orchestration subnet tools."""
 

@@ -31,19 +31,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tasks import Family, load_families
-from tasks.drawn import PREFIX as DRAWN_PREFIX
-from planners import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
+from engine.owned import evaluate_owned
 from neurons.localrun import family_task
-from subnets.owned import owned_runner
-from subnets.world import ADVERTISED, World, world_named
+from planners import PLANNER_TIMEOUT_S, Planner, PlannerFailure, answer_for, load_planner, run_planner
+from protocol.canonical import plan_digest
 from protocol.hints import HintTier
 from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
-from protocol.canonical import plan_digest
 from scoring.margin import Answer, Means, network_pay, outcome_key
-from engine.owned import evaluate_owned
+from subnets.owned import owned_runner
+from subnets.world import ADVERTISED, World, world_named
+from tasks import Family, load_families
+from tasks.drawn import PREFIX as DRAWN_PREFIX
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
 
 __all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
@@ -106,7 +106,9 @@ class Run:
     """What its execution did (:func:`scoring.margin.outcome_key`), when it ran."""
 
 
-def select_families(ids: Sequence[str] = (), task_type: str | None = None, drawn: Sequence[Family] = ()) -> list[Family]:
+def select_families(
+    ids: Sequence[str] = (), task_type: str | None = None, drawn: Sequence[Family] = ()
+) -> list[Family]:
     """The shipped families and ``drawn`` ones, restricted to ``ids`` (in that order) and
     ``task_type``. ``KeyError`` names an unknown id or a type no family has."""
     families = [*load_families(), *drawn]
@@ -126,7 +128,9 @@ def select_families(ids: Sequence[str] = (), task_type: str | None = None, drawn
     return families
 
 
-def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S, world: World = ADVERTISED) -> Run:
+def score_answer(
+    planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S, world: World = ADVERTISED
+) -> Run:
     """``planner``'s answer to ``task``'s package, checked and scored as a validator does,
     its subnets playing ``world``."""
     package = task.package()
@@ -145,7 +149,10 @@ def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIM
             run.nodes = dict(checked.plan_check.node_errors)
         return run
     evaluation = evaluate_owned(
-        checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task, world=world),
+        checked.synapse.workflow_plan,
+        checked.plan_check,
+        task,
+        owned_runner(task, world=world),
         total_estimated_cost=checked.synapse.total_estimated_cost,
     )
     score = evaluation.score
@@ -154,8 +161,11 @@ def score_answer(planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIM
     run.outcome = outcome_key(score.S, evaluation.execution.final_output)
     run.status = evaluation.execution.status
     run.reason = score.details.get("S_reason") or score.details.get("reason")
-    run.nodes = {node_id: record.reason or record.status for node_id, record in evaluation.execution.nodes.items()
-                 if record.status != "success"}
+    run.nodes = {
+        node_id: record.reason or record.status
+        for node_id, record in evaluation.execution.nodes.items()
+        if record.status != "success"
+    }
     return run
 
 
@@ -197,9 +207,16 @@ def evaluate_planner(
     if progress is not None:
         progress(total, total, "")
     return {
-        "planner": name, "references": list(REFERENCES), "seeds": seeds, "tier": mix.tier or "mix",
-        "tier_shares": dict(mix.tier_shares), "synthetic_rate": mix.synthetic_rate, "secret": mix.secret,
-        "drawn": drawn, "timeout_s": timeout_s, "families": rows,
+        "planner": name,
+        "references": list(REFERENCES),
+        "seeds": seeds,
+        "tier": mix.tier or "mix",
+        "tier_shares": dict(mix.tier_shares),
+        "synthetic_rate": mix.synthetic_rate,
+        "secret": mix.secret,
+        "drawn": drawn,
+        "timeout_s": timeout_s,
+        "families": rows,
         "types": _grouped(rows, name, lambda row, run: row["task_type"], families=True),
         "tiers": _grouped(rows, name, lambda row, run: run["tier"]),
         "kinds": _grouped(rows, name, lambda row, run: run["kind"]),
@@ -213,8 +230,9 @@ def _instance(family: Family, seed: int, drawn_tempo: int | None) -> Task:
     return family.task(family.instance(seed))
 
 
-def _guarded(label: str, planner: Planner, family: Family, seed: int, timeout_s: float, mix: Mix,
-             drawn_tempo: int | None) -> Run:
+def _guarded(
+    label: str, planner: Planner, family: Family, seed: int, timeout_s: float, mix: Mix, drawn_tempo: int | None
+) -> Run:
     """:func:`score_answer` on the instance ``mix`` sends, with anything that breaks the
     evaluation kept in the run."""
     try:
@@ -244,8 +262,13 @@ def _family_row(family: Family, name: str, runs: Mapping[str, list[Run]]) -> dic
     }
 
 
-def _grouped(rows: list[dict[str, Any]], name: str, key: Callable[[dict[str, Any], dict[str, Any]], str], *,
-             families: bool = False) -> dict[str, dict[str, Any]]:
+def _grouped(
+    rows: list[dict[str, Any]],
+    name: str,
+    key: Callable[[dict[str, Any], dict[str, Any]], str],
+    *,
+    families: bool = False,
+) -> dict[str, dict[str, Any]]:
     """Per ``key`` of a run (its type, tier or kind) and over all: the instances, mean
     parts, wins against good and weight shares; with ``families``, how many families."""
     labels = [name, *REFERENCES]
@@ -261,8 +284,11 @@ def _grouped(rows: list[dict[str, Any]], name: str, key: Callable[[dict[str, Any
         means = {label: _mean(runs[label]) for label in labels}
         paid = paid_shares(name, runs)
         summary[group] = {
-            "instances": len(members), "mean": means, "wins": _wins(runs[name], runs["good"]),
-            "weights": paid.weights, "margin": paid.margin,
+            "instances": len(members),
+            "mean": means,
+            "wins": _wins(runs[name], runs["good"]),
+            "weights": paid.weights,
+            "margin": paid.margin,
             **({"families": len({row["task_id"] for row, _ in members})} if families else {}),
         }
     return summary
@@ -287,11 +313,14 @@ def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     labels = [name, *REFERENCES]
     pay = network_pay(
         (index, {uid: _answer(runs[label][index]) for uid, label in enumerate(labels)}, reference.score["S"])
-        for index, reference in enumerate(runs["good"]))
+        for index, reference in enumerate(runs["good"])
+    )
     weights = pay.paid.weights
     mine = pay.means.get(0, Means(0.0, 0.0))
-    return NetworkPay({"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
-                      {"mean": mine.margin})
+    return NetworkPay(
+        {"planner" if uid == 0 else label: weights.get(uid, 0.0) for uid, label in enumerate(labels)},
+        {"mean": mine.margin},
+    )
 
 
 def _answer(run: Run) -> Answer:

@@ -111,7 +111,9 @@ class MetagraphFollower:
             if not self._said_unregistered:
                 log.warning(
                     "hotkey %s is not registered on netuid %d: validators cannot reach this miner "
-                    "(register with `dagnet subnet register`)", chain.hotkey, snapshot.netuid,
+                    "(register with `dagnet subnet register`)",
+                    chain.hotkey,
+                    snapshot.netuid,
                 )
                 self._said_unregistered = True
             return

@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -80,7 +80,7 @@ class LocalnetOptions:
 def default_run_dir() -> Path:
     """``$XDG_CACHE_HOME/dagnet/localnet-<UTC time>`` (``~/.cache`` without the variable)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "dagnet" / f"localnet-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+    return cache / "dagnet" / f"localnet-{datetime.now(UTC):%Y%m%d-%H%M%S}"
 
 
 def prune_runs(parent: Path, keep: int) -> list[Path]:
@@ -89,7 +89,7 @@ def prune_runs(parent: Path, keep: int) -> list[Path]:
     from chain.embedded.lock import node_running
 
     runs = sorted(p for p in parent.glob("localnet-*") if p.is_dir()) if parent.is_dir() else []
-    removed = [run for run in runs[:max(len(runs) - keep, 0)] if not node_running(run / "chain.sqlite")]
+    removed = [run for run in runs[: max(len(runs) - keep, 0)] if not node_running(run / "chain.sqlite")]
     for run in removed:
         shutil.rmtree(run, ignore_errors=True)
     return removed
@@ -142,7 +142,10 @@ class Processes:
         log = self.run_dir / f"{name}.log"
         with log.open("ab") as out:
             self.children[name] = subprocess.Popen(
-                [sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches this process only; it stops the rest
                 preexec_fn=dies_with_this_process(),  # and a kill -9 of this one takes them too
             )
@@ -226,7 +229,9 @@ def _plain(name: str) -> str:
 
 
 async def run_localnet(
-    options: LocalnetOptions, stop: asyncio.Event, on_update: Callable[[Reached], None] = lambda r: None,
+    options: LocalnetOptions,
+    stop: asyncio.Event,
+    on_update: Callable[[Reached], None] = lambda r: None,
     on_phase: Callable[[str], None] = lambda line: None,
 ) -> Reached:
     """Run the network until it ends or ``stop`` is set; always stops every child.
@@ -235,7 +240,9 @@ async def run_localnet(
     if options.run_dir is None:
         pruned = prune_runs(run_dir.parent, options.keep_runs - 1)
         if pruned:
-            on_phase(f"removed {len(pruned)} old run folder(s) from {run_dir.parent} (keeping the last {options.keep_runs})")
+            on_phase(
+                f"removed {len(pruned)} old run folder(s) from {run_dir.parent} (keeping the last {options.keep_runs})"
+            )
     run_dir.mkdir(parents=True, exist_ok=True)
     on_phase(f"logs in {run_dir}")
     processes = Processes(run_dir)
@@ -260,13 +267,20 @@ async def run_localnet(
 
 
 async def _run(
-    options: LocalnetOptions, run_dir: Path, processes: Processes, stop: asyncio.Event, reached: Reached,
-    on_update: Callable[[Reached], None], say: Callable[[str], None],
+    options: LocalnetOptions,
+    run_dir: Path,
+    processes: Processes,
+    stop: asyncio.Event,
+    reached: Reached,
+    on_update: Callable[[Reached], None],
+    say: Callable[[str], None],
 ) -> None:
     state = run_dir / "chain.sqlite"
     genesis = {"tempo": options.tempo, "weights_rate_limit": options.weights_rate_limit, "immunity_period": 10_000}
     say("starting the embedded chain")
-    processes.start("chain", ["-m", "neurons.localnet", "node", str(state), str(options.block_time_s), json.dumps(genesis)])
+    processes.start(
+        "chain", ["-m", "neurons.localnet", "node", str(state), str(options.block_time_s), json.dumps(genesis)]
+    )
     chain_url = await processes.url_of("chain")
     say(f"chain up at {chain_url} ({options.block_time_s:g} s blocks, tempo {options.tempo})")
 
@@ -291,11 +305,29 @@ async def _run(
             return
 
         validator_state = run_dir / "validator.sqlite"
-        processes.start("validator", [
-            "-m", "neurons.validator", "--dev-key", VALIDATOR_URI, "--network", f"embedded:{state}", "--netuid", "1",
-            "--port", "0", "--state", str(validator_state), "--tasks", str(options.tasks),
-            "--query-timeout", "8", "--poll", "0.2",
-        ])
+        processes.start(
+            "validator",
+            [
+                "-m",
+                "neurons.validator",
+                "--dev-key",
+                VALIDATOR_URI,
+                "--network",
+                f"embedded:{state}",
+                "--netuid",
+                "1",
+                "--port",
+                "0",
+                "--state",
+                str(validator_state),
+                "--tasks",
+                str(options.tasks),
+                "--query-timeout",
+                "8",
+                "--poll",
+                "0.2",
+            ],
+        )
         validator_url = await processes.url_of("validator")
         say(f"validator at {validator_url}; waiting for its first step")
         _write_prometheus_targets(run_dir, {"validator": [validator_url], "miner": urls})
@@ -305,16 +337,39 @@ async def _run(
         await watcher.close()
 
 
-async def _start_miners(state: Path, options: LocalnetOptions, miners: Sequence[MinerInfo], processes: Processes) -> None:
+async def _start_miners(
+    state: Path, options: LocalnetOptions, miners: Sequence[MinerInfo], processes: Processes
+) -> None:
     """Start the miners; returns once all listen (``miner.url`` set)."""
     # Every miner follows the chain, as the validator does: its blacklist admits
     # whom the chain's metagraph says, and it serves its own axon.
-    common = ["--port", "0", "--network", f"embedded:{state}", "--netuid", "1", "--sync-every", "1",
-              "--log-level", "warning"]
+    common = [
+        "--port",
+        "0",
+        "--network",
+        f"embedded:{state}",
+        "--netuid",
+        "1",
+        "--sync-every",
+        "1",
+        "--log-level",
+        "warning",
+    ]
     for index, miner in enumerate(miners):
-        processes.start(_miner_name(miner),
-                        ["-m", "neurons.miner", "--dev-key", _miner_uri(index, miner.strategy), "--planner", miner.strategy,
-                         "--set", f"feedback_db={_feedback_db(state, miner)}", *common])
+        processes.start(
+            _miner_name(miner),
+            [
+                "-m",
+                "neurons.miner",
+                "--dev-key",
+                _miner_uri(index, miner.strategy),
+                "--planner",
+                miner.strategy,
+                "--set",
+                f"feedback_db={_feedback_db(state, miner)}",
+                *common,
+            ],
+        )
     for miner in miners:
         miner.url = await processes.url_of(_miner_name(miner))
 
@@ -326,8 +381,14 @@ def _feedback_db(state: Path, miner: MinerInfo) -> Path:
 
 
 async def _watch(
-    watcher: Any, validator_state: Path, miners: Sequence[MinerInfo], processes: Processes, options: LocalnetOptions,
-    stop: asyncio.Event, reached: Reached, on_update: Callable[[Reached], None],
+    watcher: Any,
+    validator_state: Path,
+    miners: Sequence[MinerInfo],
+    processes: Processes,
+    options: LocalnetOptions,
+    stop: asyncio.Event,
+    reached: Reached,
+    on_update: Callable[[Reached], None],
 ) -> None:
     """Feed ``on_update`` until the run ends (its epochs or its duration) or ``stop`` is set."""
     reached.start_block = reached.block = await watcher.block()
@@ -356,8 +417,10 @@ async def _until_on_chain(
     def ready(snapshot: Any) -> bool:
         validator = snapshot.by_hotkey(chain.hotkey)
         axons = [getattr(snapshot.by_uid(m.uid), "axon", None) for m in miners]
-        return validator is not None and validator.validator_permit and all(
-            axon is not None and axon.url == m.url for axon, m in zip(axons, miners)
+        return (
+            validator is not None
+            and validator.validator_permit
+            and all(axon is not None and axon.url == m.url for axon, m in zip(axons, miners))
         )
 
     deadline = _start_deadline(options)
@@ -431,7 +494,8 @@ async def _observe(chain: Any, validator_state: Path, miners: Sequence[MinerInfo
     reached.miners = [
         _row(miner, snapshot.by_uid(miner.uid), weights.get(miner.uid, 0.0), window, parts.get(miner.uid, {}))
         | margins.get(miner.uid, {"mean_margin": 0.0, "beats_reference": 0.0})
-        for miner in miners if miner.uid is not None  # every one: the summary follows registration
+        for miner in miners
+        if miner.uid is not None  # every one: the summary follows registration
     ]
 
 
@@ -439,8 +503,10 @@ def _margins(standing: Any) -> dict[int, dict[str, float]]:
     """Per uid, the window's mean credited margin over the reference and how often it beat it."""
     from scoring.margin import beat_share
 
-    return {uid: {"mean_margin": means.margin, "beats_reference": beat_share(standing.margins.get(uid, []))}
-            for uid, means in standing.means().items()}
+    return {
+        uid: {"mean_margin": means.margin, "beats_reference": beat_share(standing.margins.get(uid, []))}
+        for uid, means in standing.means().items()
+    }
 
 
 def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
@@ -458,9 +524,12 @@ def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
 
 def _row(miner: MinerInfo, neuron: Any, weight: float, window: Any, parts: dict[str, float]) -> dict[str, Any]:
     return {
-        "uid": miner.uid, "strategy": miner.strategy, "hotkey": miner.hotkey,
+        "uid": miner.uid,
+        "strategy": miner.strategy,
+        "hotkey": miner.hotkey,
         "steps_scored": window.count(miner.uid) if miner.uid is not None else 0,
-        "mean_S": parts.get("S", 0.0), **{f"mean_{p}": parts.get(p, 0.0) for p in _SCORE_PARTS[1:]},
+        "mean_S": parts.get("S", 0.0),
+        **{f"mean_{p}": parts.get(p, 0.0) for p in _SCORE_PARTS[1:]},
         "weight": weight,
         "incentive": getattr(neuron, "incentive", 0.0),
         "emission": getattr(neuron, "emission", 0.0),
@@ -503,8 +572,13 @@ def render(reached: Reached, width: int | None = None) -> Group:
     rows = sorted(reached.miners, key=lambda r: (-r["emission"], -r["mean_S"]))
     table = fit_table(LEADERBOARD, rows, width, title="dagnet localnet leaderboard")
     margins = Text("\n".join(margin_summary(reached)))
-    return Group(Text(" · ".join(facts)), table, margins, Text(LEGEND, style="dim"),
-                 Text(f"logs: {reached.run_dir}", style="dim"))
+    return Group(
+        Text(" · ".join(facts)),
+        table,
+        margins,
+        Text(LEGEND, style="dim"),
+        Text(f"logs: {reached.run_dir}", style="dim"),
+    )
 
 
 LEGEND = "margin: S − the reference's S · beats: steps above it · emission: α per epoch"
@@ -526,9 +600,15 @@ def margin_summary(reached: Reached) -> list[str]:
     """Who beats the reference in the window now, and where the last weights (set earlier,
     from the window as it was then) sent the emission."""
     beaters = sorted((r for r in reached.miners if r["mean_margin"] > 0), key=lambda r: -r["mean_margin"])
-    who = "beat the reference now: " + ", ".join(
-        f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
-        for r in beaters) if beaters else "nobody beats the reference now"
+    who = (
+        "beat the reference now: "
+        + ", ".join(
+            f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
+            for r in beaters
+        )
+        if beaters
+        else "nobody beats the reference now"
+    )
     if reached.last_weights_block is None:
         return [who, "last weights: none set yet"]
     return [who, f"last weights, set {weights_age(reached)}: {_paid(reached, beaters)}"]
@@ -541,8 +621,7 @@ def _paid(reached: Reached, beaters: Sequence[dict[str, Any]]) -> str:
     if reached.payout == "margin":
         paid = [r for r in beaters if r["weight"] > 0]
         floor = [r for r in weighted if r not in paid]
-        return (f"{math.fsum(r['weight'] for r in paid):.0%} to the {len(paid)} that beat the reference, "
-                f"{_floor(floor)}")
+        return f"{math.fsum(r['weight'] for r in paid):.0%} to the {len(paid)} that beat the reference, {_floor(floor)}"
     if reached.payout == "burn":
         floor = [r for r in weighted if r["uid"] != reached.burn_uid]
         return f"{reached.burned:.0%} burned to the subnet owner's uid {reached.burn_uid}, {_floor(floor)}"
@@ -582,8 +661,10 @@ def localnet_main(options: LocalnetOptions, *, live: bool, console: Console) -> 
 def _write_prometheus_targets(run_dir: Path, urls: dict[str, list[str]]) -> None:
     """``prometheus-targets.json``: every process's /metrics address for Prometheus's
     ``file_sd_configs``, labelled by role (docs/observability.md)."""
-    groups = [{"targets": [url.removeprefix("http://") for url in role_urls], "labels": {"role": role}}
-              for role, role_urls in urls.items()]
+    groups = [
+        {"targets": [url.removeprefix("http://") for url in role_urls], "labels": {"role": role}}
+        for role, role_urls in urls.items()
+    ]
     staged = run_dir / "prometheus-targets.json.tmp"
     staged.write_text(json.dumps(groups, indent=2))
     staged.replace(run_dir / "prometheus-targets.json")  # Prometheus never reads half a file
@@ -596,8 +677,12 @@ def _node_main(state: str, block_time: str, genesis: str) -> None:
     from chain.embedded.genesis import Genesis
     from chain.embedded.node import serve
 
-    serve(Path(state), block_time=float(block_time), genesis=Genesis(**json.loads(genesis)),
-          announce=lambda line: print(line, file=sys.stderr, flush=True))
+    serve(
+        Path(state),
+        block_time=float(block_time),
+        genesis=Genesis(**json.loads(genesis)),
+        announce=lambda line: print(line, file=sys.stderr, flush=True),
+    )
 
 
 if __name__ == "__main__":

@@ -18,11 +18,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tasks import FamilyTasks, family
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
-from subnets.owned import owned_runner
-from subnets.world import ADVERTISED, World
+from engine.evaluate import run_plan
+from engine.executor import Event, ExecutorConfig
+from engine.owned import owned_report
+from engine.report import run_report
 from neurons.files import InputError, read_json
 from protocol.documents import PlanDocument, document_shape, load_plan_document
 from protocol.errors import format_validation_error
@@ -30,10 +29,11 @@ from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.task import Task, TaskSet
 from protocol.validation import PlanCheck, check_plan, check_plan_for
 from scoring.evaluate import saved_metrics
-from engine.evaluate import run_plan
-from engine.owned import owned_report
-from engine.executor import Event, ExecutorConfig
-from engine.report import run_report
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
+from subnets.world import ADVERTISED, World
+from tasks import FamilyTasks, family
 from validator.sampling import FixedTasks, TaskSource
 from validator.settings import SHIPPED_TASKS
 
@@ -76,7 +76,7 @@ def load_task_source(path: Path) -> TaskSource:
         return FamilyTasks()
     doc = read_json(path)
     if document_shape(doc) != "taskset":
-        raise InputError(f"{path}: not a task set (no \"tasks\" list)")
+        raise InputError(f'{path}: not a task set (no "tasks" list)')
     return FixedTasks(_taskset(doc, path))
 
 
@@ -152,13 +152,26 @@ async def run_document(
     check = check_document(document, task=task, limits=limits)
     if task is None:
         execution = await run_plan(
-            document.plan, check, LocalRunner(default_registry()), total_estimated_cost=document.total_estimated_cost,
-            config=config, limits=limits, on_event=on_event, inputs=inputs,
+            document.plan,
+            check,
+            LocalRunner(default_registry()),
+            total_estimated_cost=document.total_estimated_cost,
+            config=config,
+            limits=limits,
+            on_event=on_event,
+            inputs=inputs,
         )
         return run_report(execution)
     return await asyncio.to_thread(
-        owned_report, document.plan, check, task, owned_runner(task, world=world),
-        total_estimated_cost=document.total_estimated_cost, config=config, limits=limits, on_event=on_event,
+        owned_report,
+        document.plan,
+        check,
+        task,
+        owned_runner(task, world=world),
+        total_estimated_cost=document.total_estimated_cost,
+        config=config,
+        limits=limits,
+        on_event=on_event,
     )
 
 

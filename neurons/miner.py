@@ -24,18 +24,18 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from miner.app import HasHotkey, create_app
-from miner.settings import MinerSettings, default_feedback_db
 from miner.metagraph import FileMetagraph, MetagraphSource, StaticMetagraph
-from planners import Planner, PlannerLoadError, load_planner
 from miner.readiness import readiness
 from miner.server import guarded_config
-from sandbox.lifetime import exit_with_parent
 from miner.serving import ToolMenu
-from subnets.registry import default_registry
+from miner.settings import MinerSettings, default_feedback_db
 from neurons.keys import open_wallet
 from neurons.listen import bind
+from planners import Planner, PlannerLoadError, load_planner
 from protocol.metagraph import Axon
 from protocol.version import version_fields
+from sandbox.lifetime import exit_with_parent
+from subnets.registry import default_registry
 
 log = logging.getLogger("dagnet.miner")
 
@@ -123,8 +123,11 @@ class MinerProcessConfig(BaseModel):
 
         target = StaticMetagraph(None)
         MetagraphFollower(
-            self.open_chain, target, axon=self.advertised_axon(),
-            every_blocks=self.sync_every_blocks, poll_s=self.chain_poll_s,
+            self.open_chain,
+            target,
+            axon=self.advertised_axon(),
+            every_blocks=self.sync_every_blocks,
+            poll_s=self.chain_poll_s,
         ).start()
         return target
 
@@ -196,8 +199,14 @@ def serve_miner(config: MinerProcessConfig) -> None:
     if config.on_chain:
         config = config.model_copy(update={"advertised_port": port})
         uv_config.app = functools.partial(build_miner_app, config)
-    source = f"network={config.network or config.chain_endpoint}" if config.on_chain else f"metagraph={config.metagraph_file}"
-    _announce(f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source} {version_fields()}")
+    source = (
+        f"network={config.network or config.chain_endpoint}"
+        if config.on_chain
+        else f"metagraph={config.metagraph_file}"
+    )
+    _announce(
+        f"dagnet miner listening on http://{host}:{port} hotkey={hotkey} workers={settings.workers} {source} {version_fields()}"
+    )
     if not config.on_chain:  # a chain-fed metagraph syncs in the workers; /health reports it there
         _report_readiness(config.metagraph(), hotkey)
     if not config.auth_enabled:

@@ -97,7 +97,9 @@ def model_default(model: type[BaseModel], field: str) -> Any:
     return model.model_fields[field].get_default(call_default_factory=True)
 
 
-def with_setting_flags(model: type[BaseModel], flags: Mapping[str, str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def with_setting_flags(
+    model: type[BaseModel], flags: Mapping[str, str]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command one option per setting: ``flags`` maps a field of ``model`` to its
     option name (``{"query_timeout_s": "--query-timeout"}``).
 

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from .attackers import InvalidPlanner, PrecomputePlanner
 from .base import (
-    PLANNER_INTERFACE, PLANNER_TIMEOUT_S, PlannerFailure, PlanningError, PlanProposal, PlanResult, Planner,
-    answer_for, run_planner,
+    PLANNER_INTERFACE,
+    PLANNER_TIMEOUT_S,
+    Planner,
+    PlannerFailure,
+    PlanningError,
+    PlanProposal,
+    PlanResult,
+    answer_for,
+    run_planner,
 )
 from .good import GoodPlanner
 from .loader import BUILTINS, ENTRY_POINT_GROUP, PlannerLoadError, installed_planners, load_planner
@@ -46,4 +53,3 @@ __all__ = [
 REFERENCE_PLANNERS = ("good", "naive")
 """The reference planners: honest plans from the step hints."""
 ATTACKS = ("invalid", "precompute")
-

@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from tasks import Family, load_families
 from protocol.plan import Edge, PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
+from tasks import Family, load_families
 
 from .base import PlanningError, PlanProposal
 
@@ -29,7 +29,9 @@ class InvalidPlanner:
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         subnet = (package.constraints.allowed_subnets or sorted(package.available_tools) or ["sn1"])[0]
-        nodes = [PlanNode(id=i, subnet=subnet, action="text_transform", params={"op": "upper", "text": i}) for i in "ab"]
+        nodes = [
+            PlanNode(id=i, subnet=subnet, action="text_transform", params={"op": "upper", "text": i}) for i in "ab"
+        ]
         plan = WorkflowPlan(nodes=nodes, edges=[Edge(source="a", to="b"), Edge(source="b", to="a")])
         return PlanProposal(plan, 0.0, 0.0, 1.0, "two nodes that wait on each other")
 
@@ -60,8 +62,10 @@ def example_answer(reference: dict[str, Any]) -> str:
         keys = {item["key"]: item["equals"] for item in reference["goal_checklist"] if item["type"] == "json_key"}
         return json.dumps(keys)
     table = {json.dumps(case["args"]): case["expected"] for case in reference["cases"]}
-    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(table))})\n"
-            f"def {reference['entry_point']}(*args):\n    return TABLE.get(json.dumps(list(args)))\n")
+    return (
+        f"import json\nTABLE = json.loads({json.dumps(json.dumps(table))})\n"
+        f"def {reference['entry_point']}(*args):\n    return TABLE.get(json.dumps(list(args)))\n"
+    )
 
 
 def answer_plan(package: TaskPackage, answer: str, *, code: bool | None = None) -> WorkflowPlan:
@@ -86,8 +90,14 @@ def answer_plan(package: TaskPackage, answer: str, *, code: bool | None = None) 
 
 def _allowed_subnet(package: TaskPackage, kind: str) -> str | None:
     allowed = package.constraints.allowed_subnets
-    return next((subnet for subnet, info in package.available_tools.items()
-                 if info.type == kind and (allowed is None or subnet in allowed)), None)
+    return next(
+        (
+            subnet
+            for subnet, info in package.available_tools.items()
+            if info.type == kind and (allowed is None or subnet in allowed)
+        ),
+        None,
+    )
 
 
 def _json_or_text(answer: str) -> Any:

@@ -46,8 +46,20 @@ from protocol.plan import WorkflowPlan
 from protocol.synapse import SCORING_VERSION, TaskPackage, WorkflowSynapse
 
 __all__ = [
-    "FAILURE_KINDS", "PLANNER_INTERFACE", "PLANNER_TIMEOUT_S", "FailureKind", "PlanProposal", "PlanResult", "Planner",
-    "PlannerFailure", "PlanningError", "answer_for", "estimate", "observe", "plan_here", "run_planner",
+    "FAILURE_KINDS",
+    "PLANNER_INTERFACE",
+    "PLANNER_TIMEOUT_S",
+    "FailureKind",
+    "PlanProposal",
+    "PlanResult",
+    "Planner",
+    "PlannerFailure",
+    "PlanningError",
+    "answer_for",
+    "estimate",
+    "observe",
+    "plan_here",
+    "run_planner",
 ]
 
 PLANNER_INTERFACE = 1
@@ -97,16 +109,18 @@ class PlanProposal:
     def answer(self, package: TaskPackage, miner_uid: int) -> WorkflowSynapse:
         """The ``WorkflowSynapse`` response: ``package`` with every miner field filled,
         validated (``ValidationError`` when a field is not what the wire allows)."""
-        return WorkflowSynapse.model_validate({
-            **package.model_dump(include=_PACKAGE_FIELDS),
-            "miner_uid": miner_uid,
-            "scoring_version": SCORING_VERSION,
-            "workflow_plan": self.plan,
-            "total_estimated_cost": self.total_estimated_cost,
-            "total_estimated_latency": self.total_estimated_latency,
-            "confidence": self.confidence,
-            "reasoning": self.reasoning,
-        })
+        return WorkflowSynapse.model_validate(
+            {
+                **package.model_dump(include=_PACKAGE_FIELDS),
+                "miner_uid": miner_uid,
+                "scoring_version": SCORING_VERSION,
+                "workflow_plan": self.plan,
+                "total_estimated_cost": self.total_estimated_cost,
+                "total_estimated_latency": self.total_estimated_latency,
+                "confidence": self.confidence,
+                "reasoning": self.reasoning,
+            }
+        )
 
 
 PlanResult = Union[PlanProposal, WorkflowSynapse, WorkflowPlan]
@@ -134,8 +148,13 @@ def observe(planner: Planner, feedback: StepFeedback) -> bool:
     try:
         method(feedback)
     except Exception as exc:
-        log.warning("planner %s: observe raised %s: %s", getattr(planner, "name", "?"), type(exc).__name__,
-                    _short(str(exc)), exc_info=exc)
+        log.warning(
+            "planner %s: observe raised %s: %s",
+            getattr(planner, "name", "?"),
+            type(exc).__name__,
+            _short(str(exc)),
+            exc_info=exc,
+        )
         return False
     return True
 
@@ -180,8 +199,9 @@ def _failure(exc: BaseException, timeout_s: float | None) -> PlannerFailure:
     if isinstance(exc, TimeoutError) and timeout_s is not None:
         return PlannerFailure("timeout", f"the planner did not answer within {timeout_s:g}s")
     if isinstance(exc, (Exception, SystemExit)):
-        return PlannerFailure("error", _short(f"the planner raised {type(exc).__name__}: {exc}"),
-                              "".join(traceback.format_exception(exc)))
+        return PlannerFailure(
+            "error", _short(f"the planner raised {type(exc).__name__}: {exc}"), "".join(traceback.format_exception(exc))
+        )
     raise exc
 
 
@@ -205,12 +225,18 @@ def answer_for(result: PlanResult, package: TaskPackage, miner_uid: int) -> Work
             return result.answer(package, miner_uid)
         if result.task_id != package.task_id:
             raise PlannerFailure("invalid", f"the planner answered task {result.task_id!r}, not {package.task_id!r}")
-        return WorkflowSynapse.model_validate({
-            **result.model_dump(), **package.model_dump(include=_PACKAGE_FIELDS),
-            "miner_uid": miner_uid, "scoring_version": SCORING_VERSION,
-        })
+        return WorkflowSynapse.model_validate(
+            {
+                **result.model_dump(),
+                **package.model_dump(include=_PACKAGE_FIELDS),
+                "miner_uid": miner_uid,
+                "scoring_version": SCORING_VERSION,
+            }
+        )
     except ValidationError as exc:
-        raise PlannerFailure("invalid", _short(f"the planner's answer is invalid: {format_validation_error(exc)}")) from None
+        raise PlannerFailure(
+            "invalid", _short(f"the planner's answer is invalid: {format_validation_error(exc)}")
+        ) from None
 
 
 def _bare(plan: WorkflowPlan) -> PlanProposal:

@@ -122,7 +122,9 @@ class GoodPlanner:
         limit = package.constraints.max_latency_seconds
         cap = limit * self.latency_headroom
         chosen = _choose(graph, ranked, _Limits(package.constraints.max_budget_tao or math.inf, limit, cap))
-        placements = [Placement(step, opt, _attempts(opt), _policy(step.action, opt)) for step, opt in zip(steps, chosen)]
+        placements = [
+            Placement(step, opt, _attempts(opt), _policy(step.action, opt)) for step, opt in zip(steps, chosen)
+        ]
         width = _parallel_width(graph, [opt.latency(_attempts(opt)) for opt in chosen])
         plan = compile_plan(package, placements, chain=False, max_parallel=width)
         cost, latency = estimate(plan)

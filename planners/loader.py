@@ -34,7 +34,10 @@ __all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "PlannerLoadError", "installed_plann
 ENTRY_POINT_GROUP = "dagnet.planners"
 
 BUILTINS: Mapping[str, Callable[..., Planner]] = {
-    "good": GoodPlanner, "naive": NaivePlanner, "invalid": InvalidPlanner, "precompute": PrecomputePlanner,
+    "good": GoodPlanner,
+    "naive": NaivePlanner,
+    "invalid": InvalidPlanner,
+    "precompute": PrecomputePlanner,
 }
 
 

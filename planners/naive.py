@@ -28,7 +28,9 @@ class NaivePlanner:
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         if package.hint_tier != "full":
-            raise PlanningError(f"naive plans from full step hints only; this package is at the {package.hint_tier} tier")
+            raise PlanningError(
+                f"naive plans from full step hints only; this package is at the {package.hint_tier} tier"
+            )
         read_steps(package)  # same input checks as every strategy
         placements = [Placement(step, options(package, step)[0], attempts=1) for step in package.steps]
         plan = compile_plan(package, placements, chain=True)
@@ -46,5 +48,10 @@ def naive_with_retries(package: TaskPackage) -> PlanProposal:
     proposal = NaivePlanner().plan(package)
     retries = {node.id: ErrorPolicy(retry_count=1) for node in proposal.plan.nodes}
     plan = proposal.plan.model_copy(update={"error_handling": retries})
-    return PlanProposal(plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
-                        proposal.confidence, proposal.reasoning + "; one retry per node")
+    return PlanProposal(
+        plan,
+        proposal.total_estimated_cost,
+        proposal.total_estimated_latency,
+        proposal.confidence,
+        proposal.reasoning + "; one retry per node",
+    )

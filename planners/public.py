@@ -43,8 +43,10 @@ def plan_in_world(package: TaskPackage, world: World, *, planner: GoodPlanner | 
 def with_retries(proposal: PlanProposal, retries: int = RETRIES) -> PlanProposal:
     """``proposal`` with ``retries`` declared on every node (its timeouts kept)."""
     plan = proposal.plan
-    policies = {node.id: plan.error_handling.get(node.id, ErrorPolicy()).model_copy(update={"retry_count": retries})
-                for node in plan.nodes}
+    policies = {
+        node.id: plan.error_handling.get(node.id, ErrorPolicy()).model_copy(update={"retry_count": retries})
+        for node in plan.nodes
+    }
     return replace(proposal, plan=plan.model_copy(update={"error_handling": policies}))
 
 

@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
-    "ACTIONS", "ANY", "SCALAR", "TOOL_TYPES", "ActionSpec", "Shape", "admission_error", "is_generator",
+    "ACTIONS",
+    "ANY",
+    "SCALAR",
+    "TOOL_TYPES",
+    "ActionSpec",
+    "Shape",
+    "admission_error",
+    "is_generator",
     "undeclared_output",
 ]
 
@@ -115,8 +122,13 @@ class ActionSpec:
 
 
 def _spec(
-    name: str, *, code: bool = False, metadata: Mapping[str, Shape] | None = None, generator: bool = False,
-    gathers: bool = False, any_metadata: bool = False,
+    name: str,
+    *,
+    code: bool = False,
+    metadata: Mapping[str, Shape] | None = None,
+    generator: bool = False,
+    gathers: bool = False,
+    any_metadata: bool = False,
 ) -> ActionSpec:
     shapes = dict(metadata or {})
     keys = None if any_metadata else frozenset(shapes)
@@ -133,8 +145,17 @@ ACTIONS: Mapping[str, ActionSpec] = {
         _spec("json_to_csv", metadata={"rows": SCALAR, "columns": _SCALARS}),
         _spec("split", metadata={"item": ANY, "index": SCALAR, "frames": SCALAR}, generator=True),
         _spec("collect", metadata={"items": _ANYTHINGS, "count": SCALAR}, gathers=True),
-        _spec("text_transform", code=True, metadata={
-            "replacements": SCALAR, "matches": _SCALARS, "lines": _SCALARS, "count": SCALAR, "language": SCALAR}),
+        _spec(
+            "text_transform",
+            code=True,
+            metadata={
+                "replacements": SCALAR,
+                "matches": _SCALARS,
+                "lines": _SCALARS,
+                "count": SCALAR,
+                "language": SCALAR,
+            },
+        ),
         _spec("search", metadata={"hits": Shape("list", HIT)}),
         _spec("python_exec", code=True, metadata={"returncode": SCALAR}),
         _spec("llm", metadata={"model": SCALAR, "usage": ANY}),

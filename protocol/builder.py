@@ -238,13 +238,16 @@ def _indexes(path: tuple[str, ...], op: Op) -> str:
     return "".join(f"[{step}]" if step.isdigit() else f'["{step}"]' for step in shown)
 
 
-def tool(action: str, *, subnet: str, name: str | None = None, returns: Mapping[str, str] | None = None,
-         **defaults: Any) -> OpFactory:
+def tool(
+    action: str, *, subnet: str, name: str | None = None, returns: Mapping[str, str] | None = None, **defaults: Any
+) -> OpFactory:
     """An op factory for a catalogue action; ``defaults`` are params every call starts from."""
     return OpFactory(name or action, action, subnet, lambda **kw: {**defaults, **kw}, returns or {})
 
 
-def op(action: str, *, subnet: str, returns: Mapping[str, str] | None = None) -> Callable[[Callable[..., dict[str, Any]]], OpFactory]:
+def op(
+    action: str, *, subnet: str, returns: Mapping[str, str] | None = None
+) -> Callable[[Callable[..., dict[str, Any]]], OpFactory]:
     """Decorate a function that turns an op's arguments into the action's params."""
 
     def wrap(fn: Callable[..., dict[str, Any]]) -> OpFactory:
@@ -311,7 +314,9 @@ class Call:
     def __getitem__(self, key: str) -> Ref:
         value = self.scope.result.get(key)
         if not isinstance(value, Ref):
-            raise BuildError(f"{self.name}: the graph wrote no {key!r} upward (it wrote: {', '.join(self.scope.result) or 'nothing'})")
+            raise BuildError(
+                f"{self.name}: the graph wrote no {key!r} upward (it wrote: {', '.join(self.scope.result) or 'nothing'})"
+            )
         return value
 
     def keys(self) -> list[str]:
@@ -557,17 +562,29 @@ def _plan(root: Scope, max_parallel: int | None) -> WorkflowPlan:
     edges: dict[tuple[str, str], None] = {}  # an ordered set
     for node in ops:
         params = _params(node.params, node.id)
-        nodes.append({"id": node.id, "subnet": node.factory.subnet, "action": node.factory.action,
-                      "params": params, **{k: v for k, v in node.options.items() if k in _OPTIONS}})
+        nodes.append(
+            {
+                "id": node.id,
+                "subnet": node.factory.subnet,
+                "action": node.factory.action,
+                "params": params,
+                **{k: v for k, v in node.options.items() if k in _OPTIONS},
+            }
+        )
         for src in [*node.after, *_sources(node)]:
             edges[(src, node.id)] = None
         policy = {k: v for k, v in node.options.items() if k in _POLICY}
         if policy:
             policies[node.id] = policy
-    plan = WorkflowPlan.model_validate({
-        "nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges], "error_handling": policies,
-        "output_node": _output_node(root), "max_parallel": max_parallel,
-    })
+    plan = WorkflowPlan.model_validate(
+        {
+            "nodes": nodes,
+            "edges": [{"from": a, "to": b} for a, b in edges],
+            "error_handling": policies,
+            "output_node": _output_node(root),
+            "max_parallel": max_parallel,
+        }
+    )
     check = check_plan(plan)
     problems = check.errors + [f"{k}: {v}" for k, v in check.node_errors.items()]
     if problems:

@@ -64,11 +64,17 @@ def _sinks(needs: Mapping[str, set[str]]) -> list[str]:
 
 def _name(node: PlanNode, plan: WorkflowPlan, names: Mapping[str, str]) -> str:
     waits = sorted(names[edge.source] for edge in plan.edges if edge.to == node.id)
-    return _sha({
-        "subnet": node.subnet, "action": node.action, "params": _renamed(node.params, names),
-        "policy": plan.policy(node.id).model_dump(), "touches": sorted(node.touches),
-        "parallel_safe": node.parallel_safe, "waits": waits,
-    })
+    return _sha(
+        {
+            "subnet": node.subnet,
+            "action": node.action,
+            "params": _renamed(node.params, names),
+            "policy": plan.policy(node.id).model_dump(),
+            "touches": sorted(node.touches),
+            "parallel_safe": node.parallel_safe,
+            "waits": waits,
+        }
+    )
 
 
 def _renamed(value: Any, names: Mapping[str, str]) -> Any:

@@ -203,9 +203,7 @@ def _compile_string(text: str, refs: list[DataRef]) -> tuple[Any, bool]:
     compiled: list[_Part] = [p if isinstance(p, str) else (p, _steps(p)) for p in parts]
 
     def interpolate(outputs: Mapping[str, Any]) -> str:
-        return "".join(
-            p if isinstance(p, str) else _to_text(_lookup(outputs, p[0], p[1])) for p in compiled
-        )
+        return "".join(p if isinstance(p, str) else _to_text(_lookup(outputs, p[0], p[1])) for p in compiled)
 
     return interpolate, True
 

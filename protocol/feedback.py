@@ -17,7 +17,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "FEEDBACK_VERSION", "MAX_FEEDBACK_NODES", "MAX_REASON_CHARS", "AttemptFeedback", "NodeFeedback", "StepFeedback",
+    "FEEDBACK_VERSION",
+    "MAX_FEEDBACK_NODES",
+    "MAX_REASON_CHARS",
+    "AttemptFeedback",
+    "NodeFeedback",
+    "StepFeedback",
     "clip_reason",
 ]
 

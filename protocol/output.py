@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .limits import OUTPUT_CODE_MAX_BYTES, OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
 
-
 _object_setattr = object.__setattr__
 
 
@@ -80,7 +79,13 @@ class NodeOutput(BaseModel):
         value that is not a plain ``str``, or one long enough that it might pass its byte
         limit; else no rule can fail, and the model is built as ``model_construct`` would
         build it, at a fraction of the cost."""
-        if metadata or type(text) is not str or type(code) is not str or len(text) > _TEXT_SURE or len(code) > _CODE_SURE:
+        if (
+            metadata
+            or type(text) is not str
+            or type(code) is not str
+            or len(text) > _TEXT_SURE
+            or len(code) > _CODE_SURE
+        ):
             if not code and not metadata:
                 return cls(text=text)
             return cls(text=text, artifacts=Artifacts(code=code, metadata=metadata or {}))
@@ -96,7 +101,8 @@ class NodeOutput(BaseModel):
 # BaseModel's own slots, written through their descriptors: what object.__setattr__ ends
 # up doing, without looking each one up on the model class first.
 _set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+    BaseModel.__dict__[name].__set__
+    for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
 )
 
 

@@ -103,7 +103,6 @@ def _check_fields(doc: dict[str, Any], synapse: WorkflowSynapse, request: TaskPa
     return synapse.workflow_plan
 
 
-
 def _short(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 160 else text[:160] + "..."

@@ -11,7 +11,14 @@ import json
 from typing import Any
 
 __all__ = [
-    "FEEDBACK_PATH", "HEALTH_PATH", "METRICS_PATH", "NODE_PATH", "PATHS", "PUBLIC_PATHS", "WORKFLOW_PATH", "error_body",
+    "FEEDBACK_PATH",
+    "HEALTH_PATH",
+    "METRICS_PATH",
+    "NODE_PATH",
+    "PATHS",
+    "PUBLIC_PATHS",
+    "WORKFLOW_PATH",
+    "error_body",
 ]
 
 WORKFLOW_PATH = "/WorkflowSynapse"

@@ -145,19 +145,13 @@ def _structure_errors(plan: WorkflowPlan) -> list[str]:
 
 def _reference_errors(plan: WorkflowPlan) -> list[str]:
     ids = {node.id for node in plan.nodes}
-    errors = [
-        f"error_handling: unknown node {_name(node_id)}"
-        for node_id in plan.error_handling
-        if node_id not in ids
-    ]
+    errors = [f"error_handling: unknown node {_name(node_id)}" for node_id in plan.error_handling if node_id not in ids]
     if plan.output_node is not None and plan.output_node not in ids:
         errors.append(f"output_node: unknown node {_name(plan.output_node)}")
     return errors
 
 
-def _node_errors(
-    plan: WorkflowPlan, check: PlanCheck, limits: Limits, allowed: Collection[str] | None
-) -> list[str]:
+def _node_errors(plan: WorkflowPlan, check: PlanCheck, limits: Limits, allowed: Collection[str] | None) -> list[str]:
     """Per-node subnet and params checks; fills ``check.compiled`` / ``check.node_errors``."""
     errors = []
     allowed_set = None if allowed is None else set(allowed)

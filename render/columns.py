@@ -67,8 +67,12 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Row], width: int, **tabl
     table = Table(**table_options)
     body = {i: cells(i) for i in kept}
     for i in kept:
-        table.add_column(columns[i].header, justify=columns[i].justify, no_wrap=True,  # type: ignore[arg-type]
-                         min_width=max([_width(columns[i].header), *map(len, body[i])]))
+        table.add_column(
+            columns[i].header,
+            justify=columns[i].justify,  # type: ignore[arg-type]
+            no_wrap=True,
+            min_width=max([_width(columns[i].header), *map(len, body[i])]),
+        )
     for r in range(len(rows)):
         table.add_row(*(body[i][r] for i in kept))
     return table

@@ -18,8 +18,17 @@ from protocol.outcomes import RunStatus
 from protocol.plan import WorkflowPlan
 
 __all__ = [
-    "COLOURS", "MAX_DAG_NODES", "MAX_INSTANCE_ROWS", "NOT_RUN", "Row", "clip", "dag_section", "esc", "gantt_section",
-    "num", "status_colour",
+    "COLOURS",
+    "MAX_DAG_NODES",
+    "MAX_INSTANCE_ROWS",
+    "NOT_RUN",
+    "Row",
+    "clip",
+    "dag_section",
+    "esc",
+    "gantt_section",
+    "num",
+    "status_colour",
 ]
 
 MAX_DAG_NODES = 400
@@ -34,6 +43,7 @@ COLOURS = {
     "budget_abort": "#8e24aa",
 }
 NOT_RUN = "#9e9e9e"
+
 
 @dataclass
 class Row:
@@ -59,8 +69,13 @@ class Row:
 
 
 def time_horizon(rows: Iterable[Row]) -> float:
-    times = [t for row in rows for r in (row, *row.instances) for t in (r.ready, r.started, r.finished, r.settled)
-             if t is not None]
+    times = [
+        t
+        for row in rows
+        for r in (row, *row.instances)
+        for t in (r.ready, r.started, r.finished, r.settled)
+        if t is not None
+    ]
     return max(times, default=0.0) or 1e-3
 
 
@@ -73,12 +88,19 @@ def clip(text: str, limit: int) -> str:
 
 
 def status_colour(status: str) -> str:
-    return COLOURS.get(status, {str(RunStatus.COMPLETED): COLOURS["success"], str(RunStatus.PARTIAL): COLOURS["blocked"],
-                                 str(RunStatus.INVALID): COLOURS["failed"]}.get(status, NOT_RUN))
+    return COLOURS.get(
+        status,
+        {
+            str(RunStatus.COMPLETED): COLOURS["success"],
+            str(RunStatus.PARTIAL): COLOURS["blocked"],
+            str(RunStatus.INVALID): COLOURS["failed"],
+        }.get(status, NOT_RUN),
+    )
 
 
 def num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
+
 
 # -- the DAG ----------------------------------------------------------------------------
 
@@ -100,11 +122,13 @@ def dag_section(plan: WorkflowPlan, graph: Graph | None, rows: Mapping[str, Row]
             edges.append(_edge(at[a], at[b], a in critical and b in critical))
     boxes = [_box(at[node_id], rows[node_id], node_id in critical) for node_id in graph.ids]
     return (
-        f"<h2>Plan</h2><svg id=\"dag\" width=\"{width}\" height=\"{height}\" "
-        f"viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\">"
-        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
-        "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0L10,5L0,10z\" fill=\"#616161\"/></marker></defs>"
-        + "".join(edges) + "".join(boxes) + "</svg>"
+        f'<h2>Plan</h2><svg id="dag" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+        'markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#616161"/></marker></defs>'
+        + "".join(edges)
+        + "".join(boxes)
+        + "</svg>"
     )
 
 
@@ -130,9 +154,11 @@ def _edge(a: tuple[float, float], b: tuple[float, float], critical: bool) -> str
     x1, y1 = a[0] + _BOX_W, a[1] + _BOX_H / 2
     x2, y2 = b[0], b[1] + _BOX_H / 2
     mid = (x1 + x2) / 2
-    stroke = "class=\"crit\"" if critical else "stroke=\"#9e9e9e\" stroke-width=\"1.2\""
-    return (f"<path d=\"M{x1:.1f},{y1:.1f} C{mid:.1f},{y1:.1f} {mid:.1f},{y2:.1f} {x2:.1f},{y2:.1f}\" "
-            f"fill=\"none\" {stroke} marker-end=\"url(#arrow)\"/>")
+    stroke = 'class="crit"' if critical else 'stroke="#9e9e9e" stroke-width="1.2"'
+    return (
+        f'<path d="M{x1:.1f},{y1:.1f} C{mid:.1f},{y1:.1f} {mid:.1f},{y2:.1f} {x2:.1f},{y2:.1f}" '
+        f'fill="none" {stroke} marker-end="url(#arrow)"/>'
+    )
 
 
 def _box(at: tuple[float, float], row: Row, critical: bool) -> str:
@@ -141,11 +167,11 @@ def _box(at: tuple[float, float], row: Row, critical: bool) -> str:
     tip = f"{row.node_id} ({row.action}): {row.status}" + (f" — {row.reason}" if row.reason else "")
     outline = ' class="crit"' if critical else ""
     return (
-        f"<g data-node=\"{esc(row.node_id)}\"><title>{esc(tip)}</title>"
-        f"<rect x=\"{x}\" y=\"{y}\" width=\"{_BOX_W}\" height=\"{_BOX_H}\" rx=\"5\" fill=\"{colour}\" "
-        f"fill-opacity=\"0.18\" stroke=\"{colour}\"{outline}/>"
-        f"<text x=\"{x + 6}\" y=\"{y + 13}\">{esc(clip(row.node_id, 22))}</text>"
-        f"<text x=\"{x + 6}\" y=\"{y + 25}\" fill=\"#616161\">{esc(clip(row.action, 22))}</text></g>"
+        f'<g data-node="{esc(row.node_id)}"><title>{esc(tip)}</title>'
+        f'<rect x="{x}" y="{y}" width="{_BOX_W}" height="{_BOX_H}" rx="5" fill="{colour}" '
+        f'fill-opacity="0.18" stroke="{colour}"{outline}/>'
+        f'<text x="{x + 6}" y="{y + 13}">{esc(clip(row.node_id, 22))}</text>'
+        f'<text x="{x + 6}" y="{y + 25}" fill="#616161">{esc(clip(row.action, 22))}</text></g>'
     )
 
 
@@ -167,10 +193,10 @@ def gantt_section(graph: Graph | None, rows: Mapping[str, Row], critical: set[st
         if isinstance(line, Row):
             body.append(_gantt_row(line, y, scale, on_path))
         else:
-            body.append(f"<text x=\"14\" y=\"{y + _BAR_H - 2}\" fill=\"#616161\">{esc(line)}</text>")
+            body.append(f'<text x="14" y="{y + _BAR_H - 2}" fill="#616161">{esc(line)}</text>')
     return (
-        f"<h2>Timeline</h2><svg id=\"gantt\" width=\"{width}\" height=\"{height}\" "
-        f"viewBox=\"0 0 {width} {height}\" xmlns=\"http://www.w3.org/2000/svg\">" + "".join(body) + "</svg>"
+        f'<h2>Timeline</h2><svg id="gantt" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">' + "".join(body) + "</svg>"
     )
 
 
@@ -193,21 +219,27 @@ def _axis(horizon: float, scale: float, height: float) -> str:
     parts = []
     for t in _ticks(horizon):
         x = _LABEL_W + t * scale
-        parts.append(f"<line x1=\"{x:.1f}\" y1=\"{_AXIS_H - 6}\" x2=\"{x:.1f}\" y2=\"{height}\" stroke=\"#eeeeee\"/>"
-                     f"<text x=\"{x:.1f}\" y=\"{_AXIS_H - 10}\" text-anchor=\"middle\" fill=\"#616161\">{t:.4g}s</text>")
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{_AXIS_H - 6}" x2="{x:.1f}" y2="{height}" stroke="#eeeeee"/>'
+            f'<text x="{x:.1f}" y="{_AXIS_H - 10}" text-anchor="middle" fill="#616161">{t:.4g}s</text>'
+        )
     return "".join(parts)
 
 
 def _gantt_row(row: Row, y: float, scale: float, critical: bool) -> str:
     x0 = _LABEL_W
     label = ("★ " if critical else "") + ("  ↳ " if row.frame is not None else "") + clip(row.label, _LABEL_CHARS)
-    weight = " font-weight=\"700\"" if critical else ""
-    parts = [f"<g data-node=\"{esc(row.node_id)}\"><title>{esc(_row_tip(row))}</title>"
-             f"<text x=\"4\" y=\"{y + _BAR_H - 2}\"{weight}>{esc(label)}</text>"]
+    weight = ' font-weight="700"' if critical else ""
+    parts = [
+        f'<g data-node="{esc(row.node_id)}"><title>{esc(_row_tip(row))}</title>'
+        f'<text x="4" y="{y + _BAR_H - 2}"{weight}>{esc(label)}</text>'
+    ]
     mid = y + _BAR_H / 2
     if row.ready is not None and row.started is not None and row.started > row.ready:
-        parts.append(f"<line x1=\"{x0 + row.ready * scale:.1f}\" y1=\"{mid}\" x2=\"{x0 + row.started * scale:.1f}\" "
-                     f"y2=\"{mid}\" stroke=\"#bdbdbd\" stroke-dasharray=\"2,2\"/>")
+        parts.append(
+            f'<line x1="{x0 + row.ready * scale:.1f}" y1="{mid}" x2="{x0 + row.started * scale:.1f}" '
+            f'y2="{mid}" stroke="#bdbdbd" stroke-dasharray="2,2"/>'
+        )
     colour = COLOURS.get(row.status, NOT_RUN)
     if row.started is not None:
         end = row.finished if row.finished is not None else row.settled or row.started
@@ -216,14 +248,16 @@ def _gantt_row(row: Row, y: float, scale: float, critical: bool) -> str:
         else:
             parts.append(_bar(x0 + row.started * scale, y, max(2.0, (end - row.started) * scale), colour, critical))
         if row.attempts > 1:
-            parts.append(f"<text x=\"{x0 + end * scale + 4:.1f}\" y=\"{y + _BAR_H - 2}\">×{row.attempts}</text>")
+            parts.append(f'<text x="{x0 + end * scale + 4:.1f}" y="{y + _BAR_H - 2}">×{row.attempts}</text>')
     else:
         t = row.settled if row.settled is not None else 0.0
         x = x0 + t * scale
         note = clip(f"{row.status}: {row.reason or ''}", 60)
-        parts.append(f"<path class=\"marker\" d=\"M{x:.1f},{y}l6,6l-6,6l-6,-6z\" fill=\"{colour}\"/>"
-                     f"<text x=\"{x + 9:.1f}\" y=\"{y + _BAR_H - 2}\" fill=\"#616161\">"
-                     f"{esc(note)}</text>")
+        parts.append(
+            f'<path class="marker" d="M{x:.1f},{y}l6,6l-6,6l-6,-6z" fill="{colour}"/>'
+            f'<text x="{x + 9:.1f}" y="{y + _BAR_H - 2}" fill="#616161">'
+            f"{esc(note)}</text>"
+        )
     parts.append("</g>")
     return "".join(parts)
 
@@ -237,9 +271,8 @@ def _attempt_bar(x0: float, y: float, scale: float, span: tuple[float, float, st
 
 
 def _bar(x: float, y: float, w: float, colour: str, critical: bool, *, kind: str = "bar") -> str:
-    outline = " class=\"crit\"" if critical else ""
-    return (f"<rect data-kind=\"{kind}\" x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{_BAR_H}\" "
-            f"fill=\"{colour}\"{outline}/>")
+    outline = ' class="crit"' if critical else ""
+    return f'<rect data-kind="{kind}" x="{x:.1f}" y="{y}" width="{w:.1f}" height="{_BAR_H}" fill="{colour}"{outline}/>'
 
 
 def _row_tip(row: Row) -> str:

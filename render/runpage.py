@@ -38,7 +38,17 @@ from protocol.plan import WorkflowPlan
 from protocol.score_weights import W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
 from .runchart import (
-    COLOURS, MAX_DAG_NODES, MAX_INSTANCE_ROWS, NOT_RUN, Row, clip, dag_section, esc, gantt_section, num, status_colour,
+    COLOURS,
+    MAX_DAG_NODES,
+    MAX_INSTANCE_ROWS,
+    NOT_RUN,
+    Row,
+    clip,
+    dag_section,
+    esc,
+    gantt_section,
+    num,
+    status_colour,
 )
 
 __all__ = ["MAX_DAG_NODES", "MAX_FAILURE_ROWS", "MAX_INSTANCE_ROWS", "render_run_page"]
@@ -69,10 +79,7 @@ document.querySelectorAll('[data-node]').forEach(function (el) {
 document.body.setAttribute('data-ready', '1');
 """
 _SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
-_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    f"script-src 'sha256-{_SCRIPT_HASH}'"
-)
+_CSP = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{_SCRIPT_HASH}'"
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #212121; background: #fff; }
@@ -112,6 +119,7 @@ def render_run_page(
     ]
     return "".join(parts)
 
+
 # -- data -------------------------------------------------------------------------------
 
 
@@ -145,8 +153,13 @@ def _rows(plan: WorkflowPlan, report: Mapping[str, Any], events: Iterable[Mappin
 
 def _row(node_id: str, action: str, record: Mapping[str, Any]) -> Row:
     return Row(
-        node_id, action, record.get("status", "pending"), record.get("reason"),
-        int(record.get("attempts") or 0), record.get("frame"), started=record.get("started_s"),
+        node_id,
+        action,
+        record.get("status", "pending"),
+        record.get("reason"),
+        int(record.get("attempts") or 0),
+        record.get("frame"),
+        started=record.get("started_s"),
         finished=record.get("finished_s"),
         spans=[(a["started_s"], a["finished_s"], a.get("error")) for a in record.get("attempt_log", ())],
     )
@@ -180,10 +193,11 @@ def _critical(graph: Graph, rows: Mapping[str, Row]) -> list[str]:
 
 # -- page sections ---------------------------------------------------------------------
 
+
 def _head(title: str) -> str:
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{_CSP}\">"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{esc(title)}</h1>"
     )
@@ -193,20 +207,32 @@ def _summary(report: Mapping[str, Any], critical: Sequence[str]) -> str:
     status = report.get("status", "?")
     ceiling = report.get("budget_ceiling")
     lines = [
-        ("status", f"<span class=\"status\" style=\"color:{status_colour(status)}\">{esc(status)}</span>"),
-        ("completed", esc(f"{report.get('steps_completed', 0)}/{report.get('total_steps', 0)} steps "
-                           f"(completion_ratio {num(report.get('completion_ratio'))})")),
-        ("latency", esc(f"{num(report.get('latency_s'))} s (planned critical path "
-                         f"{num(report.get('critical_path_s'))} s)")),
+        ("status", f'<span class="status" style="color:{status_colour(status)}">{esc(status)}</span>'),
+        (
+            "completed",
+            esc(
+                f"{report.get('steps_completed', 0)}/{report.get('total_steps', 0)} steps "
+                f"(completion_ratio {num(report.get('completion_ratio'))})"
+            ),
+        ),
+        (
+            "latency",
+            esc(f"{num(report.get('latency_s'))} s (planned critical path {num(report.get('critical_path_s'))} s)"),
+        ),
         ("cost", esc(f"{num(report.get('cost_tao'))} τ (ceiling {'none' if ceiling is None else num(ceiling)})")),
-        ("retries", esc(f"{report.get('retries', 0)} planned, {report.get('unplanned_retries', 0)} unplanned, "
-                         f"{report.get('timeouts', 0)} timeouts, {report.get('hard_failures', 0)} hard failures")),
+        (
+            "retries",
+            esc(
+                f"{report.get('retries', 0)} planned, {report.get('unplanned_retries', 0)} unplanned, "
+                f"{report.get('timeouts', 0)} timeouts, {report.get('hard_failures', 0)} hard failures"
+            ),
+        ),
         ("critical path", esc(" → ".join(critical) or "none")),
         *_task_lines(report),
     ]
     body = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in lines)
-    errors = "".join(f"<p class=\"err\">error: {esc(e)}</p>" for e in report.get("errors") or ())
-    return f"<table class=\"summary\">{body}</table>{errors}{_legend()}"
+    errors = "".join(f'<p class="err">error: {esc(e)}</p>' for e in report.get("errors") or ())
+    return f'<table class="summary">{body}</table>{errors}{_legend()}'
 
 
 def _task_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -216,14 +242,18 @@ def _task_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []
     seed = report.get("seed")
     replay = f"--task {task_id}" + (f" --seed {seed}" if seed is not None else "")
-    return [("task", esc(task_id)), ("seed", esc("none" if seed is None else seed)),
-            ("replay", f"<code>dagnet run PLAN {esc(replay)}</code>")]
+    return [
+        ("task", esc(task_id)),
+        ("seed", esc("none" if seed is None else seed)),
+        ("replay", f"<code>dagnet run PLAN {esc(replay)}</code>"),
+    ]
 
 
 def _legend() -> str:
     items = [*COLOURS.items(), ("not run", NOT_RUN)]
-    spans = "".join(f"<span><i style=\"background:{c}\"></i>{esc(s)}</span>" for s, c in items)
-    return f"<p class=\"legend\">{spans}<span><i style=\"border:2.5px solid #000\"></i>critical path</span></p>"
+    spans = "".join(f'<span><i style="background:{c}"></i>{esc(s)}</span>' for s, c in items)
+    return f'<p class="legend">{spans}<span><i style="border:2.5px solid #000"></i>critical path</span></p>'
+
 
 # -- failures ---------------------------------------------------------------------------------
 
@@ -246,11 +276,15 @@ def _failures_section(rows: Mapping[str, Row]) -> str:
     if not failures:
         return "<h2>Failed attempts</h2><p>none</p>"
     shown = failures[:MAX_FAILURE_ROWS]
-    body = "".join(f"<tr><td>{esc(label)}</td><td class=\"num\">{esc(attempt)}</td><td class=\"err\">{esc(failure)}</td></tr>"
-                   for label, attempt, failure in shown)
+    body = "".join(
+        f'<tr><td>{esc(label)}</td><td class="num">{esc(attempt)}</td><td class="err">{esc(failure)}</td></tr>'
+        for label, attempt, failure in shown
+    )
     more = f"<p>… and {len(failures) - len(shown)} more</p>" if len(failures) > len(shown) else ""
-    return (f"<h2>Failed attempts</h2><table id=\"failures\"><tr><th>node</th><th>attempt</th><th>error</th></tr>"
-            f"{body}</table>{more}")
+    return (
+        f'<h2>Failed attempts</h2><table id="failures"><tr><th>node</th><th>attempt</th><th>error</th></tr>'
+        f"{body}</table>{more}"
+    )
 
 
 # -- score and output -------------------------------------------------------------------------
@@ -261,7 +295,7 @@ def _score_section(score: Mapping[str, Any] | None) -> str:
         return "<h2>Score</h2><p>Not scored (run with a task to score it).</p>"
     rows = []
     for key in ("S", "output_quality", "completion_ratio", *(name for name, _, _ in _WEIGHTS)):
-        rows.append(f"<tr><th>{key}</th><td class=\"num\">{num(score.get(key))}</td></tr>")
+        rows.append(f'<tr><th>{key}</th><td class="num">{num(score.get(key))}</td></tr>')
     return (
         f"<h2>Score</h2><table>{''.join(rows)}</table>{_score_bar(score)}"
         f"<pre>{esc(json.dumps(score.get('details', {}), indent=1, default=str))}</pre>"
@@ -277,13 +311,18 @@ def _score_bar(score: Mapping[str, Any]) -> str:
         if not isinstance(value, (int, float)):
             continue
         w = max(0.0, weight * value) * width
-        parts.append(f"<rect class=\"share\" x=\"{x:.1f}\" y=\"0\" width=\"{w:.1f}\" height=\"20\" fill=\"{colour}\">"
-                     f"<title>{esc(f'{weight} × {name} = {weight * value:.4f}')}</title></rect>")
+        parts.append(
+            f'<rect class="share" x="{x:.1f}" y="0" width="{w:.1f}" height="20" fill="{colour}">'
+            f"<title>{esc(f'{weight} × {name} = {weight * value:.4f}')}</title></rect>"
+        )
         x += w
-    legend = " ".join(f"<span><i style=\"background:{c}\"></i>{w} × {n}</span>" for n, w, c in _WEIGHTS)
-    return (f"<svg id=\"score\" width=\"{width + 2:.0f}\" height=\"22\" xmlns=\"http://www.w3.org/2000/svg\">"
-            f"<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"20\" fill=\"#f5f5f5\" stroke=\"#bdbdbd\"/>"
-            + "".join(parts) + f"</svg><p class=\"legend\">{legend}</p>")
+    legend = " ".join(f'<span><i style="background:{c}"></i>{w} × {n}</span>' for n, w, c in _WEIGHTS)
+    return (
+        f'<svg id="score" width="{width + 2:.0f}" height="22" xmlns="http://www.w3.org/2000/svg">'
+        f'<rect x="0" y="0" width="{width}" height="20" fill="#f5f5f5" stroke="#bdbdbd"/>'
+        + "".join(parts)
+        + f'</svg><p class="legend">{legend}</p>'
+    )
 
 
 def _output_section(report: Mapping[str, Any]) -> str:

@@ -61,7 +61,7 @@ class _DateTime(_datetime.datetime):
 
     @classmethod
     def utcnow(cls):
-        return cls.now(_datetime.timezone.utc).replace(tzinfo=None)
+        return cls.now(_datetime.UTC).replace(tzinfo=None)
 
     @classmethod
     def today(cls):

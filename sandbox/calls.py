@@ -172,7 +172,6 @@ def _outcome(record: dict[str, Any], index: int) -> Outcome:
     raise _Malformed(f"result line {index} has keys {sorted(record)}")
 
 
-
 @cache
 def _source(name: str) -> str:
     return (Path(__file__).parent / name).read_text(encoding="utf-8")

@@ -139,7 +139,9 @@ def _make(hierarchy: _Hierarchy, limits: SandboxLimits) -> RunGroup | None:
             dirs.append(path)
         for setting, value in hierarchy.settings(limits).items():
             written = [_write(os.path.join(path, setting), value) for path in dirs]
-            if not any(written) and setting != "memory.memsw.limit_in_bytes":  # no swap accounting: no swap to escape to
+            if (
+                not any(written) and setting != "memory.memsw.limit_in_bytes"
+            ):  # no swap accounting: no swap to escape to
                 raise OSError(f"cannot set {setting}")
     except OSError:
         group.remove()

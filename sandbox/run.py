@@ -344,4 +344,3 @@ def _chown_tree(root: str, uid: int) -> None:
     for parent, dirs, names in os.walk(root):
         for name in (*dirs, *names):
             os.chown(os.path.join(parent, name), uid, uid)
-

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from protocol.run_metrics import RunMetrics
 from protocol.score_weights import GATE, W_COST, W_LATENCY, W_RELIABILITY, W_SUCCESS
 
-
 PENALTY_UNPLANNED_RETRY = 0.10
 PENALTY_TIMEOUT = 0.20
 PENALTY_HARD_FAILURE = 0.50

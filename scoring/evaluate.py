@@ -36,7 +36,9 @@ def score_run(
     """
     if not valid:
         return invalid_score("invalid response")
-    return score_quality(task, metrics=metrics, quality=output_quality(task, final_output, sandbox_limits=sandbox_limits))
+    return score_quality(
+        task, metrics=metrics, quality=output_quality(task, final_output, sandbox_limits=sandbox_limits)
+    )
 
 
 def score_quality(task: Task, *, metrics: RunMetrics, quality: Quality) -> Score:

@@ -40,8 +40,25 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["EPSILON", "FLOOR", "K_SE", "Answer", "Credit", "Entry", "MarginWeights", "Means", "NetworkPay", "Payout",
-           "beat_share", "credits", "leaders", "margin_weights", "network_pay", "outcome_key", "window_means"]
+__all__ = [
+    "EPSILON",
+    "FLOOR",
+    "K_SE",
+    "Answer",
+    "Credit",
+    "Entry",
+    "MarginWeights",
+    "Means",
+    "NetworkPay",
+    "Payout",
+    "beat_share",
+    "credits",
+    "leaders",
+    "margin_weights",
+    "network_pay",
+    "outcome_key",
+    "window_means",
+]
 
 
 FLOOR = 0.05
@@ -107,10 +124,13 @@ class Entry:
     def same(self, other: Entry) -> bool:
         """Whether the two answers are one: one program, or one execution."""
         return (self.digest is not None and self.digest == other.digest) or (
-            self.outcome is not None and self.outcome == other.outcome)
+            self.outcome is not None and self.outcome == other.outcome
+        )
 
 
-def leaders(windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, epsilon: float = EPSILON) -> dict[int, int]:
+def leaders(
+    windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, epsilon: float = EPSILON
+) -> dict[int, int]:
     """Each uid's group leader (itself when it leads). ``order`` is first-commit order
     (earliest first; uids it leaves out come after, by uid). A uid joins the first group
     (in order) whose leader's answers its own match over the steps both answered: per step
@@ -211,8 +231,11 @@ class NetworkPay:
 
 
 def network_pay(
-    steps: Iterable[tuple[int, Mapping[int, Answer], float]], order: Sequence[int] = (), *,
-    floor: float = FLOOR, burn_uid: int | None = None,
+    steps: Iterable[tuple[int, Mapping[int, Answer], float]],
+    order: Sequence[int] = (),
+    *,
+    floor: float = FLOOR,
+    burn_uid: int | None = None,
 ) -> NetworkPay:
     """Pay a network played whole, as a validator pays it: ``steps`` are (step id, the
     step's answers, the reference's S); ``order`` is first-commit order (by default uid
@@ -222,8 +245,12 @@ def network_pay(
         for uid, answer in answers.items():
             score = _finite(answer.score)
             windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
-    means = {uid: window_means(math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries if e.margin is not None])  # all: each step had its S
-             for uid, entries in sorted(windows.items())}
+    means = {
+        uid: window_means(
+            math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries if e.margin is not None]
+        )  # all: each step had its S
+        for uid, entries in sorted(windows.items())
+    }
     led = leaders(windows, order or sorted(windows))
     paid = margin_weights({uid: m for uid, m in means.items() if led[uid] == uid}, floor=floor, burn_uid=burn_uid)
     return NetworkPay(paid, means, led)

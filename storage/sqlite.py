@@ -44,9 +44,7 @@ def open_shared(
     if private:
         make_private(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s
-    )
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s)
     try:
         _switch_to_wal(conn, time.monotonic() + busy_timeout_s)
         conn.execute("PRAGMA synchronous=NORMAL")

@@ -25,5 +25,7 @@ def owned_runner(task: Task, *, llm: LLMConfig | None = None, world: World = ADV
     ``world`` (a tempo's hidden truth; by default the advertised profile) says, on the
     instance's seed. ``llm`` answers the ``llm`` action (an operator's openai adapter); a
     task without partner subnets gets the bare tools, with no price, delay or failure."""
-    runner = LocalRunner(default_registry(llm=llm), subnets=task.available_tools or None, world=world, seed=task.seed or 0)
+    runner = LocalRunner(
+        default_registry(llm=llm), subnets=task.available_tools or None, world=world, seed=task.seed or 0
+    )
     return holding(runner, task.holdings)

@@ -160,8 +160,13 @@ def _as_built(result: NodeResult, output: NodeOutput, cost: float, surcharge: fl
     """Whether the tool's ``result`` already is the attempt's outcome this runner would
     build from it (the common case: no surcharge, a float cost, nothing else set)."""
     return (
-        not surcharge and result.output is output and result.cost_tao is cost and type(result) is NodeResult
-        and result.error is None and result.unplanned_retries == 0 and result.frames is None
+        not surcharge
+        and result.output is output
+        and result.cost_tao is cost
+        and type(result) is NodeResult
+        and result.error is None
+        and result.unplanned_retries == 0
+        and result.frames is None
     )
 
 

@@ -208,7 +208,9 @@ class Template(_TextOp):
         if missing:
             raise ToolError(f"bad params: values: missing {', '.join(missing)}")
         filled = {name: self._render(name) for name in set(fields) if name}
-        ensure_fits(len(self.text) + sum(len(filled[name]) - len(name) - 2 if name else -1 for name in fields), "template")
+        ensure_fits(
+            len(self.text) + sum(len(filled[name]) - len(name) - 2 if name else -1 for name in fields), "template"
+        )
         return make_output(_FIELD.sub(lambda m: filled[m.group(1)] if m.group(1) else m.group()[0], self.text))
 
     def _render(self, name: str) -> str:
@@ -217,8 +219,18 @@ class Template(_TextOp):
 
 
 TextOp = Annotated[
-    Upper | Lower | Strip | Dedent | Replace | RegexReplace | ExtractRegex | SplitLines | Join | WordCount
-    | ExtractCodeBlock | Template,
+    Upper
+    | Lower
+    | Strip
+    | Dedent
+    | Replace
+    | RegexReplace
+    | ExtractRegex
+    | SplitLines
+    | Join
+    | WordCount
+    | ExtractCodeBlock
+    | Template,
     Field(discriminator="op"),
 ]
 

@@ -24,7 +24,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._common import (
-    BoundedText, canonical_json, ensure_fits, json_output, load_json_param, make_output, parse_params, unresolved_held,
+    BoundedText,
+    canonical_json,
+    ensure_fits,
+    json_output,
+    load_json_param,
+    make_output,
+    parse_params,
+    unresolved_held,
 )
 from .base import ToolContext, ToolError, ToolResult, ToolSpec, run_in_process
 
@@ -55,9 +62,7 @@ def _items(value: Any, op: str) -> list[Any]:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number"
-    )
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 def _field(item: Any, field: str | None) -> Any:
@@ -284,8 +289,18 @@ class CountOp(_Op):
 
 
 Op = Annotated[
-    GetOp | PickOp | RenameOp | FilterOp | SortOp | MapFieldOp | GroupCountOp | SumOp | UniqueOp | FlattenOp
-    | LimitOp | CountOp,
+    GetOp
+    | PickOp
+    | RenameOp
+    | FilterOp
+    | SortOp
+    | MapFieldOp
+    | GroupCountOp
+    | SumOp
+    | UniqueOp
+    | FlattenOp
+    | LimitOp
+    | CountOp,
     Field(discriminator="op"),
 ]
 

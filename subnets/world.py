@@ -44,8 +44,20 @@ from typing import Any
 from protocol.synapse import ToolInfo
 
 __all__ = [
-    "ADVERTISED", "PARAMS", "Outcome", "SubnetTruth", "World", "WorldSource", "advertised", "draw_key",
-    "latent_covariance", "latents_of", "spelled", "truth_of", "world_for", "world_named",
+    "ADVERTISED",
+    "PARAMS",
+    "Outcome",
+    "SubnetTruth",
+    "World",
+    "WorldSource",
+    "advertised",
+    "draw_key",
+    "latent_covariance",
+    "latents_of",
+    "spelled",
+    "truth_of",
+    "world_for",
+    "world_named",
 ]
 
 DEGRADED_TYPES = frozenset({"text"})
@@ -190,11 +202,17 @@ class World:
     def tools(self, available: Mapping[str, ToolInfo]) -> dict[str, ToolInfo]:
         """``available`` (a package's advertised tools) as this world's truth tells it:
         what an oracle that knows the world would plan from."""
-        return {name: self.subnets[name].expected(info) if name in self.subnets else info
-                for name, info in available.items()}
+        return {
+            name: self.subnets[name].expected(info) if name in self.subnets else info
+            for name, info in available.items()
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return {"tempo": self.tempo, "salt": self.salt, "subnets": {k: asdict(v) for k, v in sorted(self.subnets.items())}}
+        return {
+            "tempo": self.tempo,
+            "salt": self.salt,
+            "subnets": {k: asdict(v) for k, v in sorted(self.subnets.items())},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> World:
@@ -269,7 +287,9 @@ def truth_of(z: Mapping[str, float], info: ToolInfo) -> SubnetTruth:
 
 def spelled(truth: SubnetTruth) -> SubnetTruth:
     """``truth`` in a bad spell: down for part of most runs, and slower."""
-    return replace(truth, outage_p=max(truth.outage_p, SPELL_OUTAGE_P), latency=truth.latency * SPELL_LATENCY, spell=True)
+    return replace(
+        truth, outage_p=max(truth.outage_p, SPELL_OUTAGE_P), latency=truth.latency * SPELL_LATENCY, spell=True
+    )
 
 
 def latents_of(truth: SubnetTruth, info: ToolInfo) -> dict[str, float]:
@@ -277,8 +297,10 @@ def latents_of(truth: SubnetTruth, info: ToolInfo) -> dict[str, float]:
     parameters ``truth`` tells: none of a spell's outage and latency, no tail at its
     ceiling, no text quality of a subnet that has none."""
     flaky = info.fail_first > 0
-    z = {"price": (math.log(truth.price) - PRICE_MU) / PRICE_SIGMA,
-         "fail": _logit_shift(truth.fail_p, FLAKY_BASE if flaky else FAIL_BASE) / FAIL_SLOPE}
+    z = {
+        "price": (math.log(truth.price) - PRICE_MU) / PRICE_SIGMA,
+        "fail": _logit_shift(truth.fail_p, FLAKY_BASE if flaky else FAIL_BASE) / FAIL_SLOPE,
+    }
     if not truth.spell:
         z["latency"] = (math.log(truth.latency) - LATENCY_MU) / LATENCY_SIGMA
         z["outage"] = _logit_shift(truth.outage_p, OUTAGE_BASE) / OUTAGE_SLOPE
@@ -293,7 +315,7 @@ def latent_covariance(lag: int) -> float:
     """The covariance of one parameter's latent values ``lag`` tempos apart (variance 1):
     what the documented drift says about how far one tempo predicts another."""
     weights = [DRIFT_RHO**k for k in range(DRIFT_WINDOW)]
-    shared = math.fsum(w * v for w, v in zip(weights, weights[abs(lag):])) / math.fsum(w * w for w in weights)
+    shared = math.fsum(w * v for w, v in zip(weights, weights[abs(lag) :])) / math.fsum(w * w for w in weights)
     drift = 1 - PERSISTENT_SHARE - FRESH_SHARE
     return PERSISTENT_SHARE + drift * shared + (FRESH_SHARE if lag == 0 else 0.0)
 

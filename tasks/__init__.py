@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import functools
 
-from . import agent_families, code_families, data_families, rag_families
 from protocol.task import Task
 
+from . import agent_families, code_families, data_families, rag_families
 from .drawn import drawn_families
 from .family import Family, Instance
 from .seed import Draw

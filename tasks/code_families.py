@@ -43,8 +43,12 @@ Params = dict[str, Any]
 
 _CASES = 6
 _GUESSES: tuple[Callable[[Any], Any], ...] = (
-    lambda argument: argument, lambda argument: 0, lambda argument: None,
-    lambda argument: [], lambda argument: "", len,
+    lambda argument: argument,
+    lambda argument: 0,
+    lambda argument: None,
+    lambda argument: [],
+    lambda argument: "",
+    len,
 )
 """Answers a module gives without reading its constants: the argument, 0, nothing, an
 empty list or text, the argument's length."""
@@ -102,51 +106,93 @@ def _caesar(p: Params, text: str) -> str:
 
 
 SPECS = (
-    Spec("scale_clip", "multiply each number by `k`, then clip it to [`lo`, `hi`]",
-         {"k": lambda d: d.int(2, 9), "lo": lambda d: d.int(-50, -1), "hi": lambda d: d.int(10, 90)},
-         "def scale_clip(xs):\n    return [min(max(x * K, LO), HI) for x in xs]\n",
-         lambda p, xs: [min(max(x * p["k"], p["lo"]), p["hi"]) for x in xs], lambda d, p: _ints(d, -20, 20)),
-    Spec("caesar", "shift every lower-case letter `shift` places forward in the alphabet",
-         {"shift": lambda d: d.int(1, 25)},
-         "def caesar(text):\n    return ''.join(chr((ord(c) - 97 + SHIFT) % 26 + 97) for c in text)\n",
-         _caesar, lambda d, p: _word(d)),
-    Spec("bucket", "round a whole number down to a multiple of `width`",
-         {"width": lambda d: d.int(3, 50)},
-         "def bucket(x):\n    return x // WIDTH * WIDTH\n",
-         lambda p, x: x // p["width"] * p["width"], lambda d, p: d.int(-500, 500)),
-    Spec("fizzbuzz", "list 1..n, with multiples of `a` as Fizz, of `b` as Buzz, of both as FizzBuzz",
-         {"a": lambda d: d.int(2, 7), "b": lambda d: d.int(8, 13)},
-         "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
-         "        word = ('Fizz' if i % A == 0 else '') + ('Buzz' if i % B == 0 else '')\n"
-         "        out.append(word or i)\n    return out\n",
-         _fizz, lambda d, p: d.int(5, 30)),
-    Spec("weighted_sum", "the sum of three numbers weighted by `w1`, `w2`, `w3`",
-         {"w1": lambda d: d.int(-5, 9), "w2": lambda d: d.int(-5, 9), "w3": lambda d: d.int(-5, 9)},
-         "def weighted_sum(xs):\n    return sum(w * x for w, x in zip((W1, W2, W3), xs))\n",
-         lambda p, xs: p["w1"] * xs[0] + p["w2"] * xs[1] + p["w3"] * xs[2], lambda d, p: _ints(d, -30, 30, 3, 3)),
-    Spec("rotate", "rotate a non-empty list left by `r` places",
-         {"r": lambda d: d.int(1, 40)},
-         "def rotate(xs):\n    k = R % len(xs)\n    return xs[k:] + xs[:k]\n",
-         lambda p, xs: xs[p["r"] % len(xs):] + xs[: p["r"] % len(xs)], lambda d, p: _ints(d, 0, 99)),
-    Spec("tax", "tax in cents: `rate` percent of the amount (rounded down) when it exceeds `free`, else 0",
-         {"rate": lambda d: d.int(5, 30), "base": lambda d: d.int(10, 100), "scale": lambda d: d.int(2, 10)},
-         "def tax(amount):\n    return amount * RATE // 100 if amount > FREE else 0\n",
-         lambda p, a: a * p["rate"] // 100 if a > p["free"] else 0, lambda d, p: d.int(0, 3000),
-         {"free": Derived("base", "*", "scale")}),
-    Spec("pad_id", "`prefix` followed by the number zero-padded to `width` digits",
-         {"prefix": lambda d: "".join(d.choice(string.ascii_uppercase) for _ in range(3)), "width": lambda d: d.int(4, 8)},
-         "def pad_id(n):\n    return PREFIX + str(n).zfill(WIDTH)\n",
-         lambda p, n: p["prefix"] + str(n).zfill(p["width"]), lambda d, p: d.int(0, 99_999)),
-    Spec("window_max", "the maximum of every window of `w` consecutive numbers, plus `lift`",
-         {"w": lambda d: d.int(2, 4), "lift": lambda d: d.int(1, 99)},
-         "def window_max(xs):\n    return [max(xs[i:i + W]) + LIFT for i in range(len(xs) - W + 1)]\n",
-         lambda p, xs: [max(xs[i:i + p["w"]]) + p["lift"] for i in range(len(xs) - p["w"] + 1)],
-         lambda d, p: _ints(d, -50, 50, p["w"], 9)),
-    Spec("count_above", "how many numbers are greater than `limit`",
-         {"low": lambda d: d.int(0, 50), "span": lambda d: d.int(0, 50)},
-         "def count_above(xs):\n    return sum(1 for x in xs if x > LIMIT)\n",
-         lambda p, xs: sum(1 for x in xs if x > p["limit"]), lambda d, p: _ints(d, 0, 120, 0, 10),
-         {"limit": Derived("low", "+", "span")}),
+    Spec(
+        "scale_clip",
+        "multiply each number by `k`, then clip it to [`lo`, `hi`]",
+        {"k": lambda d: d.int(2, 9), "lo": lambda d: d.int(-50, -1), "hi": lambda d: d.int(10, 90)},
+        "def scale_clip(xs):\n    return [min(max(x * K, LO), HI) for x in xs]\n",
+        lambda p, xs: [min(max(x * p["k"], p["lo"]), p["hi"]) for x in xs],
+        lambda d, p: _ints(d, -20, 20),
+    ),
+    Spec(
+        "caesar",
+        "shift every lower-case letter `shift` places forward in the alphabet",
+        {"shift": lambda d: d.int(1, 25)},
+        "def caesar(text):\n    return ''.join(chr((ord(c) - 97 + SHIFT) % 26 + 97) for c in text)\n",
+        _caesar,
+        lambda d, p: _word(d),
+    ),
+    Spec(
+        "bucket",
+        "round a whole number down to a multiple of `width`",
+        {"width": lambda d: d.int(3, 50)},
+        "def bucket(x):\n    return x // WIDTH * WIDTH\n",
+        lambda p, x: x // p["width"] * p["width"],
+        lambda d, p: d.int(-500, 500),
+    ),
+    Spec(
+        "fizzbuzz",
+        "list 1..n, with multiples of `a` as Fizz, of `b` as Buzz, of both as FizzBuzz",
+        {"a": lambda d: d.int(2, 7), "b": lambda d: d.int(8, 13)},
+        "def fizzbuzz(n):\n    out = []\n    for i in range(1, n + 1):\n"
+        "        word = ('Fizz' if i % A == 0 else '') + ('Buzz' if i % B == 0 else '')\n"
+        "        out.append(word or i)\n    return out\n",
+        _fizz,
+        lambda d, p: d.int(5, 30),
+    ),
+    Spec(
+        "weighted_sum",
+        "the sum of three numbers weighted by `w1`, `w2`, `w3`",
+        {"w1": lambda d: d.int(-5, 9), "w2": lambda d: d.int(-5, 9), "w3": lambda d: d.int(-5, 9)},
+        "def weighted_sum(xs):\n    return sum(w * x for w, x in zip((W1, W2, W3), xs))\n",
+        lambda p, xs: p["w1"] * xs[0] + p["w2"] * xs[1] + p["w3"] * xs[2],
+        lambda d, p: _ints(d, -30, 30, 3, 3),
+    ),
+    Spec(
+        "rotate",
+        "rotate a non-empty list left by `r` places",
+        {"r": lambda d: d.int(1, 40)},
+        "def rotate(xs):\n    k = R % len(xs)\n    return xs[k:] + xs[:k]\n",
+        lambda p, xs: xs[p["r"] % len(xs) :] + xs[: p["r"] % len(xs)],
+        lambda d, p: _ints(d, 0, 99),
+    ),
+    Spec(
+        "tax",
+        "tax in cents: `rate` percent of the amount (rounded down) when it exceeds `free`, else 0",
+        {"rate": lambda d: d.int(5, 30), "base": lambda d: d.int(10, 100), "scale": lambda d: d.int(2, 10)},
+        "def tax(amount):\n    return amount * RATE // 100 if amount > FREE else 0\n",
+        lambda p, a: a * p["rate"] // 100 if a > p["free"] else 0,
+        lambda d, p: d.int(0, 3000),
+        {"free": Derived("base", "*", "scale")},
+    ),
+    Spec(
+        "pad_id",
+        "`prefix` followed by the number zero-padded to `width` digits",
+        {
+            "prefix": lambda d: "".join(d.choice(string.ascii_uppercase) for _ in range(3)),
+            "width": lambda d: d.int(4, 8),
+        },
+        "def pad_id(n):\n    return PREFIX + str(n).zfill(WIDTH)\n",
+        lambda p, n: p["prefix"] + str(n).zfill(p["width"]),
+        lambda d, p: d.int(0, 99_999),
+    ),
+    Spec(
+        "window_max",
+        "the maximum of every window of `w` consecutive numbers, plus `lift`",
+        {"w": lambda d: d.int(2, 4), "lift": lambda d: d.int(1, 99)},
+        "def window_max(xs):\n    return [max(xs[i:i + W]) + LIFT for i in range(len(xs) - W + 1)]\n",
+        lambda p, xs: [max(xs[i : i + p["w"]]) + p["lift"] for i in range(len(xs) - p["w"] + 1)],
+        lambda d, p: _ints(d, -50, 50, p["w"], 9),
+    ),
+    Spec(
+        "count_above",
+        "how many numbers are greater than `limit`",
+        {"low": lambda d: d.int(0, 50), "span": lambda d: d.int(0, 50)},
+        "def count_above(xs):\n    return sum(1 for x in xs if x > LIMIT)\n",
+        lambda p, xs: sum(1 for x in xs if x > p["limit"]),
+        lambda d, p: _ints(d, 0, 120, 0, 10),
+        {"limit": Derived("low", "+", "span")},
+    ),
 )
 
 
@@ -161,14 +207,18 @@ def _config_csv(params: Params) -> str:
 
 def _constant_lines(spec: Spec, value: Callable[[str], str]) -> list[str]:
     """``NAME = value(name)`` for each config column (quoted when the constant is text)."""
-    return [f'{name.upper()} = "{value(name)}"' if _quoted(spec, name) else f"{name.upper()} = {value(name)}"
-            for name in spec.constants]
+    return [
+        f'{name.upper()} = "{value(name)}"' if _quoted(spec, name) else f"{name.upper()} = {value(name)}"
+        for name in spec.constants
+    ]
 
 
 def _module_template(spec: Spec) -> str:
     """The module as a fenced block: the constants from the config row's ``{name}`` fields
     and each derived constant's ``{name}`` field, then ``{body}``."""
-    lines = _constant_lines(spec, lambda name: f"{{{name}}}") + [f"{name.upper()} = {{{name}}}" for name in spec.derived]
+    lines = _constant_lines(spec, lambda name: f"{{{name}}}") + [
+        f"{name.upper()} = {{{name}}}" for name in spec.derived
+    ]
     return "```python\n" + "\n".join(lines) + "\n\n\n{body}```\n"
 
 
@@ -189,8 +239,10 @@ def _inline_program(spec: Spec) -> tuple[StepHint, ...]:
     lines = _constant_lines(spec, _config)
     lines += [f"{name.upper()} = {rule.a.upper()} {rule.op} {rule.b.upper()}" for name, rule in spec.derived.items()]
     module = "```python\n" + "\n".join(lines) + "\n\n\n" + spec.body + "```\n"
-    return (step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
-            step("code", "text_transform", op="extract_code_block", text=module, language="python"))
+    return (
+        step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
+        step("code", "text_transform", op="extract_code_block", text=module, language="python"),
+    )
 
 
 def _guessed(argument: Any, expected: Any) -> bool:
@@ -230,19 +282,36 @@ def _family(index: int, spec: Spec) -> Family:
     steps = [
         step("config", "csv_to_json", table=ref(INPUT, "table"), numeric=True),
         step("body", "text_transform", op="dedent", text=spec.body),
-        *(step(f"derive_{name}", "calculator", expression=f"{_config(rule.a)} {rule.op} {_config(rule.b)}")
-          for name, rule in spec.derived.items()),
-        step("module", "text_transform", op="template", text=_module_template(spec),
-             values={"body": ref("body", "text"), **{name: _config(name) for name in spec.constants},
-                     **{name: ref(f"derive_{name}", "text") for name in spec.derived}}),
+        *(
+            step(f"derive_{name}", "calculator", expression=f"{_config(rule.a)} {rule.op} {_config(rule.b)}")
+            for name, rule in spec.derived.items()
+        ),
+        step(
+            "module",
+            "text_transform",
+            op="template",
+            text=_module_template(spec),
+            values={
+                "body": ref("body", "text"),
+                **{name: _config(name) for name in spec.constants},
+                **{name: ref(f"derive_{name}", "text") for name in spec.derived},
+            },
+        ),
         step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"),
         step("smoke", "python_exec", code=f"{ref('code', 'artifacts', 'code')}\nprint({spec.entry}.__name__)\n"),
-        step("final", "text_transform", op="extract_code_block",
-             text=f"```python\n{ref('code', 'artifacts', 'code')}```\n# checked: {ref('smoke', 'text')}"),
+        step(
+            "final",
+            "text_transform",
+            op="extract_code_block",
+            text=f"```python\n{ref('code', 'artifacts', 'code')}```\n# checked: {ref('smoke', 'text')}",
+        ),
     ]
     columns = ",".join(spec.constants)
-    schema = {"type": "object", "required": ["table"],
-              "properties": {"table": table_schema(f"{columns}; one row: the constants")}}
+    schema = {
+        "type": "object",
+        "required": ["table"],
+        "properties": {"table": table_schema(f"{columns}; one row: the constants")},
+    }
     constants = ", ".join(f"`{name}` is `{name.upper()}`" for name in [*spec.constants, *spec.derived])
     derived = "".join(f" {rule.wording(name)}." for name, rule in spec.derived.items())
     description = (
@@ -252,8 +321,9 @@ def _family(index: int, spec: Spec) -> Family:
         f"```python\n{spec.body}```\n\nReturn the module (the constants, then the body) as artifacts.code."
     )
     program = _inline_program(spec) if spec.derived else ()
-    return make_family(index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0,
-                       program=program)
+    return make_family(
+        index, f"code_{spec.entry}", "code", description, schema, steps, generate, extra_latency=3.0, program=program
+    )
 
 
 def families(start: int) -> list[Family]:

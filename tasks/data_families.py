@@ -68,33 +68,65 @@ TABLES = (
 _DATA = ref("rows", "artifacts", "metadata", "result")
 
 QUESTIONS = (
-    Question("count_in_group", "how many rows have {group} equal to the input `group`",
-             lambda t: [{"op": "filter", "field": t.group, "eq": ref(INPUT, "group")}, {"op": "count"}],
-             lambda t, rows, p: sum(1 for r in rows if r[t.group] == p["group"])),
-    Question("total", "the sum of {number} over all rows",
-             lambda t: [{"op": "sum", "field": t.number}],
-             lambda t, rows, p: sum(r[t.number] for r in rows)),
-    Question("top", "the input `n` rows with the largest {number} ({id} and {number}, largest first, ties in table order)",
-             lambda t: [{"op": "sort", "key": t.number, "reverse": True}, {"op": "limit", "n": ref(INPUT, "n")},
-                        {"op": "pick", "fields": [t.id, t.number]}],
-             lambda t, rows, p: [{t.id: r[t.id], t.number: r[t.number]}
-                                 for r in sorted(rows, key=lambda r: r[t.number], reverse=True)[: p["n"]]]),
-    Question("above", "the {id} of every row whose {number} is greater than the input `threshold`, in table order",
-             lambda t: [{"op": "filter", "field": t.number, "gt": ref(INPUT, "threshold")}, {"op": "pick", "fields": [t.id]}],
-             lambda t, rows, p: [{t.id: r[t.id]} for r in rows if r[t.number] > p["threshold"]]),
-    Question("per_group", "the number of rows per {group}",
-             lambda t: [{"op": "group_count", "field": t.group}],
-             lambda t, rows, p: dict(sorted(Counter(r[t.group] for r in rows).items()))),
-    Question("group_total", "the sum of {number} over the rows whose {group} is the input `group`",
-             lambda t: [{"op": "filter", "field": t.group, "eq": ref(INPUT, "group")}, {"op": "sum", "field": t.number}],
-             lambda t, rows, p: sum(r[t.number] for r in rows if r[t.group] == p["group"])),
+    Question(
+        "count_in_group",
+        "how many rows have {group} equal to the input `group`",
+        lambda t: [{"op": "filter", "field": t.group, "eq": ref(INPUT, "group")}, {"op": "count"}],
+        lambda t, rows, p: sum(1 for r in rows if r[t.group] == p["group"]),
+    ),
+    Question(
+        "total",
+        "the sum of {number} over all rows",
+        lambda t: [{"op": "sum", "field": t.number}],
+        lambda t, rows, p: sum(r[t.number] for r in rows),
+    ),
+    Question(
+        "top",
+        "the input `n` rows with the largest {number} ({id} and {number}, largest first, ties in table order)",
+        lambda t: [
+            {"op": "sort", "key": t.number, "reverse": True},
+            {"op": "limit", "n": ref(INPUT, "n")},
+            {"op": "pick", "fields": [t.id, t.number]},
+        ],
+        lambda t, rows, p: [
+            {t.id: r[t.id], t.number: r[t.number]}
+            for r in sorted(rows, key=lambda r: r[t.number], reverse=True)[: p["n"]]
+        ],
+    ),
+    Question(
+        "above",
+        "the {id} of every row whose {number} is greater than the input `threshold`, in table order",
+        lambda t: [
+            {"op": "filter", "field": t.number, "gt": ref(INPUT, "threshold")},
+            {"op": "pick", "fields": [t.id]},
+        ],
+        lambda t, rows, p: [{t.id: r[t.id]} for r in rows if r[t.number] > p["threshold"]],
+    ),
+    Question(
+        "per_group",
+        "the number of rows per {group}",
+        lambda t: [{"op": "group_count", "field": t.group}],
+        lambda t, rows, p: dict(sorted(Counter(r[t.group] for r in rows).items())),
+    ),
+    Question(
+        "group_total",
+        "the sum of {number} over the rows whose {group} is the input `group`",
+        lambda t: [{"op": "filter", "field": t.group, "eq": ref(INPUT, "group")}, {"op": "sum", "field": t.number}],
+        lambda t, rows, p: sum(r[t.number] for r in rows if r[t.group] == p["group"]),
+    ),
 )
 
 
 def _rows(table: Table, draw: Draw) -> list[Row]:
     ids = draw.sample(range(100, 1000), draw.int(8, 14))
-    return [{table.id: f"{table.prefix}{i}", table.group: draw.choice(table.groups),
-             table.number: draw.int(table.low, table.high)} for i in ids]
+    return [
+        {
+            table.id: f"{table.prefix}{i}",
+            table.group: draw.choice(table.groups),
+            table.number: draw.int(table.low, table.high),
+        }
+        for i in ids
+    ]
 
 
 def _csv(table: Table, rows: list[Row]) -> str:
@@ -133,8 +165,15 @@ def _family(index: int, table: Table, questions: tuple[Question, ...]) -> Family
     steps = [step("rows", "csv_to_json", table=ref(INPUT, "table"), numeric=True)]
     steps += [step(q.name, "json_transform", data=_DATA, ops=q.ops(table)) for q in questions]
     answer = "{{" + ", ".join(f'"{q.name}": {{{q.name}}}' for q in questions) + "}}"
-    steps.append(step("answer", "text_transform", op="template", text=answer,
-                      values={q.name: ref(q.name, "text") for q in questions}))
+    steps.append(
+        step(
+            "answer",
+            "text_transform",
+            op="template",
+            text=answer,
+            values={q.name: ref(q.name, "text") for q in questions},
+        )
+    )
     return make_family(index, f"dt_{table.name}", "data_transform", description, _schema(table), steps, generate)
 
 

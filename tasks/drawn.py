@@ -56,8 +56,22 @@ from .held import held_inputs
 from .seed import Draw, public_seed, text_seed
 
 __all__ = [
-    "HIDDEN", "PREFIX", "TYPES", "VERIFIED", "VERIFIED_CODE", "DrawnSet", "SeedRun", "Verifier", "candidate", "check",
-    "check_seeds", "draw_set", "drawn_families", "shape", "solves", "verified_seeds",
+    "HIDDEN",
+    "PREFIX",
+    "TYPES",
+    "VERIFIED",
+    "VERIFIED_CODE",
+    "DrawnSet",
+    "SeedRun",
+    "Verifier",
+    "candidate",
+    "check",
+    "check_seeds",
+    "draw_set",
+    "drawn_families",
+    "shape",
+    "solves",
+    "verified_seeds",
 ]
 
 PREFIX = "gen_"
@@ -82,7 +96,10 @@ module's body on the cases of every checked instance (``tasks.grammar_code``).""
 TYPES = ("data_transform", "rag", "agent", "code")
 """Drawn families take these types in turn, so any ``count`` of them is balanced."""
 _PRODUCTIONS: dict[str, tuple[Callable[[Draw, int], Production], ...]] = {
-    "data_transform": (draw_data,), "rag": (draw_rag,), "agent": (draw_lookup, draw_job), "code": (draw_code,),
+    "data_transform": (draw_data,),
+    "rag": (draw_rag,),
+    "agent": (draw_lookup, draw_job),
+    "code": (draw_code,),
 }
 
 
@@ -126,8 +143,10 @@ def draw_set(
                 break
             rejected.append((production.family.task_id, reason))
         else:
-            raise RuntimeError(f"no {kind} candidate passed the checks in {_ATTEMPTS_PER_FAMILY} draws; "
-                               f"last turned down: {rejected[-1]}")
+            raise RuntimeError(
+                f"no {kind} candidate passed the checks in {_ATTEMPTS_PER_FAMILY} draws; "
+                f"last turned down: {rejected[-1]}"
+            )
     return DrawnSet(tuple(families), tuple(rejected))
 
 
@@ -201,10 +220,12 @@ def undetermined(production: Production, examples: list[Instance], hidden: list[
     kind = production.family.task_type
     answers = {id(i): slots(kind, i.reference) for i in (*examples, *hidden)}
     for slot, value in answers[id(examples[0])].items():  # a program that ignores the instance
-        if all(_same(lambda i: value, i, answers[id(i)][slot]) for i in examples):
+        if all(_same(lambda i: value, i, answers[id(i)][slot]) for i in examples):  # noqa: B023  (called here, within the iteration)
             for i in hidden:
-                if not _same(lambda i: value, i, answers[id(i)][slot]):
-                    return f"examples do not determine `{slot}`: it is {value!r} in every example but not on seed {i.seed}"
+                if not _same(lambda i: value, i, answers[id(i)][slot]):  # noqa: B023  (called here, within the iteration)
+                    return (
+                        f"examples do not determine `{slot}`: it is {value!r} in every example but not on seed {i.seed}"
+                    )
     for slot, options in production.neighbours.items():
         for name, answer in options.items():
             if all(_same(answer, i, answers[id(i)][slot]) for i in examples):

@@ -34,8 +34,9 @@ def example_output(task_type: str, reference: dict[str, Any]) -> dict[str, Any]:
     if task_type == "rag":
         return {"text": reference["reference_answer"]}
     if task_type == "agent":
-        return {"json": {item["key"]: item["equals"] for item in reference["goal_checklist"]
-                         if item["type"] == "json_key"}}
+        return {
+            "json": {item["key"]: item["equals"] for item in reference["goal_checklist"] if item["type"] == "json_key"}
+        }
     return {"json": reference["expected_output"]}
 
 
@@ -82,16 +83,24 @@ class Family:
         out = []
         for index in range(k):
             found = self.instance(public_seed(self.task_id, index))
-            out.append(PublicExample(inputs=found.inputs, holdings=found.holdings,
-                                     output=example_output(self.task_type, found.reference)))
+            out.append(
+                PublicExample(
+                    inputs=found.inputs, holdings=found.holdings, output=example_output(self.task_type, found.reference)
+                )
+            )
         return out
 
     def task(self, instance: Instance) -> Task:
         """The package with ``instance``: what the validator executes and scores."""
-        return Task.model_validate({
-            **self.package.model_dump(), "reference": instance.reference,
-            "instance_inputs": instance.inputs, "seed": instance.seed, "holdings": instance.holdings,
-        })
+        return Task.model_validate(
+            {
+                **self.package.model_dump(),
+                "reference": instance.reference,
+                "instance_inputs": instance.inputs,
+                "seed": instance.seed,
+                "holdings": instance.holdings,
+            }
+        )
 
     def synthetic(self, seed: int) -> Family:
         """The family under its :func:`~protocol.task.synthetic_variant` package; its

@@ -83,8 +83,12 @@ def exact(value: Any) -> bool:
     if isinstance(value, int):
         return abs(value) < _MAX_MAGNITUDE
     if isinstance(value, float):
-        return (math.isfinite(value) and abs(value) < _MAX_MAGNITUDE and round(value, _MAX_DECIMALS) == value
-                and float(f"{value:.12g}") == value)
+        return (
+            math.isfinite(value)
+            and abs(value) < _MAX_MAGNITUDE
+            and round(value, _MAX_DECIMALS) == value
+            and float(f"{value:.12g}") == value
+        )
     if isinstance(value, Mapping):
         return all(exact(v) for v in value.values())
     if isinstance(value, (list, tuple)):

@@ -20,15 +20,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Union
 
-from .agent_families import _checklist, tidy
 from protocol.dataref import INPUT, ref
 
+from .agent_families import _checklist, tidy
 from .family import Family, Instance
 from .grammar import Neighbour, Production
 from .profiles import make_family, step
 from .seed import Draw
 
-__all__ = ["Shape", "draw_job", "draw_shapes", "evaluate", "expression", "formula_neighbours", "render", "value", "wording"]
+__all__ = [
+    "Shape",
+    "draw_job",
+    "draw_shapes",
+    "evaluate",
+    "expression",
+    "formula_neighbours",
+    "render",
+    "value",
+    "wording",
+]
 
 Tree = Union[str, tuple[str, "Tree", "Tree"]]
 """An input's name, or ``(operator, left, right)``."""
@@ -99,6 +109,8 @@ def _tree(draw: Draw, leaves: list[str], ops: str = "+-*") -> Tree:
         return leaves[0]
     cut = draw.int(1, len(leaves) - 1)
     return (draw.choice(ops), _tree(draw, leaves[:cut], ops), _tree(draw, leaves[cut:], ops))
+
+
 def _mutations(tree: Tree, names: list[str]) -> Iterator[Tree]:
     """Every tree one change away: an operator, a swapped subtraction, a leaf."""
     if isinstance(tree, str):
@@ -120,8 +132,9 @@ def _neighbour_shapes(shape: Shape, names: list[str]) -> Iterator[Shape]:
         yield from ((tree, divisor, d) for d in (1, 2, 3) if d != digits)
 
 
-def draw_shapes(draw: Draw, names: list[str], keys: tuple[str, ...], wanted: int, ops: str = "+-*",
-                divided: bool = True) -> dict[str, Shape]:
+def draw_shapes(
+    draw: Draw, names: list[str], keys: tuple[str, ...], wanted: int, ops: str = "+-*", divided: bool = True
+) -> dict[str, Shape]:
     """``wanted`` different formulas over ``names`` under keys drawn from ``keys``; the first
     uses every name, a later one may be an earlier whole-number figure and a name (a chain)."""
     shapes: dict[str, Shape] = {}
@@ -145,8 +158,9 @@ def draw_shapes(draw: Draw, names: list[str], keys: tuple[str, ...], wanted: int
     return shapes
 
 
-def formula_neighbours(shapes: dict[str, Shape], names: list[str], params: Callable[[Instance], dict[str, Any]]
-                       ) -> dict[str, dict[str, Neighbour]]:
+def formula_neighbours(
+    shapes: dict[str, Shape], names: list[str], params: Callable[[Instance], dict[str, Any]]
+) -> dict[str, dict[str, Neighbour]]:
     """Per key, what the formulas one change away give (``params``: an instance's leaves)."""
     found: dict[str, dict[str, Neighbour]] = {}
     for key, shape in shapes.items():
@@ -160,6 +174,7 @@ def formula_neighbours(shapes: dict[str, Shape], names: list[str], params: Calla
 def _changed(shapes: dict[str, Shape], key: str, other: Shape, params: Callable[[Instance], dict[str, Any]]):
     def answer(instance: Instance) -> Any:
         return evaluate({**shapes, key: other}, params(instance))[key]
+
     return answer
 
 
@@ -169,11 +184,19 @@ def _family(index: int, names: list[str], ranges: dict[str, tuple[int, int]], sh
         return params, {"goal_checklist": _checklist(evaluate(shapes, params))}
 
     refs = {name: ref(INPUT, name) for name in names} | {key: ref(f"calc_{key}", "text") for key in shapes}
-    steps = [step(f"calc_{key}", "calculator", expression=expression(shape).format(**refs))
-             for key, shape in shapes.items()]
+    steps = [
+        step(f"calc_{key}", "calculator", expression=expression(shape).format(**refs)) for key, shape in shapes.items()
+    ]
     report = "{{" + ", ".join(f'"{key}": {{{key}}}' for key in shapes) + "}}"
-    steps.append(step("report", "text_transform", op="template", text=report,
-                      values={key: ref(f"calc_{key}", "text") for key in shapes}))
+    steps.append(
+        step(
+            "report",
+            "text_transform",
+            op="template",
+            text=report,
+            values={key: ref(f"calc_{key}", "text") for key in shapes},
+        )
+    )
     given = ", ".join(f"`{n}`" for n in names)
     asked = "; ".join(wording(key, shape) for key, shape in shapes.items())
     description = f"Given the whole numbers {given}, report JSON with {asked}."

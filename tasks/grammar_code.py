@@ -31,8 +31,7 @@ from typing import Any
 from protocol.dataref import INPUT, ref
 
 from .code_families import _CASES, Spec, _case, _config_csv, _ints, _quoted, _word
-from .family import Instance
-from .family import Family
+from .family import Family, Instance
 from .grammar import Production, held_rows
 from .held import held_id, table_schema
 from .profiles import make_family, step
@@ -57,7 +56,9 @@ class Piece:
 
 _MAPS = (
     Piece("scaled", "x * K + S", {"k": (2, 9), "s": (-20, 20)}, lambda x, c: x * c["k"] + c["s"], "x × `k` + `s`"),
-    Piece("shifted", "(x + S) * K", {"k": (2, 9), "s": (-20, 20)}, lambda x, c: (x + c["s"]) * c["k"], "(x + `s`) × `k`"),
+    Piece(
+        "shifted", "(x + S) * K", {"k": (2, 9), "s": (-20, 20)}, lambda x, c: (x + c["s"]) * c["k"], "(x + `s`) × `k`"
+    ),
     Piece("offset", "x * K - S", {"k": (2, 9), "s": (-20, 20)}, lambda x, c: x * c["k"] - c["s"], "x × `k` − `s`"),
     Piece("modulo", "x % M", {"m": (2, 9)}, lambda x, c: x % c["m"], "x modulo `m` (Python's %)"),
     Piece("distance", "abs(x - C)", {"c": (-10, 10)}, lambda x, c: abs(x - c["c"]), "|x − `c`|"),
@@ -74,8 +75,13 @@ _FILTERS = (
 _REDUCES = (
     Piece("list", "[{e} for x in xs{f}]", {}, list, "the list, in order, of {e} for every number x of the list{f}"),
     Piece("sum", "sum({e} for x in xs{f})", {}, sum, "the sum of {e} over every number x of the list{f}"),
-    Piece("max", "max(({e} for x in xs{f}), default=0)", {}, lambda v: max(v, default=0),
-          "the largest {e} over every number x of the list{f} (0 when there is none)"),
+    Piece(
+        "max",
+        "max(({e} for x in xs{f}), default=0)",
+        {},
+        lambda v: max(v, default=0),
+        "the largest {e} over every number x of the list{f} (0 when there is none)",
+    ),
     Piece("count", "sum(1 for x in xs{f})", {}, lambda v: len(list(v)), "how many numbers of the list are {w}"),
 )
 _TRANSFORMS = (
@@ -110,8 +116,14 @@ def _list_spec(m: Piece, f: Piece, r: Piece) -> Spec:
     entry = f"{r.name}_{f.name}" if r.name == "count" else f"{r.name}_{m.name}_{f.name}"
     expression = r.text.format(e=m.text, f=f.text)
     wording = r.words.format(e=m.words, f=f" that is {f.words}" if f.words else "", w=f.words)
-    return Spec(entry, wording, _constants(m, f), f"def {entry}(xs):\n    return {expression}\n",
-                _list_model(m, f, r), lambda d, p: _ints(d, -20, 20, 0, 8))
+    return Spec(
+        entry,
+        wording,
+        _constants(m, f),
+        f"def {entry}(xs):\n    return {expression}\n",
+        _list_model(m, f, r),
+        lambda d, p: _ints(d, -20, 20, 0, 8),
+    )
 
 
 def _text_model(t: Piece, dec: Piece) -> Callable[[Consts, str], Any]:
@@ -121,15 +133,18 @@ def _text_model(t: Piece, dec: Piece) -> Callable[[Consts, str], Any]:
 def _text_spec(t: Piece, dec: Piece) -> Spec:
     entry = f"{dec.name}_{t.name}"
     body = f"def {entry}(text):\n    return {dec.text.format(t=t.text)}\n"
-    return Spec(entry, dec.words.format(t=t.words), _constants(t, dec), body, _text_model(t, dec),
-                lambda d, p: _word(d))
+    return Spec(
+        entry, dec.words.format(t=t.words), _constants(t, dec), body, _text_model(t, dec), lambda d, p: _word(d)
+    )
 
 
 def _runs(model: Callable[[Consts, Any], Any]):
     """A neighbour: ``model`` on each case of the instance, with the instance's constants."""
+
     def answer(instance: Instance) -> Any:
         constants = _constants_of(instance)
         return [model(constants, case["args"][0]) for case in instance.reference["cases"]]
+
     return answer
 
 
@@ -145,6 +160,7 @@ def _constants_of(instance: Instance) -> Consts:
 def _body_agrees(spec: Spec) -> Callable[[Instance], str | None]:
     """The body, run here with the instance's constants on its cases, returns what the
     model expects. The body is the grammar's own text, never a miner's."""
+
     def consistent(instance: Instance) -> str | None:
         constants = _constants_of(instance)
         namespace: dict[str, Any] = {}
@@ -154,6 +170,7 @@ def _body_agrees(spec: Spec) -> Callable[[Instance], str | None]:
             if got != case["expected"]:
                 return f"{spec.entry}{tuple(case['args'])} returns {got!r}, the model {case['expected']!r}"
         return None
+
     return consistent
 
 
@@ -183,9 +200,12 @@ def _generator(spec: Spec, tables: dict[str, list[str]]):
             argument, expected = _case(draw, spec, params)
             cases.append({"args": [argument], "kwargs": {}, "expected": expected})
         held = {table: held_id(draw, "t") for table in tables}
-        holdings = {held[table]: _config_csv({c: params[c] for c in draw.shuffled(columns)})  # columns in drawn order
-                    for table, columns in tables.items()}
+        holdings = {
+            held[table]: _config_csv({c: params[c] for c in draw.shuffled(columns)})  # columns in drawn order
+            for table, columns in tables.items()
+        }
         return dict(held), {"entry_point": spec.entry, "cases": cases}, holdings
+
     return generate
 
 
@@ -196,8 +216,14 @@ def _steps(spec: Spec, tables: dict[str, list[str]], style: str, smoke: bool) ->
     if smoke:
         code = ref("code", "artifacts", "code")
         steps.append(step("smoke", "python_exec", code=f"{code}\nprint({spec.entry}.__name__)\n"))
-        steps.append(step("final", "text_transform", op="extract_code_block",
-                          text=f"```python\n{code}```\n# checked: {ref('smoke', 'text')}"))
+        steps.append(
+            step(
+                "final",
+                "text_transform",
+                op="extract_code_block",
+                text=f"```python\n{code}```\n# checked: {ref('smoke', 'text')}",
+            )
+        )
     return steps
 
 
@@ -212,8 +238,11 @@ def _field(name: str) -> str:
 
 def _module_steps(spec: Spec, tables: dict[str, list[str]], style: str) -> list:
     """The steps that write the module (the last is ``code``, its ``extract_code_block``)."""
-    column = {name: ref(f"read_{table}", "artifacts", "metadata", "result", 0, name)
-              for table, names in tables.items() for name in names}
+    column = {
+        name: ref(f"read_{table}", "artifacts", "metadata", "result", 0, name)
+        for table, names in tables.items()
+        for name in names
+    }
     everything = list(spec.constants)
     if style == "direct":
         text = f"```python\n{_lines(spec, everything, column.__getitem__)}\n\n\n{spec.body}```\n"
@@ -221,8 +250,15 @@ def _module_steps(spec: Spec, tables: dict[str, list[str]], style: str) -> list:
     steps = []
     blocks = _blocks(spec, tables, style)
     for block, names in blocks.items():
-        steps.append(step(block, "text_transform", op="template", text=_lines(spec, names, _field),
-                          values={n: column[n] for n in names}))
+        steps.append(
+            step(
+                block,
+                "text_transform",
+                op="template",
+                text=_lines(spec, names, _field),
+                values={n: column[n] for n in names},
+            )
+        )
     if blocks:
         head, values = "\n".join(map(_field, blocks)), {block: ref(block, "text") for block in blocks}
     else:
@@ -231,8 +267,9 @@ def _module_steps(spec: Spec, tables: dict[str, list[str]], style: str) -> list:
     if style.endswith("dedent"):
         steps.append(step("body", "text_transform", op="dedent", text=spec.body))
         body, values = _field("body"), {**values, "body": ref("body", "text")}
-    steps.append(step("module", "text_transform", op="template", text=f"```python\n{head}\n\n\n{body}```\n",
-                      values=values))
+    steps.append(
+        step("module", "text_transform", op="template", text=f"```python\n{head}\n\n\n{body}```\n", values=values)
+    )
     steps.append(step("code", "text_transform", op="extract_code_block", text=ref("module", "text"), language="python"))
     return steps
 
@@ -260,10 +297,21 @@ def _build(index: int, spec: Spec, tables: dict[str, list[str]], style: str, smo
         f"then the body) as artifacts.code."
     )
     header = (lambda names: f"{','.join(names)}; one row: constants") if named else (lambda names: "one row: constants")
-    schema = {"type": "object", "required": list(tables),
-              "properties": {table: table_schema(header(names)) for table, names in tables.items()}}
-    return make_family(index, f"code_{spec.entry}", "code", description, schema, _steps(spec, tables, style, smoke),
-                       _generator(spec, tables), extra_latency=3.0)
+    schema = {
+        "type": "object",
+        "required": list(tables),
+        "properties": {table: table_schema(header(names)) for table, names in tables.items()},
+    }
+    return make_family(
+        index,
+        f"code_{spec.entry}",
+        "code",
+        description,
+        schema,
+        _steps(spec, tables, style, smoke),
+        _generator(spec, tables),
+        extra_latency=3.0,
+    )
 
 
 def draw_code(draw: Draw, index: int) -> Production:
@@ -274,14 +322,22 @@ def draw_code(draw: Draw, index: int) -> Production:
         m = _MAPS[-1] if r.name == "count" else draw.choice(_MAPS)
         f = draw.choice(_FILTERS[1:] if m.name == "plain" else _FILTERS)  # every function has a constant
         spec, names = _list_spec(m, f, r), set(_constants(m, f))
-        models: dict[str, Callable[[Consts, Any], Any]] = {f"{r2.name}/{m2.name}/{f2.name}": _list_model(m2, f2, r2)
-                  for r2 in _REDUCES for m2 in _MAPS for f2 in _FILTERS
-                  if [r2 is not r, m2 is not m, f2 is not f].count(True) == 1 and _fits(m2, names) and _fits(f2, names)}
+        models: dict[str, Callable[[Consts, Any], Any]] = {
+            f"{r2.name}/{m2.name}/{f2.name}": _list_model(m2, f2, r2)
+            for r2 in _REDUCES
+            for m2 in _MAPS
+            for f2 in _FILTERS
+            if [r2 is not r, m2 is not m, f2 is not f].count(True) == 1 and _fits(m2, names) and _fits(f2, names)
+        }
     else:
         t, dec = draw.choice(_TRANSFORMS), draw.choice(_DECORATIONS)
         spec, names = _text_spec(t, dec), set(_constants(t, dec))
-        models = {f"{t2.name}/{d2.name}": _text_model(t2, d2) for t2 in _TRANSFORMS for d2 in _DECORATIONS
-                  if (t2 is not t) != (d2 is not dec) and _fits(t2, names) and _fits(d2, names)}
+        models = {
+            f"{t2.name}/{d2.name}": _text_model(t2, d2)
+            for t2 in _TRANSFORMS
+            for d2 in _DECORATIONS
+            if (t2 is not t) != (d2 is not dec) and _fits(t2, names) and _fits(d2, names)
+        }
     tables = _split(draw, list(spec.constants))
     family = _build(index, spec, tables, draw.choice(_STYLES), draw.below(2) == 0, draw.below(2) == 0)
     return Production(family, {"cases": {name: _runs(model) for name, model in models.items()}}, _body_agrees(spec))

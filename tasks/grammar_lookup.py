@@ -39,11 +39,17 @@ from .seed import Draw
 __all__ = ["Shelf", "draw_lookup", "draw_rag"]
 
 _KINDS = (  # plural, how a subject is named, the word a search adds
-    ("lakes", "Lake {name}", "lake"), ("castles", "{name} Castle", "castle"), ("valleys", "The {name} Valley", "valley"),
-    ("observatories", "The {name} Observatory", "observatory"), ("vineyards", "The {name} Vineyard", "vineyard"),
-    ("glaciers", "The {name} Glacier", "glacier"), ("markets", "The {name} Market", "market"),
-    ("stadiums", "{name} Stadium", "stadium"), ("forests", "The {name} Forest", "forest"),
-    ("canals", "The {name} Canal", "canal"), ("orchards", "The {name} Orchard", "orchard"),
+    ("lakes", "Lake {name}", "lake"),
+    ("castles", "{name} Castle", "castle"),
+    ("valleys", "The {name} Valley", "valley"),
+    ("observatories", "The {name} Observatory", "observatory"),
+    ("vineyards", "The {name} Vineyard", "vineyard"),
+    ("glaciers", "The {name} Glacier", "glacier"),
+    ("markets", "The {name} Market", "market"),
+    ("stadiums", "{name} Stadium", "stadium"),
+    ("forests", "The {name} Forest", "forest"),
+    ("canals", "The {name} Canal", "canal"),
+    ("orchards", "The {name} Orchard", "orchard"),
 )
 _MEASURES = (  # what the sentence says after the subject, the words a search adds, the value range
     ("covers {value} hectares", "covers hectares", 10, 90_000),
@@ -77,8 +83,10 @@ def _shelves(draw: Draw, count: int, facts: Callable[[], int], asked: Callable[[
     shelves = []
     for plural, title, word in draw.sample(_KINDS, count):
         measures = draw.sample(_MEASURES, facts())
-        domains = tuple(Domain(plural, f"{title} {measure}.", f"{word} {words}", low, high)
-                        for measure, words, low, high in measures)
+        domains = tuple(
+            Domain(plural, f"{title} {measure}.", f"{word} {words}", low, high)
+            for measure, words, low, high in measures
+        )
         shelves.append(Shelf(plural, f"{word}_names", asked(), domains))
     return shelves
 
@@ -99,6 +107,7 @@ def _documents(shelf: Shelf, draw: Draw) -> tuple[list[dict[str, str]], list[str
 def _generator(shelves: list[Shelf], reference: Callable[[list[tuple[str, int]]], dict[str, Any]]):
     """Inputs (a collection id and the subjects asked, per shelf), the reference made of
     the stated facts in order (:func:`_stated`), and the held collections."""
+
     def generate(draw: Draw) -> tuple[dict[str, Any], ...]:
         inputs: dict[str, Any] = {}
         holdings: dict[str, Any] = {}
@@ -108,6 +117,7 @@ def _generator(shelves: list[Shelf], reference: Callable[[list[tuple[str, int]]]
             inputs[shelf.collection], inputs[shelf.names] = held, draw.sample(names, shelf.asked)
             holdings[held] = documents
         return inputs, reference(_stated(shelves, inputs, holdings)), holdings
+
     return generate
 
 
@@ -135,17 +145,30 @@ def _of(shelves: list[Shelf]) -> Callable[[Instance], list[tuple[str, int]]]:
 
 
 def _searches(shelves: list[Shelf]) -> list:
-    return [step(f"find_{n}", "search", query=f"{ref(INPUT, shelf.names, i)} {domain.query}",
-                 collection=ref(INPUT, shelf.collection), k=1)
-            for n, (shelf, i, domain) in enumerate(_asked(shelves))]
+    return [
+        step(
+            f"find_{n}",
+            "search",
+            query=f"{ref(INPUT, shelf.names, i)} {domain.query}",
+            collection=ref(INPUT, shelf.collection),
+            k=1,
+        )
+        for n, (shelf, i, domain) in enumerate(_asked(shelves))
+    ]
 
 
 def _inputs(shelves: list[Shelf]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for shelf in shelves:
-        properties[shelf.collection] = collection_schema(f"documents that describe {shelf.collection} among other things")
-        properties[shelf.names] = {"type": "array", "items": {"type": "string"}, "minItems": shelf.asked,
-                                   "maxItems": shelf.asked}
+        properties[shelf.collection] = collection_schema(
+            f"documents that describe {shelf.collection} among other things"
+        )
+        properties[shelf.names] = {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": shelf.asked,
+            "maxItems": shelf.asked,
+        }
     return {"type": "object", "required": list(properties), "properties": properties}
 
 
@@ -154,8 +177,11 @@ def _form(domain: Domain) -> str:
 
 
 def _held(shelves: list[Shelf]) -> str:
-    return "; ".join(f"`{s.collection}` names a collection that describes {s.collection} among other things, "
-                     f"and `{s.names}` lists {s.asked} of them" for s in shelves)
+    return "; ".join(
+        f"`{s.collection}` names a collection that describes {s.collection} among other things, "
+        f"and `{s.names}` lists {s.asked} of them"
+        for s in shelves
+    )
 
 
 def draw_rag(draw: Draw, index: int) -> Production:
@@ -163,31 +189,51 @@ def draw_rag(draw: Draw, index: int) -> Production:
     each subject: between two and six sentences, one search each, joined in order."""
     while True:
         facts = draw.int(1, 2)
-        shelves = _shelves(draw, draw.int(1, _MAX_SHELVES), lambda: facts, lambda: draw.int(1, 3))
+        shelves = _shelves(draw, draw.int(1, _MAX_SHELVES), lambda: facts, lambda: draw.int(1, 3))  # noqa: B023  (called here, within the iteration)
         if 2 <= len(_asked(shelves)) <= _MAX_SEARCHES:
             break
     searches = _searches(shelves)
     slots = " ".join(f"{{s{n}}}" for n in range(len(searches)))
-    answer = step("answer", "text_transform", op="template", text=slots,
-                  values={f"s{n}": ref(s.id, "text") for n, s in enumerate(searches)})
-    asked = "; ".join(f"for each name in `{s.names}`, in order, " + " then ".join(_form(d) for d in s.facts)
-                      for s in shelves)
-    description = (f"Held by retrieval subnets: {_held(shelves)}. Answer with the sentences that state these facts, "
-                   f"{asked}, separated by single spaces.")
+    answer = step(
+        "answer",
+        "text_transform",
+        op="template",
+        text=slots,
+        values={f"s{n}": ref(s.id, "text") for n, s in enumerate(searches)},
+    )
+    asked = "; ".join(
+        f"for each name in `{s.names}`, in order, " + " then ".join(_form(d) for d in s.facts) for s in shelves
+    )
+    description = (
+        f"Held by retrieval subnets: {_held(shelves)}. Answer with the sentences that state these facts, "
+        f"{asked}, separated by single spaces."
+    )
 
     def reference(stated: list[tuple[str, int]]) -> dict[str, Any]:
         return {"reference_answer": " ".join(s for s, _ in stated), "key_facts": [str(v) for _, v in stated]}
 
-    family = make_family(index, f"rag_{'_'.join(s.collection for s in shelves)}", "rag", description,
-                         _inputs(shelves), [*searches, answer], _generator(shelves, reference))
+    family = make_family(
+        index,
+        f"rag_{'_'.join(s.collection for s in shelves)}",
+        "rag",
+        description,
+        _inputs(shelves),
+        [*searches, answer],
+        _generator(shelves, reference),
+    )
     stated = _of(shelves)
     orders: dict[str, Callable[[list[str]], list[str]]] = {"reversed": lambda s: s[::-1], "by_name": sorted}
     for n in range(len(searches) - 1):
+
         def swap(s: list[str], n: int = n) -> list[str]:
-            return [*s[:n], s[n + 1], s[n], *s[n + 2:]]
+            return [*s[:n], s[n + 1], s[n], *s[n + 2 :]]
+
         orders[f"swap {n}"] = swap
-    neighbours = {"text": {name: (lambda i, order=order: " ".join(order([s for s, _ in stated(i)])))
-                           for name, order in orders.items()}}
+    neighbours = {
+        "text": {
+            name: (lambda i, order=order: " ".join(order([s for s, _ in stated(i)]))) for name, order in orders.items()
+        }
+    }
     return Production(family, neighbours)
 
 
@@ -202,17 +248,29 @@ def draw_lookup(draw: Draw, index: int) -> Production:
     shapes = draw_shapes(draw, figures, _LOOKUP_KEYS, draw.int(1, 2), ops="+-")
     steps = []
     for n, search in enumerate(_searches(shelves)):
-        steps += [search, step(f"num_{n}", "text_transform", op="extract_regex", text=ref(search.id, "text"),
-                               pattern=_NUMBER)]
+        steps += [
+            search,
+            step(f"num_{n}", "text_transform", op="extract_regex", text=ref(search.id, "text"), pattern=_NUMBER),
+        ]
     refs = {name: ref(f"num_{n}", "text") for n, name in enumerate(figures)}
     refs |= {key: ref(f"calc_{key}", "text") for key in shapes}
-    steps += [step(f"calc_{key}", "calculator", expression=expression(shape).format(**refs))
-              for key, shape in shapes.items()]
+    steps += [
+        step(f"calc_{key}", "calculator", expression=expression(shape).format(**refs)) for key, shape in shapes.items()
+    ]
     report = "{{" + ", ".join(f'"{key}": {{{key}}}' for key in shapes) + "}}"
-    steps.append(step("report", "text_transform", op="template", text=report,
-                      values={key: ref(f"calc_{key}", "text") for key in shapes}))
-    order = ", ".join(f"`{s.names}` item {i + 1}'s figure ({_form(d)}) is `{name}`"
-                      for (s, i, d), name in zip(_asked(shelves), figures))
+    steps.append(
+        step(
+            "report",
+            "text_transform",
+            op="template",
+            text=report,
+            values={key: ref(f"calc_{key}", "text") for key in shapes},
+        )
+    )
+    order = ", ".join(
+        f"`{s.names}` item {i + 1}'s figure ({_form(d)}) is `{name}`"
+        for (s, i, d), name in zip(_asked(shelves), figures)
+    )
     asked = "; ".join(wording(key, shape) for key, shape in shapes.items())
     description = f"Held by retrieval subnets: {_held(shelves)}. Of the figures, {order}. Report JSON with {asked}."
     stated = _of(shelves)
@@ -223,6 +281,13 @@ def draw_lookup(draw: Draw, index: int) -> Production:
     def reference(found: list[tuple[str, int]]) -> dict[str, Any]:
         return {"goal_checklist": _checklist(evaluate(shapes, {n: f for n, (_, f) in zip(figures, found)}))}
 
-    family = make_family(index, f"agent_{'_'.join(s.collection for s in shelves)}", "agent", description,
-                         _inputs(shelves), steps, _generator(shelves, reference))
+    family = make_family(
+        index,
+        f"agent_{'_'.join(s.collection for s in shelves)}",
+        "agent",
+        description,
+        _inputs(shelves),
+        steps,
+        _generator(shelves, reference),
+    )
     return Production(family, formula_neighbours(shapes, figures, leaves))

@@ -20,28 +20,33 @@ _HEX_DIGITS = 8
 
 def held_id(draw: Draw, kind: str) -> str:
     """A fresh id for held data of ``kind`` (``"c"`` collection, ``"t"`` table)."""
-    return f"{kind}-{draw.below(16 ** _HEX_DIGITS):0{_HEX_DIGITS}x}"
+    return f"{kind}-{draw.below(16**_HEX_DIGITS):0{_HEX_DIGITS}x}"
 
 
 def collection_schema(what: str) -> dict[str, Any]:
     """The schema of an input naming a held document collection that holds ``what``."""
     return {
-        "type": "string", "pattern": f"^c-[0-9a-f]{{{_HEX_DIGITS}}}$",
+        "type": "string",
+        "pattern": f"^c-[0-9a-f]{{{_HEX_DIGITS}}}$",
         "description": f"id of a document collection ({what}) that retrieval subnets hold: "
-                       "read it with search(query, collection=<id>, k)",
+        "read it with search(query, collection=<id>, k)",
     }
 
 
 def table_schema(header: str) -> dict[str, Any]:
     """The schema of an input naming a held CSV table with ``header``."""
     return {
-        "type": "string", "pattern": f"^t-[0-9a-f]{{{_HEX_DIGITS}}}$",
+        "type": "string",
+        "pattern": f"^t-[0-9a-f]{{{_HEX_DIGITS}}}$",
         "description": f"id of a CSV table (header {header}) that data subnets hold: "
-                       "read it with csv_to_json(table=<id>, numeric=true)",
+        "read it with csv_to_json(table=<id>, numeric=true)",
     }
 
 
 def held_inputs(schema: dict[str, Any]) -> list[str]:
     """The inputs of ``schema`` that name held data (a collection or a table id), in order."""
-    return [name for name, item in schema.get("properties", {}).items()
-            if str(item.get("pattern", "")).startswith(("^c-", "^t-"))]
+    return [
+        name
+        for name, item in schema.get("properties", {}).items()
+        if str(item.get("pattern", "")).startswith(("^c-", "^t-"))
+    ]

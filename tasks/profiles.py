@@ -88,11 +88,23 @@ def _subnets(kinds: list[str], scenario: str, draw: Draw, flaky_kind: str) -> di
         premium, budget, flaky, slow = _NAMES[kind]
         base = (1 + draw.below(3000)) / 1_000_000 + 0.001
         offers = {
-            premium: {"type": kind, "avg_cost": _r(base * (3 + draw.below(2000) / 1000)), "avg_latency": _ms(draw, 20, 50)},
+            premium: {
+                "type": kind,
+                "avg_cost": _r(base * (3 + draw.below(2000) / 1000)),
+                "avg_latency": _ms(draw, 20, 50),
+            },
             budget: {"type": kind, "avg_cost": _r(base), "avg_latency": _ms(draw, 60, 120)},
-            flaky: {"type": kind, "avg_cost": _r(base * (0.35 + draw.below(250) / 1000)), "avg_latency": _ms(draw, 30, 80),
-                    "fail_first": 1},
-            slow: {"type": kind, "avg_cost": _r(base * (0.5 + draw.below(300) / 1000)), "avg_latency": _ms(draw, 250, 300)},
+            flaky: {
+                "type": kind,
+                "avg_cost": _r(base * (0.35 + draw.below(250) / 1000)),
+                "avg_latency": _ms(draw, 30, 80),
+                "fail_first": 1,
+            },
+            slow: {
+                "type": kind,
+                "avg_cost": _r(base * (0.5 + draw.below(300) / 1000)),
+                "avg_latency": _ms(draw, 250, 300),
+            },
         }
         order = {
             "pricey_first": [premium, budget, flaky, slow],

@@ -53,9 +53,27 @@ _FILLERS = (
     "Local historians have written about {name} for decades.",
     "Travellers often mention {name} in their letters.",
 )
-_SYLLABLES = ("va", "lor", "ten", "mi", "dra", "sol", "ke", "rin", "tho", "bel", "zan", "qui", "ro", "fen", "ula", "gar")
+_SYLLABLES = (
+    "va",
+    "lor",
+    "ten",
+    "mi",
+    "dra",
+    "sol",
+    "ke",
+    "rin",
+    "tho",
+    "bel",
+    "zan",
+    "qui",
+    "ro",
+    "fen",
+    "ula",
+    "gar",
+)
 _SUBJECTS = 5
 _CORPUS_DOCUMENTS = 3
+
 
 def collection_inputs(what: str) -> dict[str, Any]:
     """The inputs' schema of a family asking about ``subjects`` in a held collection."""
@@ -106,13 +124,23 @@ def _family(index: int, domain: Domain, asked: int) -> Family:
         return {"subjects": subjects, "collection": held}, reference, {held: documents}
 
     searches = [
-        step(f"find_{i}", "search", query=f"{ref(INPUT, 'subjects', i)} {domain.query}",
-             collection=ref(INPUT, "collection"), k=1)
+        step(
+            f"find_{i}",
+            "search",
+            query=f"{ref(INPUT, 'subjects', i)} {domain.query}",
+            collection=ref(INPUT, "collection"),
+            k=1,
+        )
         for i in range(asked)
     ]
     fields = " ".join(f"{{s{i}}}" for i in range(asked))
-    answer = step("answer", "text_transform", op="template", text=fields,
-                  values={f"s{i}": ref(f"find_{i}", "text") for i in range(asked)})
+    answer = step(
+        "answer",
+        "text_transform",
+        op="template",
+        text=fields,
+        values={f"s{i}": ref(f"find_{i}", "text") for i in range(asked)},
+    )
     description = (
         f"The collection the input `collection` names describes {domain.name} among other things. For each "
         f"name in `subjects`, "

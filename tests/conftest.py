@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator
 os.environ["DAGNET_HOME"] = tempfile.mkdtemp(prefix="dagnet-test-home-")
 atexit.register(shutil.rmtree, os.environ["DAGNET_HOME"], ignore_errors=True)
 
-import pytest  # after DAGNET_HOME: the modules below read it at import
-from support.docker import docker_engine  # noqa: F401  (a session fixture: stops the engine it started)
-from support.miner import MinerUnderTest, running_miner
-from support.prometheus import prometheus  # noqa: F401  (a fixture, offered to every test)
+# The imports below come after DAGNET_HOME is set: the modules they load read it at import.
+import pytest  # noqa: E402
+
+from support.docker import docker_engine  # noqa: E402, F401  (a session fixture: stops the engine it started)
+from support.miner import MinerUnderTest, running_miner  # noqa: E402
+from support.prometheus import prometheus  # noqa: E402, F401  (a fixture, offered to every test)
 
 
 @pytest.fixture

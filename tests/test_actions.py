@@ -49,7 +49,11 @@ def test_admission(action: str, subnet_type: str | None, expected: str | None) -
 
 
 def test_off_type_and_echo_nodes_make_the_plan_invalid_under_a_task() -> None:
-    p = plan(node("a", "calculator", subnet="sn1", expression="1"), node("b", "echo", subnet="sn2", text="x"), node("c", "search", subnet="sn9"))
+    p = plan(
+        node("a", "calculator", subnet="sn1", expression="1"),
+        node("b", "echo", subnet="sn2", text="x"),
+        node("c", "search", subnet="sn9"),
+    )
     errors = check_plan(p, tools=TOOLS).errors
     assert errors == [
         "node a: action 'calculator' is not offered by subnet sn1 (type 'text')",
@@ -64,13 +68,23 @@ def test_unknown_action_is_an_error_even_without_a_task() -> None:
 
 
 def test_input_is_a_reserved_node_id() -> None:
-    assert "node id 'input' is reserved for the task's inputs" in check_plan(plan(node("input", "echo", subnet="sn1"))).errors
+    assert (
+        "node id 'input' is reserved for the task's inputs"
+        in check_plan(plan(node("input", "echo", subnet="sn1"))).errors
+    )
 
 
 def test_refs_to_outputs_an_action_does_not_declare_block_the_node() -> None:
     p = plan(
         node("s", "search", subnet="sn3", query="q"),
-        node("ok", "text_transform", subnet="sn1", op="template", text="{a}", values={"a": "${s.output.artifacts.metadata.hits.0.sentence}"}),
+        node(
+            "ok",
+            "text_transform",
+            subnet="sn1",
+            op="template",
+            text="{a}",
+            values={"a": "${s.output.artifacts.metadata.hits.0.sentence}"},
+        ),
         node("bad", "text_transform", subnet="sn1", op="upper", text="${s.output.artifacts.code}"),
         node("worse", "text_transform", subnet="sn1", op="upper", text="${s.output.artifacts.metadata.value}"),
         edges="s>ok s>bad s>worse",
@@ -104,7 +118,11 @@ def test_input_refs_are_checked_against_the_schema(ref: str, declared: bool) -> 
 
 
 def test_input_refs_need_no_edge() -> None:
-    p = plan(node("a", "text_transform", subnet="sn1", op="upper", text="${input.city}"), node("b", "text_transform", subnet="sn1", op="upper", text="${a.output.text} ${input.city}"), edges="a>b")
+    p = plan(
+        node("a", "text_transform", subnet="sn1", op="upper", text="${input.city}"),
+        node("b", "text_transform", subnet="sn1", op="upper", text="${a.output.text} ${input.city}"),
+        edges="a>b",
+    )
     check = check_plan(p, input_schema=SCHEMA)
     assert check.valid
     assert check.compiled["b"].sources == {"a"}
@@ -112,7 +130,10 @@ def test_input_refs_need_no_edge() -> None:
 
 def test_check_plan_for_reads_the_package() -> None:
     package = TaskPackage(
-        task_id="t", task_type="rag", inputs=SCHEMA, available_tools=TOOLS,
+        task_id="t",
+        task_type="rag",
+        inputs=SCHEMA,
+        available_tools=TOOLS,
         constraints=Constraints(allowed_subnets=["sn1"]),
     )
     p = plan(node("a", "calculator", subnet="sn2", expression="${input.nope}"))

@@ -49,21 +49,24 @@ PARAMS = {
 
 
 def _plan(params: dict) -> str:
-    return json.dumps({
-        "nodes": [
-            {"id": "big", "subnet": "s", "action": "echo", "params": {"text": "x" * 16_000}},
-            {"id": "amp", "subnet": "s", "action": "echo", "params": params},
-        ],
-        "edges": [{"from": "big", "to": "amp"}],
-    })
+    return json.dumps(
+        {
+            "nodes": [
+                {"id": "big", "subnet": "s", "action": "echo", "params": {"text": "x" * 16_000}},
+                {"id": "amp", "subnet": "s", "action": "echo", "params": params},
+            ],
+            "edges": [{"from": "big", "to": "amp"}],
+        }
+    )
 
 
 @pytest.mark.parametrize("shape", sorted(PARAMS))
 def test_amplifying_params_are_blocked_before_they_are_built(shape: str) -> None:
     plan = _plan(PARAMS[shape])
     assert len(plan) < 400 * 1024
-    done = subprocess.run([sys.executable, "-c", RUN], input=plan, capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN], input=plan, capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     print(f"\namplification {shape}: peak RSS {result['peak_kib'] // 1024} MiB")

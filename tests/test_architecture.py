@@ -7,7 +7,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = {"bench", "render", "planners", "protocol", "subnets", "sandbox", "storage", "chain", "scoring", "engine", "validator", "miner", "neurons", "tasks"}
+OURS = {
+    "bench",
+    "render",
+    "planners",
+    "protocol",
+    "subnets",
+    "sandbox",
+    "storage",
+    "chain",
+    "scoring",
+    "engine",
+    "validator",
+    "miner",
+    "neurons",
+    "tasks",
+}
 ALLOWED = {
     "protocol": set(),
     "sandbox": {"protocol"},
@@ -55,7 +70,10 @@ MAX_ENGINE_MODULE_LINES = 500
 
 
 def test_no_engine_module_is_over_500_lines():
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "engine").rglob("*.py")}
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in (ROOT / "engine").rglob("*.py")
+    }
     assert sizes, "engine/ holds no modules"
     assert {path: n for path, n in sizes.items() if n > MAX_ENGINE_MODULE_LINES} == {}
 
@@ -65,7 +83,11 @@ def test_protocol_does_no_io():
     for path in (ROOT / "protocol").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+        names |= {
+            n.module.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+        }
         assert not names & forbidden, f"{path.name} imports {names & forbidden}"
 
 
@@ -137,16 +159,23 @@ def test_the_cycle_check_sees_function_level_imports():
 
 
 def test_the_workers_see_the_run_through_a_protocol_and_never_import_the_executor():
+    import engine.workers
     from engine.executor import _Run
     from engine.workers import AttemptHost
-    import engine.workers
 
     tree = ast.parse((ROOT / "engine" / "workers.py").read_text(encoding="utf-8"))
-    imported = {name for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))  # TYPE_CHECKING too
-                for name in _targets(node, "engine.workers", False)}
+    imported = {
+        name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))  # TYPE_CHECKING too
+        for name in _targets(node, "engine.workers", False)
+    }
     assert not {name for name in imported if name.startswith("engine.executor")}
     assert all(not name.startswith("_") for name in engine.workers.__all__)
-    members = {*AttemptHost.__annotations__, *(n for n, v in vars(AttemptHost).items() if callable(v) and not n.startswith("_"))}
+    members = {
+        *AttemptHost.__annotations__,
+        *(n for n, v in vars(AttemptHost).items() if callable(v) and not n.startswith("_")),
+    }
     assert members >= {"clock", "t0", "task_id", "record", "settle", "frames"}
     assert {name for name in members if not hasattr(_Run, name)} == set()
 
@@ -157,5 +186,8 @@ and its sources each read in one sitting."""
 
 
 def test_no_validator_module_is_over_400_lines():
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "validator").rglob("*.py")}
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in (ROOT / "validator").rglob("*.py")
+    }
     assert {path: n for path, n in sizes.items() if n > MAX_VALIDATOR_MODULE_LINES} == {}

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from tasks import Family, load_families
+from engine.evaluate import expected_prices, run_task
 from planners import load_planner
 from planners.attackers import answer_plan, example_answer
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from engine.evaluate import expected_prices, run_task
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from support.attacks import gather, scored_run
+from tasks import Family, load_families
 
 HIDDEN = 4242
 FAMILIES = load_families()
@@ -64,7 +64,9 @@ def _one_node(family: Family, answer: str, *, code: bool, action: str | None = N
     plan = answer_plan(family.package, answer, code=code)
     if action is None:
         return plan
-    params: dict[str, Any] = {"text": answer, "code": answer if code else ""} if action == "echo" else {"expression": "1 + 1"}
+    params: dict[str, Any] = (
+        {"text": answer, "code": answer if code else ""} if action == "echo" else {"expression": "1 + 1"}
+    )
     node = plan.nodes[0].model_copy(update={"action": action, "params": params})
     return plan.model_copy(update={"nodes": [node]})
 
@@ -130,7 +132,11 @@ _FLOOD_PARAMS = {
 def test_zero_estimates_and_a_flood_of_the_dearest_subnet_stay_within_the_budget(family, naive) -> None:
     task = _hidden(family)
     prices = expected_prices(task)
-    allowed = [s for s in task.constraints.allowed_subnets or task.available_tools if task.available_tools[s].type in _FLOOD_PARAMS]
+    allowed = [
+        s
+        for s in task.constraints.allowed_subnets or task.available_tools
+        if task.available_tools[s].type in _FLOOD_PARAMS
+    ]
     dearest = max(allowed, key=lambda s: prices[s])
     action, params = _FLOOD_PARAMS[task.available_tools[dearest].type]
     nodes = [{"id": f"n{i}", "subnet": dearest, "action": action, "params": params} for i in range(63)]

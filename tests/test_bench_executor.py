@@ -19,7 +19,10 @@ def test_bench_reports_ratios_for_each_size_and_a_throughput_beside_its_baseline
     assert tp["nodes"] == 300 and tp["nodes_per_s"] > 0 and tp["graphlib_task_per_node_nodes_per_s"] > 0
     assert tp["over_graphlib_baseline"] == tp["nodes_per_s"] / tp["graphlib_task_per_node_nodes_per_s"]
     assert tp["dagnet_run_nodes_per_s"] > 0
-    assert tp["dagnet_run_over_graphlib_baseline"] == tp["dagnet_run_nodes_per_s"] / tp["graphlib_task_per_node_nodes_per_s"]
+    assert (
+        tp["dagnet_run_over_graphlib_baseline"]
+        == tp["dagnet_run_nodes_per_s"] / tp["graphlib_task_per_node_nodes_per_s"]
+    )
     targets = result["targets"]
     assert tp["meets_over_graphlib_target"] == (tp["over_graphlib_baseline"] >= targets["over_graphlib_baseline"])
     assert tp["meets_dagnet_run_target"] == (

@@ -33,8 +33,18 @@ LEARNER = Path(__file__).resolve().parents[1] / "examples" / "learner-planner"
 
 
 def _instance(k: int, good: float, oracle: float, naive: float = 0.4) -> Instance:
-    return Instance(0, 0, f"f{k}", 1, {GOOD: Answer("g", good), GOOD_RENAMED: Answer("g", good),
-                                       ORACLE: Answer(f"o{k}", oracle), NAIVE: Answer("n", naive)})
+    return Instance(
+        0,
+        0,
+        f"f{k}",
+        1,
+        {
+            GOOD: Answer("g", good),
+            GOOD_RENAMED: Answer("g", good),
+            ORACLE: Answer(f"o{k}", oracle),
+            NAIVE: Answer("n", naive),
+        },
+    )
 
 
 def test_copies_of_the_reference_get_nothing_past_the_first_and_the_better_planner_takes_the_rest():
@@ -66,8 +76,9 @@ def test_consensus_reads_ties_as_ties_and_names_the_largest_differences():
 def test_a_tiny_bench_has_every_network_with_weights_in_range(monkeypatch):
     monkeypatch.syspath_prepend(str(LEARNER))
     families = [f for f in load_families() if f.task_id in ("dt_inventory", "dt_grades", "rag_comets")]
-    result = run_margin_bench(validators=2, first_secret=5, tempos=2, drawn=0, window=4,
-                              learner="learner_planner:Learner", families=families)
+    result = run_margin_bench(
+        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner="learner_planner:Learner", families=families
+    )
     assert result["learner"] and result["secrets"] == [5, 6] and RETRIED in result["gains"]
     assert [n["name"] for n in result["networks"]] == [net.name for net in NETWORKS]
     for net in result["networks"]:

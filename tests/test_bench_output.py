@@ -41,8 +41,9 @@ _PLAYING = "(s) × 1 tempos × "
 
 def _piped(args: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "neurons", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "neurons", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def _on_a_terminal(args: list[str], columns: int = 80) -> str:
@@ -51,8 +52,9 @@ def _on_a_terminal(args: list[str], columns: int = 80) -> str:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["TERM"] = "xterm-256color"
-    child = subprocess.Popen([sys.executable, "-m", "neurons", *args], cwd=ROOT, stdin=slave, stdout=slave,
-                             stderr=slave, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "neurons", *args], cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, env=env
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -92,15 +94,25 @@ def test_piped_at_80_columns_every_figure_is_whole_and_no_progress_is_drawn(benc
 def test_on_a_terminal_a_progress_bar_runs_and_the_tables_still_fit(bench: str) -> None:
     shown = _on_a_terminal(BENCHES[bench])
     assert "planning good and naive+retries" in shown and _PLAYING in shown, shown[-2000:]
-    tables = shown[shown.rindex(_PLAYING):].split("\n", 1)[1]  # what is printed once the bar has gone
+    tables = shown[shown.rindex(_PLAYING) :].split("\n", 1)[1]  # what is printed once the bar has gone
     _no_figure_cut(tables)
 
 
 def test_the_last_lines_name_the_targets_that_hold_and_each_miss() -> None:
-    entry = {"median_headroom": 0.12, "headroom_ok": True, "ratio_ok": True, "weight_ratio": 3.0, "recovered": 0.9,
-             "recovered_ok": True}
-    result = {"summary": {"rag": entry, "code": entry | {"median_headroom": 0.04, "headroom_ok": False,
-                                                         "recovered": 0.2, "recovered_ok": False}}}
+    entry = {
+        "median_headroom": 0.12,
+        "headroom_ok": True,
+        "ratio_ok": True,
+        "weight_ratio": 3.0,
+        "recovered": 0.9,
+        "recovered_ok": True,
+    }
+    result = {
+        "summary": {
+            "rag": entry,
+            "code": entry | {"median_headroom": 0.04, "headroom_ok": False, "recovered": 0.2, "recovered_ok": False},
+        }
+    }
     verdict = targets_verdict(result)
     assert verdict == {"rag": [], "code": ["oracle − good +0.040 < 0.1", "the learner's gain 20% of it < 50%"]}
     assert world_line(verdict) == "targets hold on rag; missed on code"

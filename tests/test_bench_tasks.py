@@ -7,12 +7,16 @@ import asyncio
 
 import pytest
 
-from tasks import load_families
 from bench.tasks import COPIES_WITHIN, REFERENCE_PLANNERS, network_weights, run_copies, summarize
+from tasks import load_families
 
 
 def _row(task_id: str, task_type: str, **medians: float) -> dict:
-    return {"task_id": task_id, "task_type": task_type, **{s: {"S": medians[s.replace("+", "_")]} for s in REFERENCE_PLANNERS}}
+    return {
+        "task_id": task_id,
+        "task_type": task_type,
+        **{s: {"S": medians[s.replace("+", "_")]} for s in REFERENCE_PLANNERS},
+    }
 
 
 def test_the_summary_counts_wins_and_weighs_the_type_means() -> None:
@@ -34,8 +38,9 @@ def test_the_summary_counts_wins_and_weighs_the_type_means() -> None:
 def test_two_copies_of_the_good_planner_get_weights_within_ten_percent() -> None:
     # The roomiest latency limits without a sandboxed step: timing noise is the
     # smallest share of S there, so a short window is enough.
-    roomy = sorted((f for f in load_families() if f.task_type != "code"),
-                   key=lambda f: f.package.constraints.max_latency_seconds)[-4:]
+    roomy = sorted(
+        (f for f in load_families() if f.task_type != "code"), key=lambda f: f.package.constraints.max_latency_seconds
+    )[-4:]
     copies = asyncio.run(run_copies(window=8, seed=11, families=roomy))
     assert min(copies["mean_S"]) > 0.7  # real runs that completed, not two zeros agreeing
     assert sum(copies["weights"]) == pytest.approx(1.0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from planners import load_planner
 from bench.tasks import network_weights
 from bench.tiers import oracle_plan, run_tiers_bench, tier_targets
+from planners import load_planner
 from protocol.hints import TIERS
 from tasks import load_families
 
@@ -49,8 +49,14 @@ def test_every_tier_and_type_is_summarised_and_the_oracle_bounds_good_on_every_t
 
 def _entry(tier: str, kind: str, good: float, naive: float, retries: float, headroom: float, solved: float) -> dict:
     weights = network_weights(good, retries)["2_miners"]
-    return {"tier": tier, "type": kind, "mean_S": {"good": good, "naive": naive, "naive+retries": retries},
-            "headroom": headroom, "solved": solved, "weights": {"good": weights["good"], "other": weights["other"]}}
+    return {
+        "tier": tier,
+        "type": kind,
+        "mean_S": {"good": good, "naive": naive, "naive+retries": retries},
+        "headroom": headroom,
+        "solved": solved,
+        "weights": {"good": weights["good"], "other": weights["other"]},
+    }
 
 
 def test_each_target_names_the_tier_and_type_that_miss_it():

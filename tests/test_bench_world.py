@@ -6,17 +6,28 @@ from bench.world import hidden_seeds, medians
 
 
 def _row(secret: int, task_id: str, tempo: int, good: float, oracle: float, learner: float) -> dict:
-    return {"secret": secret, "task_id": task_id, "tempo": tempo, "good": good, "oracle": oracle,
-            "learner": learner, "good mean": good, "learner mean": learner}
+    return {
+        "secret": secret,
+        "task_id": task_id,
+        "tempo": tempo,
+        "good": good,
+        "oracle": oracle,
+        "learner": learner,
+        "good mean": good,
+        "learner mean": learner,
+    }
 
 
 def test_the_headroom_is_a_median_over_families_and_secrets_of_their_pooled_tempos() -> None:
     """Three samples whose oracle − good over two tempos is 0.1, 0.2 and 0.9: the median is
     0.2 (a mean would say 0.4); the last tempo's gains 0.0, 0.1, 0.3 give 0.1, half of it."""
     rows = [
-        _row(0, "a", 0, 0.5, 0.6, 0.5), _row(0, "a", 1, 0.5, 0.6, 0.5),
-        _row(0, "b", 0, 0.5, 0.6, 0.5), _row(0, "b", 1, 0.5, 0.8, 0.6),
-        _row(1, "a", 0, 0.0, 0.9, 0.0), _row(1, "a", 1, 0.0, 0.9, 0.3),
+        _row(0, "a", 0, 0.5, 0.6, 0.5),
+        _row(0, "a", 1, 0.5, 0.6, 0.5),
+        _row(0, "b", 0, 0.5, 0.6, 0.5),
+        _row(0, "b", 1, 0.5, 0.8, 0.6),
+        _row(1, "a", 0, 0.0, 0.9, 0.0),
+        _row(1, "a", 1, 0.0, 0.9, 0.3),
     ]
     found = medians(rows, tempos=2)
     assert found["median_headroom"] == 0.2

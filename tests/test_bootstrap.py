@@ -23,13 +23,20 @@ def _bootstrap(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[
     fake = tmp_path / "fake"
     fake.mkdir()
     asked, ran = tmp_path / "asked.log", tmp_path / "ran.log"
-    (fake / "dpkg-query").write_text(f'#!/bin/sh\nfor a; do last="$a"; done\necho "$last" >> {asked}\nprintf "install ok installed"\n')
+    (fake / "dpkg-query").write_text(
+        f'#!/bin/sh\nfor a; do last="$a"; done\necho "$last" >> {asked}\nprintf "install ok installed"\n'
+    )
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "python").write_text(f'#!/bin/sh\necho "$*" >> {ran}\n')
     for script in (fake / "dpkg-query", tmp_path / ".venv" / "bin" / "python"):
         script.chmod(0o755)
-    done = subprocess.run(["bash", str(tmp_path / "scripts" / "bootstrap"), *args], capture_output=True, text=True,
-                          timeout=60, env={"PATH": f"{fake}:/usr/bin:/bin"})
+    done = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "bootstrap"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": f"{fake}:/usr/bin:/bin"},
+    )
     read = lambda log: log.read_text().splitlines() if log.exists() else []  # noqa: E731
     return done, read(asked), read(ran)
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.evaluate import ceiling, expected_prices, run_task
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import Constraints, ToolInfo
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from engine.evaluate import ceiling, expected_prices, run_task
 
 SUBNETS = {"cheap": 0.001, "mid": 0.004, "dear": 0.02}
 
@@ -42,7 +42,8 @@ class ChargingRunner:
 
 def _task(max_budget: float, top_k: int) -> Task:
     return Task(
-        task_id="budget", task_type="agent",
+        task_id="budget",
+        task_type="agent",
         constraints=Constraints(max_budget_tao=max_budget, max_latency_seconds=30.0),
         available_tools={name: ToolInfo(type="text", avg_cost=cost) for name, cost in SUBNETS.items()},
         routing_policy={"default": {"top_k": top_k}},
@@ -57,16 +58,23 @@ def _plans(draw: st.DrawFn) -> tuple[WorkflowPlan, float | None]:
     retries = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=n))
     nodes = [
-        {"id": f"n{i}", "subnet": s, "action": "text_transform", "estimated_cost": e,
-         "params": {"op": "upper", "text": "x"}}
+        {
+            "id": f"n{i}",
+            "subnet": s,
+            "action": "text_transform",
+            "estimated_cost": e,
+            "params": {"op": "upper", "text": "x"},
+        }
         for i, (s, e) in enumerate(zip(subnets, estimates))
     ]
-    plan = WorkflowPlan.model_validate({
-        "nodes": nodes,
-        "edges": [{"from": f"n{min(a, b)}", "to": f"n{max(a, b)}"} for a, b in edges if a != b],
-        "error_handling": {f"n{i}": {"retry_count": r} for i, r in enumerate(retries) if r},
-        "max_parallel": draw(st.integers(1, 64)),
-    })
+    plan = WorkflowPlan.model_validate(
+        {
+            "nodes": nodes,
+            "edges": [{"from": f"n{min(a, b)}", "to": f"n{max(a, b)}"} for a, b in edges if a != b],
+            "error_handling": {f"n{i}": {"retry_count": r} for i, r in enumerate(retries) if r},
+            "max_parallel": draw(st.integers(1, 64)),
+        }
+    )
     declared = draw(st.sampled_from([None, 0.0, 1e-6]))
     return plan, declared
 
@@ -101,8 +109,10 @@ def test_no_plan_spends_past_the_budget_more_than_its_nodes_in_flight_can_cost(
 
 def test_zero_estimates_and_a_flood_of_the_dearest_subnet_stop_at_the_budget() -> None:
     task = _task(0.05, 1)
-    nodes = [{"id": f"n{i}", "subnet": "dear", "action": "text_transform", "params": {"op": "upper", "text": "x"}}
-             for i in range(63)]
+    nodes = [
+        {"id": f"n{i}", "subnet": "dear", "action": "text_transform", "params": {"op": "upper", "text": "x"}}
+        for i in range(63)
+    ]
     plan = WorkflowPlan.model_validate({"nodes": nodes, "max_parallel": 64})
     runner = ChargingRunner(expected_prices(task), [1.0], [False])
     execution = asyncio.run(run_task(plan, check_plan_for(plan, task), task, runner, total_estimated_cost=0.0))

@@ -37,7 +37,9 @@ def test_hello_compiles_to_input_and_sibling_refs():
     assert check_plan(plan).valid
 
 
-@pytest.mark.parametrize("name", ["seed002_hello", "seed002_hello_outputs", "seed002_hello_arrow", "seed002_hello_wildcard"])
+@pytest.mark.parametrize(
+    "name", ["seed002_hello", "seed002_hello_outputs", "seed002_hello_arrow", "seed002_hello_wildcard"]
+)
 def test_the_output_mapping_styles_compile_to_the_same_plan(name):
     assert seed002.EXAMPLES[name].compile() == seed002.hello.compile()
 
@@ -219,8 +221,13 @@ def test_the_worked_example_runs_to_completion_with_dagnet_run(tmp_path: Path) -
     assert _edges(plan) == {("first", "reply"), ("second", "reply")}
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan.to_wire()))
-    ran = subprocess.run([sys.executable, "-m", "neurons", "run", str(path), "--task", "rag_towns", "--seed", "3", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, "-m", "neurons", "run", str(path), "--task", "rag_towns", "--seed", "3", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr  # 0: every node succeeded
     report = json.loads(ran.stdout)
     assert report["status"] == "completed" and report["score"]["output_quality"] == 1.0, report["score"]
@@ -267,7 +274,7 @@ def test_reads_that_exist_compile() -> None:
         s = search(query=PARENT["q"])
         e = echo(text="x", metadata={"any": {"thing": 1}})
         parts = split(items=PARENT["rows"])
-        upper(text=f'{s["hits"][2]["score"]} {e["anything"]["at"][0]["all"]} {parts["item"]["price"]}')
+        upper(text=f"{s['hits'][2]['score']} {e['anything']['at'][0]['all']} {parts['item']['price']}")
 
     assert check_plan(g.compile()).valid
 
@@ -276,7 +283,9 @@ def test_returns_aliases_are_checked_against_the_shape_too() -> None:
     def best(q):
         return {"query": q}
 
-    with pytest.raises(BuildError, match=re.escape("best: returns names 'artifacts.metadata.hits.0.text': hits[0] is a hit")):
+    with pytest.raises(
+        BuildError, match=re.escape("best: returns names 'artifacts.metadata.hits.0.text': hits[0] is a hit")
+    ):
         op("search", subnet="sn5", returns={"top": "artifacts.metadata.hits.0.text"})(best)
     factory = op("search", subnet="sn5", returns={"top": "artifacts.metadata.hits.0.sentence"})(best)
     assert factory.returns["top"] == ("artifacts", "metadata", "hits", "0", "sentence")

@@ -64,9 +64,7 @@ async def _plan_in_tasks(packages) -> list[tuple[str, dict | BaseException]]:
     async def in_thread(package):
         return await asyncio.to_thread(_attempt, package)
 
-    return await asyncio.gather(*(
-        (on_loop if n % 2 else in_thread)(package) for n, package in enumerate(packages)
-    ))
+    return await asyncio.gather(*((on_loop if n % 2 else in_thread)(package) for n, package in enumerate(packages)))
 
 
 def test_threads_and_tasks_planning_the_families_at_once_each_get_the_serial_plan(tiny_switch_interval):
@@ -111,7 +109,8 @@ def test_two_builds_interleaved_op_by_op_keep_their_own_ops():
     for name in "ab":
         assert name in plans, f"{name}'s build failed"
         assert [(n["id"], n["params"]["text"]) for n in plans[name]["nodes"]] == [
-            ("first", f"{name} 1"), ("second", "${first.output.text}")
+            ("first", f"{name} 1"),
+            ("second", "${first.output.text}"),
         ], name
 
 

@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
-
 pytestmark = pytest.mark.e2e
 
 
 def dagnet(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "neurons", *args], capture_output=True, text=True, timeout=180, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "neurons", *args], capture_output=True, text=True, timeout=180, env=env
+    )
 
 
 def _one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -49,7 +50,9 @@ def test_create_dev_wallet_refuses_to_overwrite(tmp_path):
 
 def test_a_second_node_on_one_state_file_is_refused(tmp_path):
     state = tmp_path / "chain.sqlite"
-    first = subprocess.Popen([sys.executable, "-m", "neurons", "chain", "start", "--state", str(state)], stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "neurons", "chain", "start", "--state", str(state)], stderr=subprocess.PIPE, text=True
+    )
     try:
         assert "listening on" in first.stderr.readline()
         assert "already running" in _one_error_line(dagnet("chain", "start", "--state", str(state)))

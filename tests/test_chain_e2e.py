@@ -22,7 +22,6 @@ import pytest
 from support.chain import wait_listening
 from support.keys import fresh_keypair, signed_headers
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -49,8 +48,16 @@ def background(*args: str) -> Iterator[subprocess.Popen]:
 
 def chain_node(state: Path) -> contextmanager:
     return background(
-        "chain", "start", "--state", str(state), "--block-time", str(BLOCK_TIME),
-        "--tempo", str(TEMPO), "--weights-rate-limit", str(RATE_LIMIT),
+        "chain",
+        "start",
+        "--state",
+        str(state),
+        "--block-time",
+        str(BLOCK_TIME),
+        "--tempo",
+        str(TEMPO),
+        "--weights-rate-limit",
+        str(RATE_LIMIT),
     )
 
 
@@ -84,16 +91,31 @@ def test_validator_and_three_miners_on_the_embedded_chain(tmp_path):
         wait_listening(node)
         common = ("--network", network, "--wallet.path", wallets)
         for name in names:
-            assert json.loads(dagnet("subnet", "register", "--wallet.name", name, *common).stdout)["uid"] == names.index(name)
+            assert json.loads(dagnet("subnet", "register", "--wallet.name", name, *common).stdout)[
+                "uid"
+            ] == names.index(name)
         dagnet("subnet", "stake", "1000", "--wallet.name", "validator", *common)
         miners = [
-            background("miner", "--network", network, "--wallet-name", name, "--wallet-path", wallets,
-                       "--port", "0", "--set", "min_stake=100")
+            background(
+                "miner",
+                "--network",
+                network,
+                "--wallet-name",
+                name,
+                "--wallet-path",
+                wallets,
+                "--port",
+                "0",
+                "--set",
+                "min_stake=100",
+            )
             for name in names[1:]
         ]
         with miners[0] as m1, miners[1] as m2, miners[2] as m3:
             urls = [miner_url(m) for m in (m1, m2, m3)]
-            wait_status(network, lambda s: all(n["axon"] for n in s["neurons"][1:]) and s["neurons"][0]["validator_permit"])
+            wait_status(
+                network, lambda s: all(n["axon"] for n in s["neurons"][1:]) and s["neurons"][0]["validator_permit"]
+            )
             weights_block = _set_weights(network, wallets, {1: 0.6, 2: 0.3, 3: 0.1})
             final = wait_status(network, lambda s: s["block"] >= weights_block + 2 * (TEMPO + 1))
             _blacklists(urls, keys)
@@ -117,8 +139,13 @@ def _set_weights(network: str, wallets: str, weights: dict[int, float]) -> int:
         "w = json.loads(sys.argv[3]); r = asyncio.run(c.set_weights([int(k) for k in w], list(w.values()), 0)); "
         "print(json.dumps({'success': r.success, 'message': r.message, 'block': r.block}))"
     )
-    out = subprocess.run([sys.executable, "-c", script, network, wallets, json.dumps(weights)],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, network, wallets, json.dumps(weights)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     result = json.loads(out.stdout)
     assert result["success"], result["message"]
     return result["block"]
@@ -127,10 +154,20 @@ def _set_weights(network: str, wallets: str, weights: dict[int, float]) -> int:
 def _blacklists(urls: list[str], keys: dict) -> None:
     body = b"{}"
     for url, name in zip(urls, ["miner1", "miner2", "miner3"]):
-        admitted = httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(keys["validator"], keys[name], "/NodeSynapse", body))
+        admitted = httpx.post(
+            url + "/NodeSynapse",
+            content=body,
+            headers=signed_headers(keys["validator"], keys[name], "/NodeSynapse", body),
+        )
         assert admitted.status_code not in (401, 403, 503), admitted.text
-        stranger = httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(fresh_keypair(), keys[name], "/NodeSynapse", body))
+        stranger = httpx.post(
+            url + "/NodeSynapse",
+            content=body,
+            headers=signed_headers(fresh_keypair(), keys[name], "/NodeSynapse", body),
+        )
         assert stranger.status_code == 403 and stranger.json()["reason"] == "unregistered"
         other = "miner2" if name != "miner2" else "miner1"
-        peer = httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(keys[other], keys[name], "/NodeSynapse", body))
+        peer = httpx.post(
+            url + "/NodeSynapse", content=body, headers=signed_headers(keys[other], keys[name], "/NodeSynapse", body)
+        )
         assert peer.status_code == 403 and peer.json()["reason"] in ("no_validator_permit", "stake_below_minimum")

@@ -67,7 +67,9 @@ def test_bonds_are_an_ema_carried_across_epochs():
 def test_bonds_on_a_neuron_registered_since_the_last_epoch_start_over():
     weights = [[0, 0, 1], [0, 0, 1], [0, 0, 0]]
     bonds = [[0, 0, 1.0], [0, 0, 0], [0, 0, 0]]
-    result = run_epoch(_inputs([50, 50, 0], weights, permit=[1, 1, 0], bonds=bonds, registered=[0, 0, 60], last_epoch=50))
+    result = run_epoch(
+        _inputs([50, 50, 0], weights, permit=[1, 1, 0], bonds=bonds, registered=[0, 0, 60], last_epoch=50)
+    )
     assert result.bonds[:, 2] == pytest.approx([0.5, 0.5, 0])
 
 

@@ -84,8 +84,14 @@ class _Up(_Down):
         return MetagraphSnapshot(netuid=1, block=10, neurons=())
 
     async def hyperparameters(self) -> Hyperparameters:
-        return Hyperparameters(tempo=10, weights_rate_limit=1, immunity_period=0, max_weight_limit=1.0,
-                               min_allowed_weights=0, commit_reveal_enabled=False)
+        return Hyperparameters(
+            tempo=10,
+            weights_rate_limit=1,
+            immunity_period=0,
+            max_weight_limit=1.0,
+            min_allowed_weights=0,
+            commit_reveal_enabled=False,
+        )
 
 
 async def test_the_follower_warns_once_for_many_failed_polls_then_recovers(caplog):
@@ -106,7 +112,6 @@ async def test_a_validator_without_its_chain_backs_off_and_warns_once(tmp_path, 
 
     from support.health import validator_loop
     from support.keys import MetagraphBuilder
-
     from validator.loop import LoopConfig
 
     snapshot = MetagraphBuilder(netuid=1).build()

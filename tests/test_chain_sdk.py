@@ -14,7 +14,6 @@ from chain.embedded.state import ChainState
 from chain.sdk import SnapshotBuilder
 from support.chain import chain_for, node_process, running_node, wait_for_block, wait_for_next_epoch, wait_listening
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -51,7 +50,12 @@ async def test_metagraph_fields_come_from_the_sdk_metagraph(node):
     assert v.axon is None
     assert v.registered_block <= m.registered_block <= snapshot.block
     hyper = await miner.hyperparameters()
-    assert (hyper.tempo, hyper.weights_rate_limit, hyper.commit_reveal_enabled, hyper.weights_version) == (5, 3, False, 0)
+    assert (hyper.tempo, hyper.weights_rate_limit, hyper.commit_reveal_enabled, hyper.weights_version) == (
+        5,
+        3,
+        False,
+        0,
+    )
     await _next_epoch(miner)
     assert (await miner.metagraph()).by_hotkey(validator.hotkey).validator_permit
 
@@ -134,12 +138,20 @@ async def test_a_killed_chain_is_an_outage_not_a_frozen_head(tmp_path):
 def test_the_served_metagraph_follows_every_change_of_state(tmp_path):
     state = ChainState(tmp_path / "chain.sqlite")
     netuid = state.genesis.netuid
-    register = lambda hotkey: state.apply(hotkey, state.next_nonce(hotkey), "burned_register", {"netuid": netuid, "hotkey": hotkey})  # noqa: E731
+
+    def register(hotkey: str) -> None:
+        state.apply(hotkey, state.next_nonce(hotkey), "burned_register", {"netuid": netuid, "hotkey": hotkey})
+
     register("hot-0")
     assert reads.metagraph_record(state, state.head())["hotkeys"] == ["hot-0"]
     register("hot-1")  # in the same block
     assert reads.metagraph_record(state, state.head())["hotkeys"] == ["hot-0", "hot-1"]
-    state.apply("hot-1", state.next_nonce("hot-1"), "serve_axon", {"netuid": netuid, "ip": 2130706433, "port": 8091, "ip_type": 4, "version": 1, "protocol": 4})
+    state.apply(
+        "hot-1",
+        state.next_nonce("hot-1"),
+        "serve_axon",
+        {"netuid": netuid, "ip": 2130706433, "port": 8091, "ip_type": 4, "version": 1, "protocol": 4},
+    )
     head = state.head()
     assert reads.metagraph_record(state, head)["axons"][1]["port"] == 8091
     block = state.produce_block()
@@ -151,9 +163,19 @@ def test_the_served_metagraph_follows_every_change_of_state(tmp_path):
 def test_a_snapshot_rebuilds_changed_neurons_and_reuses_the_rest():
     def neuron(uid, last_update, axon):
         return SimpleNamespace(
-            uid=uid, hotkey=f"hot-{uid}", coldkey="cold", total_stake=SimpleNamespace(rao=2_000_000_000),
-            validator_permit=uid == 0, axon=axon, incentive=0.5, dividends=0.0, emission=SimpleNamespace(rao=0),
-            trust=0.0, consensus=0.5, last_update=last_update, block_at_registration=1,
+            uid=uid,
+            hotkey=f"hot-{uid}",
+            coldkey="cold",
+            total_stake=SimpleNamespace(rao=2_000_000_000),
+            validator_permit=uid == 0,
+            axon=axon,
+            incentive=0.5,
+            dividends=0.0,
+            emission=SimpleNamespace(rao=0),
+            trust=0.0,
+            consensus=0.5,
+            last_update=last_update,
+            block_at_registration=1,
         )
 
     build = SnapshotBuilder()
@@ -173,7 +195,9 @@ def test_one_node_per_state_file_and_many_readers_at_once(node):
         "import asyncio, sys; sys.path.insert(0, 'tests'); from support.chain import chain_for; "
         "c = chain_for(sys.argv[1], '//R'); print(asyncio.run(c.metagraph()).netuid)"
     )
-    readers = [subprocess.Popen([sys.executable, "-c", code, str(node)], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    readers = [
+        subprocess.Popen([sys.executable, "-c", code, str(node)], stdout=subprocess.PIPE, text=True) for _ in range(4)
+    ]
     assert [r.communicate(timeout=60)[0].strip() for r in readers] == ["1"] * 4
 
 
@@ -188,7 +212,9 @@ class _MovingHead:
 
         self.calls += 1
         if self.calls <= self.races:
-            raise SdkChainError(f"state at block {self.calls} is discarded: the embedded chain keeps the head state only")
+            raise SdkChainError(
+                f"state at block {self.calls} is discarded: the embedded chain keeps the head state only"
+            )
         return 100
 
     async def connect(self) -> None:

@@ -99,4 +99,3 @@ def test_a_chain_made_with_its_subnet_has_it_started_and_ownerless(tmp_path):
 
     with running_node(tmp_path / "chain.sqlite"):
         asyncio.run(check(tmp_path / "chain.sqlite"))
-

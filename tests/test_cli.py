@@ -4,17 +4,29 @@ import json
 from pathlib import Path
 
 import pytest
-from support.tasks import write_taskset
 from typer.testing import CliRunner
 
 from neurons.cli import app
+from support.tasks import write_taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 REPORT_KEYS = {
-    "status", "completion_ratio", "steps_completed", "total_steps", "latency_s", "cost_tao",
-    "budget_ceiling", "retries", "unplanned_retries", "timeouts", "hard_failures", "tiers",
-    "critical_path_s", "nodes", "final_output",
+    "status",
+    "completion_ratio",
+    "steps_completed",
+    "total_steps",
+    "latency_s",
+    "cost_tao",
+    "budget_ceiling",
+    "retries",
+    "unplanned_retries",
+    "timeouts",
+    "hard_failures",
+    "tiers",
+    "critical_path_s",
+    "nodes",
+    "final_output",
 }
 NODE_KEYS = {"status", "reason", "attempts", "cost_tao", "started_s", "finished_s", "output"}
 
@@ -202,7 +214,9 @@ def test_long_running_processes_keep_http_client_loggers_at_warning_unless_debug
         for name in QUIET_LIBRARIES:
             logging.getLogger(name).setLevel(logging.NOTSET)
         configure_logging(level)
-        assert {logging.getLogger(n).level for n in ("httpx", "httpcore")} == {logging.WARNING if quiet else logging.NOTSET}
+        assert {logging.getLogger(n).level for n in ("httpx", "httpcore")} == {
+            logging.WARNING if quiet else logging.NOTSET
+        }
     finally:
         for name, was in saved.items():
             logging.getLogger(name).setLevel(was)

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.chain import without_backoff
-from support.tasks import write_taskset
 from typer.testing import CliRunner
 
 from neurons.cli import app
+from support.chain import without_backoff
+from support.tasks import write_taskset
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -36,10 +36,20 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "unknown_action": json.dumps({"nodes": [{"id": "a", "subnet": "sn1", "action": "teleport"}]}),
         "bad_node_id": json.dumps({"nodes": [{"id": "a b", "subnet": "sn1", "action": "echo"}]}),
         "settings_not_object": "[1]",
-        "towns_report": json.dumps({
-            "status": "completed", "completion_ratio": 1.0, "latency_s": 1.0, "cost_tao": 0.0, "retries": 0,
-            "unplanned_retries": 0, "timeouts": 0, "hard_failures": 0, "task_id": "rag_towns", "seed": 3,
-        }),
+        "towns_report": json.dumps(
+            {
+                "status": "completed",
+                "completion_ratio": 1.0,
+                "latency_s": 1.0,
+                "cost_tao": 0.0,
+                "retries": 0,
+                "unplanned_retries": 0,
+                "timeouts": 0,
+                "hard_failures": 0,
+                "task_id": "rag_towns",
+                "seed": 3,
+            }
+        ),
     }
     paths = {name: tmp_path / f"{name}.json" for name in made}
     for name, content in made.items():
@@ -57,8 +67,10 @@ def _state_files(folder: Path) -> dict[str, Path]:
     """State files a validator refuses: not a database, a weak secret, a newer schema."""
     paths = {name: folder / f"{name}.sqlite" for name in ("corrupt_state", "weak_state", "newer_state")}
     paths["corrupt_state"].write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
-    for name, statement in (("weak_state", "UPDATE meta SET value = 'abc' WHERE key = 'instance_secret'"),
-                            ("newer_state", "PRAGMA user_version = 99")):
+    for name, statement in (
+        ("weak_state", "UPDATE meta SET value = 'abc' WHERE key = 'instance_secret'"),
+        ("newer_state", "PRAGMA user_version = 99"),
+    ):
         shutil.copyfile(STATE_FIXTURE, paths[name])
         with contextlib.closing(sqlite3.connect(paths[name])) as conn, conn:
             conn.execute(statement)
@@ -91,7 +103,10 @@ BAD_INPUTS = [
     (["teleport"], "No such command 'teleport'"),
     (["miner"], "give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)"),
     (["miner", "--dev-key", "//Bob", "--set", "burst"], "--set 'burst': expected KEY=VALUE"),
-    (["miner", "--dev-key", "//Bob", "--set", "rate_limit.burst=0"], "rate_limit.burst: Input should be greater than or equal to 1"),
+    (
+        ["miner", "--dev-key", "//Bob", "--set", "rate_limit.burst=0"],
+        "rate_limit.burst: Input should be greater than or equal to 1",
+    ),
     (["miner", "--dev-key", "//Bob", "--set", "rate_limt.burst=2"], "rate_limt: Extra inputs are not permitted"),
     (["miner", "--dev-key", "//Bob", "--config", "{missing}"], "missing.json: no such file"),
     (["miner", "--dev-key", "//Bob", "--config", "{settings_not_object}"], "must hold an object of settings"),
@@ -99,13 +114,25 @@ BAD_INPUTS = [
     (["miner", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
     (["miner", "--wallet-name", "nobody", "--wallet-path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
     (["miner", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
-    (["miner", "--wallet.name", "w", "--dev-key", "//Bob"], "give exactly one of a wallet (--wallet-name) or a dev key"),
+    (
+        ["miner", "--wallet.name", "w", "--dev-key", "//Bob"],
+        "give exactly one of a wallet (--wallet-name) or a dev key",
+    ),
     (["validator"], "give exactly one of a wallet (--wallet-name) or a dev key (--dev-key)"),
     (["validator", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
-    (["validator", "--wallet.name", "nobody", "--wallet.hotkey", "hk", "--wallet.path", "{dir}"], "wallet nobody/hk: cannot load the hotkey"),
+    (
+        ["validator", "--wallet.name", "nobody", "--wallet.hotkey", "hk", "--wallet.path", "{dir}"],
+        "wallet nobody/hk: cannot load the hotkey",
+    ),
     (["validator", "--bogus"], "No such option: --bogus"),
-    (["subnet", "register", "--network", "local", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
-    (["subnet", "create", "--network", "local", "--dev-key", "not a uri"], "--dev-key 'not a uri': not a usable key URI"),
+    (
+        ["subnet", "register", "--network", "local", "--dev-key", "not a uri"],
+        "--dev-key 'not a uri': not a usable key URI",
+    ),
+    (
+        ["subnet", "create", "--network", "local", "--dev-key", "not a uri"],
+        "--dev-key 'not a uri': not a usable key URI",
+    ),
     (["subnet", "create", "--dev-key", "//Alice", "--network", "nowhere"], "unknown network 'nowhere'"),
     (["run", str(PLAN), "--inputs", "[1]"], "--inputs: expected a JSON object, got list"),
     (["run", str(PLAN), "--inputs", "{{not json"], "--inputs: not valid JSON"),
@@ -114,22 +141,46 @@ BAD_INPUTS = [
     (["run", str(PLAN), "--seed", "3"], "--seed needs --task"),
     (["run", str(PLAN), "--task-id", "a"], "--task-id needs --task"),
     (["plan", "check", str(PLAN), "--task-id", "a"], "--task-id needs --task"),
-    (["run", str(PLAN), "--task", "{taskset}", "--task-id", "rag_towns", "--seed", "3"], "--seed draws an instance of a task family"),
-    (["score", "{towns_report}", "--task", "rag_rivers"], "the report is a run of task 'rag_towns', not 'rag_rivers' (--task)"),
+    (
+        ["run", str(PLAN), "--task", "{taskset}", "--task-id", "rag_towns", "--seed", "3"],
+        "--seed draws an instance of a task family",
+    ),
+    (
+        ["score", "{towns_report}", "--task", "rag_rivers"],
+        "the report is a run of task 'rag_towns', not 'rag_rivers' (--task)",
+    ),
     (["tasks", "show", "teleport"], "no task family 'teleport'"),
     (["chain", "status", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1: [Errno 111]"),
     (["subnet", "list", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1: [Errno 111]"),
-    (["subnet", "create", "--dev-key", "//Alice", "--network", "ws://127.0.0.1:1"], "cannot reach the chain at ws://127.0.0.1:1"),
+    (
+        ["subnet", "create", "--dev-key", "//Alice", "--network", "ws://127.0.0.1:1"],
+        "cannot reach the chain at ws://127.0.0.1:1",
+    ),
     (["localnet", "--dir", "{dir}"], "not a new or empty folder"),
     (["localnet", "--dir", "{bad_json}"], "not a new or empty folder"),
-    (["subnet", "stake", "1", "--network", "local", "--wallet.name", "nobody", "--wallet.path", "{dir}"], "wallet nobody/default: cannot load the hotkey"),
-    *[(command, message) for state, message in (
-        ("{corrupt_state}", "cannot be opened: file is not a database"),
-        ("{weak_state}", ("has a weak instance secret ('abc' is not a number): its history cannot be replayed "
-                          "under a new secret. Start with --reset")),
-        ("{newer_state}", "is of schema version 99, newer than this dagnet's"),
-    ) for command in ([*VALIDATE, state], ["validator", "records", "--state", state],
-                      ["validator", "--replay", "1", "--state", state])],
+    (
+        ["subnet", "stake", "1", "--network", "local", "--wallet.name", "nobody", "--wallet.path", "{dir}"],
+        "wallet nobody/default: cannot load the hotkey",
+    ),
+    *[
+        (command, message)
+        for state, message in (
+            ("{corrupt_state}", "cannot be opened: file is not a database"),
+            (
+                "{weak_state}",
+                (
+                    "has a weak instance secret ('abc' is not a number): its history cannot be replayed "
+                    "under a new secret. Start with --reset"
+                ),
+            ),
+            ("{newer_state}", "is of schema version 99, newer than this dagnet's"),
+        )
+        for command in (
+            [*VALIDATE, state],
+            ["validator", "records", "--state", state],
+            ["validator", "--replay", "1", "--state", state],
+        )
+    ],
     (["subnet", "stake", "-5", "--network", "local"], "-5: a negative number is not accepted here"),
     (["subnet", "stake", "-12", "--network", "local"], "a negative number is not accepted here"),
 ]
@@ -177,9 +228,26 @@ def test_a_miner_port_in_use_is_one_line_exit_2_and_leaves_nothing(tmp_path: Pat
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "neurons", "miner", "--dev-key", "//Bob", "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "2", "--network", "ws://127.0.0.1:1"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "neurons",
+                "miner",
+                "--dev-key",
+                "//Bob",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--network",
+                "ws://127.0.0.1:1",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"error: port {port} is in use (--port)"]
@@ -202,9 +270,11 @@ def test_records_of_a_state_file_without_any_say_so_apart_from_no_match(tmp_path
 
     ValidatorState(tmp_path / "empty.sqlite").close()
     shutil.copyfile(STATE_FIXTURE, tmp_path / "full.sqlite")
-    for name, args, line in (("empty", [], "no record in the state file yet"),
-                             ("empty", ["--miner", "1"], "no record in the state file yet"),
-                             ("full", ["--miner", "9"], "no record matches")):
+    for name, args, line in (
+        ("empty", [], "no record in the state file yet"),
+        ("empty", ["--miner", "1"], "no record in the state file yet"),
+        ("full", ["--miner", "9"], "no record matches"),
+    ):
         result = CliRunner().invoke(app, ["validator", "records", "--state", str(tmp_path / f"{name}.sqlite"), *args])
         assert result.exit_code == 0 and result.stdout.splitlines() == [line], result.output
 
@@ -227,10 +297,14 @@ def test_run_exit_code_says_completed_not_completed_or_invalid(plan: str, code: 
 def test_neuron_module_refuses_an_unknown_flag_in_one_line(tmp_path: Path, module: str) -> None:
     """``python -m neurons.miner`` is ``dagnet miner``: run from outside the checkout, so
     every module it imports must come from the installed package."""
-    done = subprocess.run([sys.executable, "-m", module, "--bogus"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--bogus"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: dagnet {module.split('.')[1]}: No such option: --bogus"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: dagnet {module.split('.')[1]}: No such option: --bogus"), (
+        done.stderr
+    )
 
 
 def test_version() -> None:

@@ -26,8 +26,6 @@ finally:
 )
 def test_command_loads_no_server_or_chain_sdk(args: list[str]) -> None:
     probe = _PROBE.format(heavy=HEAVY)
-    result = subprocess.run(
-        [sys.executable, "-c", probe, *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode in (0, 1, 2), result.stderr
     assert result.stderr.splitlines()[-1] == "loaded:"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from planners import load_planner
 from neurons.cli import app
 from neurons.commands.eval import render
 from neurons.evaluation import Mix, evaluate_planner, select_families
 from neurons.localrun import family_task
+from planners import load_planner
 from tasks import family
 
 RUNNER = CliRunner()
@@ -32,7 +32,8 @@ def test_tasks_show_prints_the_package_at_each_tier() -> None:
     outline = _shown("dt_sales", "--tier", "outline")
     assert outline["hint_tier"] == "outline"
     assert [(s["id"], s["action"], s.get("params", {})) for s in outline["steps"]] == [
-        (f"s{i}", s.action, {}) for i, s in enumerate(package.steps, 1)]
+        (f"s{i}", s.action, {}) for i, s in enumerate(package.steps, 1)
+    ]
     goal = _shown("dt_sales", "--tier", "goal", "--seed", "5")
     assert goal["hint_tier"] == "goal" and goal["steps"] == [] and goal["instance_inputs"]
     assert goal["examples"] == full["examples"] and len(goal["examples"]) == 3

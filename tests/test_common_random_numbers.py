@@ -44,14 +44,17 @@ def disguised(plan: WorkflowPlan) -> WorkflowPlan:
 
 
 def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
-    policies = {node.id: plan.policy(node.id).model_copy(
-        update={"retry_count": plan.policy(node.id).retry_count + extra}) for node in plan.nodes}
+    policies = {
+        node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
+        for node in plan.nodes
+    }
     return plan.model_copy(update={"error_handling": policies})
 
 
 def _run(task, plan: WorkflowPlan, world, cost: float):
-    return evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task, world=world),
-                          total_estimated_cost=cost)
+    return evaluate_owned(
+        plan, check_plan_for(plan, task), task, owned_runner(task, world=world), total_estimated_cost=cost
+    )
 
 
 def test_a_renamed_reordered_reparallelised_copy_runs_bit_identically():
@@ -91,7 +94,10 @@ def test_a_plan_sharing_calls_with_the_reference_draws_the_same_dice_on_them():
                     continue
                 other = by_index[index]
                 assert (other.attempt_log, other.cost_tao, other.output) == (
-                    record.attempt_log, record.cost_tao, record.output), (task_id, secret, tempo)
+                    record.attempt_log,
+                    record.cost_tao,
+                    record.output,
+                ), (task_id, secret, tempo)
                 compared += 1
             rescued += ref.status != "completed" and more.status == "completed"
     assert compared > 50 and rescued > 0
@@ -99,5 +105,14 @@ def test_a_plan_sharing_calls_with_the_reference_draws_the_same_dice_on_them():
 
 def test_the_draw_key_is_what_the_call_does():
     assert draw_key("sn1", "echo", {"text": "a", "n": 1}) == draw_key("sn1", "echo", {"n": 1, "text": "a"})
-    assert len({draw_key("sn1", "echo", {"text": "a"}), draw_key("sn2", "echo", {"text": "a"}),
-                draw_key("sn1", "upper", {"text": "a"}), draw_key("sn1", "echo", {"text": "b"})}) == 4
+    assert (
+        len(
+            {
+                draw_key("sn1", "echo", {"text": "a"}),
+                draw_key("sn2", "echo", {"text": "a"}),
+                draw_key("sn1", "upper", {"text": "a"}),
+                draw_key("sn1", "echo", {"text": "b"}),
+            }
+        )
+        == 4
+    )

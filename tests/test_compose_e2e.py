@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from bittensor.sp_core import Keypair
+
 from support.docker import LABEL
 
 # Binds the host ports the page names (9100, 8091, …): one test at a time among those that do.
@@ -40,10 +40,24 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "dagnet-e2e"
-SERVICES = ["net", "chain", "bootstrap", "validator", "miner-good", "miner-naive", "miner-invalid", "miner-learner",
-            "prometheus"]
-NEURON_PORTS = {"validator": 9100, "miner-good": 8091, "miner-naive": 8092, "miner-invalid": 8093,
-                "miner-learner": 8094}
+SERVICES = [
+    "net",
+    "chain",
+    "bootstrap",
+    "validator",
+    "miner-good",
+    "miner-naive",
+    "miner-invalid",
+    "miner-learner",
+    "prometheus",
+]
+NEURON_PORTS = {
+    "validator": 9100,
+    "miner-good": 8091,
+    "miner-naive": 8092,
+    "miner-invalid": 8093,
+    "miner-learner": 8094,
+}
 PAID = {Keypair.create_from_uri(uri).ss58_address for uri in ("//Ferdie", "//Eve")}
 """Who may hold the most incentive: the subnet's owner (uid 0, the burn) or the learner (//Eve)."""
 PROMETHEUS_IMAGE = "dagnet-prometheus:local"
@@ -67,8 +81,13 @@ def compose_env(docker_engine: None) -> dict[str, str]:
     if "DAGNET_BASE_IMAGE" not in os.environ:
         _run([str(ROOT / "scripts" / "build-base-image"), "--host-ca", "--label", LABEL, base])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
-    return {**env, "COMPOSE_PROFILES": "embedded", "COMPOSE_PROJECT_NAME": PROJECT,
-            "DAGNET_BASE_IMAGE": base, "DAGNET_PROMETHEUS_IMAGE": PROMETHEUS_IMAGE}
+    return {
+        **env,
+        "COMPOSE_PROFILES": "embedded",
+        "COMPOSE_PROJECT_NAME": PROJECT,
+        "DAGNET_BASE_IMAGE": base,
+        "DAGNET_PROMETHEUS_IMAGE": PROMETHEUS_IMAGE,
+    }
 
 
 def _compose(env: dict[str, str], *args: str, timeout: float = BUILD_S) -> str:
@@ -85,8 +104,22 @@ def image(compose_env: dict[str, str]) -> str:
 
 @pytest.fixture(scope="module")
 def stack(compose_env: dict[str, str], image: str) -> Iterator[dict[str, str]]:
-    _run(["docker", "build", "-q", "-f", "deploy/prometheus/Dockerfile", "--build-arg",
-          f"BASE={compose_env['DAGNET_BASE_IMAGE']}", "--label", LABEL, "-t", PROMETHEUS_IMAGE, "deploy/prometheus"])
+    _run(
+        [
+            "docker",
+            "build",
+            "-q",
+            "-f",
+            "deploy/prometheus/Dockerfile",
+            "--build-arg",
+            f"BASE={compose_env['DAGNET_BASE_IMAGE']}",
+            "--label",
+            LABEL,
+            "-t",
+            PROMETHEUS_IMAGE,
+            "deploy/prometheus",
+        ]
+    )
     _compose(compose_env, "down", "-v", "--remove-orphans")  # a stack left by an interrupted run
     try:
         _compose(compose_env, "up", "-d", *SERVICES)
@@ -109,8 +142,19 @@ def _packages() -> set[str]:
 def test_the_image_holds_every_package_and_runs_the_cli(image: str) -> None:
     assert "Usage: dagnet" in _run(["docker", "run", "--rm", image, "--help"])
     packages = sorted(_packages())
-    found = _run(["docker", "run", "--rm", "--entrypoint", "python", image, "-c",
-                  "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]; print('ok')", *packages])
+    found = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "python",
+            image,
+            "-c",
+            "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]; print('ok')",
+            *packages,
+        ]
+    )
     assert found.strip() == "ok"
 
 
@@ -123,10 +167,29 @@ def test_the_image_runs_code_in_the_sandbox_as_the_validator_service_does(image:
         "run = run_python({'m.py': 'import os; print(6 * 7, *(p for p in os.listdir(\"/proc\") if p.isdigit()))'}, ['m.py'])\n"
         "print(json.dumps([os.getuid(), sorted(set(caps)), isolation_available(), run.returncode, run.stdout.split(), run.stderr[-300:]]))\n"
     )
-    out = _run(["docker", "run", "--rm", "--user", "0", "--cap-add", "SYS_ADMIN",
-                "--security-opt", "seccomp=deploy/seccomp-bwrap.json", "--security-opt", "apparmor=unconfined",
-                "--security-opt", "no-new-privileges:true", "--entrypoint", "dagnet-contained", image,
-                "python", "-c", program])
+    out = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--user",
+            "0",
+            "--cap-add",
+            "SYS_ADMIN",
+            "--security-opt",
+            "seccomp=deploy/seccomp-bwrap.json",
+            "--security-opt",
+            "apparmor=unconfined",
+            "--security-opt",
+            "no-new-privileges:true",
+            "--entrypoint",
+            "dagnet-contained",
+            image,
+            "python",
+            "-c",
+            program,
+        ]
+    )
     uid, caps, isolation, returncode, words, stderr = json.loads(out)
     assert (uid, caps, isolation, returncode) == (10001, ["0000000000000000"], "bwrap", 0), out
     assert words[0] == "42" and len(words) <= 3, out  # its own pids only: bwrap's init and the run
@@ -145,13 +208,18 @@ def _observe(env: dict[str, str]) -> dict[str, object]:
         seen["health"] = _get("http://127.0.0.1:9100/health")
     except OSError as exc:
         seen["health"] = repr(exc)
-    query = ("import sqlite3; db = sqlite3.connect('file:/data/validator.sqlite?mode=ro', uri=True); "
-             "print(db.execute(\"SELECT max(json_extract(score, '$.output_quality')) FROM executions "
-             "WHERE base_task_id LIKE 'code%'\").fetchone()[0])")
+    query = (
+        "import sqlite3; db = sqlite3.connect('file:/data/validator.sqlite?mode=ro', uri=True); "
+        "print(db.execute(\"SELECT max(json_extract(score, '$.output_quality')) FROM executions "
+        "WHERE base_task_id LIKE 'code%'\").fetchone()[0])"
+    )
     try:
         seen["code_quality"] = _compose(env, "exec", "-T", "chain", "python", "-c", query, timeout=30).strip()
-        status = json.loads(_compose(env, "exec", "-T", "chain", "dagnet", "chain", "status", "--network", "embedded",
-                                     "--json", timeout=30))
+        status = json.loads(
+            _compose(
+                env, "exec", "-T", "chain", "dagnet", "chain", "status", "--network", "embedded", "--json", timeout=30
+            )
+        )
         seen["incentive"] = {n["hotkey"]: n["incentive"] for n in status["neurons"]}
     except (AssertionError, ValueError, subprocess.TimeoutExpired) as exc:
         seen["chain"] = str(exc)[-500:]
@@ -166,9 +234,13 @@ def _observe(env: dict[str, str]) -> dict[str, object]:
 def _settled(seen: dict[str, object]) -> bool:
     health, incentive, scrapes = seen.get("health"), seen.get("incentive"), seen.get("scrapes")
     return (
-        isinstance(health, dict) and health["status"] == "ok" and health["last_weights_block"] is not None
-        and seen.get("code_quality") not in (None, "None") and float(seen["code_quality"]) > 0  # type: ignore[arg-type]
-        and isinstance(incentive, dict) and max(incentive.values(), default=0) > 0
+        isinstance(health, dict)
+        and health["status"] == "ok"
+        and health["last_weights_block"] is not None
+        and seen.get("code_quality") not in (None, "None")
+        and float(seen["code_quality"]) > 0  # type: ignore[arg-type]
+        and isinstance(incentive, dict)
+        and max(incentive.values(), default=0) > 0
         and max(incentive, key=incentive.get) in PAID
         and isinstance(scrapes, dict)
         and all(scrapes.get(f"http://net:{port}/metrics") == "up" for port in NEURON_PORTS.values())
@@ -227,6 +299,8 @@ def test_sandbox_runs_leave_no_zombie_in_any_container(stack: dict[str, str]) ->
     runs = _compose(stack, "exec", "-T", "-u", "dagnet", "validator", "python", "-c", SANDBOX_RUNS, "200", timeout=1800)
     assert runs.strip() == "200"
     time.sleep(1)  # the last runs' orphans reach PID 1 and are reaped within this
-    zombies = {service: _compose(stack, "exec", "-T", service, "python", "-c", ZOMBIES, timeout=60).strip()
-               for service in ("chain", *NEURON_PORTS)}
+    zombies = {
+        service: _compose(stack, "exec", "-T", service, "python", "-c", ZOMBIES, timeout=60).strip()
+        for service in ("chain", *NEURON_PORTS)
+    }
     assert zombies == {service: "0" for service in ("chain", *NEURON_PORTS)}

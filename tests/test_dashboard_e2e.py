@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -64,30 +63,57 @@ def _wait_for_file(path: Path, process: subprocess.Popen, deadline: float) -> No
 async def test_every_panel_returns_data_from_a_running_localnet(tmp_path: Path, prometheus) -> None:
     run_dir = tmp_path / "net"
     net = subprocess.Popen(
-        [sys.executable, "-m", "neurons", "localnet", "--miners", "4", "--duration", "600", "--tempo", "8",
-         "--block-time", "0.5", "--json", "--dir", str(run_dir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "neurons",
+            "localnet",
+            "--miners",
+            "4",
+            "--duration",
+            "600",
+            "--tempo",
+            "8",
+            "--block-time",
+            "0.5",
+            "--json",
+            "--dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         targets = run_dir / "prometheus-targets.json"
         _wait_for_file(targets, net, time.monotonic() + 240)
-        prom = prometheus({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "dagnet-localnet", "file_sd_configs": [{"files": [str(targets)]}]}],
-        })
+        prom = prometheus(
+            {
+                "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [{"job_name": "dagnet-localnet", "file_sd_configs": [{"files": [str(targets)]}]}],
+            }
+        )
         async with httpx.AsyncClient(timeout=5.0) as client:
+
             def every_role_up(data: dict) -> set[str] | None:
                 roles = {s["metric"]["role"] for s in data["result"]}
                 return roles if roles >= {"validator", "miner"} else None
 
             await prom.until(client, "/api/v1/query", {"query": 'up{job="dagnet-localnet"} == 1'}, every_role_up)
             # The leaderboard needs an epoch after weights were set; wait for its emission.
-            await prom.until(client, "/api/v1/query", {"query": "max(dagnet_validator_miner_emission_tao) > 0"},
-                             lambda data: data["result"] or None, deadline_s=240)
-            for title, expr in _panel_queries():
+            await prom.until(
+                client,
+                "/api/v1/query",
+                {"query": "max(dagnet_validator_miner_emission_tao) > 0"},
+                lambda data: data["result"] or None,
+                deadline_s=240,
+            )
+            for _title, expr in _panel_queries():
                 query = expr.replace("$__rate_interval", "20s")
-                await prom.until(client, "/api/v1/query", {"query": query},
-                                 lambda data: data["result"] or None, deadline_s=60)
+                await prom.until(
+                    client, "/api/v1/query", {"query": query}, lambda data: data["result"] or None, deadline_s=60
+                )
     finally:
         net.send_signal(signal.SIGINT)
         out, err = net.communicate(timeout=120)

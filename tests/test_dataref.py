@@ -81,8 +81,10 @@ class TestInterpolation:
         assert resolve({"p": "${a.output.text}-${b.output.artifacts.code}"}) == {"p": "hello-print(1)"}
 
     def test_refs_at_any_depth_but_not_in_keys(self) -> None:
-        params = {"outer": [{"inner": "${a.output.text}"}, "${a.output.artifacts.metadata.score}"],
-                  "${a.output.text}": 1}
+        params = {
+            "outer": [{"inner": "${a.output.text}"}, "${a.output.artifacts.metadata.score}"],
+            "${a.output.text}": 1,
+        }
         assert resolve(params) == {"outer": [{"inner": "hello"}, 0.5], "${a.output.text}": 1}
 
 
@@ -196,7 +198,9 @@ class TestCompiled:
 
 
 # Hypothesis: arbitrary JSON-like params, with DataRef-ish text mixed in.
-_fragments = st.sampled_from(["${a.output.text}", "${b.output.0.x}", "${", "$${", "$", "{", "}", ".output.", "a", "b", "text", "0", ".", "-"])
+_fragments = st.sampled_from(
+    ["${a.output.text}", "${b.output.0.x}", "${", "$${", "$", "{", "}", ".output.", "a", "b", "text", "0", ".", "-"]
+)
 
 
 def _json_params(texts: st.SearchStrategy[str]) -> st.SearchStrategy[dict]:
@@ -237,7 +241,8 @@ class TestInputRefs:
     def test_input_refs_read_the_bound_inputs(self) -> None:
         outputs = {**OUTPUTS, "input": {"rows": [{"p": 3}], "city": "Oslo"}}
         assert resolve({"p": "${input.rows.0.p}", "q": "in ${input.city}: ${a.output.text}"}, outputs) == {
-            "p": 3, "q": "in Oslo: hello"
+            "p": 3,
+            "q": "in Oslo: hello",
         }
 
     def test_input_refs_are_not_node_sources(self) -> None:
@@ -257,15 +262,20 @@ class TestInputRefs:
 class TestRefText:
     @pytest.mark.parametrize(
         ("source", "path", "text"),
-        [("a", ("text",), "${a.output.text}"), ("input", ("rows", 0, "p"), "${input.rows.0.p}"),
-         ("s-1", ("artifacts", "metadata", "hits"), "${s-1.output.artifacts.metadata.hits}")],
+        [
+            ("a", ("text",), "${a.output.text}"),
+            ("input", ("rows", 0, "p"), "${input.rows.0.p}"),
+            ("s-1", ("artifacts", "metadata", "hits"), "${s-1.output.artifacts.metadata.hits}"),
+        ],
     )
     def test_ref_writes_what_the_parser_reads(self, source: str, path: tuple, text: str) -> None:
         assert ref(source, *path) == text
         [parsed] = find_refs({"p": text})
         assert (parsed.node_id, parsed.path) == (source, tuple(str(s) for s in path))
 
-    @pytest.mark.parametrize(("source", "path"), [("a b", ("text",)), ("a", ()), ("a", ("x.y",)), ("a", ("",)), ("input", ())])
+    @pytest.mark.parametrize(
+        ("source", "path"), [("a b", ("text",)), ("a", ()), ("a", ("x.y",)), ("a", ("",)), ("input", ())]
+    )
     def test_ref_refuses_what_would_not_parse_back(self, source: str, path: tuple) -> None:
         with pytest.raises(DataRefError):
             ref(source, *path)

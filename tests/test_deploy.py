@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bittensor.sp_core import Keypair
 
 from support.prometheus import require
@@ -51,7 +50,9 @@ def _dashboard_module():
 def test_committed_dashboard_is_what_the_code_builds() -> None:
     pytest.importorskip("grafana_foundation_sdk")
     committed = (DEPLOY / "grafana" / "dashboards" / "dagnet.json").read_text()
-    assert committed == _dashboard_module().render(), "run: python deploy/grafana/dashboard.py > deploy/grafana/dashboards/dagnet.json"
+    assert committed == _dashboard_module().render(), (
+        "run: python deploy/grafana/dashboard.py > deploy/grafana/dashboards/dagnet.json"
+    )
 
 
 def test_the_payout_panel_names_where_the_emission_went() -> None:
@@ -108,8 +109,13 @@ def _resolved(profile: str) -> dict[str, dict]:
     (variables interpolated, anchors merged), less those the profile leaves out."""
     yaml = pytest.importorskip("yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
-    done = subprocess.run([_docker_compose(), "config"], cwd=ROOT, env={**env, "COMPOSE_PROFILES": profile},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [_docker_compose(), "config"],
+        cwd=ROOT,
+        env={**env, "COMPOSE_PROFILES": profile},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     services = yaml.safe_load(done.stdout)["services"]
     return {name: spec for name, spec in services.items() if profile in spec.get("profiles", [profile])}
@@ -126,8 +132,11 @@ def test_one_switch_picks_the_chain_and_every_neurons_network(profile: str) -> N
     services = _resolved(profile)
     chains = {name for name, spec in services.items() if "profiles" in spec}
     assert chains == {"local": {"subtensor"}, "embedded": {"chain"}}[profile]
-    networks = {name: spec["command"][spec["command"].index("--network") + 1]
-                for name, spec in services.items() if "--network" in spec.get("command", [])}
+    networks = {
+        name: spec["command"][spec["command"].index("--network") + 1]
+        for name, spec in services.items()
+        if "--network" in spec.get("command", [])
+    }
     assert set(networks) == {"validator", "miner-good", "miner-naive", "miner-invalid", "miner-learner"}
     assert set(networks.values()) == {profile} and services["bootstrap"]["environment"]["DAGNET_NETWORK"] == profile
     if profile == "local":  # Bittensor's local: ws://127.0.0.1:9944, the subtensor inside net's namespace
@@ -136,8 +145,15 @@ def test_one_switch_picks_the_chain_and_every_neurons_network(profile: str) -> N
         chain = services["chain"]["command"]
         state = chain[chain.index("--state") + 1]
         resolved = subprocess.run(
-            [sys.executable, "-c", "from chain.network import parse_network; print(parse_network('embedded').embedded_state)"],
-            env={**os.environ, "DAGNET_HOME": "/data"}, capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "-c",
+                "from chain.network import parse_network; print(parse_network('embedded').embedded_state)",
+            ],
+            env={**os.environ, "DAGNET_HOME": "/data"},
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         assert state == resolved == "/data/chain.sqlite" and "DAGNET_HOME=/data" in (DEPLOY / "Dockerfile").read_text()
 
@@ -176,8 +192,12 @@ def test_the_miners_include_the_learner_and_the_subnet_has_an_owner_of_its_own()
     --strategy), and the subnet's owner is a key no neuron signs with."""
     commands = _dagnet_services()
     planners = {name: args[args.index("--planner") + 1] for name, args in commands.items() if args[0] == "miner"}
-    assert planners == {"miner-good": "good", "miner-naive": "naive", "miner-invalid": "invalid",
-                        "miner-learner": "learner"}
+    assert planners == {
+        "miner-good": "good",
+        "miner-naive": "naive",
+        "miner-invalid": "invalid",
+        "miner-learner": "learner",
+    }
     assert not any("--strategy" in args for args in commands.values())
     neuron_keys = {args[args.index("--dev-key") + 1] for args in commands.values() if "--dev-key" in args}
     script = (DEPLOY / "bootstrap.sh").read_text()
@@ -185,7 +205,8 @@ def test_the_miners_include_the_learner_and_the_subnet_has_an_owner_of_its_own()
     assert owner not in neuron_keys and len(neuron_keys) == len(commands) - 1  # every neuron its own key
     roles = dict(entry.split("=") for entry in re.search(r'^ROLES="([^"]+)"$', script, re.MULTILINE).group(1).split())
     assert {name: key for name, key in roles.items()} == {
-        name: args[args.index("--dev-key") + 1] for name, args in commands.items() if "--dev-key" in args}
+        name: args[args.index("--dev-key") + 1] for name, args in commands.items() if "--dev-key" in args
+    }
 
 
 def test_the_image_is_built_once() -> None:
@@ -203,8 +224,11 @@ def test_only_the_validator_gets_what_bubblewrap_needs() -> None:
     services = _compose()["services"]
     assert {name for name, spec in services.items() if "security_opt" in spec} == {"validator"}
     validator = services["validator"]
-    assert set(validator["security_opt"]) == {"seccomp=./deploy/seccomp-bwrap.json", "apparmor=unconfined",
-                                              "no-new-privileges:true"}
+    assert set(validator["security_opt"]) == {
+        "seccomp=./deploy/seccomp-bwrap.json",
+        "apparmor=unconfined",
+        "no-new-privileges:true",
+    }
     assert validator["cap_add"] == ["SYS_ADMIN"] and validator["user"] == "0"
     assert validator["entrypoint"] == ["dagnet-contained", "dagnet"]
     assert [name for name, spec in services.items() if spec.get("cap_add") or spec.get("user")] == ["validator"]
@@ -218,8 +242,13 @@ def test_compose_file_is_valid_for_docker_compose_v2(profile: str) -> None:
     if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True).returncode != 0:
         pytest.skip("no `docker compose` (v2) here: scripts/docker-engine installs it")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
-    done = subprocess.run([docker, "compose", "config", "-q"], cwd=ROOT, env={**env, "COMPOSE_PROFILES": profile},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [docker, "compose", "config", "-q"],
+        cwd=ROOT,
+        env={**env, "COMPOSE_PROFILES": profile},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -245,11 +274,18 @@ def test_the_seccomp_profile_denies_nothing_a_sandboxed_run_calls(tmp_path: Path
     if strace is None or sandbox.isolation_available() != sandbox.PRIVATE_ISOLATION:
         pytest.skip("needs strace and a working bwrap on this machine")
     trace = tmp_path / "trace"
-    program = ("from sandbox import run_python; "
-               "run = run_python({'m.py': 'import json; print(json.dumps([6 * 7]))'}, ['m.py']); "
-               "assert run.stdout.strip() == '[42]', run")
-    done = subprocess.run([strace, "-f", "-qq", "-o", str(trace), sys.executable, "-c", program],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    program = (
+        "from sandbox import run_python; "
+        "run = run_python({'m.py': 'import json; print(json.dumps([6 * 7]))'}, ['m.py']); "
+        "assert run.stdout.strip() == '[42]', run"
+    )
+    done = subprocess.run(
+        [strace, "-f", "-qq", "-o", str(trace), sys.executable, "-c", program],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     called = set(re.findall(r"^\d+\s+(?:<\.\.\. )?([a-z0-9_]+)[( ]", trace.read_text(), re.MULTILINE))
     assert {"clone", "pivot_root", "mount"} <= called | {"clone3"}  # bwrap did run under the trace
@@ -263,8 +299,11 @@ def _as_run(value: str) -> str:
 
 def _dagnet_services() -> dict[str, list[str]]:
     services = _compose()["services"]
-    return {name: [_as_run(arg) for arg in spec["command"]]
-            for name, spec in services.items() if spec.get("image") == "dagnet:local" and isinstance(spec.get("command"), list)}
+    return {
+        name: [_as_run(arg) for arg in spec["command"]]
+        for name, spec in services.items()
+        if spec.get("image") == "dagnet:local" and isinstance(spec.get("command"), list)
+    }
 
 
 def test_every_compose_command_is_one_the_cli_accepts() -> None:
@@ -314,17 +353,23 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
     chain_args[port] = "0"  # a free port: tests never take fixed ones
     bin_dir = str(Path(sys.executable).parent)
     network = _as_run(_compose()["services"]["bootstrap"]["environment"]["DAGNET_NETWORK"])
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": network,
-           "DAGNET_HOME": str(data)}
-    chain = subprocess.Popen([sys.executable, "-m", "neurons", *chain_args], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DAGNET_NETWORK": network, "DAGNET_HOME": str(data)}
+    chain = subprocess.Popen(
+        [sys.executable, "-m", "neurons", *chain_args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert "listening on" in chain.stderr.readline()
         assert "does not exist" in _dagnet("chain", "status", "--network", network, env=env).stderr
         runs = []
         for _ in range(2):  # the second run is a restarted bootstrap container
-            done = subprocess.run(["sh", str(DEPLOY / "bootstrap.sh")], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                ["sh", str(DEPLOY / "bootstrap.sh")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+            )
             assert done.returncode == 0, done.stderr[-2000:]
             assert "error" not in done.stdout + done.stderr, done.stdout + done.stderr
             runs.append(done.stdout)
@@ -344,5 +389,6 @@ def test_bootstrap_script_sets_up_an_embedded_chain(tmp_path: Path) -> None:
 
 
 def _dagnet(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "neurons", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "neurons", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.chain import running_node
 
 from chain.network import Network
 from chain.sdk import SdkChain
 from neurons.keys import open_wallet
 from protocol.synapse import SCORING_VERSION
 from protocol.version import package_version
+from support.chain import running_node
 from validator.state import ValidatorState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,8 +53,11 @@ def unit(path: Path) -> dict[str, dict[str, list[str]]]:
 
 
 def env_file(path: Path) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.lstrip().startswith("#"))
+    pairs = (
+        line.split("=", 1)
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
     return {key.strip(): value.strip() for key, value in pairs}
 
 
@@ -78,7 +81,11 @@ def seconds(value: str) -> float:
 
 
 def test_every_neuron_has_a_unit_and_an_env_template() -> None:
-    assert {path.name for path in UNITS} == {"dagnet-validator.service", "dagnet-miner.service", "dagnet-miner@.service"}
+    assert {path.name for path in UNITS} == {
+        "dagnet-validator.service",
+        "dagnet-miner.service",
+        "dagnet-miner@.service",
+    }
     for path in UNITS:
         service = unit(path)["Service"]
         (env,) = service["EnvironmentFile"]
@@ -115,30 +122,50 @@ def _installed_copy(path: Path, folder: Path) -> Path:
     return folder / name
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (apt-get install systemd)")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (apt-get install systemd)"
+)
 @pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
 def test_systemd_analyze_verify_passes_without_a_warning(path: Path, tmp_path: Path) -> None:
     copy = _installed_copy(path, tmp_path)
-    done = subprocess.run(["systemd-analyze", "verify", str(copy)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
     # verify exits 0 on a line it ignores (a bad KillMode, a time it cannot parse): no output is the pass
     assert done.returncode == 0 and done.stderr.strip() == "" and done.stdout.strip() == "", done.stderr
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (apt-get install systemd)")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (apt-get install systemd)"
+)
 def test_verify_would_catch_a_broken_unit(tmp_path: Path) -> None:
     broken = tmp_path / "broken.service"
-    broken.write_text(_installed_copy(SYSTEMD / "dagnet-validator.service", tmp_path).read_text()
-                      .replace("TimeoutStopSec=", "TimeoutStopSec=x"), encoding="utf-8")
-    done = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=120, check=False)
+    broken.write_text(
+        _installed_copy(SYSTEMD / "dagnet-validator.service", tmp_path)
+        .read_text()
+        .replace("TimeoutStopSec=", "TimeoutStopSec=x"),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(broken)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert "TimeoutStopSec" in done.stderr or "time value" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the pm2 file cannot be loaded here")
 def test_the_pm2_file_loads_with_the_same_stop_policy(tmp_path: Path) -> None:
-    script = ("const c = require(process.argv[1]); console.log(JSON.stringify(c.apps.map("
-              "a => [a.name, a.script, a.args[0], a.kill_signal, a.kill_timeout, a.autorestart, a.cwd])))")
-    done = subprocess.run(["node", "-e", script, str(ROOT / "deploy" / "pm2" / "ecosystem.config.js")],
-                          env={**os.environ, "DAGNET_STATE_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=60, check=False)
+    script = (
+        "const c = require(process.argv[1]); console.log(JSON.stringify(c.apps.map("
+        "a => [a.name, a.script, a.args[0], a.kill_signal, a.kill_timeout, a.autorestart, a.cwd])))"
+    )
+    done = subprocess.run(
+        ["node", "-e", script, str(ROOT / "deploy" / "pm2" / "ecosystem.config.js")],
+        env={**os.environ, "DAGNET_STATE_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     import json
 
@@ -155,8 +182,13 @@ def test_the_pm2_file_loads_with_the_same_stop_policy(tmp_path: Path) -> None:
 
 
 def _wallet(path: Path, name: str) -> None:
-    done = subprocess.run([str(DAGNET), "wallet", "create-dev", name, "--wallet.path", str(path)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(DAGNET), "wallet", "create-dev", name, "--wallet.path", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -181,8 +213,9 @@ def _start(path: Path, env: dict[str, str], workdir: Path) -> tuple[subprocess.P
     assert argv[0] == INSTALLED
     argv[0] = str(DAGNET)
     workdir.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(argv, cwd=workdir, env=environment, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        argv, cwd=workdir, env=environment, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     return process, seconds(service["TimeoutStopSec"][0])
 
 
@@ -203,7 +236,7 @@ def _stop(process: subprocess.Popen, timeout_s: float, seen: list[str]) -> float
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
-        raise AssertionError(f"still running {timeout_s:.0f} s after SIGTERM (TimeoutStopSec)")
+        raise AssertionError(f"still running {timeout_s:.0f} s after SIGTERM (TimeoutStopSec)") from None
     seen.append(rest)
     assert process.returncode == 0, "".join(seen)[-3000:]
     return time.monotonic() - started
@@ -238,7 +271,12 @@ def chain(tmp_path_factory):
 
 
 def _env(template: str, state: Path, wallets: Path, **changes: str) -> dict[str, str]:
-    return {**env_file(SYSTEMD / template), "BT_NETWORK": f"embedded:{state}", "BT_WALLET_PATH": str(wallets), **changes}
+    return {
+        **env_file(SYSTEMD / template),
+        "BT_NETWORK": f"embedded:{state}",
+        "BT_WALLET_PATH": str(wallets),
+        **changes,
+    }
 
 
 @pytest.mark.e2e

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import doccmds
 
+from support import doccmds
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,9 @@ def test_every_shell_block_is_marked_with_a_known_kind() -> None:
 def test_no_fence_hides_shell_commands_without_a_language() -> None:
     """An untagged fence whose first line starts with a command would escape these tests."""
     untagged = [
-        block.id for page in doccmds.pages() for block in doccmds.blocks(page)
+        block.id
+        for page in doccmds.pages()
+        for block in doccmds.blocks(page)
         if not block.language and block.text.lstrip().startswith(("dagnet ", ".venv/", "scripts/", "docker "))
     ]
     assert untagged == []
@@ -53,7 +55,9 @@ def test_server_block_serves(block: doccmds.Block, tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", _of("recipe"), ids=lambda b: b.id)
 def test_recipe_has_its_own_test(block: doccmds.Block) -> None:
     marker = f"<!-- recipe: {block.argument} -->"
-    owners = [path.name for path in Path(__file__).parent.glob("test_*.py") if marker in path.read_text(encoding="utf-8")]
+    owners = [
+        path.name for path in Path(__file__).parent.glob("test_*.py") if marker in path.read_text(encoding="utf-8")
+    ]
     assert block.argument and owners, f"{block.id}: no test runs recipe {block.argument!r}"
 
 
@@ -70,7 +74,10 @@ def test_a_broken_command_fails(tmp_path: Path) -> None:
 
 def test_commands_join_continuations_and_read_the_expected_exit() -> None:
     text = "# a comment\ndagnet miner --dev-key //Bob \\\n    --port 8091\n\ndagnet plan check x.json   # exit 2: cycle"
-    assert doccmds.commands(text) == ["dagnet miner --dev-key //Bob --port 8091", "dagnet plan check x.json   # exit 2: cycle"]
+    assert doccmds.commands(text) == [
+        "dagnet miner --dev-key //Bob --port 8091",
+        "dagnet plan check x.json   # exit 2: cycle",
+    ]
     assert [doccmds.expected_exit(c) for c in doccmds.commands(text)] == [0, 2]
 
 
@@ -87,11 +94,16 @@ def test_a_miners_walkthrough_runs_block_by_block(page: str) -> None:
 
 def test_a_continued_block_goes_on_where_the_one_above_left_off(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("```bash\necho hello > made.txt\ncd examples\n```\n\n<!-- doc-test: continue -->\n"
-                    "```bash\ntest -f metagraph.json && grep -q hello ../made.txt\n```\n\n"
-                    "<!-- doc-test: continue -->\n```bash\ntrue\n```\n")
+    page.write_text(
+        "```bash\necho hello > made.txt\ncd examples\n```\n\n<!-- doc-test: continue -->\n"
+        "```bash\ntest -f metagraph.json && grep -q hello ../made.txt\n```\n\n"
+        "<!-- doc-test: continue -->\n```bash\ntrue\n```\n"
+    )
     first, second, third = doccmds.blocks(page)
-    assert (second.continues, second.kind, third.kind) == (True, "run", "run") and doccmds.before(third) == [first, second]
+    assert (second.continues, second.kind, third.kind) == (True, "run", "run") and doccmds.before(third) == [
+        first,
+        second,
+    ]
     assert doccmds.run_block(second, tmp_path / "a").returncode == 0
     broken = doccmds.Block(page, 1, "bash", "false", "run")
     failing = doccmds.Block(page, second.line, "bash", second.text, second.directive)
@@ -102,7 +114,12 @@ def test_a_continued_block_goes_on_where_the_one_above_left_off(tmp_path: Path) 
 
 def test_what_a_block_installs_stays_in_its_folder(tmp_path: Path) -> None:
     """Each block has an environment of its own that sees dagnet's: `pip install` goes there."""
-    block = doccmds.Block(doccmds.ROOT / "README.md", 1, "bash",
-                          'python -c "import sys, neurons; print(sys.prefix)" > prefix.txt\ndagnet --help', "run")
+    block = doccmds.Block(
+        doccmds.ROOT / "README.md",
+        1,
+        "bash",
+        'python -c "import sys, neurons; print(sys.prefix)" > prefix.txt\ndagnet --help',
+        "run",
+    )
     assert doccmds.run_block(block, tmp_path).returncode == 0
     assert (tmp_path / "prefix.txt").read_text().strip() == str(tmp_path / ".venv")

@@ -17,9 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from planners import load_planner
-from validator.reference import reference_solves
 from neurons.localrun import run_document
+from planners import load_planner
 from protocol.documents import PlanDocument
 from protocol.hints import EXAMPLES
 from tasks import load_families
@@ -27,6 +26,7 @@ from tasks.drawn import HIDDEN, TYPES, candidate, check, check_seeds, draw_set, 
 from tasks.grammar import Production, exact, slots
 from tasks.held import held_inputs
 from tasks.seed import public_seed
+from validator.reference import reference_solves
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAWS = [(1, 0), (7, 3), (2**62 + 5, 12345)]
@@ -80,8 +80,15 @@ def test_the_same_arguments_draw_the_same_families_byte_for_byte_in_a_fresh_proc
     outputs = []
     for hash_seed in ("1", "987654"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        run = subprocess.run([sys.executable, "-c", FINGERPRINT], cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=120, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", FINGERPRINT],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         outputs.append(run.stdout.strip())
     assert len(outputs[0]) == 64 and outputs[0] == outputs[1]
 
@@ -112,8 +119,9 @@ def test_a_slot_one_value_in_every_example_but_not_hidden_turns_the_family_down(
     not determine the task, whatever the grammar's neighbours say."""
     production = _first("data_transform")
     family = production.family
-    shown = {json.dumps(family.instance(public_seed(family.task_id, i)).inputs, sort_keys=True)
-             for i in range(EXAMPLES)}
+    shown = {
+        json.dumps(family.instance(public_seed(family.task_id, i)).inputs, sort_keys=True) for i in range(EXAMPLES)
+    }
 
     def generate(draw):
         inputs, reference, holdings = family.generate(draw)
@@ -135,6 +143,7 @@ def test_one_subnet_type_an_inexact_value_or_a_shown_value_turns_the_family_down
     def inexact(draw):
         inputs, reference, holdings = family.generate(draw)
         return inputs, {"expected_output": {"x": 1 / 3}}, holdings
+
     assert check(Production(replace(family, generate=inexact))).startswith("inexact reference value")
 
     inputs = family.instance(public_seed(family.task_id, 0)).inputs
@@ -147,7 +156,8 @@ def test_a_code_body_that_disagrees_with_its_model_turns_the_family_down() -> No
     production = _first("code")
     assert production.consistent is not None
     assert check(replace(production, consistent=lambda instance: "body returns 1, the model 2")).startswith(
-        "program and reference disagree")
+        "program and reference disagree"
+    )
 
 
 def test_the_executing_check_runs_the_reference_plan_and_every_drawn_family_passes_it() -> None:
@@ -203,8 +213,9 @@ def _figure(instance, subject: str) -> int:
 
 def _figures(instance) -> list[int]:
     """The figure of every subject the inputs list, in order (collection by collection)."""
-    return [_figure(instance, subject) for value in instance.inputs.values() if isinstance(value, list)
-            for subject in value]
+    return [
+        _figure(instance, subject) for value in instance.inputs.values() if isinstance(value, list) for subject in value
+    ]
 
 
 @pytest.mark.parametrize("secret", [0, 1])
@@ -223,8 +234,10 @@ def test_no_drawn_lookup_family_has_examples_that_one_figure_alone_answers(secre
         hidden = [family.instance(seed) for seed in check_seeds(family.task_id)]
         for key in slots("agent", examples[0].reference):
             for position in range(len(_figures(examples[0]))):
+
                 def alone(instance, key=key, position=position) -> bool:
                     return _figures(instance)[position] == slots("agent", instance.reference)[key]
+
                 if all(alone(i) for i in examples) and not all(alone(i) for i in hidden):
                     ambiguous.append((family.task_id, key, position))
     assert lookups >= 2 and ambiguous == []

@@ -58,8 +58,10 @@ def test_steps_are_wired_in_drawn_ways(drawn) -> None:
     the branches of one data family read different tables."""
     assert any({"calculator"} <= reads for f in drawn["agent"] for reads in _reads_of(f, "calculator"))
     assert any({"json_transform"} == reads for f in drawn["data_transform"] for reads in _reads_of(f, "calculator"))
-    assert any(len({steps[3] for steps in shape(f.package) if steps[0] == "json_transform"}) > 1
-               for f in drawn["data_transform"])
+    assert any(
+        len({steps[3] for steps in shape(f.package) if steps[0] == "json_transform"}) > 1
+        for f in drawn["data_transform"]
+    )
 
 
 def test_unnamed_columns_are_found_only_by_reading(drawn) -> None:
@@ -77,7 +79,9 @@ def test_unnamed_columns_are_found_only_by_reading(drawn) -> None:
 def test_a_held_table_puts_its_columns_in_an_order_drawn_per_instance(drawn) -> None:
     """A plan reads columns by name: a parser that takes them by position reads the wrong
     one on another instance."""
+
     def headers(family) -> set[str]:
         return {held.partition("\n")[0] for example in family.package.examples for held in example.holdings.values()}
+
     for kind, least in (("data_transform", TEMPOS // 2), ("code", TEMPOS // 10)):  # a code table often has one column
         assert sum(len(headers(f)) > len(held_inputs(f.package.inputs)) for f in drawn[kind]) >= least, kind

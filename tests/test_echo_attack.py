@@ -39,19 +39,33 @@ def echo_plan(package: TaskPackage) -> WorkflowPlan | None:
     """One template node answering each key the first example's inputs hold, from those inputs."""
     example = package.examples[0]
     where = _paths(example.inputs)
-    echoed = {key: where[json.dumps(value)] for key, value in example.output["json"].items() if json.dumps(value) in where}
+    echoed = {
+        key: where[json.dumps(value)] for key, value in example.output["json"].items() if json.dumps(value) in where
+    }
     if not echoed:
         return None
     plan = answer_plan(package, "x")
     text = "{{" + ", ".join(f'"{key}": "{{{key}}}"' for key in echoed) + "}}"
-    node = plan.nodes[0].model_copy(update={"action": "text_transform", "params": {
-        "op": "template", "text": text, "values": {key: ref(INPUT, *path) for key, path in echoed.items()}}})
+    node = plan.nodes[0].model_copy(
+        update={
+            "action": "text_transform",
+            "params": {
+                "op": "template",
+                "text": text,
+                "values": {key: ref(INPUT, *path) for key, path in echoed.items()},
+            },
+        }
+    )
     return plan.model_copy(update={"nodes": [node]})
 
 
 def test_an_echo_of_the_inputs_earns_nothing() -> None:
-    runs = [(family, seed, plan) for family in FAMILIES if (plan := echo_plan(family.package)) is not None
-            for seed in HIDDEN]
+    runs = [
+        (family, seed, plan)
+        for family in FAMILIES
+        if (plan := echo_plan(family.package)) is not None
+        for seed in HIDDEN
+    ]
     assert len({family.task_id for family, _, _ in runs}) >= 6  # every lookup family echoes its subjects
 
     async def score(family: Family, seed: int, plan: WorkflowPlan) -> tuple[float, float]:

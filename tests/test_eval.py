@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 
 import neurons.evaluation as evaluation
-from planners import load_planner
+from engine.owned import evaluate_owned
 from neurons.commands.eval import render
 from neurons.evaluation import PARTS, Mix, Run, evaluate_planner, paid_shares, select_families
-from scoring.margin import FLOOR
 from neurons.localrun import family_task
-from subnets.owned import owned_runner
-from protocol.plan import PlanNode, WorkflowPlan
-from protocol.response import check_response
-from engine.owned import evaluate_owned
+from planners import load_planner
 from protocol.hints import TIERS
+from protocol.response import check_response
 from protocol.task import SYNTHETIC_PREFIX
+from scoring.margin import FLOOR
+from subnets.owned import owned_runner
 from validator.sampling import step_tier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,8 +86,9 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _good_run(family: str, seed: int) -> dict:
-    result = evaluate_planner("good", families=select_families([family]), seeds=[seed],
-                              mix=Mix(tier="full", synthetic_rate=0.0))
+    result = evaluate_planner(
+        "good", families=select_families([family]), seeds=[seed], mix=Mix(tier="full", synthetic_rate=0.0)
+    )
     (run,) = result["families"][0]["runs"]["good"]
     return run
 
@@ -99,14 +99,24 @@ def test_eval_good_is_exactly_dagnet_run_and_evaluate_owned(family: str, seed: i
     answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(answer.model_dump_json(by_alias=True, exclude_none=True))
-    ran = subprocess.run([*DAGNET, "run", str(plan_file), "--task", family, "--seed", str(seed), "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [*DAGNET, "run", str(plan_file), "--task", family, "--seed", str(seed), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode in (0, 1), ran.stderr
     by_cli = json.loads(ran.stdout)["score"]
 
     checked = check_response(plan_file.read_bytes(), task.package())
-    direct = evaluate_owned(checked.synapse.workflow_plan, checked.plan_check, task, owned_runner(task),
-                            total_estimated_cost=checked.synapse.total_estimated_cost).score
+    direct = evaluate_owned(
+        checked.synapse.workflow_plan,
+        checked.plan_check,
+        task,
+        owned_runner(task),
+        total_estimated_cost=checked.synapse.total_estimated_cost,
+    ).score
 
     run = _good_run(family, seed)
     assert by_cli["S"] > 0.5, by_cli
@@ -122,8 +132,9 @@ def test_a_failing_family_stays_in_its_row(plugins: Path, monkeypatch: pytest.Mo
         return draw(task_id, seed)
 
     monkeypatch.setattr(evaluation, "family_task", broken)
-    result = evaluate_planner("evalplanners:FailsOnRag", families=select_families(["rag_towns", "dt_staff", "dt_sales"]),
-                              seeds=[1, 2])
+    result = evaluate_planner(
+        "evalplanners:FailsOnRag", families=select_families(["rag_towns", "dt_staff", "dt_sales"]), seeds=[1, 2]
+    )
     rows = {row["task_id"]: row for row in result["families"]}
     assert rows["dt_staff"]["error"] == "RuntimeError: generator broke"
     assert rows["rag_towns"]["error"] is None
@@ -160,8 +171,10 @@ def test_an_invalid_plan_says_why_node_by_node(plugins: Path) -> None:
 
 
 def _runs(label: str, scores: list[float], digest: str | None = None) -> list[Run]:
-    return [Run(label, "t", "agent", seed, score={"S": s}, digest=digest or f"{label}{seed}", outcome=f"{label}{seed}")
-            for seed, s in enumerate(scores)]
+    return [
+        Run(label, "t", "agent", seed, score={"S": s}, digest=digest or f"{label}{seed}", outcome=f"{label}{seed}")
+        for seed, s in enumerate(scores)
+    ]
 
 
 def test_the_weight_share_is_what_a_validator_pays_over_good() -> None:
@@ -179,14 +192,22 @@ def test_the_weight_share_is_what_a_validator_pays_over_good() -> None:
 
 @pytest.mark.e2e
 def test_cli_prints_json_and_refuses_unknown_names(tmp_path: Path) -> None:
-    done = subprocess.run([*DAGNET, "eval", "naive", "--family", "dt_sales", "--seeds", "1", "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*DAGNET, "eval", "naive", "--family", "dt_sales", "--seeds", "1", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["seeds"] == [1] and result["types"]["all"]["families"] == 1
     assert set(result["types"]["all"]["weights"]) == {"planner", "good", "naive"}
-    for args, message in ((["psychic"], "unknown planner 'psychic'"), (["good", "--family", "nope"], "unknown task family 'nope'"),
-                          (["good", "--type", "poetry"], "unknown task type 'poetry'")):
+    for args, message in (
+        (["psychic"], "unknown planner 'psychic'"),
+        (["good", "--family", "nope"], "unknown task family 'nope'"),
+        (["good", "--type", "poetry"], "unknown task type 'poetry'"),
+    ):
         refused = subprocess.run([*DAGNET, "eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr, refused.stderr
 
@@ -200,11 +221,14 @@ def test_by_default_eval_sends_what_a_validator_sends(plugins: Path) -> None:
     drawn = curated[2]  # stands in for a drawn family: the label comes from the mapping
     seeds = range(1, 9)
     secret = next(s for s in range(1, 100) if step_tier(s, 0, drawn.task_id, {drawn.task_id: 3}) != "full")
-    result = evaluate_planner("evalplanners:Records", families=curated, seeds=seeds, mix=Mix(secret=secret),
-                              drawn={drawn.task_id: 3})
+    result = evaluate_planner(
+        "evalplanners:Records", families=curated, seeds=seeds, mix=Mix(secret=secret), drawn={drawn.task_id: 3}
+    )
     runs = [run for row in result["families"] for run in row["runs"]["evalplanners:Records"]]
     mapping = {drawn.task_id: 3}
-    assert [run["tier"] for run in runs] == [step_tier(secret, seed, f.task_id, mapping) for f in curated for seed in seeds]
+    assert [run["tier"] for run in runs] == [
+        step_tier(secret, seed, f.task_id, mapping) for f in curated for seed in seeds
+    ]
     assert {run["tier"] for run in runs if run["task_id"] != drawn.task_id} == {"full"}  # curated: full only
     assert len({run["tier"] for run in runs if run["task_id"] == drawn.task_id}) == 1  # drawn: its tempo's tier
     sent = {(task_id, tier) for task_id, tier, _ in evalplanners.SEEN}
@@ -220,19 +244,26 @@ def test_by_default_eval_sends_what_a_validator_sends(plugins: Path) -> None:
     text = render(result)
     assert any(line.startswith("full (") for line in text) and any(line.startswith("synthetic (") for line in text)
     assert "curated at full; drawn at their tempo's draw: 0.2 full / 0.3 outline / 0.5 goal" in " ".join(
-        line.strip() for line in text)
+        line.strip() for line in text
+    )
 
 
 def test_tier_narrows_the_mix(plugins: Path) -> None:
-    result = evaluate_planner("evalplanners:Records", families=select_families(["dt_sales"]), seeds=range(1, 7),
-                              mix=Mix(tier="outline"))
+    result = evaluate_planner(
+        "evalplanners:Records", families=select_families(["dt_sales"]), seeds=range(1, 7), mix=Mix(tier="outline")
+    )
     assert set(result["tiers"]) == {"outline", "all"} and result["tier"] == "outline"
 
 
 def _eval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DAGNET, "eval", *args, "--family", "dt_sales", "--seeds", "1", "--json"],
-                          cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [*DAGNET, "eval", *args, "--family", "dt_sales", "--seeds", "1", "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_planner_options_apply_as_the_miner_applies_them_or_are_refused(plugins: Path) -> None:

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.evaluate import budget_ceiling
+from engine.executor import Event, Execution, ExecutorConfig, execute
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from protocol.validation import check_plan
-from engine.evaluate import budget_ceiling
-from engine.executor import Event, Execution, ExecutorConfig, execute
 from support.plans import node, plan
 
 FINAL = {"success", "failed", "blocked", "budget_abort"}
@@ -89,8 +89,13 @@ async def run(
 ) -> Execution:
     sink = on_event or (events.append if events is not None else None)
     return await execute(
-        p, runner or ScriptedRunner(), task_id="t1", budget_ceiling=ceiling, deadline_s=deadline,
-        config=ExecutorConfig(**config), on_event=sink,
+        p,
+        runner or ScriptedRunner(),
+        task_id="t1",
+        budget_ceiling=ceiling,
+        deadline_s=deadline,
+        config=ExecutorConfig(**config),
+        on_event=sink,
     )
 
 
@@ -125,8 +130,7 @@ async def test_slow_branch_does_not_hold_an_independent_chain() -> None:
         if e.node_id == "c3" and e.new == "success":
             chain_done.set()
 
-    p = plan(node("slow"), node("after_slow"), node("c1"), node("c2"), node("c3"),
-             edges="slow>after_slow c1>c2 c2>c3")
+    p = plan(node("slow"), node("after_slow"), node("c1"), node("c2"), node("c3"), edges="slow>after_slow c1>c2 c2>c3")
     task = asyncio.create_task(run(p, runner, on_event=on_event))
     async with asyncio.timeout(5):  # a tier-barrier executor never gets here
         await chain_done.wait()
@@ -190,8 +194,13 @@ def test_budget_ceiling_rule() -> None:
 
 async def test_budget_counts_estimates_reserved_by_in_flight_nodes() -> None:
     runner = ScriptedRunner()
-    p = plan(node("a", estimated_cost=0.6, cost=0.5), node("b", estimated_cost=0.6, cost=0.5), node("c", estimated_cost=0.6, cost=0.5), node("d", estimated_cost=0.6),
-             edges="a>d")
+    p = plan(
+        node("a", estimated_cost=0.6, cost=0.5),
+        node("b", estimated_cost=0.6, cost=0.5),
+        node("c", estimated_cost=0.6, cost=0.5),
+        node("d", estimated_cost=0.6),
+        edges="a>d",
+    )
     events: list[Event] = []
     ex = await run(p, runner, ceiling=1.0, events=events)
     # a and b were dispatched (0 + 0.6 < 1.0); c saw 0.6 + 0.6 reserved >= 1.0.
@@ -205,7 +214,12 @@ async def test_budget_counts_estimates_reserved_by_in_flight_nodes() -> None:
 
 
 async def test_budget_spent_stops_what_follows() -> None:
-    p = plan(node("a", estimated_cost=0.1, cost=1.0), node("b", estimated_cost=0.1, cost=1.0), node("c", estimated_cost=0.1), edges="a>b b>c")
+    p = plan(
+        node("a", estimated_cost=0.1, cost=1.0),
+        node("b", estimated_cost=0.1, cost=1.0),
+        node("c", estimated_cost=0.1),
+        edges="a>b b>c",
+    )
     ex = await run(p, ceiling=1.0)
     assert statuses(ex) == {"a": "success", "b": "budget_abort", "c": "budget_abort"}
     assert ex.metrics.cost_tao == 1.0
@@ -215,8 +229,7 @@ async def test_budget_spent_stops_what_follows() -> None:
 
 
 async def test_seed_000_an_edge_alone_never_blocks() -> None:
-    p = plan(node("A", text="alpha"), node("B", fail=1), node("C", text="${A.output.text}!"),
-             edges="A>C B>C")
+    p = plan(node("A", text="alpha"), node("B", fail=1), node("C", text="${A.output.text}!"), edges="A>C B>C")
     runner = ScriptedRunner()
     ex = await run(p, runner)
     assert statuses(ex) == {"A": "success", "B": "failed", "C": "success"}
@@ -228,8 +241,11 @@ async def test_seed_000_an_edge_alone_never_blocks() -> None:
 
 async def test_whole_value_ref_passes_the_json_value() -> None:
     runner = ScriptedRunner()
-    p = plan(node("A", metadata={"items": [1, {"k": "v"}]}), node("B", items="${A.output.artifacts.metadata.items}"),
-             edges="A>B")
+    p = plan(
+        node("A", metadata={"items": [1, {"k": "v"}]}),
+        node("B", items="${A.output.artifacts.metadata.items}"),
+        edges="A>B",
+    )
     await run(p, runner)
     (call,) = [c for c in runner.calls if c.node_id == "B"]
     assert call.params["items"] == [1, {"k": "v"}]
@@ -237,8 +253,13 @@ async def test_whole_value_ref_passes_the_json_value() -> None:
 
 async def test_ancestor_failed_names_the_first_failing_ref() -> None:
     events: list[Event] = []
-    p = plan(node("A", fail=1), node("B", fail=1), node("C", text="${B.output.text} ${A.output.text}"),
-             node("D", text="${C.output.text}"), edges="A>C B>C C>D")
+    p = plan(
+        node("A", fail=1),
+        node("B", fail=1),
+        node("C", text="${B.output.text} ${A.output.text}"),
+        node("D", text="${C.output.text}"),
+        edges="A>C B>C C>D",
+    )
     runner = ScriptedRunner()
     ex = await run(p, runner, events=events)
     assert ex.nodes["C"].reason == "ancestor_failed:B"
@@ -291,8 +312,11 @@ async def test_with_the_real_echo_tool_fail_first_retries_and_delay_times_out() 
     from subnets.registry import default_registry
     from subnets.runner import LocalRunner
 
-    p = plan(node("A", text="hi", fail_first=1, cost=0.1), node("B", delay_s=5.0),
-             error_handling={"A": {"retry_count": 1}, "B": {"timeout_seconds": 0.05}})
+    p = plan(
+        node("A", text="hi", fail_first=1, cost=0.1),
+        node("B", delay_s=5.0),
+        error_handling={"A": {"retry_count": 1}, "B": {"timeout_seconds": 0.05}},
+    )
     ex = await execute(p, LocalRunner(default_registry()), task_id="t", budget_ceiling=None, deadline_s=None)
     a, b = ex.nodes["A"], ex.nodes["B"]
     assert (a.status, a.attempts, a.output["text"]) == ("success", 2, "hi")
@@ -310,8 +334,11 @@ async def test_exhausted_attempts_fail_with_the_last_error() -> None:
 
 async def test_timed_out_attempt_counts_and_is_cancelled() -> None:
     runner = ScriptedRunner()
-    p = plan(node("A", hang=1, cost=0.2), node("B", hang=9), error_handling={
-        "A": {"retry_count": 1, "timeout_seconds": 0.05}, "B": {"timeout_seconds": 0.05}})
+    p = plan(
+        node("A", hang=1, cost=0.2),
+        node("B", hang=9),
+        error_handling={"A": {"retry_count": 1, "timeout_seconds": 0.05}, "B": {"timeout_seconds": 0.05}},
+    )
     ex = await run(p, runner)
     assert (ex.nodes["A"].status, ex.nodes["A"].attempts, ex.nodes["A"].timeouts) == ("success", 2, 1)
     assert ex.nodes["A"].cost_tao == pytest.approx(0.2)  # the timed-out attempt charged nothing
@@ -427,8 +454,14 @@ async def test_a_raising_event_callback_surfaces_without_leaking_tasks() -> None
 
 
 _ALLOWED = {
-    ("pending", "ready"), ("ready", "running"), ("running", "success"), ("running", "failed"),
-    ("pending", "blocked"), ("pending", "budget_abort"), ("ready", "blocked"), ("ready", "budget_abort"),
+    ("pending", "ready"),
+    ("ready", "running"),
+    ("running", "success"),
+    ("running", "failed"),
+    ("pending", "blocked"),
+    ("pending", "budget_abort"),
+    ("ready", "blocked"),
+    ("ready", "budget_abort"),
 }
 
 
@@ -452,20 +485,37 @@ def assert_lifecycles(ex: Execution, events: list[Event]) -> None:
 
 async def test_events_once_per_transition() -> None:
     events: list[Event] = []
-    p = plan(node("A"), node("B", fail=1), node("C", text="${B.output.text}"), node("D", x="${A.output.nope}"),
-             node("E", x="${C.output.text}"), node("F", x="${Z.output.text}"), node("Z"),
-             edges="A>C B>C A>D C>E")
+    p = plan(
+        node("A"),
+        node("B", fail=1),
+        node("C", text="${B.output.text}"),
+        node("D", x="${A.output.nope}"),
+        node("E", x="${C.output.text}"),
+        node("F", x="${Z.output.text}"),
+        node("Z"),
+        edges="A>C B>C A>D C>E",
+    )
     ex = await run(p, events=events)
     assert_lifecycles(ex, events)
     assert [(e.old, e.new) for e in events if e.node_id == "A"] == [
-        ("pending", "ready"), ("ready", "running"), ("running", "success")]
+        ("pending", "ready"),
+        ("ready", "running"),
+        ("running", "success"),
+    ]
     assert [(e.old, e.new, e.reason) for e in events if e.node_id == "E"] == [
-        ("pending", "ready", None), ("ready", "blocked", "ancestor_failed:C")]
+        ("pending", "ready", None),
+        ("ready", "blocked", "ancestor_failed:C"),
+    ]
 
 
 async def test_metrics_and_records() -> None:
-    p = plan(node("A", cost=0.25), node("B", cost=0.5, fail=1), node("C", fail=9), edges="A>B",
-             error_handling={"B": {"retry_count": 1}})
+    p = plan(
+        node("A", cost=0.25),
+        node("B", cost=0.5, fail=1),
+        node("C", fail=9),
+        edges="A>B",
+        error_handling={"B": {"retry_count": 1}},
+    )
     ex = await run(p)
     m = ex.metrics
     assert m.completion_ratio == pytest.approx(2 / 3)
@@ -535,15 +585,19 @@ def random_plans(draw: st.DrawFn) -> tuple[WorkflowPlan, float | None]:
         edges += [f"n{p}>n{i}" for p in preds if p < i]
         refs = draw(st.lists(st.integers(0, n - 1), max_size=2))
         text = " ".join(f"${{n{r}.output.{draw(st.sampled_from(['text', 'artifacts.code', 'nope']))}}}" for r in refs)
-        nodes.append(node(
-            f"n{i}", estimated_cost=draw(st.sampled_from([0.0, 0.1, 0.5])), text=text or f"n{i}",
-            fail=draw(st.sampled_from([0, 0, 1, 3])), cost=draw(st.sampled_from([0.0, 0.2])),
-            touches=draw(st.lists(st.sampled_from(["r1", "r2"]), max_size=1)),
-            parallel_safe=draw(st.booleans()) or draw(st.booleans()),
-        ))
+        nodes.append(
+            node(
+                f"n{i}",
+                estimated_cost=draw(st.sampled_from([0.0, 0.1, 0.5])),
+                text=text or f"n{i}",
+                fail=draw(st.sampled_from([0, 0, 1, 3])),
+                cost=draw(st.sampled_from([0.0, 0.2])),
+                touches=draw(st.lists(st.sampled_from(["r1", "r2"]), max_size=1)),
+                parallel_safe=draw(st.booleans()) or draw(st.booleans()),
+            )
+        )
     retries = {f"n{i}": {"retry_count": draw(st.integers(0, 2))} for i in range(n) if draw(st.booleans())}
-    p = plan(*nodes, edges=" ".join(dict.fromkeys(edges)), error_handling=retries,
-             max_parallel=draw(st.integers(1, 4)))
+    p = plan(*nodes, edges=" ".join(dict.fromkeys(edges)), error_handling=retries, max_parallel=draw(st.integers(1, 4)))
     return p, draw(st.sampled_from([None, 0.3, 1.0]))
 
 
@@ -578,7 +632,11 @@ async def test_input_refs_resolve_without_a_node_named_input(edges: str) -> None
     if not edges:  # b's ref to a needs an edge; without one only the input refs are tested
         p = plan(node("a", text="${input.name}"), node("b", text="${input.rows.1}"))
     ex = await execute(
-        p, ScriptedRunner(), task_id="t1", budget_ceiling=None, deadline_s=None,
+        p,
+        ScriptedRunner(),
+        task_id="t1",
+        budget_ceiling=None,
+        deadline_s=None,
         inputs={"name": "ada", "rows": ["x", "y"]},
     )
     assert statuses(ex) == {"a": "success", "b": "success"}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine.executor import execute
 from protocol.limits import Limits
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
-from engine.executor import execute
 from support.plans import node, plan
 
 
@@ -72,8 +72,9 @@ async def test_params_over_the_cap_block_the_node_before_they_are_built() -> Non
         edges="big>fits big>over over>after",
     )
     runner = PricedRunner()
-    ex = await execute(p, runner, task_id="t", budget_ceiling=None, deadline_s=None,
-                       limits=Limits(max_params_bytes=4_000))
+    ex = await execute(
+        p, runner, task_id="t", budget_ceiling=None, deadline_s=None, limits=Limits(max_params_bytes=4_000)
+    )
     assert ex.nodes["fits"].status == "success"
     assert ex.nodes["over"].status == "blocked"
     size = len('{"items":[]}') + 5 * len('"' + "x" * 1000 + '"') + 4  # five values, four commas

@@ -8,14 +8,14 @@ from collections import Counter
 import jsonschema
 import pytest
 
+from planners import load_planner
+from protocol.dataref import find_refs
+from protocol.task import synthetic_variant
+from protocol.validation import check_plan_for
+from subnets.base import ToolContext
+from subnets.registry import default_registry
 from tasks import FamilyTasks, family, load_families
 from tasks.seed import Draw
-from planners import load_planner
-from subnets.registry import default_registry
-from subnets.base import ToolContext
-from protocol.dataref import find_refs
-from protocol.validation import check_plan_for
-from protocol.task import synthetic_variant
 
 FAMILIES = load_families()
 IDS = [f.task_id for f in FAMILIES]

@@ -41,8 +41,17 @@ def test_a_flaky_subnets_failed_attempts_are_in_the_feedback() -> None:
 def test_a_step_feedback_round_trips_and_reasons_are_cut() -> None:
     plan, evaluation = _run("dt_sales", 2)
     nodes, omitted = node_feedback(plan, evaluation.execution)
-    message = StepFeedback(validator_hotkey="5V", miner_uid=3, block=40, tempo=1, task_id="dt_sales", hint_tier="goal",
-                           outcome=evaluation.execution.status, score={"S": evaluation.score.S}, nodes=nodes,
-                           nodes_omitted=omitted)
+    message = StepFeedback(
+        validator_hotkey="5V",
+        miner_uid=3,
+        block=40,
+        tempo=1,
+        task_id="dt_sales",
+        hint_tier="goal",
+        outcome=evaluation.execution.status,
+        score={"S": evaluation.score.S},
+        nodes=nodes,
+        nodes_omitted=omitted,
+    )
     assert StepFeedback.model_validate_json(message.model_dump_json()) == message
     assert len(clip_reason("x" * 10_000)) == MAX_REASON_CHARS

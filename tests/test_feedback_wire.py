@@ -12,27 +12,27 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from support.fakechain import FakeChain
-from support.network import serve_miners
-from support.polling import until
-from support.keys import MetagraphBuilder, dev_keypair, signed_headers
-from support.miner import FakePlanner, running_miner
-from support.tasks import SomeFamilies
 
 from miner.asgi import send_error
-from miner.settings import MinerSettings
 from miner.feedback import BLOCK_SLACK, FeedbackInbox, FeedbackStore
+from miner.settings import MinerSettings
 from planners import load_planner
 from protocol.feedback import MAX_REASON_CHARS, AttemptFeedback, NodeFeedback, StepFeedback
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.routes import FEEDBACK_PATH
 from scoring.composite import invalid_score
 from subnets.owned import owned_runner
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair, signed_headers
+from support.miner import FakePlanner, running_miner
+from support.network import serve_miners
+from support.polling import until
+from support.tasks import SomeFamilies
 from validator.client import ClientConfig, MinerClient
 from validator.feedback import FeedbackSender, step_feedback
 from validator.loop import LoopConfig, ValidatorLoop
-from validator.state import ValidatorState
 from validator.outcome import MinerOutcome, StepResult, StepTimings
+from validator.state import ValidatorState
 
 VALIDATOR, MINER = dev_keypair("Alice"), dev_keypair("Bob")
 
@@ -48,8 +48,16 @@ class Recording(FakePlanner):
 
 
 def _message(*, block: int = 40, uid: int = 1, validator: str = VALIDATOR.ss58_address, **extra) -> StepFeedback:
-    return StepFeedback(validator_hotkey=validator, miner_uid=uid, block=block, task_id="rag_towns", hint_tier="goal",
-                        outcome="completed", score={"S": 0.8}, **extra)
+    return StepFeedback(
+        validator_hotkey=validator,
+        miner_uid=uid,
+        block=block,
+        task_id="rag_towns",
+        hint_tier="goal",
+        outcome="completed",
+        score={"S": 0.8},
+        **extra,
+    )
 
 
 def _body(message: StepFeedback) -> bytes:
@@ -77,15 +85,18 @@ def _forged(miner, body: bytes) -> dict[str, str]:
     return signed_headers(VALIDATOR, miner.keypair, FEEDBACK_PATH, body + b" ")
 
 
-@pytest.mark.parametrize(("case", "status", "reason"), [
-    ("another uid", 403, "not_yours"),
-    ("another miner hotkey", 403, "not_yours"),
-    ("names another validator", 403, "not_yours"),
-    ("unsigned", 401, "malformed"),
-    ("forged", 401, "bad_signature"),
-    ("signed for another miner", 401, "wrong_receiver"),
-    ("signed by a miner", 403, "no_validator_permit"),
-])
+@pytest.mark.parametrize(
+    ("case", "status", "reason"),
+    [
+        ("another uid", 403, "not_yours"),
+        ("another miner hotkey", 403, "not_yours"),
+        ("names another validator", 403, "not_yours"),
+        ("unsigned", 401, "malformed"),
+        ("forged", 401, "bad_signature"),
+        ("signed for another miner", 401, "wrong_receiver"),
+        ("signed by a miner", 403, "no_validator_permit"),
+    ],
+)
 async def test_feedback_reaches_only_its_own_miner(tmp_path: Path, case: str, status: int, reason: str) -> None:
     """Another hotkey asking gets nothing: there is no way to read feedback (no GET), and
     feedback not signed by the validator it names, or not for this miner, is refused."""
@@ -103,8 +114,9 @@ async def test_feedback_reaches_only_its_own_miner(tmp_path: Path, case: str, st
         signer = other if case == "signed by a miner" else None
         receiver = other if case == "signed for another miner" else None
         response = await miner.post(FEEDBACK_PATH, body, headers=headers, signer=signer, receiver=receiver)
-        read = await miner.client.get(miner.url + FEEDBACK_PATH,
-                                      headers=signed_headers(VALIDATOR, MINER, FEEDBACK_PATH, method="GET"))
+        read = await miner.client.get(
+            miner.url + FEEDBACK_PATH, headers=signed_headers(VALIDATOR, MINER, FEEDBACK_PATH, method="GET")
+        )
     assert (response.status_code, response.json()["reason"]) == (status, reason)
     assert read.status_code == 405
     assert planner.seen == [] and len(FeedbackStore(tmp_path / "feedback.sqlite", MINER.ss58_address)) == 0
@@ -151,7 +163,9 @@ async def test_the_store_survives_a_restart_and_replays_into_observe(tmp_path: P
     assert restarted.seen == messages  # in the order they arrived, whatever blocks they name
 
 
-def test_dagnet_miner_keeps_feedback_under_its_home_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dagnet_miner_keeps_feedback_under_its_home_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from neurons.miner import MinerProcessConfig, build_miner_app
 
     monkeypatch.delenv("DAGNET_HOME")
@@ -182,7 +196,11 @@ def test_the_store_keeps_the_most_recent_per_validator_and_only_its_own_hotkeys(
         small.add(_message(block=block))
         small.add(_message(block=block, validator="5Other"))
     assert [(m.validator_hotkey, m.block) for m in small.replay()] == [
-        (VALIDATOR.ss58_address, 4), ("5Other", 4), (VALIDATOR.ss58_address, 5), ("5Other", 5)]
+        (VALIDATOR.ss58_address, 4),
+        ("5Other", 4),
+        (VALIDATOR.ss58_address, 5),
+        ("5Other", 5),
+    ]
 
 
 # -- a hostile validator against the store (docs/hardening.md, "Feedback") ------------
@@ -195,8 +213,15 @@ HUGE_BYTES = 930 * 1024
 def _huge(block: int) -> StepFeedback:
     """A message of about :data:`HUGE_BYTES` from the attacker, about block ``block``."""
     attempts = [AttemptFeedback(started_s=0.0, latency_s=1.0, error="x" * MAX_REASON_CHARS)] * 6
-    node = NodeFeedback(node_id="n", subnet="sn1", action="search", status="failed", reason="y" * MAX_REASON_CHARS,
-                        cost_tao=0.0, attempts=attempts)
+    node = NodeFeedback(
+        node_id="n",
+        subnet="sn1",
+        action="search",
+        status="failed",
+        reason="y" * MAX_REASON_CHARS,
+        cost_tao=0.0,
+        attempts=attempts,
+    )
     one = len(node.model_dump_json()) + 1
     message = _message(block=block, validator=ATTACKER.ss58_address, nodes=[node] * (HUGE_BYTES // one))
     assert HUGE_BYTES - one < len(_body(message)) < 1024 * 1024
@@ -231,15 +256,18 @@ async def test_feedback_for_a_block_far_past_the_miners_chain_is_refused(tmp_pat
         for i in range(72):
             body = huge.replace(b'"block":0,', f'"block":{10**15 + i},'.encode(), 1)
             refused.append(await miner.post(FEEDBACK_PATH, body, signer=ATTACKER))
-        edge = await miner.post(FEEDBACK_PATH, _body(_message(block=100 + BLOCK_SLACK, validator=ATTACKER.ss58_address)),
-                                signer=ATTACKER)
-        past = await miner.post(FEEDBACK_PATH, _body(_message(block=101 + BLOCK_SLACK, validator=ATTACKER.ss58_address)),
-                                signer=ATTACKER)
+        edge = await miner.post(
+            FEEDBACK_PATH, _body(_message(block=100 + BLOCK_SLACK, validator=ATTACKER.ss58_address)), signer=ATTACKER
+        )
+        past = await miner.post(
+            FEEDBACK_PATH, _body(_message(block=101 + BLOCK_SLACK, validator=ATTACKER.ss58_address)), signer=ATTACKER
+        )
     assert {r.status_code for r in refused} == {422} and edge.status_code == 200, edge.text
     assert past.status_code == 422 and past.json() == {
         "reason": "block_ahead",
         "error": f"feedback for block {101 + BLOCK_SLACK}, but this miner's chain is at block 100"
-                 f" (at most {BLOCK_SLACK} blocks ahead are taken)"}
+        f" (at most {BLOCK_SLACK} blocks ahead are taken)",
+    }
     assert refused[0].json()["reason"] == "block_ahead"
     restarted = Recording()
     async with running_miner(settings=_settings(tmp_path), planner=restarted, snapshot=snapshot):
@@ -291,7 +319,9 @@ async def _miners(planners: dict[str, object], *, wrap=lambda app, name: app) ->
     names = {id(planner): name for name, planner in planners.items()}
     async with contextlib.AsyncExitStack() as stack:
         _, snapshot = await serve_miners(
-            VALIDATOR, [(planner, dev_keypair(f"dagnet-fb-{name}")) for name, planner in planners.items()], stack,
+            VALIDATOR,
+            [(planner, dev_keypair(f"dagnet-fb-{name}")) for name, planner in planners.items()],
+            stack,
             wrap=lambda app, planner: wrap(app, names[id(planner)]),
         )
         yield snapshot
@@ -308,7 +338,11 @@ async def test_each_miner_is_sent_its_own_feedback_and_nobody_elses() -> None:
     assert (sender.sent, sender.failed) == (2, 0)
     for planner, peer in zip(planners.values(), peers):
         (seen,) = planner.seen
-        assert (seen.miner_uid, seen.miner_hotkey, seen.validator_hotkey) == (peer.uid, peer.hotkey, VALIDATOR.ss58_address)
+        assert (seen.miner_uid, seen.miner_hotkey, seen.validator_hotkey) == (
+            peer.uid,
+            peer.hotkey,
+            VALIDATOR.ss58_address,
+        )
         assert (seen.outcome, seen.reason, seen.score, seen.tempo) == ("invalid", "no plan", {}, 4)
 
 
@@ -321,8 +355,15 @@ def test_feedback_tells_the_nodes_and_score_parts_of_the_miners_own_execution() 
     task = found.task(found.instance(1))
     plan = load_planner("good").plan(found.package).plan
     evaluation = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task), total_estimated_cost=0.0)
-    outcome = MinerOutcome(3, "5M", evaluation.score, None, evaluation.execution, 0.1,
-                           plan.model_dump(mode="json", by_alias=True, exclude_none=True))
+    outcome = MinerOutcome(
+        3,
+        "5M",
+        evaluation.score,
+        None,
+        evaluation.execution,
+        0.1,
+        plan.model_dump(mode="json", by_alias=True, exclude_none=True),
+    )
     message = step_feedback(outcome, task, validator_hotkey="5V", block=40, tempo=None)
     assert message.outcome == evaluation.execution.status and message.score["S"] == evaluation.score.S
     assert {n.subnet for n in message.nodes} == {n.subnet for n in plan.nodes}
@@ -345,7 +386,7 @@ class _NoFeedback:
 
 
 async def test_a_miner_that_is_down_or_refuses_feedback_keeps_its_score(tmp_path: Path) -> None:
-    """"Down" here is a miner that never answers its feedback: the validator gives up after
+    """ "Down" here is a miner that never answers its feedback: the validator gives up after
     its short timeout. Scores are settled before any feedback is sent."""
     release = asyncio.Event()
     planners = {name: load_planner("good") for name in ("refuses", "down")}
@@ -372,8 +413,17 @@ async def _validator(snapshot: MetagraphSnapshot, tmp_path: Path) -> AsyncIterat
     state = ValidatorState(tmp_path / "validator.sqlite")
     try:
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
-            yield ValidatorLoop(chain, state, client, SomeFamilies("rag_towns"), owned_runner=owned_runner,
-                                config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0})), chain
+            yield (
+                ValidatorLoop(
+                    chain,
+                    state,
+                    client,
+                    SomeFamilies("rag_towns"),
+                    owned_runner=owned_runner,
+                    config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}),
+                ),
+                chain,
+            )
     finally:
         state.close()
 

@@ -21,8 +21,9 @@ from subnets.world import (
 )
 
 KINDS = ("text", "math", "retrieval", "data")
-TOOLS = {f"sn{i}": ToolInfo(type=KINDS[i % 4], avg_cost=0.001, avg_latency=0.1, fail_first=i % 3 == 0)
-         for i in range(120)}
+TOOLS = {
+    f"sn{i}": ToolInfo(type=KINDS[i % 4], avg_cost=0.001, avg_latency=0.1, fail_first=i % 3 == 0) for i in range(120)
+}
 
 
 def test_latent_values_are_read_back_from_a_truth():

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from engine.executor import Event, Execution, ExecutorConfig, execute
+from engine.report import run_report
 from neurons.cli import app
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import Emit, NodeCall, NodeResult
 from protocol.validation import check_plan
-from engine.executor import Event, Execution, ExecutorConfig, execute
-from engine.report import run_report
 from support.plans import node, plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,8 +106,14 @@ def chain(**gather: Any) -> WorkflowPlan:
 async def execute_with(p: WorkflowPlan, runner: FrameFeed, events: list[Event] | None = None, **kw: Any) -> Execution:
     config = ExecutorConfig(**{k: kw.pop(k) for k in list(kw) if k in ExecutorConfig.__dataclass_fields__})
     return await execute(
-        p, runner, task_id="t", budget_ceiling=kw.pop("ceiling", None), deadline_s=None, config=config,
-        on_event=events.append if events is not None else None, **kw,
+        p,
+        runner,
+        task_id="t",
+        budget_ceiling=kw.pop("ceiling", None),
+        deadline_s=None,
+        config=config,
+        on_event=events.append if events is not None else None,
+        **kw,
     )
 
 
@@ -190,7 +196,9 @@ async def test_a_failed_instance_blocks_only_its_own_frame() -> None:
     assert ex.status == "partial"
     assert [r.status for r in ex.nodes["n"].instances] == ["success", "failed", "success"]
     assert [(r.status, r.reason) for r in ex.nodes["m"].instances] == [
-        ("success", None), ("blocked", "ancestor_failed:n[1]"), ("success", None),
+        ("success", None),
+        ("blocked", "ancestor_failed:n[1]"),
+        ("success", None),
     ]
     assert (ex.nodes["n"].status, ex.nodes["n"].reason) == ("failed", "n[1]: planned failure of f1")
     assert (ex.nodes["c"].status, ex.nodes["c"].reason) == ("blocked", "ancestor_failed:m[1]")
@@ -325,7 +333,8 @@ def test_plan_check_scopes_nodes_under_their_generator() -> None:
 
 def test_plan_check_refuses_mixed_frames_and_nested_generators() -> None:
     p = plan(
-        node("g1", "split"), node("g2", "split"),
+        node("g1", "split"),
+        node("g2", "split"),
         node("pair", text="${g1.output.text}${g2.output.text}"),
         node("inner", "split", text="${g1.output.text}"),
         node("edge_only"),
@@ -346,8 +355,12 @@ def test_dagnet_plan_check_accepts_the_frames_example_and_says_what_runs_per_fra
 
 
 def test_dagnet_plan_check_reports_a_refused_frame_scope(tmp_path) -> None:
-    p = plan(node("g1", "split"), node("g2", "split"), node("pair", text="${g1.output.text}${g2.output.text}"),
-             edges="g1>pair g2>pair")
+    p = plan(
+        node("g1", "split"),
+        node("g2", "split"),
+        node("pair", text="${g1.output.text}${g2.output.text}"),
+        edges="g1>pair g2>pair",
+    )
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(p.to_wire()))
     result = CliRunner().invoke(app, ["plan", "check", str(path)])
@@ -371,10 +384,9 @@ def test_dagnet_run_streams_the_frames_example() -> None:
 
 
 async def test_a_generator_runs_on_a_remote_provider_and_its_frames_fan_out() -> None:
-    from support.miner import running_miner
-
     from protocol.metagraph import Peer
     from protocol.synapse import RoutingRule, TaskPackage
+    from support.miner import running_miner
     from validator.client import MinerClient
     from validator.remote import RemoteRunner, every_peer_serves
 
@@ -384,9 +396,16 @@ async def test_a_generator_runs_on_a_remote_provider_and_its_frames_fan_out() ->
         peer = Peer(uid=0, hotkey=miner.keypair.ss58_address, url=miner.url)
         runner = RemoteRunner(client, every_peer_serves([peer, peer]), package)
         ex = await execute(p, runner, task_id="t1", budget_ceiling=None, deadline_s=None)
-        raw = await miner.post("/NodeSynapse", {
-            "task_id": "t1", "node_id": "w", "subnet": "data", "action": "split", "params": {"items": [1, "b"]},
-        })
+        raw = await miner.post(
+            "/NodeSynapse",
+            {
+                "task_id": "t1",
+                "node_id": "w",
+                "subnet": "data",
+                "action": "split",
+                "params": {"items": [1, "b"]},
+            },
+        )
     assert ex.status == "completed", {k: (r.status, r.reason) for k, r in ex.nodes.items()}
     assert ex.final_output["text"] == "0:ALPHA, 1:BETA, 2:GAMMA, 3:DELTA"
     assert ex.nodes["words"].frames == 4 and ex.nodes["words"].output["artifacts"]["metadata"] == {"frames": 4}

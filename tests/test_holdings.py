@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from subnets.holdings import holding, resolve_held
-from subnets.base import ToolContext, ToolError
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
 from neurons.localrun import run_document
-from subnets.owned import owned_runner
 from protocol.documents import PlanDocument
 from protocol.plan import WorkflowPlan
 from protocol.runner import FrameRunner, NodeCall, NodeResult
+from subnets.base import ToolContext, ToolError
+from subnets.holdings import holding, resolve_held
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from tasks import family
 
 DOCS = [{"id": "a", "title": "Lorvami", "text": "Lorvami has a population of 4321 residents."}]
@@ -45,24 +45,33 @@ def test_the_two_readers_get_the_held_data_in_place_of_the_id() -> None:
     assert table.params == {"numeric": True, "csv": "k,lo\n3,-5\n"}
 
 
-@pytest.mark.parametrize("action, params", [
-    ("text_transform", {"op": "template", "text": "{c}", "values": {"c": "c-00000001"}}),
-    ("text_transform", {"op": "strip", "text": "x", "collection": "c-00000001", "table": "t-00000002"}),
-    ("python_exec", {"code": "print(1)", "stdin": "t-00000002", "table": "t-00000002"}),
-    ("calculator", {"expression": "1 + 1", "collection": "c-00000001"}),
-    ("json_transform", {"data": "t-00000002", "ops": [], "table": "t-00000002"}),
-    ("search", {"query": "q", "documents": DOCS}),
-])
+@pytest.mark.parametrize(
+    "action, params",
+    [
+        ("text_transform", {"op": "template", "text": "{c}", "values": {"c": "c-00000001"}}),
+        ("text_transform", {"op": "strip", "text": "x", "collection": "c-00000001", "table": "t-00000002"}),
+        ("python_exec", {"code": "print(1)", "stdin": "t-00000002", "table": "t-00000002"}),
+        ("calculator", {"expression": "1 + 1", "collection": "c-00000001"}),
+        ("json_transform", {"data": "t-00000002", "ops": [], "table": "t-00000002"}),
+        ("search", {"query": "q", "documents": DOCS}),
+    ],
+)
 def test_every_other_call_passes_through_untouched(action: str, params: dict) -> None:
     call = _call(action, **params)
     assert resolve_held(call, HOLDINGS) is call
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"query": "q", "collection": "c-ffffffff"}, "search: no held collection 'c-ffffffff' for this task"),
-    ({"query": "q", "collection": ["c-00000001"]}, "search: no held collection ['c-00000001'] for this task"),
-    ({"query": "q", "collection": "c-00000001", "documents": DOCS}, "search: give collection or documents, not both"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"query": "q", "collection": "c-ffffffff"}, "search: no held collection 'c-ffffffff' for this task"),
+        ({"query": "q", "collection": ["c-00000001"]}, "search: no held collection ['c-00000001'] for this task"),
+        (
+            {"query": "q", "collection": "c-00000001", "documents": DOCS},
+            "search: give collection or documents, not both",
+        ),
+    ],
+)
 def test_a_bad_id_fails_that_node_with_one_line_naming_it(params: dict, message: str) -> None:
     seen = _Seen()
     result = asyncio.run(holding(seen, HOLDINGS).run(_call("search", **params)))
@@ -84,10 +93,13 @@ def test_a_frame_runner_stays_one_and_wrapping_twice_wraps_once() -> None:
     assert holding(local, {}) is not local
 
 
-@pytest.mark.parametrize("action, params, field", [
-    ("search", {"query": "population", "collection": "c-00000001"}, "collection 'c-00000001' is held data"),
-    ("csv_to_json", {"table": "t-00000002"}, "table 't-00000002' is held data"),
-])
+@pytest.mark.parametrize(
+    "action, params, field",
+    [
+        ("search", {"query": "population", "collection": "c-00000001"}, "collection 'c-00000001' is held data"),
+        ("csv_to_json", {"table": "t-00000002"}, "table 't-00000002' is held data"),
+    ],
+)
 async def test_an_id_that_reaches_a_tool_unresolved_fails_saying_so(action: str, params: dict, field: str) -> None:
     with pytest.raises(ToolError, match=field):
         await default_registry().call(action, params, ToolContext("t", "n", 1, 5.0))
@@ -98,12 +110,25 @@ async def test_a_text_node_handed_the_id_sees_the_id_and_a_search_sees_the_docum
     task = found.task(found.instance(11))
     held_id = task.instance_inputs["collection"]
     subject = task.instance_inputs["subjects"][0]
-    plan = WorkflowPlan.model_validate({"nodes": [
-        {"id": "peek", "subnet": _first(task, "text"), "action": "text_transform",
-         "params": {"op": "template", "text": "{c}", "values": {"c": "${input.collection}"}}},
-        {"id": "find", "subnet": _first(task, "retrieval"), "action": "search",
-         "params": {"query": f"{subject} population", "collection": "${input.collection}", "k": 1}},
-    ], "error_handling": {"peek": {"retry_count": 1}, "find": {"retry_count": 1}}})
+    plan = WorkflowPlan.model_validate(
+        {
+            "nodes": [
+                {
+                    "id": "peek",
+                    "subnet": _first(task, "text"),
+                    "action": "text_transform",
+                    "params": {"op": "template", "text": "{c}", "values": {"c": "${input.collection}"}},
+                },
+                {
+                    "id": "find",
+                    "subnet": _first(task, "retrieval"),
+                    "action": "search",
+                    "params": {"query": f"{subject} population", "collection": "${input.collection}", "k": 1},
+                },
+            ],
+            "error_handling": {"peek": {"retry_count": 1}, "find": {"retry_count": 1}},
+        }
+    )
     report = await run_document(PlanDocument(plan, 0.0, "synapse"), task=task)
     outputs = {node_id: node["output"] for node_id, node in report["nodes"].items()}
     assert outputs["peek"]["text"] == held_id
@@ -113,8 +138,18 @@ async def test_a_text_node_handed_the_id_sees_the_id_and_a_search_sees_the_docum
 def test_the_owned_runner_holds_the_task_s_data() -> None:
     found = family("dt_sales")
     task = found.task(found.instance(3))
-    seen = asyncio.run(owned_runner(task).run(NodeCall(
-        task.task_id, "rows", _first(task, "data"), "csv_to_json", {"table": task.instance_inputs["table"]}, attempt=2)))
+    seen = asyncio.run(
+        owned_runner(task).run(
+            NodeCall(
+                task.task_id,
+                "rows",
+                _first(task, "data"),
+                "csv_to_json",
+                {"table": task.instance_inputs["table"]},
+                attempt=2,
+            )
+        )
+    )
     assert seen.error is None and json.loads(seen.output.text)[0] == _first_row(task)
 
 

@@ -30,6 +30,7 @@ def parse_node_response(raw: bytes, retries: int):
     """A provider's 200 reply carrying ``raw``, read as the remote runner reads it."""
     return _answer(Reply(200, raw, None, 0.0), retries)
 
+
 REQUEST = TaskPackage(task_id="t", task_type="rag", constraints=Constraints(allowed_subnets=["s"]))
 DIGIT_BOMB = "${a.output." + "9" * 4_301 + "}"
 
@@ -46,8 +47,12 @@ def plan_doc(params_b: dict[str, Any]) -> dict[str, Any]:
 
 def answer(plan: Any) -> bytes:
     doc = REQUEST.model_dump() | {
-        "miner_uid": 1, "workflow_plan": plan, "total_estimated_cost": 0.01,
-        "total_estimated_latency": 1.0, "confidence": 0.5, "reasoning": "r",
+        "miner_uid": 1,
+        "workflow_plan": plan,
+        "total_estimated_cost": 0.01,
+        "total_estimated_latency": 1.0,
+        "confidence": 0.5,
+        "reasoning": "r",
     }
     return json.dumps(doc).encode()
 
@@ -62,10 +67,13 @@ def test_a_digit_bomb_is_a_grammar_error() -> None:
         compile_params({"text": "see " + DIGIT_BOMB})
 
 
-@pytest.mark.parametrize("ref", [
-    "${a.output." + "x" * 65 + "}",  # a segment past 64 characters
-    "${a.output" + ".k" * 33 + "}",  # a path past 32 segments
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "${a.output." + "x" * 65 + "}",  # a segment past 64 characters
+        "${a.output" + ".k" * 33 + "}",  # a path past 32 segments
+    ],
+)
 def test_every_length_in_a_ref_is_bounded(ref: str) -> None:
     with pytest.raises(DataRefError):
         compile_params({"text": ref})
@@ -114,7 +122,7 @@ BAD_FILES = {
     "nan": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":NaN}],"edges":[]}',
     "infinity_literal": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":Infinity}],"edges":[]}',
     "overflowing_float": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":1e999}],"edges":[]}',
-    "huge_int": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":' + "9" * 5_000 + "}],\"edges\":[]}",
+    "huge_int": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":' + "9" * 5_000 + '}],"edges":[]}',
     "binary": "\udcff\udcfe garbage",
     "empty": "",
     "not_an_object": "[1, 2, 3]",
@@ -132,8 +140,17 @@ def test_every_bad_file_is_one_line_and_exit_2(tmp_path: Path, command: list[str
 
 
 def test_sums_that_overflow_print_as_null_never_as_infinity(tmp_path: Path) -> None:
-    nodes = [{"id": n, "subnet": "s", "action": "echo", "params": {"text": "hi"},
-              "estimated_cost": 1e308, "estimated_latency": 1e308} for n in ("a", "b")]
+    nodes = [
+        {
+            "id": n,
+            "subnet": "s",
+            "action": "echo",
+            "params": {"text": "hi"},
+            "estimated_cost": 1e308,
+            "estimated_latency": 1e308,
+        }
+        for n in ("a", "b")
+    ]
     path = tmp_path / "big.json"
     path.write_text(json.dumps({"nodes": nodes, "edges": [{"from": "a", "to": "b"}]}))
     for command in (["plan", "check"], ["run"]):
@@ -146,12 +163,29 @@ def test_sums_that_overflow_print_as_null_never_as_infinity(tmp_path: Path) -> N
 
 # -- every checker on arbitrary input ---------------------------------------------------
 
-_fragments = st.sampled_from([
-    "${", "$${", "}", ".", "output", "a", "b", "zz", "-", "_", "${a.output.", "${b.output.", "text", "0", " ",
-])
+_fragments = st.sampled_from(
+    [
+        "${",
+        "$${",
+        "}",
+        ".",
+        "output",
+        "a",
+        "b",
+        "zz",
+        "-",
+        "_",
+        "${a.output.",
+        "${b.output.",
+        "text",
+        "0",
+        " ",
+    ]
+)
 _ref_strings = st.lists(
     st.one_of(
-        _fragments, st.text(max_size=8),
+        _fragments,
+        st.text(max_size=8),
         st.integers(0, 6_000).map(lambda n: "9" * n),
         st.integers(0, 6_000).map(lambda n: "${a.output." + "9" * n + "}"),
     ),
@@ -163,15 +197,27 @@ _json = st.recursive(
     max_leaves=20,
 )
 _node = st.fixed_dictionaries(
-    {"id": st.sampled_from(["a", "b", "c"]), "subnet": st.sampled_from(["s", "t"]),
-     "action": st.just("echo"), "params": st.dictionaries(st.sampled_from(["text", "q"]), _json, max_size=3)},
+    {
+        "id": st.sampled_from(["a", "b", "c"]),
+        "subnet": st.sampled_from(["s", "t"]),
+        "action": st.just("echo"),
+        "params": st.dictionaries(st.sampled_from(["text", "q"]), _json, max_size=3),
+    },
 )
-_plans = st.fixed_dictionaries({
-    "nodes": st.lists(_node, max_size=4),
-    "edges": st.lists(st.fixed_dictionaries({"from": st.sampled_from(["a", "b", "c", "d"]),
-                                             "to": st.sampled_from(["a", "b", "c"])}), max_size=4),
-})
-_any_doc = st.one_of(_json, _plans, _plans.map(lambda p: {"workflow_plan": p}), _plans.map(lambda p: {"dag": p["nodes"]}))
+_plans = st.fixed_dictionaries(
+    {
+        "nodes": st.lists(_node, max_size=4),
+        "edges": st.lists(
+            st.fixed_dictionaries(
+                {"from": st.sampled_from(["a", "b", "c", "d"]), "to": st.sampled_from(["a", "b", "c"])}
+            ),
+            max_size=4,
+        ),
+    }
+)
+_any_doc = st.one_of(
+    _json, _plans, _plans.map(lambda p: {"workflow_plan": p}), _plans.map(lambda p: {"dag": p["nodes"]})
+)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -21,9 +21,9 @@ import pytest
 
 from protocol.task import Task
 from sandbox import isolation_available
-from support.scoring_phase import score_outputs
 from sandbox.calls import BUDGET_EXHAUSTED, CallBudget, CallsReport
 from scoring.quality import code
+from support.scoring_phase import score_outputs
 
 pytestmark = pytest.mark.skipif(isolation_available() != "bwrap", reason="code is judged only under bwrap")
 
@@ -130,9 +130,14 @@ def test_a_duplicate_answer_is_served_from_the_cache(runs: list[CallsReport]) ->
     assert len(runs) == 2  # the next step: no new sandbox run
     assert again[0] == first[0]
 
-    other_instance = Task(task_id="code_quick", task_type="code", reference={
-        "entry_point": "f", "cases": [{"args": [2], "expected": 3}],
-    })
+    other_instance = Task(
+        task_id="code_quick",
+        task_type="code",
+        reference={
+            "entry_point": "f",
+            "cases": [{"args": [2], "expected": 3}],
+        },
+    )
     judge(other_instance, [answer(add_one)])
     assert len(runs) == 3  # a verdict is kept per instance, never lent to another
 

@@ -102,10 +102,18 @@ def _bodies(task: Task, sybils: int, step: int) -> dict[str, bytes]:
     bodies = {}
     for uid in range(sybils):
         source = f"import time\n\n\ndef {entry}(*args, **kwargs):\n    time.sleep({SLEEP_S})\n    return {step * 1000 + uid}\n"
-        node = {"id": "final", "subnet": "sn13", "action": "text_transform",
-                "params": {"op": "extract_code_block", "text": f"```python\n{source}```\n"}}
-        plan = {"nodes": [node], "edges": [], "output_node": "final",
-                "error_handling": {"final": {"retry_count": 3, "timeout_seconds": 2.0}}}
+        node = {
+            "id": "final",
+            "subnet": "sn13",
+            "action": "text_transform",
+            "params": {"op": "extract_code_block", "text": f"```python\n{source}```\n"},
+        }
+        plan = {
+            "nodes": [node],
+            "edges": [],
+            "output_node": "final",
+            "error_handling": {"final": {"retry_count": 3, "timeout_seconds": 2.0}},
+        }
         bodies[f"http://miner-{uid}"] = _encoded({**body, "workflow_plan": plan})
     bodies[f"http://miner-{sybils}"] = _encoded(body)
     return bodies
@@ -120,8 +128,13 @@ async def _step(task: Task, bodies: dict[str, bytes], bounds: StepBounds, judgin
     miners = [Peer(uid, f"hotkey-{uid}", url) for uid, url in enumerate(bodies)]
     with ThreadPoolExecutor(max_workers=16) as pool:
         return await validation_step(
-            task=task, miners=miners, client=_Replies(bodies), runner_factory=lambda package, _: owned_runner(task),
-            owned=OwnedExecution(pool), bounds=bounds, judging=judging,
+            task=task,
+            miners=miners,
+            client=_Replies(bodies),
+            runner_factory=lambda package, _: owned_runner(task),
+            owned=OwnedExecution(pool),
+            bounds=bounds,
+            judging=judging,
         )
 
 
@@ -149,8 +162,10 @@ async def test_sybils_sending_slow_code_cannot_hold_the_step_past_its_deadline(
         assert {outcome.reason for outcome in sybil_outcomes} <= {DEADLINE_NOT_JUDGED, None}
         assert DEADLINE_NOT_JUDGED in {outcome.reason for outcome in sybil_outcomes}
         timings = result.timings
-        print(f"{sybils} sybils, step {step}: wall {timings.wall_s:.1f}s (score {timings.score_s:.1f}s)"
-              f" against a {bounds.deadline_s:.0f}s deadline")
+        print(
+            f"{sybils} sybils, step {step}: wall {timings.wall_s:.1f}s (score {timings.score_s:.1f}s)"
+            f" against a {bounds.deadline_s:.0f}s deadline"
+        )
         # The score phase waits until the deadline, then settles what is unjudged: what
         # the step does after (building outcomes) is milliseconds, 1 s allows a loaded loop.
         assert timings.wall_s <= bounds.deadline_s + 1.0

@@ -34,10 +34,22 @@ def _feedback(
     if failing and then_ok:
         attempts.append(AttemptFeedback(started_s=0.0, latency_s=latency_s))
     return StepFeedback(
-        validator_hotkey="5V", miner_uid=1, block=tempo * 360, tempo=tempo, task_id="rag_towns", hint_tier="full",
-        outcome="partial" if failing else "completed", nodes=[
-            NodeFeedback(node_id=f"find_{i}", subnet=subnet, action="search", status="failed" if failing else "success",
-                         cost_tao=0.0027 * len(attempts), attempts=attempts)
+        validator_hotkey="5V",
+        miner_uid=1,
+        block=tempo * 360,
+        tempo=tempo,
+        task_id="rag_towns",
+        hint_tier="full",
+        outcome="partial" if failing else "completed",
+        nodes=[
+            NodeFeedback(
+                node_id=f"find_{i}",
+                subnet=subnet,
+                action="search",
+                status="failed" if failing else "success",
+                cost_tao=0.0027 * len(attempts),
+                attempts=attempts,
+            )
             for i in range(nodes)
         ],
     )
@@ -81,9 +93,9 @@ def test_a_slow_subnet_is_priced_at_what_it_took() -> None:
 def test_the_only_subnet_of_its_kind_is_kept_with_every_retry() -> None:
     learner = Learner()
     learner.observe(_feedback("sn18", failing=True, tempo=1))
-    package = PACKAGE.model_copy(update={"available_tools": {
-        s: i for s, i in PACKAGE.available_tools.items() if s not in ("sn22", "sn5")
-    }})
+    package = PACKAGE.model_copy(
+        update={"available_tools": {s: i for s, i in PACKAGE.available_tools.items() if s not in ("sn22", "sn5")}}
+    )
     assert learner.relearned(package).available_tools["sn18"].fail_first == 10
 
 
@@ -116,8 +128,18 @@ def test_in_a_world_that_behaves_as_advertised_it_learns_the_advertised_profiles
         plan = load_planner("good").plan(found.package).plan
         run = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task), total_estimated_cost=0.0)
         nodes, _ = node_feedback(plan, run.execution)
-        learner.observe(StepFeedback(validator_hotkey="5V", miner_uid=1, block=seed, tempo=1, task_id=task.task_id,
-                                     hint_tier="full", outcome=run.execution.status, nodes=nodes))
+        learner.observe(
+            StepFeedback(
+                validator_hotkey="5V",
+                miner_uid=1,
+                block=seed,
+                tempo=1,
+                task_id=task.task_id,
+                hint_tier="full",
+                outcome=run.execution.status,
+                nodes=nodes,
+            )
+        )
     advertised, learned = found.package.available_tools, learner.relearned(found.package).available_tools
     seen = [subnet for subnet, stats in learner.stats.items() if stats.attempts >= learner.min_attempts]
     assert any(advertised[subnet].fail_first for subnet in seen)  # a flaky subnet among them
@@ -136,10 +158,22 @@ def _outage_feedback(subnet: str, tempo: int) -> StepFeedback:
     refused = AttemptFeedback(started_s=0.0, latency_s=0.02, error=f"subnet {subnet} unavailable: outage")
     answered = AttemptFeedback(started_s=0.1, latency_s=2.0)
     return StepFeedback(
-        validator_hotkey="5V", miner_uid=1, block=tempo * 360, tempo=tempo, task_id="rag_towns", hint_tier="full",
-        outcome="completed", nodes=[
-            NodeFeedback(node_id=f"find_{i}", subnet=subnet, action="search", status="success", cost_tao=0.0027,
-                         attempts=[refused] * 3 + [answered])
+        validator_hotkey="5V",
+        miner_uid=1,
+        block=tempo * 360,
+        tempo=tempo,
+        task_id="rag_towns",
+        hint_tier="full",
+        outcome="completed",
+        nodes=[
+            NodeFeedback(
+                node_id=f"find_{i}",
+                subnet=subnet,
+                action="search",
+                status="success",
+                cost_tao=0.0027,
+                attempts=[refused] * 3 + [answered],
+            )
             for i in range(2)
         ],
     )
@@ -153,7 +187,9 @@ def test_an_outage_counts_once_per_run_and_never_as_a_fast_cheap_answer() -> Non
         learner.observe(_outage_feedback("sn18", tempo))
     stats = learner.stats["sn18"]
     assert stats.outage_rate() == pytest.approx(1.0) and stats.failure_rate() == 0.0
-    assert "sn18" not in learner.relearned(PACKAGE).available_tools  # down in every run: left out while its kind has another
+    assert (
+        "sn18" not in learner.relearned(PACKAGE).available_tools
+    )  # down in every run: left out while its kind has another
     assert "sn18" not in _subnets(learner)
     kept = Learner(avoid_outages=2.0)  # never
     for tempo in (2, 2):

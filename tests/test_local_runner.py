@@ -4,17 +4,22 @@ import asyncio
 
 import pytest
 
-from subnets.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
 from protocol.output import NodeOutput
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import ToolInfo
+from subnets.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 
 
 def call(action: str = "echo", params: dict | None = None, *, subnet: str = "sn1", attempt: int = 1) -> NodeCall:
     return NodeCall(
-        task_id="t", node_id="n1", subnet=subnet, action=action, params=params or {}, timeout_seconds=5.0,
+        task_id="t",
+        node_id="n1",
+        subnet=subnet,
+        action=action,
+        params=params or {},
+        timeout_seconds=5.0,
         attempt=attempt,
     )
 

@@ -22,7 +22,6 @@ import pytest
 from chain.sdk import U16_MAX  # weights go on chain as u16 shares of the largest
 from scoring.margin import FLOOR
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -46,8 +45,9 @@ def _processes_mentioning(text: str) -> list[int]:
 
 def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "net"
-    done = subprocess.run([*DAGNET, "localnet", "--json", "--dir", str(run_dir)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*DAGNET, "localnet", "--json", "--dir", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     by_strategy = {row["strategy"]: row for row in summary["miners"]}
@@ -55,8 +55,9 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     good, naive, learner = by_strategy["good"], by_strategy["naive"], by_strategy["learner"]
     assert summary["steps"] >= 3 and all(row["steps_scored"] >= 3 for row in summary["miners"])
     others = [row for row in summary["miners"] if row is not learner]
-    assert all(learner["weight"] > row["weight"] and learner["incentive"] > row["incentive"] for row in others), \
+    assert all(learner["weight"] > row["weight"] and learner["incentive"] > row["incentive"] for row in others), (
         summary["miners"]
+    )
     assert naive["mean_S"] < good["mean_S"]
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
@@ -76,8 +77,23 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
 def test_ctrl_c_stops_every_process_and_prints_what_was_reached(tmp_path: Path) -> None:
     run_dir = tmp_path / "net"
     process = subprocess.Popen(
-        [*DAGNET, "localnet", "--miners", "2", "--duration", "600", "--block-time", "1", "--json", "--dir", str(run_dir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *DAGNET,
+            "localnet",
+            "--miners",
+            "2",
+            "--duration",
+            "600",
+            "--block-time",
+            "1",
+            "--json",
+            "--dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 180
     validator_log = run_dir / "validator.log"
@@ -95,8 +111,13 @@ def test_ctrl_c_stops_every_process_and_prints_what_was_reached(tmp_path: Path) 
 
 
 def test_a_planner_that_cannot_be_loaded_stops_localnet_before_it_starts(tmp_path: Path) -> None:
-    done = subprocess.run([*DAGNET, "localnet", "--planner", "psychic", "--dir", str(tmp_path / "net")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*DAGNET, "localnet", "--planner", "psychic", "--dir", str(tmp_path / "net")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "unknown planner 'psychic'" in done.stderr and not (tmp_path / "net").exists()
 
@@ -116,16 +137,39 @@ def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localne
     tolerance). The same localnet shows `--planner package.module:attr` found from the
     working folder (the template's, not installed): one more miner, named in the summary,
     with its own log."""
-    evaluated = subprocess.run([*DAGNET, "eval", TEMPLATE_PLANNER, "--seeds", "1", "--json"],
-                               cwd=TEMPLATE, capture_output=True, text=True, timeout=900)
+    evaluated = subprocess.run(
+        [*DAGNET, "eval", TEMPLATE_PLANNER, "--seeds", "1", "--json"],
+        cwd=TEMPLATE,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     promised = json.loads(evaluated.stdout)["types"]["all"]
     assert promised["margin"]["mean"] <= 0 and promised["weights"]["planner"] < promised["weights"]["good"], promised
     run_dir = tmp_path / "net"
     served = subprocess.run(
-        [*DAGNET, "localnet", "--miners", "2", "--planner", TEMPLATE_PLANNER, "--tempos", "2", "--tempo", "10",
-         "--block-time", "1", "--json", "--dir", str(run_dir)],
-        cwd=TEMPLATE, capture_output=True, text=True, timeout=400,
+        [
+            *DAGNET,
+            "localnet",
+            "--miners",
+            "2",
+            "--planner",
+            TEMPLATE_PLANNER,
+            "--tempos",
+            "2",
+            "--tempo",
+            "10",
+            "--block-time",
+            "1",
+            "--json",
+            "--dir",
+            str(run_dir),
+        ],
+        cwd=TEMPLATE,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert served.returncode == 0, served.stderr[-3000:]
     rows = {row["strategy"]: row for row in json.loads(served.stdout)["miners"]}

@@ -36,18 +36,24 @@ def test_the_default_folder_keeps_the_newest_runs_and_any_whose_chain_runs(tmp_p
 
 
 def test_keep_runs_with_dir_is_refused(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "neurons", "localnet", "--dir", str(tmp_path / "net"),
-                           "--keep-runs", "3"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "neurons", "localnet", "--dir", str(tmp_path / "net"), "--keep-runs", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "error: --keep-runs prunes the default folder's runs: with --dir it would do nothing"]
+        "error: --keep-runs prunes the default folder's runs: with --dir it would do nothing"
+    ]
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_chain_stopped_cleanly_leaves_no_lock_files(tmp_path: Path, stop: signal.Signals) -> None:
     state = tmp_path / "chain.sqlite"
-    node = subprocess.Popen([sys.executable, "-m", "neurons", "chain", "start", "--state", str(state)],
-                            stderr=subprocess.PIPE, text=True)
+    node = subprocess.Popen(
+        [sys.executable, "-m", "neurons", "chain", "start", "--state", str(state)], stderr=subprocess.PIPE, text=True
+    )
     try:
         assert "listening on" in node.stderr.readline()
         assert {p.name for p in tmp_path.iterdir()} >= {"chain.sqlite.lock", "chain.sqlite.running"}

@@ -37,8 +37,9 @@ SECRET, HOTKEY, TEMPO_BLOCKS, TEMPOS = 0x5EC12E7, "5GrwvaEF5zXb26Fz9rcQpDWS57CtE
 KEYS: dict[str, Callable[[TaskPackage], str]] = {
     "description": lambda p: p.description,
     "input names": lambda p: json.dumps(sorted(p.inputs.get("properties", {}))),
-    "tool table": lambda p: json.dumps({name: info.model_dump() for name, info in p.available_tools.items()},
-                                       sort_keys=True),
+    "tool table": lambda p: json.dumps(
+        {name: info.model_dump() for name, info in p.available_tools.items()}, sort_keys=True
+    ),
     "held data names": lambda p: json.dumps(sorted(held_inputs(p.inputs))),
     "outline": lambda p: json.dumps([(s.action, s.kind) for s in at_tier(p, "outline").steps]),
 }
@@ -58,8 +59,14 @@ def _steps() -> list[tuple[Family, int, str, int]]:
         families = {**curated, **drawn}
         tasks = [f.task(f.example()) for f in families.values()]
         for block in range(tempo * TEMPO_BLOCKS, (tempo + 1) * TEMPO_BLOCKS):
-            draw = draw_task(HOTKEY, SECRET, block, tasks, synthetic_rate=0.0,
-                             drawn=dict.fromkeys(drawn, tempo_of(block, TEMPO_BLOCKS)))
+            draw = draw_task(
+                HOTKEY,
+                SECRET,
+                block,
+                tasks,
+                synthetic_rate=0.0,
+                drawn=dict.fromkeys(drawn, tempo_of(block, TEMPO_BLOCKS)),
+            )
             sent.append((families[draw.base.task_id], block, draw.tier, draw.seed))
     return sent
 
@@ -114,4 +121,6 @@ def test_the_lookup_miner_scores_no_more_than_naive_with_retries_below_full(step
     assert len(scores) >= 20
     assert {"outline", "held data names"} <= set(miner.matched)  # the drawn shapes' own keys do find plans
     assert sum(s for s, _ in scores) <= sum(bar for _, bar in scores)
-    assert {(f.task_id, tier, seed): found for (f, tier, seed), found in zip(below, scores) if found[0] > found[1]} == {}
+    assert {
+        (f.task_id, tier, seed): found for (f, tier, seed), found in zip(below, scores) if found[0] > found[1]
+    } == {}

@@ -17,14 +17,17 @@ from scoring.margin import FLOOR, Answer, Means, Payout, credits, margin_weights
 from tests.support.plans import node, plan
 
 
-def _three_steps(a: str = "a", b: str = "b", c: str = "c", *, order=(0, 1, 2), extra: tuple[dict, ...] = ()) -> WorkflowPlan:
+def _three_steps(
+    a: str = "a", b: str = "b", c: str = "c", *, order=(0, 1, 2), extra: tuple[dict, ...] = ()
+) -> WorkflowPlan:
     nodes = [
         node(a, "search", subnet="sn5", query="${input.q}"),
         node(b, "fetch", subnet="sn2", doc=f"${{{a}.output.ids.0}}", estimated_cost=0.1),
         node(c, "format", subnet="sn1", text=f"{{{{${{{b}.output.text}}}}}} and ${{{a}.output.ids}}"),
     ]
-    return plan(*[nodes[i] for i in order], *extra, edges=f"{a}>{c}", output_node=c,
-                error_handling={b: {"retry_count": 2}})
+    return plan(
+        *[nodes[i] for i in order], *extra, edges=f"{a}>{c}", output_node=c, error_handling={b: {"retry_count": 2}}
+    )
 
 
 def test_renamed_reordered_and_dead_nodes_do_not_make_a_plan_new():
@@ -97,8 +100,11 @@ def test_copies_and_variants_follow_the_first_committed_and_earn_nothing():
     """4 exact copies (later in first-commit order) and a variant within ε: the honest
     learner keeps all it earned alone, the copies get no credit, no floor, and no loss."""
     alone = network_pay(_window({1: [_learner(k) for k in range(10)]}, REFERENCE))
-    copied = {1: [_learner(k) for k in range(10)], **{c: [_learner(k) for k in range(10)] for c in (2, 3, 4, 5)},
-              6: [(f"variant-{k}", _learner(k)[1] - 0.004) for k in range(10)]}
+    copied = {
+        1: [_learner(k) for k in range(10)],
+        **{c: [_learner(k) for k in range(10)] for c in (2, 3, 4, 5)},
+        6: [(f"variant-{k}", _learner(k)[1] - 0.004) for k in range(10)],
+    }
     pay = network_pay(_window(copied, REFERENCE), order=[1, 2, 3, 4, 5, 6])
     assert pay.leaders == {uid: 1 for uid in range(1, 7)}
     assert pay.paid.weights == alone.paid.weights == {1: pytest.approx(1.0)}
@@ -117,8 +123,10 @@ def test_the_earliest_takes_the_group_whatever_its_uid_and_a_newcomer_displaces_
 
 def test_different_planners_are_different_groups():
     """Two planners with the same mean but different answers step by step are both paid."""
-    window = {1: [(f"a{k}", REFERENCE[k] + (0.10 if k % 2 else 0.02)) for k in range(10)],
-              2: [(f"b{k}", REFERENCE[k] + (0.02 if k % 2 else 0.10)) for k in range(10)]}
+    window = {
+        1: [(f"a{k}", REFERENCE[k] + (0.10 if k % 2 else 0.02)) for k in range(10)],
+        2: [(f"b{k}", REFERENCE[k] + (0.02 if k % 2 else 0.10)) for k in range(10)],
+    }
     pay = network_pay(_window(window, REFERENCE))
     assert pay.leaders == {1: 1, 2: 2}
     assert pay.paid.weights[1] == pytest.approx(pay.paid.weights[2]) == pytest.approx(0.5)
@@ -127,8 +135,13 @@ def test_different_planners_are_different_groups():
 SCORE = st.floats(0, 1, allow_nan=False)
 
 
-@given(st.lists(st.tuples(st.sampled_from("abc"), SCORE), min_size=1, max_size=6), SCORE, st.integers(2, 5),
-       st.booleans(), st.lists(st.integers(0, 60), unique=True, min_size=1, max_size=8))
+@given(
+    st.lists(st.tuples(st.sampled_from("abc"), SCORE), min_size=1, max_size=6),
+    SCORE,
+    st.integers(2, 5),
+    st.booleans(),
+    st.lists(st.integers(0, 60), unique=True, min_size=1, max_size=8),
+)
 def test_copies_never_earn_more_together_than_one_of_them_alone(others, reference, copies, burn, order):
     """A network where one hotkey sends ``x`` against the same network where ``copies``
     hotkeys send it, in any first-commit order: the copies together never exceed the one."""
@@ -185,7 +198,12 @@ def test_a_margin_within_its_standard_error_is_not_paid():
 
 
 def test_the_floor_is_monotone_in_s_and_pays_no_premium_for_being_distinct():
-    means = {1: Means(0.80, 0.0, 0.0), 2: Means(0.80, -0.01, 0.01), 3: Means(0.70, -0.10, 0.01), 4: Means(0.0, -0.8, 0.0)}
+    means = {
+        1: Means(0.80, 0.0, 0.0),
+        2: Means(0.80, -0.01, 0.01),
+        3: Means(0.70, -0.10, 0.01),
+        4: Means(0.0, -0.8, 0.0),
+    }
     floor = margin_weights(means).weights  # 1 a copy of the reference, 2 distinct at the same S, 3 worse, 4 nothing
     assert floor[1] == pytest.approx(floor[2]) and floor[3] < floor[1] and 4 not in floor
 

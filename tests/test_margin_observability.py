@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support.fakechain import FakeChain
-from support.keys import MetagraphBuilder, dev_keypair
 
 from scoring.margin import Payout
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair
 from validator.chainview import ChainView
 from validator.prometheus import ValidatorMetrics
 from validator.state import ExecutionRecord, ValidatorState
@@ -25,9 +25,22 @@ BETTER, COPY, NAIVE = (dev_keypair(f"dagnet-margin-view-{name}") for name in ("b
 def _record(block: int, uid: int, hotkey: str, score: float, reference: float, share: float = 1.0) -> ExecutionRecord:
     margin = score - reference
     return ExecutionRecord(
-        block=block, uid=uid, hotkey=hotkey, task_id="dt_inventory", base_task_id="dt_inventory", instance_seed=block,
-        plan=None, metrics=None, final_output=None, score=dict.fromkeys(_PARTS, score), reason=None, reference_S=reference,
-        margin=margin, credit=margin * share if margin > 0 else margin, share=share, digest=f"d{uid}",
+        block=block,
+        uid=uid,
+        hotkey=hotkey,
+        task_id="dt_inventory",
+        base_task_id="dt_inventory",
+        instance_seed=block,
+        plan=None,
+        metrics=None,
+        final_output=None,
+        score=dict.fromkeys(_PARTS, score),
+        reason=None,
+        reference_S=reference,
+        margin=margin,
+        credit=margin * share if margin > 0 else margin,
+        share=share,
+        digest=f"d{uid}",
     )
 
 
@@ -47,10 +60,14 @@ def test_metrics_export_each_miners_mean_margin_and_how_often_it_beat_the_refere
 
 def test_every_payout_kind_is_exported_from_the_start_and_one_holds_after_a_weight_set():
     metrics = ValidatorMetrics()
-    assert {kind: _sample(metrics, "dagnet_validator_payout", kind=kind) for kind in Payout} == dict.fromkeys(Payout, 0.0)
+    assert {kind: _sample(metrics, "dagnet_validator_payout", kind=kind) for kind in Payout} == dict.fromkeys(
+        Payout, 0.0
+    )
     metrics.paid(Payout.BURN)
     assert {kind: _sample(metrics, "dagnet_validator_payout", kind=kind) for kind in Payout} == {
-        **dict.fromkeys(Payout, 0.0), Payout.BURN: 1.0}
+        **dict.fromkeys(Payout, 0.0),
+        Payout.BURN: 1.0,
+    }
 
 
 def _network() -> tuple[FakeChain, dict[str, int]]:
@@ -58,8 +75,10 @@ def _network() -> tuple[FakeChain, dict[str, int]]:
     for key in (BETTER, COPY, NAIVE):
         builder.miner(key)
     snapshot = builder.build()
-    uids = {name: snapshot.by_hotkey(key.ss58_address).uid for name, key in
-            (("better", BETTER), ("copy", COPY), ("naive", NAIVE))}
+    uids = {
+        name: snapshot.by_hotkey(key.ss58_address).uid
+        for name, key in (("better", BETTER), ("copy", COPY), ("naive", NAIVE))
+    }
     return FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot), uids
 
 
@@ -107,10 +126,25 @@ def test_a_restarted_validator_exports_where_its_last_weights_sent_the_emission(
 
 
 def _rows(margins: dict[str, tuple[float, float, float]]) -> list[dict]:
-    return [{"uid": uid, "strategy": name, "hotkey": "5F", "steps_scored": 10, "mean_S": 0.6, "mean_S_success": 1.0,
-             "mean_S_cost": 0.5, "mean_S_latency": 0.5, "mean_S_reliability": 1.0, "weight": weight, "incentive": weight,
-             "emission": weight, "mean_margin": margin, "beats_reference": beats}
-            for uid, (name, (margin, beats, weight)) in enumerate(margins.items(), start=1)]
+    return [
+        {
+            "uid": uid,
+            "strategy": name,
+            "hotkey": "5F",
+            "steps_scored": 10,
+            "mean_S": 0.6,
+            "mean_S_success": 1.0,
+            "mean_S_cost": 0.5,
+            "mean_S_latency": 0.5,
+            "mean_S_reliability": 1.0,
+            "weight": weight,
+            "incentive": weight,
+            "emission": weight,
+            "mean_margin": margin,
+            "beats_reference": beats,
+        }
+        for uid, (name, (margin, beats, weight)) in enumerate(margins.items(), start=1)
+    ]
 
 
 def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_the_emission_went():
@@ -118,8 +152,13 @@ def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_
 
     from neurons.localnet import LEGEND, Reached, margin_summary, render
 
-    reached = Reached(run_dir="/tmp/x", block=130, last_weights_block=120, payout="margin", miners=_rows(
-        {"learner": (0.0213, 0.4, 0.95), "good": (0.0, 0.0, 0.049), "naive": (-0.12, 0.05, 0.001)}))
+    reached = Reached(
+        run_dir="/tmp/x",
+        block=130,
+        last_weights_block=120,
+        payout="margin",
+        miners=_rows({"learner": (0.0213, 0.4, 0.95), "good": (0.0, 0.0, 0.049), "naive": (-0.12, 0.05, 0.001)}),
+    )
     assert margin_summary(reached) == [
         "beat the reference now: uid 1 learner by +0.021 (40% of steps)",
         "last weights, set at block 120 (10 blocks ago): 95% to the 1 that beat the reference, "
@@ -131,8 +170,15 @@ def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_
     assert "margin" in shown and "+0.021" in shown and "-0.120" in shown and "beat the reference now: uid 1" in shown
     assert "weights set at block 120 (10 blocks ago)" in shown and LEGEND in shown
 
-    burnt = Reached(run_dir="/tmp/x", block=41, last_weights_block=40, payout="burn", burn_uid=0, burned=0.95,
-                    miners=_rows({"good": (0.0, 0.0, 0.025), "copy": (0.0, 0.0, 0.025)}))
+    burnt = Reached(
+        run_dir="/tmp/x",
+        block=41,
+        last_weights_block=40,
+        payout="burn",
+        burn_uid=0,
+        burned=0.95,
+        miners=_rows({"good": (0.0, 0.0, 0.025), "copy": (0.0, 0.0, 0.025)}),
+    )
     assert margin_summary(burnt) == [
         "nobody beats the reference now",
         "last weights, set at block 40 (1 block ago): 95% burned to the subnet owner's uid 0, "
@@ -147,8 +193,13 @@ def test_the_payout_line_reads_the_weights_not_the_window_that_moved_on_since():
     nobody beat the reference, and the floor was counted from the window as it is now."""
     from neurons.localnet import Reached, margin_summary
 
-    later = Reached(run_dir="/tmp/x", block=95, last_weights_block=60, payout="floor_only", miners=_rows(
-        {"learner": (0.245, 0.6, 0.5), "good": (0.0, 0.0, 0.5), "naive": (-0.2, 0.0, 0.0)}))
+    later = Reached(
+        run_dir="/tmp/x",
+        block=95,
+        last_weights_block=60,
+        payout="floor_only",
+        miners=_rows({"learner": (0.245, 0.6, 0.5), "good": (0.0, 0.0, 0.5), "naive": (-0.2, 0.0, 0.0)}),
+    )
     assert margin_summary(later) == [
         "beat the reference now: uid 1 learner by +0.245 (60% of steps)",
         "last weights, set at block 60 (35 blocks ago): nobody beat the reference and the owner's hotkey is not "
@@ -167,8 +218,10 @@ def test_the_localnet_reads_each_miners_margin_and_the_payout_from_the_validator
         state.weights_accepted(20, {uids["better"]: 0.95, uids["copy"]: 0.05}, Payout.MARGIN)
     finally:
         state.close()
-    miners = [MinerInfo(name, key.ss58_address, uids[name]) for name, key in
-              (("better", BETTER), ("copy", COPY), ("naive", NAIVE))]
+    miners = [
+        MinerInfo(name, key.ss58_address, uids[name])
+        for name, key in (("better", BETTER), ("copy", COPY), ("naive", NAIVE))
+    ]
     reached = Reached(run_dir=str(tmp_path))
     asyncio.run(_observe(chain, path, miners, reached))
     rows = {row["strategy"]: row for row in reached.miners}

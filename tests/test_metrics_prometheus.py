@@ -25,7 +25,6 @@ from support.miner import MinerUnderTest, running_miner
 from support.peers import serve_asgi
 from support.prometheus import require
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -80,7 +79,13 @@ async def test_prometheus_scrapes_what_the_requests_did(prometheus) -> None:
         assert requests[("/WorkflowSynapse", "200")] == 1
         auth = await prom.series(client, "dagnet_miner_auth_failures_total", "reason")
         # every reason is exported from the start, at 0 until it happens
-        assert auth == {("replayed",): 1, ("stale",): 1, ("bad_signature",): 0, ("wrong_receiver",): 0, ("malformed",): 0}
+        assert auth == {
+            ("replayed",): 1,
+            ("stale",): 1,
+            ("bad_signature",): 0,
+            ("wrong_receiver",): 0,
+            ("malformed",): 0,
+        }
         blacklisted = await prom.series(client, "dagnet_miner_blacklisted_total", "reason")
         assert blacklisted == {("unregistered",): 1}
         nodes = await prom.series(client, "dagnet_miner_node_calls_total", "action", "outcome")

@@ -13,11 +13,11 @@ import json
 
 import httpx
 import pytest
+
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
 from support.keys import dev_keypair, signed_headers
 from support.miner import running_miner
-
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
 
 SLOTS = 4
 ABANDON_AFTER_S = 1.0
@@ -25,8 +25,16 @@ FREED_WITHIN_S = 1.0
 
 
 def _node(delay_s: float) -> bytes:
-    return json.dumps({"task_id": "t", "node_id": "n", "subnet": "sn1", "action": "echo",
-                       "params": {"text": "hi", "delay_s": delay_s}, "timeout_seconds": 3600}).encode()
+    return json.dumps(
+        {
+            "task_id": "t",
+            "node_id": "n",
+            "subnet": "sn1",
+            "action": "echo",
+            "params": {"text": "hi", "delay_s": delay_s},
+            "timeout_seconds": 3600,
+        }
+    ).encode()
 
 
 async def test_abandoned_slow_requests_free_their_slots_within_a_second() -> None:
@@ -49,8 +57,16 @@ async def test_abandoned_slow_requests_free_their_slots_within_a_second() -> Non
 
 async def test_the_timeout_a_validator_sends_bounds_the_work() -> None:
     async with running_miner() as miner:
-        body = json.dumps({"task_id": "t", "node_id": "n", "subnet": "sn1", "action": "echo",
-                           "params": {"text": "hi", "delay_s": 3000}, "timeout_seconds": 0.2}).encode()
+        body = json.dumps(
+            {
+                "task_id": "t",
+                "node_id": "n",
+                "subnet": "sn1",
+                "action": "echo",
+                "params": {"text": "hi", "delay_s": 3000},
+                "timeout_seconds": 0.2,
+            }
+        ).encode()
         async with httpx.AsyncClient(timeout=5.0) as client:  # far shorter than the tool's 3000 s
             headers = signed_headers(miner.validator, miner.keypair, "/NodeSynapse", body)
             response = await client.post(miner.url + "/NodeSynapse", content=body, headers=headers)
@@ -65,12 +81,15 @@ def _headers(case: str, miner) -> dict[str, str]:
     return signed_headers(signer, receiver, "/NodeSynapse", b"{}", age_s=60 if case == "stale" else 0)
 
 
-@pytest.mark.parametrize("case, status, reason", [
-    ("unsigned", 401, "malformed"),
-    ("stale", 401, "stale"),
-    ("wrong_receiver", 401, "wrong_receiver"),
-    ("unregistered", 403, "unregistered"),
-])
+@pytest.mark.parametrize(
+    "case, status, reason",
+    [
+        ("unsigned", 401, "malformed"),
+        ("stale", 401, "stale"),
+        ("wrong_receiver", 401, "wrong_receiver"),
+        ("unregistered", 403, "unregistered"),
+    ],
+)
 async def test_headers_alone_refuse_a_request_before_its_body_is_read(case: str, status: int, reason: str) -> None:
     """The body never finishes arriving, so only a refusal made from the headers can answer."""
     async with running_miner() as miner:
@@ -85,4 +104,4 @@ async def test_headers_alone_refuse_a_request_before_its_body_is_read(case: str,
             writer.transport.abort()
     status_line, _, rest = answer.partition(b"\r\n")
     assert int(status_line.split()[1]) == status
-    assert json.loads(rest[rest.index(b"{"):])["reason"] == reason
+    assert json.loads(rest[rest.index(b"{") :])["reason"] == reason

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from miner.settings import MinerSettings, RateLimit
 from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings, RateLimit
 from support.keys import MetagraphBuilder, dev_keypair, fresh_keypair, signed_headers
 from support.miner import MinerUnderTest, running_miner
 

@@ -116,10 +116,30 @@ async def test_served_process_refuses_replays_across_workers(tmp_path: Path, wor
     metagraph = tmp_path / "mg.json"
     _write_snapshot(metagraph)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph), "--netuid", "3",
-         "--port", "0", "--workers", str(workers), "--set", f"nonce_db={tmp_path / 'nonces.db'}", "--set", 'serve.sn1=["echo"]',
-         "--log-level", "warning"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "neurons.miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(metagraph),
+            "--netuid",
+            "3",
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+            "--set",
+            f"nonce_db={tmp_path / 'nonces.db'}",
+            "--set",
+            'serve.sn1=["echo"]',
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stderr.readline()
@@ -127,8 +147,9 @@ async def test_served_process_refuses_replays_across_workers(tmp_path: Path, wor
         url = line.split("listening on ")[1].split()[0]
         async with httpx.AsyncClient(timeout=60) as client:
             health = await client.get(url + "/health")  # waits in the backlog until a worker serves
-        body = json.dumps({"task_id": "t", "node_id": "n", "subnet": "sn1", "action": "echo",
-                           "params": {"text": "hi"}}).encode()
+        body = json.dumps(
+            {"task_id": "t", "node_id": "n", "subnet": "sn1", "action": "echo", "params": {"text": "hi"}}
+        ).encode()
         headers = signed_headers(dev_keypair("Alice"), dev_keypair("Bob"), "/NodeSynapse", body)
         # a new connection each time, so the two requests may land on different workers
         async with httpx.AsyncClient(timeout=60) as client:

@@ -17,9 +17,16 @@ from collections.abc import Iterator
 import pytest
 from bittensor.sp_core import Keypair
 
+from bench.flood import (
+    forged_headers,
+    huge_header,
+    legit_latencies,
+    memory_kib,
+    quantile,
+    stalled_bodies,
+    stalled_heads,
+)
 from bench.network import MINER_URI, VALIDATOR_URI, _snapshot, serve_miners
-from bench.flood import forged_headers, huge_header, legit_latencies, memory_kib, quantile, stalled_bodies, stalled_heads
-
 
 pytestmark = pytest.mark.e2e
 
@@ -44,8 +51,9 @@ def _miner() -> Iterator[tuple[str, int]]:
     snapshot = _snapshot(VALIDATOR.ss58_address, [MINER.ss58_address])
     apps = [{"uri": MINER_URI.format(0), "auth": True, "planner": "good"}]
     limits = {"head_timeout_s": HEAD_TIMEOUT_S, "body_timeout_s": BODY_TIMEOUT_S}
-    with serve_miners([apps], snapshot, provider_subnets={}, max_concurrency=64,
-                      server_limits=limits, open_files=OPEN_FILES) as fleets:
+    with serve_miners(
+        [apps], snapshot, provider_subnets={}, max_concurrency=64, server_limits=limits, open_files=OPEN_FILES
+    ) as fleets:
         yield fleets[0].urls[0], fleets[0].pid
 
 
@@ -75,10 +83,14 @@ async def _check_flood(miner: tuple[str, int], name: str, flood: object) -> dict
     finally:
         held.close()
     figures = {
-        "connections": len(held.writers), "refused": held.refused, "closed_by_server": closed,
+        "connections": len(held.writers),
+        "refused": held.refused,
+        "closed_by_server": closed,
         "rss_growth_kib": rss_during - rss_before,
-        "quiet_p50_ms": 1e3 * quantile(quiet, 0.5), "quiet_p99_ms": 1e3 * quantile(quiet, 0.99),
-        "flood_p50_ms": 1e3 * quantile(during, 0.5), "flood_p99_ms": 1e3 * quantile(during, 0.99),
+        "quiet_p50_ms": 1e3 * quantile(quiet, 0.5),
+        "quiet_p99_ms": 1e3 * quantile(quiet, 0.99),
+        "flood_p50_ms": 1e3 * quantile(during, 0.5),
+        "flood_p99_ms": 1e3 * quantile(during, 0.99),
         "peak_rss_growth_kib": hwm_during - max(hwm_before, rss_before),
     }
     _report(name, **figures)
@@ -100,16 +112,20 @@ async def test_never_finishing_heads_cannot_lock_legitimate_callers_out(miner) -
 
 async def test_stalled_bodies_are_not_buffered_before_the_signature_headers_pass(miner) -> None:
     """150 unsigned requests that stall half-way through a 1 MiB body."""
-    figures = await _check_flood(miner, "stalled unsigned bodies",
-                                 stalled_bodies(miner[0], 150, declared=1024 * 1024, sent=512 * 1024))
+    figures = await _check_flood(
+        miner, "stalled unsigned bodies", stalled_bodies(miner[0], 150, declared=1024 * 1024, sent=512 * 1024)
+    )
     assert figures["closed_by_server"] == figures["connections"]
 
 
 async def test_stalled_bodies_under_forged_headers_stay_within_the_buffer_budget(miner) -> None:
     """150 requests claiming the registered validator's hotkey, stalling at 512 KiB of 1 MiB."""
     forged = forged_headers(VALIDATOR.ss58_address, MINER.ss58_address)
-    figures = await _check_flood(miner, "stalled forged bodies",
-                                 stalled_bodies(miner[0], 150, declared=1024 * 1024, sent=512 * 1024, headers=forged))
+    figures = await _check_flood(
+        miner,
+        "stalled forged bodies",
+        stalled_bodies(miner[0], 150, declared=1024 * 1024, sent=512 * 1024, headers=forged),
+    )
     assert figures["closed_by_server"] == figures["connections"]
 
 
@@ -119,8 +135,13 @@ async def test_a_96_mib_header_is_cut_off_at_the_head_limit(miner) -> None:
     _, hwm_before = memory_kib(pid)
     written, during = await asyncio.gather(huge_header(url, 96 * 1024 * 1024), _legit(url))
     _, hwm_after = memory_kib(pid)
-    _report("huge header", written_kib=written // 1024, quiet_p99_ms=1e3 * quantile(quiet, 0.99),
-            flood_p99_ms=1e3 * quantile(during, 0.99), peak_rss_growth_kib=hwm_after - hwm_before)
+    _report(
+        "huge header",
+        written_kib=written // 1024,
+        quiet_p99_ms=1e3 * quantile(quiet, 0.99),
+        flood_p99_ms=1e3 * quantile(during, 0.99),
+        peak_rss_growth_kib=hwm_after - hwm_before,
+    )
     assert written < 8 * 1024 * 1024  # the server closed long before 96 MiB
     assert quantile(during, 0.99) < _p99_bound(quiet)
     assert hwm_after - hwm_before < RSS_GROWTH_BOUND_KIB

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from bittensor.http_auth import InMemoryNonceStore
 
-from miner.settings import MinerSettings
 from miner.nonces import SqliteNonceStore, nonce_store_for
+from miner.settings import MinerSettings
 
 
 def test_a_pair_is_accepted_once(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import pytest
 from support.chain import chain_for, running_node, wait_for_next_epoch
 from support.keys import dev_keypair, signed_headers
 
-
 pytestmark = pytest.mark.e2e
 
 
@@ -24,7 +23,7 @@ class Lines:
 
     def __init__(self, process: subprocess.Popen) -> None:
         self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self._lines.put(l) for l in process.stderr], daemon=True).start()
+        threading.Thread(target=lambda: [self._lines.put(line) for line in process.stderr], daemon=True).start()
 
     def wait_for(self, needle: str, timeout_s: float = 120.0) -> str:
         deadline = time.monotonic() + timeout_s
@@ -54,9 +53,21 @@ class ChainMiner:
 
     def __init__(self, state, dev_key: str, *args: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "neurons", "miner", "--network", f"embedded:{state}", "--dev-key", dev_key,
-             "--port", "0", *args],
-            stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "neurons",
+                "miner",
+                "--network",
+                f"embedded:{state}",
+                "--dev-key",
+                dev_key,
+                "--port",
+                "0",
+                *args,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.lines = Lines(self.process)
         try:
@@ -72,7 +83,9 @@ class ChainMiner:
 
 def _ask(url: str, signer) -> httpx.Response:
     body = b"{}"
-    return httpx.post(url + "/NodeSynapse", content=body, headers=signed_headers(signer, dev_keypair("M1"), "/NodeSynapse", body))
+    return httpx.post(
+        url + "/NodeSynapse", content=body, headers=signed_headers(signer, dev_keypair("M1"), "/NodeSynapse", body)
+    )
 
 
 async def test_miner_syncs_serves_its_axon_and_survives_an_outage(tmp_path):

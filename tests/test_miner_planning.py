@@ -22,10 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from miner.settings import MinerSettings
 from miner.fairshare import USAGE_TAU_S, Busy, FairShare
 from miner.metagraph import snapshot_to_dict
 from miner.quota import PlanningQuota, QuotaExceeded
+from miner.settings import MinerSettings
 from protocol.synapse import TaskPackage
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import running_miner
@@ -110,8 +110,11 @@ async def test_a_flooding_validator_does_not_starve_another() -> None:
             for i in range(80):
                 sent.append(asyncio.ensure_future(miner.post("/WorkflowSynapse", _package(f"{DOOMED}-{i}"))))
                 await asyncio.sleep(0.05)
-            return [r.status_code for r in await asyncio.gather(*sent, return_exceptions=True)
-                    if isinstance(r, httpx.Response)]
+            return [
+                r.status_code
+                for r in await asyncio.gather(*sent, return_exceptions=True)
+                if isinstance(r, httpx.Response)
+            ]
 
         async def honest() -> list[tuple[int, float]]:
             answers = []
@@ -149,8 +152,9 @@ def test_quota_slots_are_per_validator() -> None:
 
 def test_quota_cpu_allowance_refills_with_time() -> None:
     now = [0.0]
-    quota = PlanningQuota(slots=4, per_validator=1, queue_per_validator=0, cpu_per_s=0.5, cpu_burst_s=2.0,
-                          clock=lambda: now[0])
+    quota = PlanningQuota(
+        slots=4, per_validator=1, queue_per_validator=0, cpu_per_s=0.5, cpu_burst_s=2.0, clock=lambda: now[0]
+    )
 
     async def admitted(hotkey: str, charge_s: float = 0.0) -> None:
         async with quota.admit(hotkey) as charge:
@@ -269,8 +273,10 @@ async def test_two_flooding_validators_leave_a_third_its_quiet_latency(tmp_path:
     the flood."""
     alice, charlie, dave, bob = (dev_keypair(name) for name in ("Alice", "Charlie", "Dave", "Bob"))
     snapshot = MetagraphBuilder(netuid=1).validator(alice).validator(charlie).validator(dave).miner(bob).build()
-    async with _served_miner(tmp_path, snapshot, "support.planners:SlowOnSlow") as url, \
-            httpx.AsyncClient(timeout=30) as client:
+    async with (
+        _served_miner(tmp_path, snapshot, "support.planners:SlowOnSlow") as url,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
 
         async def ask(signer, task_id: str) -> httpx.Response:
             body = json.dumps(_package(task_id)).encode()
@@ -297,11 +303,15 @@ async def test_two_flooding_validators_leave_a_third_its_quiet_latency(tmp_path:
                     await asyncio.sleep(float(response.headers["retry-after"]))
 
         quiet = await latencies()
-        flooders = [asyncio.ensure_future(flood(name, signer))
-                    for name, signer in (("alice", alice), ("dave", dave)) for _ in range(loops)]
+        flooders = [
+            asyncio.ensure_future(flood(name, signer))
+            for name, signer in (("alice", alice), ("dave", dave))
+            for _ in range(loops)
+        ]
         try:
-            await until(lambda: all(any(r.status_code == 200 for r in got) for got in answered.values()),
-                        timeout_s=60)  # the flood is under way: each flooder has had a plan
+            await until(
+                lambda: all(any(r.status_code == 200 for r in got) for got in answered.values()), timeout_s=60
+            )  # the flood is under way: each flooder has had a plan
             await asyncio.sleep(USAGE_TAU_S)  # the window over which the miner weighs who held its processes
             flooded = await latencies()
             still = [len(got) for got in answered.values()]
@@ -309,9 +319,13 @@ async def test_two_flooding_validators_leave_a_third_its_quiet_latency(tmp_path:
             for task in flooders:
                 task.cancel()
             await asyncio.gather(*flooders, return_exceptions=True)
-    figures = {"loops": loops, "quiet_p50_ms": round(1e3 * quiet[SAMPLES // 2]), "flooded_p50_ms": round(1e3 * flooded[SAMPLES // 2]),
-               "flooders_answered": still,
-               "flood_statuses": sorted({(r.status_code, r.json().get("reason")) for got in answered.values() for r in got})}
+    figures = {
+        "loops": loops,
+        "quiet_p50_ms": round(1e3 * quiet[SAMPLES // 2]),
+        "flooded_p50_ms": round(1e3 * flooded[SAMPLES // 2]),
+        "flooders_answered": still,
+        "flood_statuses": sorted({(r.status_code, r.json().get("reason")) for got in answered.values() for r in got}),
+    }
     print(f"\nplanning flood: {json.dumps(figures)}")
     assert flooded[SAMPLES // 2] <= 2 * quiet[SAMPLES // 2], figures
     assert {status for status, _ in figures["flood_statuses"]} <= {200, 429}, figures
@@ -324,10 +338,27 @@ async def _served_miner(tmp_path: Path, snapshot, planner: str) -> AsyncIterator
     metagraph = tmp_path / "mg.json"
     metagraph.write_text(json.dumps(snapshot_to_dict(snapshot)))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph),
-         "--port", "0", "--planner", planner, "--log-level", "warning",
-         "--set", f"feedback_db={tmp_path / 'feedback' / 'feedback.sqlite'}"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        [
+            sys.executable,
+            "-m",
+            "neurons.miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(metagraph),
+            "--port",
+            "0",
+            "--planner",
+            planner,
+            "--log-level",
+            "warning",
+            "--set",
+            f"feedback_db={tmp_path / 'feedback' / 'feedback.sqlite'}",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
     )
     try:
         line = proc.stderr.readline()
@@ -342,11 +373,29 @@ async def _served_miner(tmp_path: Path, snapshot, planner: str) -> AsyncIterator
 async def test_a_planner_that_exits_costs_its_query_not_the_miner(tmp_path: Path) -> None:
     validator, miner_key = dev_keypair("Alice"), dev_keypair("Bob")
     metagraph = tmp_path / "mg.json"
-    metagraph.write_text(json.dumps(snapshot_to_dict(MetagraphBuilder(netuid=1).validator(validator).miner(miner_key).build())))
+    metagraph.write_text(
+        json.dumps(snapshot_to_dict(MetagraphBuilder(netuid=1).validator(validator).miner(miner_key).build()))
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph),
-         "--port", "0", "--planner", "support.planners:ExitsOnDoomed", "--log-level", "warning"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        [
+            sys.executable,
+            "-m",
+            "neurons.miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(metagraph),
+            "--port",
+            "0",
+            "--planner",
+            "support.planners:ExitsOnDoomed",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
     )
     try:
         line = proc.stderr.readline()
@@ -363,7 +412,10 @@ async def test_a_planner_that_exits_costs_its_query_not_the_miner(tmp_path: Path
         proc.terminate()
         proc.wait(timeout=30)
     assert [r.status_code for r in answers] == [500, 200, 500, 200], [r.text for r in answers]
-    assert answers[0].json() == {"error": "the planner's process exited (code 3) while planning", "reason": "planner_error"}
+    assert answers[0].json() == {
+        "error": "the planner's process exited (code 3) while planning",
+        "reason": "planner_error",
+    }
     assert health.status_code == 200 and health.json()["planner"]["restarts"] == 2
 
 

@@ -7,11 +7,11 @@ import logging
 import re
 
 import pytest
+from test_miner_routes import PACKAGE
 
 from planners.base import PlanningError
 from support.keys import MetagraphBuilder, dev_keypair
 from support.miner import FakePlanner, running_miner
-from test_miner_routes import PACKAGE
 
 VALIDATOR, MINER = dev_keypair("Alice"), dev_keypair("Bob")
 SHORT = VALIDATOR.ss58_address[:8] + "…"
@@ -41,7 +41,9 @@ async def test_each_query_is_one_line_naming_validator_task_tier_outcome_and_ms(
     assert re.fullmatch(rf"query from {SHORT}: task task-42 \(outline tier\): planned in \d+ ms", planned), planned
     assert re.fullmatch(
         rf"query from {SHORT}: task task-43 \(full tier\): unplannable: cannot plan this task: "
-        r"no subnet of kind 'vision' in \d+ ms", unplannable), unplannable
+        r"no subnet of kind 'vision' in \d+ ms",
+        unplannable,
+    ), unplannable
 
 
 async def test_a_validator_without_a_permit_is_refused_in_one_line_per_query(caplog) -> None:

@@ -76,8 +76,14 @@ class _ChainOf:
         return self._snapshot
 
     async def hyperparameters(self) -> Hyperparameters:
-        return Hyperparameters(tempo=10, weights_rate_limit=1, immunity_period=0, max_weight_limit=1.0,
-                               min_allowed_weights=0, commit_reveal_enabled=False)
+        return Hyperparameters(
+            tempo=10,
+            weights_rate_limit=1,
+            immunity_period=0,
+            max_weight_limit=1.0,
+            min_allowed_weights=0,
+            commit_reveal_enabled=False,
+        )
 
 
 async def test_a_followed_chain_whose_metagraph_is_of_another_subnet_is_refused(caplog) -> None:
@@ -123,10 +129,17 @@ def test_the_miner_says_it_is_not_ready_at_start(tmp_path: Path, metagraph: str,
     """(A miner given no metagraph to follow does not start at all: tests/test_network_defaults.py.)"""
     (tmp_path / "bad.json").write_text("{broken")
     (tmp_path / "netuid7.json").write_text(json.dumps(snapshot_to_dict(_snapshot(with_bob=True))))
-    args = ["--dev-key", "//Bob", "--port", "0", "--log-level", "warning", "--metagraph-file", str(tmp_path / metagraph)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", *args], cwd=ROOT, stderr=subprocess.PIPE, text=True
-    )
+    args = [
+        "--dev-key",
+        "//Bob",
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+        "--metagraph-file",
+        str(tmp_path / metagraph),
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "neurons.miner", *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         lines = [proc.stderr.readline() for _ in range(2)]
     finally:

@@ -6,8 +6,8 @@ import asyncio
 import json
 import random
 
-from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
 from planners.base import PlanningError
 from protocol.response import check_response
 from protocol.synapse import SCORING_VERSION, NodeResponse, TaskPackage
@@ -193,7 +193,7 @@ async def _send_raw(url: str, payload: bytes) -> None:
         await writer.drain()
         writer.write_eof()
         await asyncio.wait_for(reader.read(), timeout=5)
-    except (ConnectionError, asyncio.TimeoutError):
+    except (TimeoutError, ConnectionError):
         pass
     finally:
         writer.close()
@@ -216,8 +216,13 @@ def _garbage(rng: random.Random) -> list[bytes]:
 async def test_server_survives_garbage(miner_server: MinerUnderTest) -> None:
     payloads = _garbage(random.Random(1234))
     await asyncio.gather(*(_send_raw(miner_server.url, p) for p in payloads))
-    garbage_headers = {"X-Bittensor-Version": "1", "X-Bittensor-Hotkey": "nothex", "X-Bittensor-Nonce": "1",
-                       "X-Bittensor-Signature": "0x00", "X-Bittensor-Receiver": miner_server.keypair.ss58_address}
+    garbage_headers = {
+        "X-Bittensor-Version": "1",
+        "X-Bittensor-Hotkey": "nothex",
+        "X-Bittensor-Nonce": "1",
+        "X-Bittensor-Signature": "0x00",
+        "X-Bittensor-Receiver": miner_server.keypair.ss58_address,
+    }
     odd = await miner_server.post("/NodeSynapse", b"\x00\xff", headers=garbage_headers)
     assert odd.status_code == 401
     response = await miner_server.post("/NodeSynapse", _node())

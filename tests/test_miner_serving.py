@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import sandbox.run
-from miner.settings import MinerSettings
 from miner.serving import EVERY_TOOL, ToolMenu
+from miner.settings import MinerSettings
 from neurons.cli import app
 from sandbox.isolation import Isolation
 from support.miner import running_miner
@@ -42,10 +42,14 @@ async def test_a_miner_serves_no_tools_by_default(fallback: None) -> None:
 async def test_only_the_named_subnets_and_actions_are_served() -> None:
     settings = MinerSettings(port=0, serve={"sn1": ["echo"], "sn2": ["*"]})
     async with running_miner(settings=settings) as miner:
-        served = [await miner.post("/NodeSynapse", _node(subnet, action))
-                  for subnet, action in (("sn1", "echo"), ("sn2", "echo"))]
-        refused = [await miner.post("/NodeSynapse", _node(subnet, action))
-                   for subnet, action in (("sn1", "text_transform"), ("sn3", "echo"))]
+        served = [
+            await miner.post("/NodeSynapse", _node(subnet, action))
+            for subnet, action in (("sn1", "echo"), ("sn2", "echo"))
+        ]
+        refused = [
+            await miner.post("/NodeSynapse", _node(subnet, action))
+            for subnet, action in (("sn1", "text_transform"), ("sn3", "echo"))
+        ]
     assert [r.status_code for r in served] == [200, 200]
     assert [r.json()["reason"] for r in refused] == ["not_served", "not_served"]
 
@@ -56,16 +60,27 @@ async def test_python_exec_is_refused_under_the_sandbox_fallback(fallback: None)
         echo = await miner.post("/NodeSynapse", _node())
     assert code.status_code == 404 and "PATH" not in code.text
     assert code.json() == {
-        "error": "this miner serves python_exec only under bwrap; its sandbox is rlimits+netns", "reason": "not_served",
+        "error": "this miner serves python_exec only under bwrap; its sandbox is rlimits+netns",
+        "reason": "not_served",
     }
     assert echo.status_code == 200
 
 
 def test_a_miner_told_to_serve_python_exec_without_bwrap_does_not_start(fallback: None) -> None:
-    result = CliRunner().invoke(app, [
-        "miner", "--dev-key", "//Bob", "--metagraph-file", str(EXAMPLES / "metagraph.json"), "--port", "0",
-        "--set", 'serve.sn1=["echo", "python_exec"]',
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(EXAMPLES / "metagraph.json"),
+            "--port",
+            "0",
+            "--set",
+            'serve.sn1=["echo", "python_exec"]',
+        ],
+    )
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: serve.sn1 names python_exec"), result.stderr

@@ -38,8 +38,16 @@ def test_plan_accepts_the_spec_example_and_round_trips_from_alias():
     plan = WorkflowPlan.model_validate(
         {
             "nodes": [
-                {"id": "step_1", "subnet": "sn1", "action": "generate", "params": {"p": 1},
-                 "estimated_cost": 0.001, "estimated_latency": 0.5, "touches": ["res-a"], "parallel_safe": True},
+                {
+                    "id": "step_1",
+                    "subnet": "sn1",
+                    "action": "generate",
+                    "params": {"p": 1},
+                    "estimated_cost": 0.001,
+                    "estimated_latency": 0.5,
+                    "touches": ["res-a"],
+                    "parallel_safe": True,
+                },
                 {"id": "step_2", "subnet": "sn1", "action": "generate"},
             ],
             "edges": [{"from": "step_1", "to": "step_2"}],

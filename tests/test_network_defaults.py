@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import typer
-from support.chain import without_backoff
 from typer.testing import CliRunner
 
 from chain.network import NO_NETWORK
 from neurons.cli import app
 from neurons.commands.network import NO_METAGRAPH
+from support.chain import without_backoff
 
 READERS = (["chain", "status"], ["subnet", "list"])
 PAYING = (["subnet", "create"], ["subnet", "register"], ["subnet", "stake", "1"])

@@ -17,26 +17,25 @@ import contextlib
 import json
 
 import pytest
-from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi
-from support.tasks import provider_profiles
 
-from tasks import FamilyTasks
 from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
 from neurons.localrun import family_task, run_document
-from subnets.owned import owned_runner
+from planners import load_planner
 from protocol.documents import load_plan_document
 from protocol.metagraph import Peer
 from protocol.task import Task
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from support.keys import MetagraphBuilder, dev_keypair
+from support.peers import serve_asgi
+from support.tasks import provider_profiles
+from tasks import FamilyTasks
 from validator.client import ClientConfig, MinerClient
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.validation import OwnedExecution, validation_step
-
 
 pytestmark = pytest.mark.e2e
 
@@ -62,20 +61,34 @@ async def test_network_score_matches_the_dry_run(task_type: str) -> None:
     task = _roomiest(task_type)
     planner = load_planner("good")
     answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
-    dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
+    dry = await run_document(
+        load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task
+    )
 
     snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).miner(PROVIDER).build()
     profiles = provider_profiles(FamilyTasks().tasks())
-    miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
-                           registry=default_registry(), planner=planner)
-    provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles), keypair=PROVIDER,
-                              metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=planner)
+    miner_app = create_app(
+        MinerSettings(port=0),
+        keypair=MINER,
+        metagraph=StaticMetagraph(snapshot),
+        registry=default_registry(),
+        planner=planner,
+    )
+    provider_app = create_app(
+        MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles),
+        keypair=PROVIDER,
+        metagraph=StaticMetagraph(snapshot),
+        registry=default_registry(),
+        planner=planner,
+    )
     async with contextlib.AsyncExitStack() as stack:
         miner = Peer(1, MINER.ss58_address, await stack.enter_async_context(serve_asgi(miner_app)))
         provider = Peer(2, PROVIDER.ss58_address, await stack.enter_async_context(serve_asgi(provider_app)))
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
         result = await validation_step(
-            task=task, miners=[miner], client=client,
+            task=task,
+            miners=[miner],
+            client=client,
             runner_factory=lambda package, _: RemoteRunner(client, every_peer_serves([provider]), package),
         )
     (outcome,) = result.outcomes
@@ -99,17 +112,27 @@ async def test_owned_execution_scores_exactly_as_the_dry_run(task_type: str) -> 
     task = _roomiest(task_type)
     planner = load_planner("good")
     answer = planner.plan(task.package()).answer(task.package(), miner_uid=1)
-    dry = await run_document(load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task)
+    dry = await run_document(
+        load_plan_document(answer.model_dump(mode="json", by_alias=True, exclude_none=True)), task=task
+    )
 
     snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(MINER).build()
-    miner_app = create_app(MinerSettings(port=0), keypair=MINER, metagraph=StaticMetagraph(snapshot),
-                           registry=default_registry(), planner=planner)
+    miner_app = create_app(
+        MinerSettings(port=0),
+        keypair=MINER,
+        metagraph=StaticMetagraph(snapshot),
+        registry=default_registry(),
+        planner=planner,
+    )
     with ThreadPoolExecutor(max_workers=2) as pool:
         async with contextlib.AsyncExitStack() as stack:
             miner = Peer(1, MINER.ss58_address, await stack.enter_async_context(serve_asgi(miner_app)))
             client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
             result = await validation_step(
-                task=task, miners=[miner], client=client, runner_factory=lambda package, _: owned_runner(task),
+                task=task,
+                miners=[miner],
+                client=client,
+                runner_factory=lambda package, _: owned_runner(task),
                 owned=OwnedExecution(pool),
             )
     (outcome,) = result.outcomes

@@ -62,8 +62,11 @@ async def test_a_caller_gone_from_a_new_snapshot_ranks_last_not_a_crash() -> Non
         seen.append(scope[STAKE])
 
     layer = BlacklistMiddleware(
-        app, metagraph=_Swapping(MetagraphSnapshot(1, 100, (caller,)), MetagraphSnapshot(1, 101, ())),
-        min_stake=0.0, require_validator_permit=True, metrics=MinerMetrics(),
+        app,
+        metagraph=_Swapping(MetagraphSnapshot(1, 100, (caller,)), MetagraphSnapshot(1, 101, ())),
+        min_stake=0.0,
+        require_validator_permit=True,
+        metrics=MinerMetrics(),
     )
     await layer({"type": "http", HOTKEY: caller.hotkey}, None, None)
     assert seen == [0.0]

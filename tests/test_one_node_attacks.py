@@ -39,17 +39,17 @@ from typing import Any
 
 import pytest
 
-from subnets.holdings import holding
-from engine.owned import evaluate_owned
-from subnets.base import ToolContext, ToolRegistry, ToolResult
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
 from bench.tasks import propose
+from engine.owned import evaluate_owned
 from protocol.dataref import INPUT, find_refs, ref
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeRunner
 from protocol.task import Task
 from protocol.validation import check_plan_for
+from subnets.base import ToolContext, ToolRegistry, ToolResult
+from subnets.holdings import holding
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
 from tasks import Family, load_families
 from tasks.family import example_output
 from tasks.seed import public_seed
@@ -111,15 +111,18 @@ def _other_answer(family: Family) -> dict[str, Any]:
     proposal = propose(family, "naive+retries")
     task = family.task(family.instance(public_seed(family.task_id, 1)))
     check = check_plan_for(proposal.plan, task)
-    execution = evaluate_owned(proposal.plan, check, task, _runner(task),
-                               total_estimated_cost=proposal.total_estimated_cost).execution
+    execution = evaluate_owned(
+        proposal.plan, check, task, _runner(task), total_estimated_cost=proposal.total_estimated_cost
+    ).execution
     output = execution.final_output
     assert output is not None, f"{family.task_id}: the chain fails on its own public example"
     return {"text": output["text"], "code": output["artifacts"]["code"]}
 
 
 def _node(node_id: str, subnet: str, action: str, params: dict[str, Any]) -> WorkflowPlan:
-    return WorkflowPlan.model_validate({"nodes": [{"id": node_id, "subnet": subnet, "action": action, "params": params}]})
+    return WorkflowPlan.model_validate(
+        {"nodes": [{"id": node_id, "subnet": subnet, "action": action, "params": params}]}
+    )
 
 
 def _json_or_text(text: str) -> Any:
@@ -150,7 +153,13 @@ def _attacks(family: Family, task: Task, answer: dict[str, Any]) -> Iterator[tup
 
 
 def _per_kind(
-    kind: str, code: bool, literal: str, spaced: str, values: dict[str, str], names: list[str], queries: list[str],
+    kind: str,
+    code: bool,
+    literal: str,
+    spaced: str,
+    values: dict[str, str],
+    names: list[str],
+    queries: list[str],
 ) -> Iterator[tuple[str, str, dict[str, Any]]]:
     module = f"```python\n# {spaced}\n{literal}```\n"
     if kind == "text":
@@ -168,8 +177,11 @@ def _per_kind(
             yield "held", "csv_to_json", {"table": ref(INPUT, "table"), "numeric": True}
     elif kind == "retrieval":
         if literal.strip():
-            yield "literal", "search", {"query": literal[:200], "k": 1,
-                                        "documents": [{"id": "answer", "title": "", "text": literal}]}
+            yield (
+                "literal",
+                "search",
+                {"query": literal[:200], "k": 1, "documents": [{"id": "answer", "title": "", "text": literal}]},
+            )
         if "collection" in names:
             query = " ".join(queries) or " ".join(f"{{{name}}}" for name in names)
             yield "held", "search", {"query": query[:1000], "collection": ref(INPUT, "collection"), "k": 20}
@@ -195,8 +207,10 @@ def _findings(family: Family) -> list[str]:
         for name, plan in _attacks(family, task, answer):
             s, quality = _score(plan, task)
             if s > bar and not (name.split("@")[0] in CARRY_ANSWER and agrees):
-                found.append(f"{family.task_id} seed {seed} {name}: S {s:.3f} (quality {quality:.2f}) "
-                             f"> naive {naive:.3f} / naive+retries {retries:.3f}")
+                found.append(
+                    f"{family.task_id} seed {seed} {name}: S {s:.3f} (quality {quality:.2f}) "
+                    f"> naive {naive:.3f} / naive+retries {retries:.3f}"
+                )
     return found
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from support import doccmds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]  # the miner's and validator's ports as written
@@ -52,15 +53,25 @@ def home(tmp_path_factory) -> dict[str, str]:
     for block in doccmds.blocks(PAGE):
         if block.language == "bash" and "dagnet wallet create-dev" in block.text:
             for command in doccmds.commands(block.text):
-                done = subprocess.run(command, shell=True, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+                done = subprocess.run(
+                    command, shell=True, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False
+                )
                 assert done.returncode == 0, done.stderr
     return env
 
 
 def _bash(command: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
     script = "\n".join([*SETUP, "exec " + command])
-    return subprocess.Popen(["bash", "-c", script], cwd=env["HOME"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+    return subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=env["HOME"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("command", REFUSED, ids=lambda c: " ".join(shlex.split(c)[:3]))

@@ -11,14 +11,14 @@ import time
 
 import pytest
 
+from engine.budget import Allowance
+from engine.owned import CPU_EXHAUSTED, OwnedLimits, run_owned
+from engine.simclock import run_simulated
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.synapse import Constraints, ToolInfo
 from protocol.task import Task
 from protocol.validation import check_plan_for
-from engine.budget import Allowance
-from engine.owned import CPU_EXHAUSTED, OwnedLimits, run_owned
-from engine.simclock import run_simulated
 from subnets.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
 from subnets.runner import LocalRunner
 
@@ -30,17 +30,21 @@ CAP_S = 0.35
 
 def _task(subnet_type: str) -> Task:
     return Task(
-        task_id="cpu", task_type="agent",
+        task_id="cpu",
+        task_type="agent",
         constraints=Constraints(max_budget_tao=10.0, max_latency_seconds=60.0),
         available_tools={"sn": ToolInfo(type=subnet_type, avg_latency=0.5)},
     )
 
 
 def _plan(action: str, n: int, params: dict) -> WorkflowPlan:
-    return WorkflowPlan.model_validate({
-        "nodes": [{"id": f"n{i}", "subnet": "sn", "action": action, "params": params} for i in range(n)],
-        "edges": [], "max_parallel": 64,
-    })
+    return WorkflowPlan.model_validate(
+        {
+            "nodes": [{"id": f"n{i}", "subnet": "sn", "action": action, "params": params} for i in range(n)],
+            "edges": [],
+            "max_parallel": 64,
+        }
+    )
 
 
 def _run(action: str, subnet_type: str, work, n: int):
@@ -59,7 +63,12 @@ def _run(action: str, subnet_type: str, work, n: int):
     plan = _plan(action, n, {"code": "print(1)"} if action == "python_exec" else {"data": [], "ops": []})
     runner = LocalRunner(registry, subnets=task.available_tools)
     execution = run_owned(
-        plan, check_plan_for(plan, task), task, runner, owned=OwnedLimits(cpu_per_plan_s=CAP_S, attempt_reserve_s=PIECE_S), total_estimated_cost=None,
+        plan,
+        check_plan_for(plan, task),
+        task,
+        runner,
+        owned=OwnedLimits(cpu_per_plan_s=CAP_S, attempt_reserve_s=PIECE_S),
+        total_estimated_cost=None,
     )
     return execution, done
 
@@ -74,10 +83,13 @@ def _wait() -> None:
     time.sleep(PIECE_S)
 
 
-@pytest.mark.parametrize(("action", "subnet_type", "work"), [
-    ("json_transform", "data", _burn),  # tools' CPU
-    ("python_exec", "exec", _wait),  # a sandboxed program's time: no CPU of the validator's thread
-])
+@pytest.mark.parametrize(
+    ("action", "subnet_type", "work"),
+    [
+        ("json_transform", "data", _burn),  # tools' CPU
+        ("python_exec", "exec", _wait),  # a sandboxed program's time: no CPU of the validator's thread
+    ],
+)
 def test_parallel_nodes_cannot_overdraw_a_plans_allowance(action, subnet_type, work):
     # 12 nodes start together and all wait their subnet's latency before working: the old
     # check at the start of each attempt let all 12 work (and python_exec was never counted).

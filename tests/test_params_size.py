@@ -13,21 +13,30 @@ from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from support.keys import dev_keypair
-from support.peers import HANG, raw_peer
 
 from protocol.dataref import DataRefError, compile_params
 from protocol.limits import Limits
 from protocol.synapse import NodeSynapse
+from support.keys import dev_keypair
+from support.peers import HANG, raw_peer
 from validator.client import MinerClient
 from validator.errors import RequestOversize
 
 OUTPUTS: dict[str, Any] = {
-    "a": {"text": "héllo \"world\"\n", "artifacts": {"code": "print(1)", "metadata": {"n": [1, 2.5, None], "s": "\u2028"}}},
+    "a": {
+        "text": 'héllo "world"\n',
+        "artifacts": {"code": "print(1)", "metadata": {"n": [1, 2.5, None], "s": "\u2028"}},
+    },
     "b": {"text": "x" * 1000, "artifacts": {"code": "", "metadata": {}}},
 }
-_REFS = ["${a.output.text}", "${a.output.artifacts}", "${a.output.artifacts.metadata.n}",
-         "${a.output.artifacts.metadata.n.1}", "${b.output.text}", "${b.output.artifacts}"]
+_REFS = [
+    "${a.output.text}",
+    "${a.output.artifacts}",
+    "${a.output.artifacts.metadata.n}",
+    "${a.output.artifacts.metadata.n.1}",
+    "${b.output.text}",
+    "${b.output.artifacts}",
+]
 _strings = st.lists(st.one_of(st.sampled_from(_REFS), st.text(max_size=6), st.just("$${")), max_size=4).map("".join)
 _values = st.recursive(
     st.none() | st.booleans() | st.integers() | _strings,
@@ -64,7 +73,10 @@ def test_repeated_whole_refs_are_sized_without_being_built() -> None:
 
 async def test_a_request_body_over_the_cap_is_refused_unsent() -> None:
     node = NodeSynapse(task_id="t", node_id="n", subnet="s", action="echo", params={"text": "x" * 5_000})
-    async with raw_peer(HANG) as peer, MinerClient(dev_keypair("Alice"), limits=Limits(max_request_bytes=4_096)) as client:
+    async with (
+        raw_peer(HANG) as peer,
+        MinerClient(dev_keypair("Alice"), limits=Limits(max_request_bytes=4_096)) as client,
+    ):
         reply = await client.call_node(peer.url, dev_keypair("Bob").ss58_address, node)
     assert not reply.ok and not reply.retryable
     assert isinstance(reply.error, RequestOversize) and "over the 4096-byte limit; not sent" in str(reply.error)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks import load_families
 from planners import REFERENCE_PLANNERS, GoodPlanner, PlannerLoadError, PlanningError, load_planner
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan, check_plan_for
+from tasks import load_families
 
 PACKAGES = [found.package for found in load_families()]
 """What miners are sent: every shipped v2 family (its public example included)."""

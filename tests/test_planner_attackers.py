@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import Family, family, load_families
-from planners import PlanningError, load_planner
 from neurons.localrun import run_document
+from planners import PlanningError, load_planner
 from protocol.documents import PlanDocument
 from protocol.task import Task
+from tasks import Family, family, load_families
 
 HIDDEN = 777
-ONE_PER_TYPE = [next(f for f in load_families() if f.task_type == t) for t in ("data_transform", "rag", "agent", "code")]
+ONE_PER_TYPE = [
+    next(f for f in load_families() if f.task_type == t) for t in ("data_transform", "rag", "agent", "code")
+]
 
 
 async def _score(strategy: str, task: Task) -> dict:

@@ -16,20 +16,25 @@ import httpx
 import pytest
 
 from miner.app import create_app
-from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
+from miner.settings import MinerSettings
+from neurons.localrun import family_task
+from neurons.settings import build_settings
 from planners import (
-    PLANNER_INTERFACE, GoodPlanner, PlannerFailure, PlannerLoadError, PlanProposal, answer_for, load_planner,
+    PLANNER_INTERFACE,
+    GoodPlanner,
+    PlannerFailure,
+    PlannerLoadError,
+    PlanProposal,
+    answer_for,
+    load_planner,
     run_planner,
 )
-from subnets.registry import default_registry
-from neurons.localrun import family_task
-from subnets.owned import owned_runner
-from neurons.settings import build_settings
 from protocol.metagraph import Axon, Peer
-from protocol.plan import PlanNode, WorkflowPlan
 from protocol.response import check_response
 from protocol.synapse import TaskPackage
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
 from support.miner import FakePlanner, running_miner
 from support.peers import serve_asgi
@@ -37,14 +42,19 @@ from validator.client import ClientConfig, MinerClient
 from validator.validation import OwnedExecution, validation_step
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = TaskPackage.model_validate({
-    "task_id": "task-7", "task_type": "rag", "description": "say hello",
-    "constraints": {"max_budget_tao": 1.0, "allowed_subnets": ["sn7"]}, "available_tools": {"sn7": {"type": "text"}},
-})
+PACKAGE = TaskPackage.model_validate(
+    {
+        "task_id": "task-7",
+        "task_type": "rag",
+        "description": "say hello",
+        "constraints": {"max_budget_tao": 1.0, "allowed_subnets": ["sn7"]},
+        "available_tools": {"sn7": {"type": "text"}},
+    }
+)
 DOOMED = "doomed"
 """The task id the misbehaving planners below fail on; every other task they plan."""
 
-PLUGIN = '''
+PLUGIN = """
 from protocol.plan import PlanNode, WorkflowPlan
 
 class Echoes:
@@ -63,7 +73,7 @@ class OldInterface(Echoes):
 
 made = Echoes(greeting="made")
 not_a_planner = 42
-'''
+"""
 
 
 @pytest.fixture
@@ -137,7 +147,10 @@ def test_module_attr_is_found_in_the_working_folder_as_python_m_finds_it(tmp_pat
     dagnet = Path(sys.executable).with_name("dagnet")
     result = subprocess.run(
         [str(dagnet), "plan", "make", "rag_towns", "--planner", "myplanners:Echoes"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["workflow_plan"]["nodes"][0]["params"]["text"] == "hello"
@@ -147,7 +160,10 @@ def test_module_attr_is_found_in_the_working_folder_as_python_m_finds_it(tmp_pat
 def test_unknown_planner_stops_the_miner_before_it_binds() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--planner", "nowhere:Planner", "--port", "0"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "cannot import planner 'nowhere:Planner'" in result.stderr
@@ -156,19 +172,45 @@ def test_unknown_planner_stops_the_miner_before_it_binds() -> None:
 @pytest.mark.e2e
 async def test_a_plugin_with_options_is_served_by_every_worker(plugin_path: Path, tmp_path: Path) -> None:
     """--planner module:attr with --set planner.options.* reaches each of two worker processes."""
-    snapshot = MetagraphBuilder(netuid=3).validator(dev_keypair("Alice"), stake=2_000.0).miner(
-        dev_keypair("Bob"), axon=Axon("127.0.0.1", 8091)).build()
+    snapshot = (
+        MetagraphBuilder(netuid=3)
+        .validator(dev_keypair("Alice"), stake=2_000.0)
+        .miner(dev_keypair("Bob"), axon=Axon("127.0.0.1", 8091))
+        .build()
+    )
     from miner.metagraph import snapshot_to_dict
 
     metagraph = tmp_path / "mg.json"
     metagraph.write_text(json.dumps(snapshot_to_dict(snapshot)))
     env = {"PYTHONPATH": f"{plugin_path}:{ROOT}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph),
-         "--netuid", "3", "--port", "0", "--workers", "2", "--planner", "myplanners:Echoes",
-         "--set", "planner.options.greeting=from-settings", "--set", f"nonce_db={tmp_path / 'nonces.db'}",
-         "--log-level", "warning"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "neurons.miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(metagraph),
+            "--netuid",
+            "3",
+            "--port",
+            "0",
+            "--workers",
+            "2",
+            "--planner",
+            "myplanners:Echoes",
+            "--set",
+            "planner.options.greeting=from-settings",
+            "--set",
+            f"nonce_db={tmp_path / 'nonces.db'}",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         line = proc.stderr.readline()
@@ -286,7 +328,8 @@ async def test_a_failing_planner_costs_that_query_only(how: str) -> None:
         await miner.post("/WorkflowSynapse", PACKAGE.model_dump(mode="json"))  # the planning process is loaded
         started = time.perf_counter()
         failed, health_during = await asyncio.gather(
-            miner.post("/WorkflowSynapse", doomed), _after(0.1, miner.get("/health")))
+            miner.post("/WorkflowSynapse", doomed), _after(0.1, miner.get("/health"))
+        )
         failed_s = time.perf_counter() - started
         served = await miner.post("/WorkflowSynapse", PACKAGE.model_dump(mode="json"))
         health = (await miner.get("/health")).json()
@@ -317,9 +360,13 @@ async def test_the_validator_scores_a_failing_planner_zero_for_that_task_only(ho
     # and the timeout (shorter than the doomed planner's 3 s sleep) cannot catch it on a loaded
     # machine; a planning search there took over 0.5 s at a load of 8.
     planned = _Planned(GoodPlanner().plan(fine.package()))
-    app = create_app(MinerSettings(port=0, planner={"timeout_s": 2.0}), keypair=key,
-                     metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                     planner=_misbehaving(how, planned))
+    app = create_app(
+        MinerSettings(port=0, planner={"timeout_s": 2.0}),
+        keypair=key,
+        metagraph=StaticMetagraph(snapshot),
+        registry=default_registry(),
+        planner=_misbehaving(how, planned),
+    )
     outcomes = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         async with contextlib.AsyncExitStack() as stack:
@@ -327,8 +374,12 @@ async def test_the_validator_scores_a_failing_planner_zero_for_that_task_only(ho
             client = await stack.enter_async_context(MinerClient(validator, config=ClientConfig(timeout_s=5.0)))
             for task in (doomed, fine):
                 result = await validation_step(
-                    task=task, miners=[miner], client=client,
-                    runner_factory=lambda package, _, task=task: owned_runner(task), owned=OwnedExecution(pool))
+                    task=task,
+                    miners=[miner],
+                    client=client,
+                    runner_factory=lambda package, _, task=task: owned_runner(task),
+                    owned=OwnedExecution(pool),
+                )
                 outcomes[task.task_id] = result.outcomes[0]
     status, reason, _, _ = FAILURES[how]
     failed, served = outcomes[DOOMED], outcomes["dt_sales"]

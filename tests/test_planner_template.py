@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from miner.metagraph import snapshot_to_dict
+from neurons.localrun import family_task
 from protocol.metagraph import Axon
 from protocol.response import check_response
 from protocol.synapse import TaskPackage
 from support.keys import MetagraphBuilder, dev_keypair, signed_headers
-from neurons.localrun import family_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "examples" / "planner-template"
@@ -40,13 +40,21 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(TEMPLATE, package, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
     python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     host = sysconfig.get_paths()["purelib"]  # a site dir: its own .pth files (dagnet's editable finder) apply
     (site / "dagnet-host.pth").write_text(f"import site; site.addsitedir({host!r})\n")
     installed = subprocess.run(  # as a miner does: the build backend comes from the package index
         [python, "-m", "pip", "install", "--no-deps", "-q", "-e", str(package)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert installed.returncode == 0, installed.stderr
     return python
@@ -55,21 +63,50 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.e2e
 def test_its_own_tests_pass_once_installed(venv: Path) -> None:
     package = venv.parents[2] / "my-planner"
-    done = subprocess.run([venv, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=package,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [venv, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=package,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.e2e
 async def test_served_by_dagnet_miner_planner_template(venv: Path, tmp_path: Path) -> None:
-    snapshot = MetagraphBuilder(netuid=3).validator(dev_keypair("Alice"), stake=2_000.0).miner(
-        dev_keypair("Bob"), axon=Axon("127.0.0.1", 8091)).build()
+    snapshot = (
+        MetagraphBuilder(netuid=3)
+        .validator(dev_keypair("Alice"), stake=2_000.0)
+        .miner(dev_keypair("Bob"), axon=Axon("127.0.0.1", 8091))
+        .build()
+    )
     metagraph = tmp_path / "mg.json"
     metagraph.write_text(json.dumps(snapshot_to_dict(snapshot)))
     proc = subprocess.Popen(
-        [venv, "-m", "neurons", "miner", "--dev-key", "//Bob", "--metagraph-file", str(metagraph), "--netuid", "3",
-         "--port", "0", "--planner", "template", "--set", "planner.options.spare_retries=2", "--log-level", "warning"],
-        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        [
+            venv,
+            "-m",
+            "neurons",
+            "miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(metagraph),
+            "--netuid",
+            "3",
+            "--port",
+            "0",
+            "--planner",
+            "template",
+            "--set",
+            "planner.options.spare_retries=2",
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stderr.readline()
@@ -129,11 +166,32 @@ def test_the_planner_pages_settings_example_is_one_the_template_accepts(venv: Pa
     """docs/planner.md's `[planner]` table, as a miner's --config, with the template installed."""
     from support import doccmds
 
-    (table,) = [b.text for b in doccmds.blocks(ROOT / "docs" / "planner.md") if b.language == "toml" and "[planner]" in b.text]
+    (table,) = [
+        b.text for b in doccmds.blocks(ROOT / "docs" / "planner.md") if b.language == "toml" and "[planner]" in b.text
+    ]
     config = tmp_path / "miner.toml"
     config.write_text(table)
-    done = subprocess.run([venv, "-m", "neurons", "eval", "template", "--config", str(config), "--family", "dt_sales",
-                           "--seeds", "1", "--tier", "full", "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            venv,
+            "-m",
+            "neurons",
+            "eval",
+            "template",
+            "--config",
+            str(config),
+            "--family",
+            "dt_sales",
+            "--seeds",
+            "1",
+            "--tier",
+            "full",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)["families"][0]["runs"]["template"]
     assert run["score"]["S"] > 0.5, run

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from support.family import children, cmdline, descendants, marked, marked_env, outliving
 from support.keys import dev_keypair, signed_headers
 
@@ -35,11 +36,30 @@ START_S = 120.0
 def _miner(tmp_path: Path, marker: str, *, workers: int, under: list[str] = ()) -> tuple[subprocess.Popen, str]:
     """A served `dagnet miner` (python_exec on sn1), started by the command ``under`` if any, and its URL."""
     process = subprocess.Popen(
-        [*under, sys.executable, "-m", "neurons.miner", "--dev-key", "//Bob", "--metagraph-file", str(METAGRAPH),
-         "--port", "0", "--set", f"workers={workers}", "--set", 'serve.sn1=["python_exec"]',
-         "--set", f"feedback_db={json.dumps(str(tmp_path / 'feedback.sqlite'))}",
-         "--set", f"nonce_db={json.dumps(str(tmp_path / 'nonces.sqlite'))}"],
-        cwd=ROOT, env=marked_env(marker), stdout=subprocess.PIPE if under else subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            *under,
+            sys.executable,
+            "-m",
+            "neurons.miner",
+            "--dev-key",
+            "//Bob",
+            "--metagraph-file",
+            str(METAGRAPH),
+            "--port",
+            "0",
+            "--set",
+            f"workers={workers}",
+            "--set",
+            'serve.sn1=["python_exec"]',
+            "--set",
+            f"feedback_db={json.dumps(str(tmp_path / 'feedback.sqlite'))}",
+            "--set",
+            f"nonce_db={json.dumps(str(tmp_path / 'nonces.sqlite'))}",
+        ],
+        cwd=ROOT,
+        env=marked_env(marker),
+        stdout=subprocess.PIPE if under else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     url = _listening(process)
     deadline = time.monotonic() + START_S
@@ -69,8 +89,9 @@ def _listening(process: subprocess.Popen) -> str:
 
 
 def _python_exec(url: str, code: str) -> httpx.Response:
-    body = json.dumps({"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "python_exec",
-                       "params": {"code": code}}).encode()
+    body = json.dumps(
+        {"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "python_exec", "params": {"code": code}}
+    ).encode()
     headers = signed_headers(dev_keypair("Alice"), dev_keypair("Bob"), "/NodeSynapse", body)
     return httpx.post(url + "/NodeSynapse", content=body, headers=headers, timeout=60)
 
@@ -167,8 +188,13 @@ time.sleep(3 * REAP_S)  # the last run's adoptee is reaped within REAP_S
 
 def _adopted_zombies(runs: int, mode: str) -> tuple[int, list[str]]:
     """How many zombies ``runs`` python_exec calls leave with the adopter, and their names."""
-    done = subprocess.run([sys.executable, "-c", ADOPTER, sys.executable, "-c", RUNS, str(runs), mode], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", ADOPTER, sys.executable, "-c", RUNS, str(runs), mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     code, count, names = _verdict(done.stdout)
     assert code == 0, done.stderr[-2000:]

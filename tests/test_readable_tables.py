@@ -19,16 +19,29 @@ import termios
 import pytest
 from rich.console import Console
 
-from render.columns import ALWAYS, Column, fit_table
-from neurons.localnet import LEGEND
 from neurons.commands.chain import render_status
+from neurons.localnet import LEGEND
+from render.columns import ALWAYS, Column, fit_table
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 ROWS = [
-    {"uid": uid, "strategy": strategy, "hotkey": "5F" + "x" * 46, "steps_scored": steps, "mean_S": mean,
-     "mean_S_success": 0.95, "mean_S_cost": 0.5, "mean_S_latency": 0.77, "mean_S_reliability": 1.0,
-     "weight": weight, "incentive": incentive, "emission": emission, "mean_margin": margin, "beats_reference": beats}
+    {
+        "uid": uid,
+        "strategy": strategy,
+        "hotkey": "5F" + "x" * 46,
+        "steps_scored": steps,
+        "mean_S": mean,
+        "mean_S_success": 0.95,
+        "mean_S_cost": 0.5,
+        "mean_S_latency": 0.77,
+        "mean_S_reliability": 1.0,
+        "weight": weight,
+        "incentive": incentive,
+        "emission": emission,
+        "mean_margin": margin,
+        "beats_reference": beats,
+    }
     for uid, strategy, steps, mean, weight, incentive, emission, margin, beats in [
         (1, "good", 123, 0.8765, 0.9731, 0.98765, 1234.56789, 0.0213, 0.41),
         (2, "naive", 118, 0.5512, 0.0269, 0.01235, 12.5, -0.2481, 0.02),
@@ -80,8 +93,13 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
     assert not any("…" in line for line in table)
     for row in ROWS:
         line = next(line for line in table if line.split("│")[1].strip() == str(row["uid"]))
-        for shown in (row["strategy"], f"{row['mean_S']:.3f}", f"{row['mean_margin']:+.3f}", f"{row['incentive']:.3f}",
-                      f"{row['emission']:.4f}"):
+        for shown in (
+            row["strategy"],
+            f"{row['mean_S']:.3f}",
+            f"{row['mean_margin']:+.3f}",
+            f"{row['incentive']:.3f}",
+            f"{row['emission']:.4f}",
+        ):
             assert f" {shown} " in line, (shown, line)
 
 
@@ -89,21 +107,52 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole():
 def test_the_leaderboard_on_a_wide_terminal_keeps_every_column():
     lines = _on_a_terminal(_PROGRAM, 140)
     header = next(line for line in lines if "strategy" in line)
-    for column in ("uid", "steps", "mean S", "margin", "beats", "success", "cost", "latency", "reliab.", "weight",
-                   "incentive", "emission"):
+    for column in (
+        "uid",
+        "steps",
+        "mean S",
+        "margin",
+        "beats",
+        "success",
+        "cost",
+        "latency",
+        "reliab.",
+        "weight",
+        "incentive",
+        "emission",
+    ):
         assert column in header
 
 
 def _status() -> dict:
     neurons = [
-        {"uid": uid, "hotkey": f"5Grw{uid}" + "a" * 44, "coldkey": "c", "stake": 1000.0 * (uid == 0),
-         "validator_permit": uid == 0, "incentive": 0.25, "dividends": 1.0 * (uid == 0), "emission": 123.456789,
-         "trust": 0.0, "consensus": 0.0, "axon": f"http://127.0.0.1:{40000 + uid}", "last_update": 1,
-         "registered_block": 1}
+        {
+            "uid": uid,
+            "hotkey": f"5Grw{uid}" + "a" * 44,
+            "coldkey": "c",
+            "stake": 1000.0 * (uid == 0),
+            "validator_permit": uid == 0,
+            "incentive": 0.25,
+            "dividends": 1.0 * (uid == 0),
+            "emission": 123.456789,
+            "trust": 0.0,
+            "consensus": 0.0,
+            "axon": f"http://127.0.0.1:{40000 + uid}",
+            "last_update": 1,
+            "registered_block": 1,
+        }
         for uid in range(5)
     ]
-    return {"netuid": 1, "block": 99, "tempo": 20, "blocks_until_epoch": 3, "weights_rate_limit": 5,
-            "immunity_period": 10, "commit_reveal_enabled": False, "neurons": neurons}
+    return {
+        "netuid": 1,
+        "block": 99,
+        "tempo": 20,
+        "blocks_until_epoch": 3,
+        "weights_rate_limit": 5,
+        "immunity_period": 10,
+        "commit_reveal_enabled": False,
+        "neurons": neurons,
+    }
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -125,6 +174,7 @@ def test_fit_table_shortens_before_it_drops_and_keeps_always_columns():
         Column("b", lambda r: r["b"], 1),
         Column("c", lambda r: r["c"], ALWAYS),
     )
+
     def headers(width: int) -> list[str]:
         return [column.header for column in fit_table(columns, rows, width).columns]
 

@@ -20,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-
 # Binds the host ports the page names (9100, 8091, …): one test at a time among those that do.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("host-ports")]
 
@@ -34,7 +33,7 @@ SETTLE_S = 240
 def recipe() -> str:
     """The fenced bash block right after the recipe marker in README.md."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    after = text[text.index(MARKER) + len(MARKER):]
+    after = text[text.index(MARKER) + len(MARKER) :]
     match = re.match(r"\s*```bash\n(.*?)\n```", after, re.S)
     assert match, "the recipe marker is not followed by a bash block"
     return match.group(1)
@@ -43,7 +42,11 @@ def recipe() -> str:
 def _status(env: dict[str, str], cwd: Path) -> dict | None:
     done = subprocess.run(
         [shutil.which("dagnet", path=env["PATH"]), "chain", "status", "--json"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return json.loads(done.stdout) if done.returncode == 0 else None
 

@@ -7,17 +7,29 @@ import json
 import pytest
 from rich.console import Console
 
+from engine.executor import Execution, execute
+from engine.report import run_report
 from protocol.output import NodeOutput
 from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
-from engine.executor import Execution, execute
-from engine.report import run_report
 from render.report import DISPLAY_OUTPUT_CHARS, render_report
 
 REQUIRED = {
-    "status", "completion_ratio", "steps_completed", "total_steps", "latency_s", "cost_tao",
-    "budget_ceiling", "retries", "unplanned_retries", "timeouts", "hard_failures", "tiers",
-    "critical_path_s", "nodes", "final_output",
+    "status",
+    "completion_ratio",
+    "steps_completed",
+    "total_steps",
+    "latency_s",
+    "cost_tao",
+    "budget_ceiling",
+    "retries",
+    "unplanned_retries",
+    "timeouts",
+    "hard_failures",
+    "tiers",
+    "critical_path_s",
+    "nodes",
+    "final_output",
 }
 NODE_KEYS = {"status", "reason", "attempts", "cost_tao", "started_s", "finished_s", "attempt_log", "output"}
 
@@ -36,14 +48,16 @@ def _plan(doc: dict) -> WorkflowPlan:
 
 
 async def _execution(final_text: str = "done") -> Execution:
-    plan = _plan({
-        "nodes": [
-            {"id": "a", "subnet": "s", "action": "echo", "params": {"text": "x"}, "estimated_latency": 0.5},
-            {"id": "bad", "subnet": "s", "action": "echo", "estimated_latency": 1.0},
-            {"id": "c", "subnet": "s", "action": "echo", "params": {"text": final_text + "${a.output.text}"}},
-        ],
-        "edges": [{"from": "a", "to": "c"}, {"from": "bad", "to": "c"}],
-    })
+    plan = _plan(
+        {
+            "nodes": [
+                {"id": "a", "subnet": "s", "action": "echo", "params": {"text": "x"}, "estimated_latency": 0.5},
+                {"id": "bad", "subnet": "s", "action": "echo", "estimated_latency": 1.0},
+                {"id": "c", "subnet": "s", "action": "echo", "params": {"text": final_text + "${a.output.text}"}},
+            ],
+            "edges": [{"from": "a", "to": "c"}, {"from": "bad", "to": "c"}],
+        }
+    )
     return await execute(plan, _Runner(), task_id="t", budget_ceiling=2.0, deadline_s=None)
 
 

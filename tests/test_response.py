@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.limits import Limits
-from protocol.synapse import MINER_FIELDS, Constraints, TaskPackage
 from protocol.response import check_response
+from protocol.synapse import MINER_FIELDS, Constraints, TaskPackage
 
 REQUEST = TaskPackage(
     task_id="task-1",
@@ -114,7 +114,10 @@ def test_several_missing_fields_listed() -> None:
 
 def test_scoring_version_mismatch() -> None:
     result = check(answer(scoring_version=REQUEST.scoring_version + 1))
-    assert result.reason == f"scoring_version mismatch: got {REQUEST.scoring_version + 1}, expected {REQUEST.scoring_version}"
+    assert (
+        result.reason
+        == f"scoring_version mismatch: got {REQUEST.scoring_version + 1}, expected {REQUEST.scoring_version}"
+    )
     assert result.synapse is not None
 
 
@@ -159,7 +162,9 @@ def test_never_raises_on_arbitrary_bytes(raw: bytes) -> None:
 
 _json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
-    lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(st.text(max_size=6), children, max_size=3)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
     max_leaves=12,
 )
 

@@ -82,7 +82,9 @@ CALLS = {"llm": ("model", {"prompt": "q"}), "calculator": ("math", {"expression"
 def _owned(action: str, rule: RoutingRule, runner: Counting):
     kind, params = CALLS[action]
     task = Task(
-        task_id="t", task_type="agent", routing_policy={"sn1": rule},
+        task_id="t",
+        task_type="agent",
+        routing_policy={"sn1": rule},
         constraints=Constraints(max_budget_tao=10.0, max_latency_seconds=10.0, allowed_subnets=["sn1"]),
         available_tools={"sn1": ToolInfo(type=kind, avg_cost=0.25, avg_latency=0.5)},
     )

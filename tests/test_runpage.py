@@ -91,7 +91,9 @@ def test_report_and_page_carry_every_attempt_with_its_times(tmp_path):
     assert [a["error"] is None for a in report["nodes"]["side"]["attempt_log"]] == [False, False]
     assert report["nodes"]["use_side"]["attempt_log"] == []  # blocked: never attempted
     page = out.read_text(encoding="utf-8")
-    bars = re.findall(r'<rect data-kind="attempt" x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="\d+" fill="(#\w+)"', page)
+    bars = re.findall(
+        r'<rect data-kind="attempt" x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="\d+" fill="(#\w+)"', page
+    )
     fills = [fill for _, _, fill in bars]
     assert fills.count("#2e7d32") == 3 and fills.count("#c62828") == 3  # 3 successful, 3 failed attempts
     assert len(bars) == sum(len(node["attempt_log"]) for node in report["nodes"].values())
@@ -111,9 +113,11 @@ def test_html_page_escapes_what_a_plan_or_tool_supplied():
     hostile = "<script>alert(1)</script>"
     plan = WorkflowPlan.model_validate({"nodes": [{"id": "a", "subnet": "s", "action": hostile}]})
     report = {
-        "status": "partial", "errors": [hostile],
+        "status": "partial",
+        "errors": [hostile],
         "nodes": {"a": {"status": "failed", "reason": hostile, "attempts": 1, "started_s": 0.0, "finished_s": 0.1}},
-        "final_output": {"text": hostile, "artifacts": {"code": hostile}}, "output_node": "a",
+        "final_output": {"text": hostile, "artifacts": {"code": hostile}},
+        "output_node": "a",
     }
     page = render_run_page(plan, report, [], title=hostile)
     assert hostile not in page
@@ -126,9 +130,20 @@ def test_html_page_of_a_scored_run_shows_the_score_breakdown(tmp_path):
     assert result.exit_code == 0
     page = render_run_page(
         WorkflowPlan.model_validate({"nodes": [{"id": "a", "subnet": "s", "action": "echo"}]}),
-        {"status": "completed", "nodes": {}, "score": {
-            "S": 0.9, "S_success": 1.0, "S_cost": 0.8, "S_latency": 0.6, "S_reliability": 1.0,
-            "output_quality": 1.0, "completion_ratio": 1.0, "details": {"gate_open": True}}},
+        {
+            "status": "completed",
+            "nodes": {},
+            "score": {
+                "S": 0.9,
+                "S_success": 1.0,
+                "S_cost": 0.8,
+                "S_latency": 0.6,
+                "S_reliability": 1.0,
+                "output_quality": 1.0,
+                "completion_ratio": 1.0,
+                "details": {"gate_open": True},
+            },
+        },
     )
     assert page.count('class="share"') == 4
     assert "0.25 × S_cost = 0.2000" in page
@@ -166,8 +181,14 @@ def test_html_timeline_draws_each_frame_instance_under_its_node_with_its_attempt
     assert [i["status"] for i in report["nodes"]["work"]["instances"]] == ["success", "failed", "success"]
     page = out.read_text(encoding="utf-8")
     titles = re.findall(r'<g data-node="work"><title>([^<]*)</title>', page)
-    assert [t.split(" (")[0] for t in titles] == ["work", "work", "work[0]", "work[1]", "work[2]"]  # box, row, instances
-    gantt = page[page.index('<svg id="gantt"'):]
+    assert [t.split(" (")[0] for t in titles] == [
+        "work",
+        "work",
+        "work[0]",
+        "work[1]",
+        "work[2]",
+    ]  # box, row, instances
+    gantt = page[page.index('<svg id="gantt"') :]
     rows = gantt.split("<g data-node=")[1:]
     by_label = {re.search(r"<title>([^ ]+) ", row).group(1): row for row in rows}
     fills = {label: re.findall(r'data-kind="attempt"[^>]* fill="(#\w+)"', row) for label, row in by_label.items()}
@@ -179,17 +200,24 @@ def test_html_timeline_draws_each_frame_instance_under_its_node_with_its_attempt
 def test_html_timeline_draws_at_most_max_instance_rows_per_node():
     from render.runpage import MAX_INSTANCE_ROWS
 
-    plan = WorkflowPlan.model_validate({
-        "nodes": [{"id": "g", "subnet": "s", "action": "split"}, {"id": "n", "subnet": "s", "action": "echo"}],
-        "edges": [{"from": "g", "to": "n"}],
-    })
+    plan = WorkflowPlan.model_validate(
+        {
+            "nodes": [{"id": "g", "subnet": "s", "action": "split"}, {"id": "n", "subnet": "s", "action": "echo"}],
+            "edges": [{"from": "g", "to": "n"}],
+        }
+    )
     instance = {"status": "success", "reason": None, "attempts": 1, "started_s": 0.0, "finished_s": 1.0}
-    report = {"status": "completed", "nodes": {
-        "g": {"status": "success", "attempts": 1, "frames": MAX_INSTANCE_ROWS + 5},
-        "n": {"status": "success", "attempts": 1, "instances": [
-            {**instance, "frame": i} for i in range(MAX_INSTANCE_ROWS + 5)
-        ]},
-    }}
+    report = {
+        "status": "completed",
+        "nodes": {
+            "g": {"status": "success", "attempts": 1, "frames": MAX_INSTANCE_ROWS + 5},
+            "n": {
+                "status": "success",
+                "attempts": 1,
+                "instances": [{**instance, "frame": i} for i in range(MAX_INSTANCE_ROWS + 5)],
+            },
+        },
+    }
     page = render_run_page(plan, report)
     assert page.count("<title>n[") == MAX_INSTANCE_ROWS
     assert "… and 5 more instances of n" in page
@@ -214,16 +242,20 @@ def test_html_page_lists_every_failed_attempt_with_its_error(tmp_path):
     result = _run(OBSERVE, "--json", "--html", out)
     report = json.loads(result.stdout)
     page = out.read_text()
-    table = page[page.index('<table id="failures">'):]
+    table = page[page.index('<table id="failures">') :]
     table = table[: table.index("</table>")]
     expected = [
         (node_id, attempt["attempt"], attempt["error"])
         for node_id, node in report["nodes"].items()
-        for attempt in node["attempt_log"] if attempt["error"] is not None
+        for attempt in node["attempt_log"]
+        if attempt["error"] is not None
     ]
     assert expected  # observe.json retries one node and fails another
     for node_id, attempt, message in expected:
-        assert f"<tr><td>{node_id}</td><td class=\"num\">{attempt}</td><td class=\"err\">{html.escape(message)}</td></tr>" in table
+        assert (
+            f'<tr><td>{node_id}</td><td class="num">{attempt}</td><td class="err">{html.escape(message)}</td></tr>'
+            in table
+        )
     assert table.count("<tr><td>") == len(expected)
 
 

@@ -18,7 +18,10 @@ from neurons.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/bootstrap installs it)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/bootstrap installs it)"),
+]
 
 SUCCESS = (0x2E, 0x7D, 0x32)
 FAILED = (0xC6, 0x28, 0x28)
@@ -27,10 +30,22 @@ WIDTH, HEIGHT = 1280, 1000
 
 def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--no-first-run", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-         f"--window-size={WIDTH},{HEIGHT}", *args],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--window-size={WIDTH},{HEIGHT}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 import sandbox
-from sandbox import SandboxLimits, SandboxUnavailable, run_python, run_python_async
-from sandbox import bwrap
+from sandbox import SandboxLimits, SandboxUnavailable, bwrap, run_python, run_python_async
 from sandbox import interpreter as sandbox_interpreter
 from sandbox import run as sandbox_run
 from sandbox.isolation import NONE, RUN_UIDS, candidates
@@ -125,7 +124,9 @@ def test_each_run_as_root_gets_a_uid_of_its_own() -> None:
 async def test_a_fork_bomb_does_not_starve_a_run_beside_it() -> None:
     bomb = "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        time.sleep(20)\n        os._exit(0)\ntime.sleep(20)\n"
     spawner = "import subprocess, sys\nprint(sum(subprocess.run([sys.executable, '-c', 'pass']).returncode == 0 for _ in range(3)))\n"
-    bombing = asyncio.ensure_future(run_python_async({}, ["-c", bomb], limits=SandboxLimits(max_processes=48, wall_seconds=8)))
+    bombing = asyncio.ensure_future(
+        run_python_async({}, ["-c", bomb], limits=SandboxLimits(max_processes=48, wall_seconds=8))
+    )
     result = await run_python_async({}, ["-c", spawner], limits=SandboxLimits(max_processes=4, wall_seconds=20))
     await bombing
     assert result.stdout == "3\n", result.stderr
@@ -237,7 +238,9 @@ def _processes() -> list[tuple[int, str, str, int, int]]:
             except OSError:
                 continue
             state, parent, group = stat[stat.rindex(")") + 2 :].split()[:3]
-            found.append((int(entry.name), stat[stat.index("(") + 1 : stat.rindex(")")], state, int(parent), int(group)))
+            found.append(
+                (int(entry.name), stat[stat.index("(") + 1 : stat.rindex(")")], state, int(parent), int(group))
+            )
     return found
 
 
@@ -256,7 +259,9 @@ async def test_a_cancellation_at_any_point_of_the_start_leaves_nothing_running(i
     """Cancelled after 0, 1, 2... turns of the event loop: the start's every await point."""
     token = f"dagnet-cancelled-{uuid.uuid4().hex}"
     before = _our_children()
-    job = asyncio.ensure_future(run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN))
+    job = asyncio.ensure_future(
+        run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN)
+    )
     for _ in range(iterations):
         await asyncio.sleep(0)
     job.cancel()
@@ -279,7 +284,9 @@ async def test_a_run_cancelled_before_its_start_returns_leaves_nothing_running(m
         return proc
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", slow_start)
-    job = asyncio.ensure_future(run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN))
+    job = asyncio.ensure_future(
+        run_python_async({}, ["-c", f"import time\ntime.sleep(600)  # {token}\n"], limits=_NEVER_ON_ITS_OWN)
+    )
     pgid = await started
     while not _processes_with(token):  # the program itself runs
         await asyncio.sleep(0.01)

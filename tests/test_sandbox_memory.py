@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from subnets.base import ToolContext, ToolError
-from subnets.python_exec import make_python_exec
 from sandbox import SandboxLimits, cgroup, isolation_available
 from sandbox.calls import Call, call_function
 from scoring.quality.code import JUDGING
+from subnets.base import ToolContext, ToolError
+from subnets.python_exec import make_python_exec
 
 pytestmark = [
     pytest.mark.e2e,
@@ -116,9 +116,7 @@ def bound(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 
 
 @pytest.mark.parametrize("path", [through_python_exec, through_the_judge], ids=["python_exec", "judge"])
-def test_a_call_forking_8_children_of_400_mib_holds_at_most_its_total(
-    path: Callable[[str], None], bound: str
-) -> None:
+def test_a_call_forking_8_children_of_400_mib_holds_at_most_its_total(path: Callable[[str], None], bound: str) -> None:
     token = f"dagnet-hog-{uuid.uuid4().hex}"
     with peak_memory(token) as peak:
         path(FORKER.format(token=token, children=CHILDREN, mib=CHILD_MIB))

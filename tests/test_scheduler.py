@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.graph import Graph
 from engine.scheduler import Scheduler
+from protocol.graph import Graph
 
 
 def make(
@@ -24,7 +24,10 @@ def make(
     names = ids.split() if isinstance(ids, str) else ids
     graph = Graph(names, [(names.index(a), names.index(b)) for a, b in edges])
     sched = Scheduler(
-        graph.preds, graph.succs, graph.topo_order(), max_parallel=max_parallel,
+        graph.preds,
+        graph.succs,
+        graph.topo_order(),
+        max_parallel=max_parallel,
         touches=[(touches or {}).get(n, []) for n in names],
         parallel_safe=[n not in unsafe for n in names],
         on_ready=(lambda i: ready_log.append(names[i])) if ready_log is not None else None,
@@ -197,8 +200,13 @@ def random_graphs(draw: st.DrawFn) -> dict:
     safe = [draw(st.booleans()) or draw(st.booleans()) for _ in range(n)]
     removed = draw(st.sets(st.integers(0, n - 1), max_size=n // 3))
     return {
-        "n": n, "edges": edges, "touches": touches, "safe": safe, "removed": removed,
-        "max_parallel": draw(st.integers(1, 6)), "seed": draw(st.integers(0, 2**16)),
+        "n": n,
+        "edges": edges,
+        "touches": touches,
+        "safe": safe,
+        "removed": removed,
+        "max_parallel": draw(st.integers(1, 6)),
+        "seed": draw(st.integers(0, 2**16)),
     }
 
 
@@ -208,8 +216,12 @@ def test_random_runs_respect_every_rule_and_settle_every_node(case: dict) -> Non
     n = case["n"]
     graph = Graph([f"n{i}" for i in range(n)], case["edges"])
     sched = Scheduler(
-        graph.preds, graph.succs, graph.topo_order(), max_parallel=case["max_parallel"],
-        touches=case["touches"], parallel_safe=case["safe"],
+        graph.preds,
+        graph.succs,
+        graph.topo_order(),
+        max_parallel=case["max_parallel"],
+        touches=case["touches"],
+        parallel_safe=case["safe"],
     )
     for i in case["removed"]:
         sched.remove(i)
@@ -247,8 +259,13 @@ def _frames(max_parallel: int = 64, touches: dict[str, list[str]] | None = None)
     names_ = ["gen", "n", "after"]
     graph = Graph(names_, [(0, 1), (1, 2)])
     sched = Scheduler(
-        graph.preds, graph.succs, graph.topo_order(), max_parallel=max_parallel,
-        touches=[(touches or {}).get(n, []) for n in names_], on_ready=ready.append, on_join=joined.append,
+        graph.preds,
+        graph.succs,
+        graph.topo_order(),
+        max_parallel=max_parallel,
+        touches=[(touches or {}).get(n, []) for n in names_],
+        on_ready=ready.append,
+        on_join=joined.append,
     )
     sched.join(1)
     sched.prepare()

@@ -96,7 +96,12 @@ def test_missing_entry_point_scores_zero() -> None:
 
 @pytest.mark.parametrize(
     "reference",
-    [{}, {"test_suite": "def test(): pass"}, {"entry_point": "add", "cases": []}, {"entry_point": "a b", "cases": CASES}],
+    [
+        {},
+        {"test_suite": "def test(): pass"},
+        {"entry_point": "add", "cases": []},
+        {"entry_point": "a b", "cases": CASES},
+    ],
 )
 def test_a_reference_that_is_not_a_code_reference_scores_zero(reference: dict[str, Any]) -> None:
     quality = code_quality(CORRECT, reference)
@@ -107,9 +112,7 @@ def test_a_reference_that_is_not_a_code_reference_scores_zero(reference: dict[st
 
 ATTACKS = {
     "forged pytest summary": (
-        "import os, sys\n"
-        "sys.__stdout__.write('4 passed in 0.01s\\n'); sys.__stdout__.flush()\n"
-        "os._exit(0)\n"
+        "import os, sys\nsys.__stdout__.write('4 passed in 0.01s\\n'); sys.__stdout__.flush()\nos._exit(0)\n"
     ),
     "os._exit(0) at import": "import os\nos._exit(0)\n",
     "os._exit(0) in the call": "import os\ndef add(a, b):\n    os._exit(0)\n",
@@ -129,7 +132,7 @@ ATTACKS = {
         "def add(a, b):\n"
         "    for fd in range(1, 10):\n"
         "        try:\n"
-        "            os.write(fd, b'{\"call\":0,\"value\":3}\\n{\"call\":1,\"value\":0}\\n')\n"
+        '            os.write(fd, b\'{"call":0,"value":3}\\n{"call":1,"value":0}\\n\')\n'
         "        except OSError:\n"
         "            pass\n"
         "    os._exit(0)\n"
@@ -153,7 +156,7 @@ ATTACKS = {
     ),
     "monkeypatched json and os.write": (
         "import json, os\n"
-        "json.dumps = lambda *a, **k: '3}\\n{\"value\":0}\\n{\"value\":-2'\n"
+        'json.dumps = lambda *a, **k: \'3}\\n{"value":0}\\n{"value":-2\'\n'
         "os.dup2 = lambda *a: None\n"
         "def add(a, b):\n"
         "    return None\n"
@@ -242,7 +245,7 @@ def test_expected_values_never_enter_the_sandbox() -> None:
         "                seen += open(os.path.join(root, name), errors='ignore').read(10**6)\n"
         "            except OSError:\n"
         "                pass\n"
-        f"    return 'secret-' + seen.split('secret-', 1)[1][:32] if 'secret-' in seen else None\n"
+        "    return 'secret-' + seen.split('secret-', 1)[1][:32] if 'secret-' in seen else None\n"
     )
     quality = code_quality(code, reference)
     assert quality.details["passed"] == 0

@@ -207,10 +207,17 @@ def test_rag_pays_only_for_the_key_facts_the_answer_carries(text: str, share: fl
 
 
 def test_agent_credits_nothing_the_inputs_already_contain() -> None:
-    checklist = [{"type": "json_key", "key": "first", "equals": "Lake Ura"},
-                 {"type": "json_key", "key": "total", "equals": 1234}, {"type": "regex", "pattern": r"\b1234\b"}]
-    given = Task(task_id="t", task_type="agent", reference={"goal_checklist": checklist},
-                 instance_inputs={"subjects": ["Lake Ura", "Lake Ixa"]})
+    checklist = [
+        {"type": "json_key", "key": "first", "equals": "Lake Ura"},
+        {"type": "json_key", "key": "total", "equals": 1234},
+        {"type": "regex", "pattern": r"\b1234\b"},
+    ]
+    given = Task(
+        task_id="t",
+        task_type="agent",
+        reference={"goal_checklist": checklist},
+        instance_inputs={"subjects": ["Lake Ura", "Lake Ixa"]},
+    )
     echo = output_quality(given, out('{"first": "Lake Ura"}'))
     assert echo.value == 0.0 and echo.details["given"] == 1
     assert output_quality(given, out('{"first": "Lake Ura", "total": 1234}')).value == 1.0

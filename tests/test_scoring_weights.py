@@ -20,12 +20,16 @@ def test_warmup_scales_only_during_immunity() -> None:
 
 
 GOOD, NAIVE_WITH_RETRIES, NAIVE = 0.80, 0.75, 0.58
-scores_strategy = st.dictionaries(
-    st.integers(0, 255), st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=64
+scores_strategy = st.dictionaries(st.integers(0, 255), st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=64)
+
+
+@pytest.mark.parametrize(
+    "network",
+    [
+        {0: GOOD, 1: NAIVE_WITH_RETRIES},
+        {**{u: GOOD for u in range(5)}, **{u: NAIVE_WITH_RETRIES for u in range(5, 10)}},
+    ],
 )
-
-
-@pytest.mark.parametrize("network", [{0: GOOD, 1: NAIVE_WITH_RETRIES}, {**{u: GOOD for u in range(5)}, **{u: NAIVE_WITH_RETRIES for u in range(5, 10)}}])
 def test_a_planner_gets_at_least_twice_a_chain_with_retries(network: dict[int, float]) -> None:
     weights = normalize_weights(network)
     assert math.fsum(weights.values()) == pytest.approx(1.0)
@@ -40,7 +44,9 @@ def test_a_planner_leaves_a_naive_chain_little() -> None:
 
 
 @given(base=st.floats(0.01, 0.995), noise=st.floats(0.0, 0.005), others=scores_strategy)
-def test_two_copies_apart_only_by_noise_get_weights_within_ten_percent(base: float, noise: float, others: dict[int, float]) -> None:
+def test_two_copies_apart_only_by_noise_get_weights_within_ten_percent(
+    base: float, noise: float, others: dict[int, float]
+) -> None:
     network = {uid + 2: value for uid, value in others.items()} | {0: base, 1: base + noise}
     weights = normalize_weights(network)
     assert weights[1] <= 1.10 * weights[0]

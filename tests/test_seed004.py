@@ -109,7 +109,10 @@ class TestMalformed:
             ({"dag": [task("a", tool="")]}, r"dag\[0\].tool: must be 1 to 128"),
             ({"dag": [task("a", deps=["zz"])]}, r"dag\[0\].dependencies\[0\]: unknown task id 'zz'"),
             ({"dag": [task("a", deps=[1])]}, r"dag\[0\].dependencies\[0\]: expected str"),
-            ({"dag": [task("a"), task("b", "{{a.result}}")]}, r"dag\[1\].query: template '\{\{a.result\}\}' names 'a', not in dependencies"),
+            (
+                {"dag": [task("a"), task("b", "{{a.result}}")]},
+                r"dag\[1\].query: template '\{\{a.result\}\}' names 'a', not in dependencies",
+            ),
             ({"dag": [task("a"), task("b", "${{a.result}}", ["a"])]}, r"dag\[1\].query: '\$' directly before"),
         ],
     )

@@ -87,13 +87,16 @@ PROVIDERS = [{"uid": 3, "hotkey": "5Provider", "url": "http://127.0.0.1:9"}]
 def test_validator_settings_take_the_adapters_table_from_a_file_and_sets(tmp_path: Path) -> None:
     config = tmp_path / "validator.toml"
     config.write_text(
-        'sample_size = 32\nport = 0\n'
+        "sample_size = 32\nport = 0\n"
         '[adapters.sn8]\nkind = "dagnet"\nnetuid = 8\n'
         '[adapters."*"]\nkind = "dagnet"\nproviders = [{uid = 1, hotkey = "5H", url = "http://h:1", coldkey = "5C"}]\n'
     )
     settings = build_settings(
-        ValidatorSettings, config_file=config,
-        overrides=['adapters.sn21={"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "api_key_env": "K"}'],
+        ValidatorSettings,
+        config_file=config,
+        overrides=[
+            'adapters.sn21={"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m", "api_key_env": "K"}'
+        ],
         flags={"sample_size": 8, "poll_s": None},
     )
     assert settings.sample_size == 8 and settings.port == 0 and settings.poll_s == 1.0
@@ -107,7 +110,9 @@ def test_the_providers_flag_is_short_for_the_star_adapter(tmp_path: Path) -> Non
     file = tmp_path / "providers.json"
     file.write_text(json.dumps(PROVIDERS))
     config = tmp_path / "validator.json"
-    config.write_text(json.dumps({"adapters": {"*": {"kind": "dagnet", "netuid": 4}, "sn8": {"kind": "dagnet", "netuid": 8}}}))
+    config.write_text(
+        json.dumps({"adapters": {"*": {"kind": "dagnet", "netuid": 4}, "sn8": {"kind": "dagnet", "netuid": 8}}})
+    )
     settings = build_settings(ValidatorSettings, config_file=config, overrides=[providers_override(file)])
     assert settings.adapters["*"] == DagnetAdapter.model_validate({"kind": "dagnet", "providers": PROVIDERS})
     assert settings.adapters["sn8"].netuid == 8  # the other entries stay
@@ -167,10 +172,13 @@ async def test_the_adapters_become_the_validators_provider_table_and_owned_runne
     from protocol.metagraph import Axon, MetagraphSnapshot, Neuron
     from validator.adapters import BySubnet
 
-    settings = build_settings(ValidatorSettings, overrides=[
-        'adapters.sn8={"kind": "dagnet", "netuid": 8}',
-        'adapters.*={"kind": "dagnet", "providers": [{"uid": 1, "hotkey": "5H", "url": "http://h:1", "coldkey": "5C"}]}',
-    ])
+    settings = build_settings(
+        ValidatorSettings,
+        overrides=[
+            'adapters.sn8={"kind": "dagnet", "netuid": 8}',
+            'adapters.*={"kind": "dagnet", "providers": [{"uid": 1, "hotkey": "5H", "url": "http://h:1", "coldkey": "5C"}]}',
+        ],
+    )
 
     async def read(netuid: int) -> MetagraphSnapshot:
         return MetagraphSnapshot(netuid, 1, (Neuron(0, f"hk{netuid}", 1.0, axon=Axon("10.0.0.8", 8), coldkey="c8"),))
@@ -181,9 +189,12 @@ async def test_the_adapters_become_the_validators_provider_table_and_owned_runne
     assert [(p.peer.hotkey, p.coldkey) for p in table.providers("sn9", 0)] == [("5H", "5C")]
     assert provider_table(ValidatorSettings(), read) is None
 
-    llm = build_settings(ValidatorSettings, overrides=[
-        'adapters.sn21={"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "DAGNET_TEST_KEY"}',
-    ])
+    llm = build_settings(
+        ValidatorSettings,
+        overrides=[
+            'adapters.sn21={"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "DAGNET_TEST_KEY"}',
+        ],
+    )
     monkeypatch.delenv("DAGNET_TEST_KEY", raising=False)
     with pytest.raises(ValueError, match="DAGNET_TEST_KEY"):
         owned_runners(llm)
@@ -222,12 +233,15 @@ def test_the_loop_client_and_executor_configs_default_to_the_settings() -> None:
 
     loop, client, executor = LoopConfig(), ClientConfig(), ExecutorConfig()
     assert (loop.sample_size, loop.exec_concurrency, loop.poll_s, dict(loop.tier_shares)) == (
-        setting_default("sample_size"), setting_default("exec_concurrency"), setting_default("poll_s"),
+        setting_default("sample_size"),
+        setting_default("exec_concurrency"),
+        setting_default("poll_s"),
         setting_default("tier_shares"),
     )
     assert client.timeout_s == setting_default("query_timeout_s")
     assert (executor.max_frames, executor.max_frame_instances) == (
-        setting_default("max_frames"), setting_default("max_frame_instances"),
+        setting_default("max_frames"),
+        setting_default("max_frame_instances"),
     )
 
 
@@ -236,6 +250,9 @@ def test_a_flag_sets_a_nested_setting_as_a_value_and_wins_over_set() -> None:
     into a --set string and parsed back), and wins over --set as every flag does."""
     from miner.settings import MinerSettings
 
-    built = build_settings(MinerSettings, overrides=['planner.name="naive"', 'planner.options={"a": 1}'],
-                           flags={"planner.name": '{"not": "json"}', "port": None})
+    built = build_settings(
+        MinerSettings,
+        overrides=['planner.name="naive"', 'planner.options={"a": 1}'],
+        flags={"planner.name": '{"not": "json"}', "port": None},
+    )
     assert built.planner.name == '{"not": "json"}' and built.planner.options == {"a": 1}

@@ -117,7 +117,11 @@ print(json.dumps(scores, sort_keys=True))
 def _score_all(seed: int, planner: str, hash_seed: str) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     done = subprocess.run(
-        [sys.executable, "-c", SCORE_ALL, str(seed), planner], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", SCORE_ALL, str(seed), planner],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -12,15 +12,15 @@ import pytest
 
 from engine.budget import Cores
 from engine.owned import CPU_EXHAUSTED, OwnedLimits, evaluate_owned
-from planners import load_planner
-from subnets.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
-from subnets.runner import LocalRunner
 from neurons.localrun import family_task, owned_runner
+from planners import load_planner
 from protocol.metagraph import Peer
 from protocol.output import NodeOutput
 from protocol.synapse import WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
+from subnets.base import ToolRegistry, ToolResult, ToolSpec, run_in_thread
+from subnets.runner import LocalRunner
 from validator import validation as step_module
 from validator.client import Reply
 from validator.validation import DEADLINE_REASON, OwnedExecution, StepBounds, validation_step
@@ -52,7 +52,11 @@ def _answer(task: Task, plan: dict | None = None) -> tuple[WorkflowSynapse, byte
 def _heavy_plan(nodes: int, items: int) -> dict:
     """The worst plan found: parallel json_transform nodes, each deduplicating ``items``
     distinct values 64 times (about 1.4 s of CPU for 12,000 items) to an output too large."""
-    node = {"subnet": "sn8", "action": "json_transform", "params": {"data": list(range(items)), "ops": [{"op": "unique"}] * 64}}
+    node = {
+        "subnet": "sn8",
+        "action": "json_transform",
+        "params": {"data": list(range(items)), "ops": [{"op": "unique"}] * 64},
+    }
     return {"nodes": [{"id": f"n{i}", **node} for i in range(nodes)], "edges": [], "max_parallel": 64}
 
 
@@ -68,14 +72,22 @@ async def test_one_honest_miner_among_32_sybils_keeps_its_score_and_the_step_end
     miners = _miners(SYBILS + 1)  # the honest miner last: every sybil is ahead of it
     bodies = {m.url: sybil for m in miners[:-1]} | {miners[-1].url: honest}
     alone = await asyncio.to_thread(
-        evaluate_owned, answer.workflow_plan, check_plan_for(answer.workflow_plan, task), task, owned_runner(task),
+        evaluate_owned,
+        answer.workflow_plan,
+        check_plan_for(answer.workflow_plan, task),
+        task,
+        owned_runner(task),
         total_estimated_cost=answer.total_estimated_cost,
     )
     bounds = StepBounds(work_s=0.25 * len(miners), deadline_s=120.0)
     with ThreadPoolExecutor(max_workers=16) as pool:
         result = await validation_step(
-            task=task, miners=miners, client=_Replies(bodies), runner_factory=lambda package, _: owned_runner(task),
-            owned=OwnedExecution(pool), bounds=bounds,
+            task=task,
+            miners=miners,
+            client=_Replies(bodies),
+            runner_factory=lambda package, _: owned_runner(task),
+            owned=OwnedExecution(pool),
+            bounds=bounds,
         )
     *sybils, honest_outcome = result.outcomes
     assert honest_outcome.reason is None, honest_outcome.reason
@@ -91,8 +103,10 @@ async def test_an_execution_unfinished_at_the_deadline_is_its_miners_failure_and
     task = family_task("dt_sales", 4242)
     answer, honest = _answer(task)
     stuck_plan = {
-        "nodes": [{"id": "a", "subnet": "sn8", "action": "json_transform", "params": {"data": [], "ops": []}},
-                  {"id": "b", "subnet": "sn8", "action": "json_transform", "params": {"data": [], "ops": []}}],
+        "nodes": [
+            {"id": "a", "subnet": "sn8", "action": "json_transform", "params": {"data": [], "ops": []}},
+            {"id": "b", "subnet": "sn8", "action": "json_transform", "params": {"data": [], "ops": []}},
+        ],
         "edges": [{"from": "a", "to": "b"}],
     }
     _, stuck = _answer(task, stuck_plan)
@@ -109,8 +123,11 @@ async def test_an_execution_unfinished_at_the_deadline_is_its_miners_failure_and
     runners = {0: lambda: owned_runner(task), 1: lambda: LocalRunner(registry, subnets=task.available_tools)}
     with ThreadPoolExecutor(max_workers=2) as pool:
         result = await validation_step(
-            task=task, miners=miners, client=_Replies({miners[0].url: honest, miners[1].url: stuck}),
-            runner_factory=lambda package, miner: runners[miner.uid](), owned=OwnedExecution(pool, cores=Cores(2)),
+            task=task,
+            miners=miners,
+            client=_Replies({miners[0].url: honest, miners[1].url: stuck}),
+            runner_factory=lambda package, miner: runners[miner.uid](),
+            owned=OwnedExecution(pool, cores=Cores(2)),
             bounds=StepBounds(work_s=100.0, deadline_s=2.0),
         )
         release.set()
@@ -143,8 +160,11 @@ async def test_replies_are_checked_off_the_event_loop(monkeypatch) -> None:
     miners = _miners(1)
     with ThreadPoolExecutor(max_workers=1) as pool:
         await validation_step(
-            task=task, miners=miners, client=_Replies({miners[0].url: honest}),
-            runner_factory=lambda package, _: owned_runner(task), owned=OwnedExecution(pool),
+            task=task,
+            miners=miners,
+            client=_Replies({miners[0].url: honest}),
+            runner_factory=lambda package, _: owned_runner(task),
+            owned=OwnedExecution(pool),
         )
     assert seen and loop_thread not in seen
 
@@ -168,8 +188,12 @@ async def test_a_plan_gets_the_share_the_reference_gets_whatever_the_others_send
     bodies = {miners[0].url: honest, **{m.url: b'{"not": "an answer"}' for m in miners[1:]}}
     with ThreadPoolExecutor(max_workers=1) as pool:
         result = await validation_step(
-            task=task, miners=miners, client=_Replies(bodies), bounds=bounds,
-            runner_factory=lambda package, _: owned_runner(task), owned=OwnedExecution(pool),
+            task=task,
+            miners=miners,
+            client=_Replies(bodies),
+            bounds=bounds,
+            runner_factory=lambda package, _: owned_runner(task),
+            owned=OwnedExecution(pool),
         )
     assert [o.execution is not None for o in result.outcomes] == [True, False, False, False]
     assert seen == [bounds.share(OwnedLimits(), len(miners))]

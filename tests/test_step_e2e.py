@@ -11,30 +11,29 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
-from support.keys import Keypair, MetagraphBuilder, dev_keypair
-from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
 
+from engine.executor import ExecutorConfig
 from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
 from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
+from neurons.localrun import family_task
 from planners import load_planner
 from planners.base import PlanProposal
-from subnets.registry import default_registry
-from neurons.localrun import family_task
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.plan import Edge, PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
 from protocol.task import Task
 from scoring.evaluate import score_run
+from subnets.registry import default_registry
+from support.keys import Keypair, MetagraphBuilder, dev_keypair
+from support.peers import CLOSE, GARBAGE, HANG, raw_peer, serve_asgi
 from validator.client import ClientConfig, MinerClient
-from engine.executor import ExecutorConfig
-from validator.remote import RemoteRunner, every_peer_serves
-from validator.validation import StepResult, validation_step
 from validator.errors import PeerClosed, PeerOversize, PeerTimeout
 from validator.observation import observe_outcome
 from validator.prometheus import ValidatorMetrics
-
+from validator.remote import RemoteRunner, every_peer_serves
+from validator.validation import StepResult, validation_step
 
 pytestmark = pytest.mark.e2e
 
@@ -76,7 +75,9 @@ class _ShapedPlanner:
             plan = good.plan.model_copy(update={"nodes": [*rest, last.model_copy(update={"params": params})]})
         else:  # oversize: a response body over the 1 MiB limit
             params = {"text": "x" * 8_000}
-            plan = WorkflowPlan(nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo", params=params) for i in range(200)])
+            plan = WorkflowPlan(
+                nodes=[PlanNode(id=f"n{i}", subnet=subnet, action="echo", params=params) for i in range(200)]
+            )
         return PlanProposal(plan, 0.01, 0.1, 0.5, f"a {self.shape} plan")
 
 
@@ -93,8 +94,9 @@ def _snapshot() -> MetagraphSnapshot:
 @contextlib.asynccontextmanager
 async def _app(key: Keypair, planner: object, snapshot: MetagraphSnapshot, task: Task) -> AsyncIterator[Peer]:
     settings = MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=task.available_tools)
-    app = create_app(settings, keypair=key, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                     planner=planner)
+    app = create_app(
+        settings, keypair=key, metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=planner
+    )
     async with serve_asgi(app) as url:
         neuron = snapshot.by_hotkey(key.ss58_address)
         yield Peer(uid=neuron.uid, hotkey=key.ss58_address, url=url)
@@ -103,9 +105,12 @@ async def _app(key: Keypair, planner: object, snapshot: MetagraphSnapshot, task:
 async def _step(task: Task, miners: list[Peer], provider: Peer) -> StepResult:
     async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=QUERY_TIMEOUT_S)) as client:
         return await validation_step(
-            task=task, miners=miners, client=client,
+            task=task,
+            miners=miners,
+            client=client,
             runner_factory=lambda package, miner: RemoteRunner(client, every_peer_serves([provider]), package),
-            executor_config=ExecutorConfig(), exec_concurrency=4,
+            executor_config=ExecutorConfig(),
+            exec_concurrency=4,
         )
 
 
@@ -176,7 +181,10 @@ async def test_misbehaving_miners_score_zero_with_a_reason_and_leave_honest_ones
 
 async def test_every_honest_miner_is_scored_while_one_sends_a_digit_bomb(task: Task) -> None:
     snapshot = _snapshot()
-    async with _network(task) as (provider, honest, _), _app(BOMBER, _ShapedPlanner("digit_bomb"), snapshot, task) as bomber:
+    async with (
+        _network(task) as (provider, honest, _),
+        _app(BOMBER, _ShapedPlanner("digit_bomb"), snapshot, task) as bomber,
+    ):
         result = await _step(task, [*honest.values(), bomber], provider)
     *fair, bombed = result.outcomes
     for outcome in fair:  # scored on their own merits (the naive plan may still earn 0)

@@ -27,8 +27,7 @@ def test_processes_starting_together_all_open_a_fresh_file(tmp_path: Path) -> No
         path = tmp_path / f"shared-{round_}.db"
         start = ctx.Barrier(processes_per_round)
         workers = [
-            ctx.Process(target=_open_and_write, args=(str(path), key, start))
-            for key in range(processes_per_round)
+            ctx.Process(target=_open_and_write, args=(str(path), key, start)) for key in range(processes_per_round)
         ]
         for worker in workers:
             worker.start()

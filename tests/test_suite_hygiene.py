@@ -30,16 +30,21 @@ def test_stop_ends_a_process_of_another_session_and_reports_a_gone_one() -> None
 def test_every_image_the_compose_test_builds_carries_the_label_the_clean_script_removes() -> None:
     script = (ROOT / "scripts" / "clean-test-images").read_text()
     key = LABEL.split("=")[0]
-    assert f"LABEL={key}\n" in script and 'label=$LABEL' in script
+    assert f"LABEL={key}\n" in script and "label=$LABEL" in script
     test = (ROOT / "tests" / "test_compose_e2e.py").read_text()
     assert '"--label", LABEL, base' in test  # the base: dagnet:local, built on it, inherits it
     assert '"--label", LABEL, "-t", PROMETHEUS_IMAGE' in test
-    base = subprocess.run(["bash", str(ROOT / "scripts" / "build-base-image"), "--label"], capture_output=True,
-                          text=True, check=False)
+    base = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-base-image"), "--label"], capture_output=True, text=True, check=False
+    )
     assert base.returncode == 2 and base.stderr.strip() == "build-base-image: --label needs KEY=VALUE"
 
 
 def test_the_clean_script_parses_and_refuses_an_unknown_option() -> None:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "clean-test-images"), "--everything"], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "clean-test-images"), "--everything"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and done.stderr.strip() == "clean-test-images: unknown option --everything"

@@ -12,13 +12,13 @@ import pytest
 
 import planners.synth as synth
 import planners.synth.world as synth_world
+from neurons.evaluation import score_answer
+from neurons.localrun import family_task, run_document
 from planners import GoodPlanner, NaivePlanner, PlanningError
 from planners.synth import synthesise
 from planners.synth.answers import matches_json, matches_text
 from planners.synth.code import matches_code
 from planners.synth.world import Example, check_program
-from neurons.evaluation import score_answer
-from neurons.localrun import family_task, run_document
 from protocol.documents import PlanDocument
 from protocol.hints import PublicExample
 from protocol.synapse import TaskPackage
@@ -27,8 +27,16 @@ from tasks import load_families
 from tasks.family import Family, example_output
 
 FAMILIES = {family.task_id: family for family in load_families()}
-ACROSS_TYPES = ["dt_sales", "dt_sensors", "rag_rivers", "agent_ratio_peaks", "agent_savings", "agent_invoice",
-                "code_fizzbuzz", "code_pad_id"]
+ACROSS_TYPES = [
+    "dt_sales",
+    "dt_sensors",
+    "rag_rivers",
+    "agent_ratio_peaks",
+    "agent_savings",
+    "agent_invoice",
+    "code_fizzbuzz",
+    "code_pad_id",
+]
 MATCHES = {"data_transform": matches_json, "agent": matches_json, "rag": matches_text, "code": matches_code}
 
 
@@ -54,8 +62,10 @@ def test_the_steps_found_from_a_goal_package_answer_hidden_instances(task_id: st
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("task_id", "tier"), [("dt_books", "goal"), ("rag_towns", "outline"),
-                                               ("agent_difference_firms", "goal"), ("code_bucket", "goal")])
+@pytest.mark.parametrize(
+    ("task_id", "tier"),
+    [("dt_books", "goal"), ("rag_towns", "outline"), ("agent_difference_firms", "goal"), ("code_bucket", "goal")],
+)
 def test_good_scores_full_quality_where_naive_cannot_plan(task_id: str, tier: str) -> None:
     task = at_tier(family_task(task_id, 2), tier)
     good = score_answer(GoodPlanner(), task)
@@ -129,20 +139,36 @@ def test_good_takes_the_shorter_found_program_at_full_and_keeps_hints_otherwise(
 def _adversarial(output: dict) -> TaskPackage:
     """A huge schema, the most examples a package may carry, answers that mean nothing."""
     names = [f"x{i}" for i in range(300)]
-    examples = [PublicExample(inputs={name: (7 * i + 13 * j) % 997 for j, name in enumerate(names)},
-                              output={key: value(i) for key, value in output.items()}) for i in range(6)]
-    tools = {f"sn{i}": {"type": kind, "avg_cost": 0.001, "avg_latency": 0.05}
-             for i, kind in enumerate(["data", "text", "retrieval", "math", "exec"])}
-    return TaskPackage(task_id="junk", task_type="agent", hint_tier="goal", description="`k0`: `x1` and `x2`",
-                       inputs={"type": "object", "properties": {name: {"type": "integer"} for name in names}},
-                       available_tools=tools, examples=examples)
+    examples = [
+        PublicExample(
+            inputs={name: (7 * i + 13 * j) % 997 for j, name in enumerate(names)},
+            output={key: value(i) for key, value in output.items()},
+        )
+        for i in range(6)
+    ]
+    tools = {
+        f"sn{i}": {"type": kind, "avg_cost": 0.001, "avg_latency": 0.05}
+        for i, kind in enumerate(["data", "text", "retrieval", "math", "exec"])
+    }
+    return TaskPackage(
+        task_id="junk",
+        task_type="agent",
+        hint_tier="goal",
+        description="`k0`: `x1` and `x2`",
+        inputs={"type": "object", "properties": {name: {"type": "integer"} for name in names}},
+        available_tools=tools,
+        examples=examples,
+    )
 
 
-@pytest.mark.parametrize("output", [
-    {"json": lambda i: {f"k{k}": (104729 * (i + 1) * (k + 3)) % 1_000_003 / 7 for k in range(30)}},
-    {"text": lambda i: f"Nothing here matches {i}. Nor here."},
-    {"entry_point": lambda i: "f", "cases": lambda i: []},
-])
+@pytest.mark.parametrize(
+    "output",
+    [
+        {"json": lambda i: {f"k{k}": (104729 * (i + 1) * (k + 3)) % 1_000_003 / 7 for k in range(30)}},
+        {"text": lambda i: f"Nothing here matches {i}. Nor here."},
+        {"entry_point": lambda i: "f", "cases": lambda i: []},
+    ],
+)
 def test_an_adversarial_package_costs_one_planning_error_within_the_budget(output: dict) -> None:
     package = _adversarial(output)
     cpu, wall = time.thread_time(), time.monotonic()
@@ -185,7 +211,9 @@ def test_the_references_search_counts_its_steps_and_never_reads_a_clock(monkeypa
 
 def test_an_adversarial_package_runs_out_of_counted_steps_on_an_untimed_search() -> None:
     with pytest.raises(PlanningError, match=r"budget \(200 checks, inf s\)"):
-        synthesise(_adversarial({"json": lambda i: {"k0": i * 7919 % 101}}), checks=200, cpu_s=math.inf, wall_s=math.inf)
+        synthesise(
+            _adversarial({"json": lambda i: {"k0": i * 7919 % 101}}), checks=200, cpu_s=math.inf, wall_s=math.inf
+        )
 
 
 @pytest.mark.e2e
@@ -205,7 +233,8 @@ def test_drawn_families_are_solved_from_their_goal_packages() -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize("task_id", ["code_tax", "code_count_above"])
 def test_a_constant_worked_out_from_the_table_is_beyond_the_search_and_the_family_s_own_program_finds_it(
-        task_id: str) -> None:
+    task_id: str,
+) -> None:
     """Room above the reference: the body uses a constant the table does not hold (the
     description says how to work it out from two columns). The search reads constants, it
     does not derive them, so good says so at outline and goal; the generator's own program
@@ -219,6 +248,7 @@ def test_a_constant_worked_out_from_the_table_is_beyond_the_search_and_the_famil
     assert [step.action for step in family.program] == ["csv_to_json", "text_transform"]
     own = GoodPlanner(shorter=False).plan(family.package.model_copy(update={"steps": list(family.program)}))
     for seed in (1, 2, 3):  # judged as a validator judges code: the module's calls run in the sandbox
-        report = asyncio.run(run_document(PlanDocument(own.plan, own.total_estimated_cost, "synapse"),
-                                          task=family_task(task_id, seed)))
+        report = asyncio.run(
+            run_document(PlanDocument(own.plan, own.total_estimated_cost, "synapse"), task=family_task(task_id, seed))
+        )
         assert report["score"]["output_quality"] == 1.0, report["score"]

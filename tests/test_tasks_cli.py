@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tasks import family, load_families
 from neurons.cli import app
 from neurons.commands.tasks import family_lines
 from protocol.synapse import TaskPackage
+from tasks import family, load_families
 
 
 def _invoke(*args: str, columns: int = 80):
@@ -29,8 +29,9 @@ def test_list_is_one_line_per_family_within_the_terminal(columns):
 
 def test_list_json_carries_the_whole_description():
     rows = json.loads(_invoke("tasks", "list", "--json").stdout)
-    assert rows == [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description}
-                    for f in load_families()]
+    assert rows == [
+        {"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description} for f in load_families()
+    ]
 
 
 def test_family_lines_cut_only_the_description():
@@ -62,8 +63,8 @@ def test_show_with_a_seed_adds_that_instance_s_hidden_inputs():
 def test_drawn_families_are_listed_and_shown_for_a_secret_and_tempo():
     """A validator's drawn families (`gen_*`, 18 % of localnet steps) are shown as it sends
     them: found with the secret and tempo they were drawn for, checked as it checks them."""
-    from validator.reference import reference_solves
     from tasks import drawn_families
+    from validator.reference import reference_solves
 
     expected = drawn_families(7, 3, 2, verify=reference_solves)
     rows = json.loads(_invoke("tasks", "list", "--json", "--secret", "7", "--tempo", "3", "--drawn", "2").stdout)
@@ -71,6 +72,9 @@ def test_drawn_families_are_listed_and_shown_for_a_secret_and_tempo():
     drawn = expected[0].task_id
     shown = _invoke("tasks", "show", drawn, "--secret", "7", "--tempo", "3", "--drawn", "2", "--tier", "goal")
     assert shown.exit_code == 0, shown.output
-    assert TaskPackage.model_validate_json(shown.stdout).task_id == drawn and json.loads(shown.stdout)["hint_tier"] == "goal"
+    assert (
+        TaskPackage.model_validate_json(shown.stdout).task_id == drawn
+        and json.loads(shown.stdout)["hint_tier"] == "goal"
+    )
     without = _invoke("tasks", "show", drawn)
     assert without.exit_code == 2 and "give the --secret and --tempo" in without.stderr

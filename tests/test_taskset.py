@@ -21,13 +21,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tasks import VERSION, load_families
-from planners import load_planner
-from subnets.registry import default_registry
 from neurons.localrun import family_task, run_document
+from planners import load_planner
 from protocol.dataref import find_refs
 from protocol.documents import load_plan_document
 from protocol.task import Task, TaskSet
+from subnets.registry import default_registry
+from tasks import VERSION, load_families
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "tasks" / "task.schema.json").read_text())
 FAMILIES = load_families()
@@ -39,10 +39,14 @@ INSTANCES = [found.task(found.instance(seed)) for found in FAMILIES for seed in 
 # Two families per type, cheap to run: one whose first-listed subnet is flaky (naive,
 # without retries, fails there), one where naive loses latency or cost by chaining.
 MEASURED = (
-    "dt_staff", "dt_orders",
-    "rag_libraries", "rag_bridges",
-    "agent_recipe", "agent_difference_towns",
-    "code_fizzbuzz", "code_tax",
+    "dt_staff",
+    "dt_orders",
+    "rag_libraries",
+    "rag_bridges",
+    "agent_recipe",
+    "agent_difference_towns",
+    "code_fizzbuzz",
+    "code_tax",
 )
 HIDDEN = 90210
 
@@ -125,7 +129,12 @@ async def _run(task: Task, strategy: str) -> dict:
 
 
 def test_the_measured_families_cover_every_type():
-    assert {family_task(task_id, HIDDEN).task_type for task_id in MEASURED} == {"code", "rag", "agent", "data_transform"}
+    assert {family_task(task_id, HIDDEN).task_type for task_id in MEASURED} == {
+        "code",
+        "rag",
+        "agent",
+        "data_transform",
+    }
 
 
 @pytest.mark.e2e
@@ -138,11 +147,19 @@ async def test_good_plan_completes_with_the_reference_answer_and_scores_at_least
     assert good["score"]["S"] >= naive["score"]["S"], (good["score"], naive["score"])
 
 
-@pytest.mark.parametrize("doc, shape", [
-    ({"tasks": []}, "taskset"), ({"tasks": [], "nodes": []}, "taskset"),
-    ({"nodes": []}, "plan"), ({"workflow_plan": {}, "task_id": "t"}, "plan"), ({"dag": []}, "plan"),
-    ({"task_id": "t"}, "task"), ({"version": "v2"}, None), ([1], None),
-])
+@pytest.mark.parametrize(
+    "doc, shape",
+    [
+        ({"tasks": []}, "taskset"),
+        ({"tasks": [], "nodes": []}, "taskset"),
+        ({"nodes": []}, "plan"),
+        ({"workflow_plan": {}, "task_id": "t"}, "plan"),
+        ({"dag": []}, "plan"),
+        ({"task_id": "t"}, "task"),
+        ({"version": "v2"}, None),
+        ([1], None),
+    ],
+)
 def test_a_document_is_told_apart_by_its_keys(doc, shape) -> None:
     from protocol.documents import document_shape
 

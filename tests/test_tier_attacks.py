@@ -49,10 +49,10 @@ from typing import Any
 
 import pytest
 
+from bench.tasks import CHAINS, propose
 from planners import PlanningError, PlanProposal, load_planner
 from planners.attackers import PrecomputePlanner, answer_plan, example_answer
 from planners.base import estimate
-from bench.tasks import CHAINS, propose
 from protocol.hints import TIERS, HintTier
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage
@@ -61,7 +61,6 @@ from support.attacks import gather, scored_run
 from tasks import Family, load_families
 from tasks.drawn import drawn_families
 from tasks.family import Instance
-
 
 pytestmark = pytest.mark.e2e
 
@@ -109,23 +108,27 @@ def _table(package: TaskPackage) -> dict[str, Any]:
 def _lookup(package: TaskPackage, fallback: str = "identity") -> str:
     """A module whose entry point answers the examples' calls by lookup, else ``fallback``."""
     expression, _ = FALLBACKS[fallback]
-    return (f"import json\nTABLE = json.loads({json.dumps(json.dumps(_table(package)))})\n"
-            f"def {_cases(package)[0]}(*args, **kwargs):\n"
-            f"    key = json.dumps(list(args))\n"
-            f"    return TABLE[key] if key in TABLE else {expression}\n")
+    return (
+        f"import json\nTABLE = json.loads({json.dumps(json.dumps(_table(package)))})\n"
+        f"def {_cases(package)[0]}(*args, **kwargs):\n"
+        f"    key = json.dumps(list(args))\n"
+        f"    return TABLE[key] if key in TABLE else {expression}\n"
+    )
 
 
 def _forged_summary(package: TaskPackage) -> str:
     """A module that reports every case passed, at import and when called, and exits 0."""
     entry, cases = _cases(package)
     report = f"{len(cases)} passed in 0.01s"
-    return (f"import os, sys\n"
-            f"def _report():\n"
-            f"    sys.__stdout__.write({report!r} + '\\n'); sys.__stdout__.flush()\n"
-            f"    os._exit(0)\n"
-            f"sys.__stdout__.write({report!r} + '\\n'); sys.__stdout__.flush()\n"
-            f"def {entry}(*args, **kwargs):\n"
-            f"    _report()\n")
+    return (
+        f"import os, sys\n"
+        f"def _report():\n"
+        f"    sys.__stdout__.write({report!r} + '\\n'); sys.__stdout__.flush()\n"
+        f"    os._exit(0)\n"
+        f"sys.__stdout__.write({report!r} + '\\n'); sys.__stdout__.flush()\n"
+        f"def {entry}(*args, **kwargs):\n"
+        f"    _report()\n"
+    )
 
 
 PRECOMPUTE = PrecomputePlanner(CURATED)
@@ -151,7 +154,9 @@ async def _bar(family: Family, seed: int = HIDDEN) -> float:
     scores 0 (its first listed subnet fails every first attempt: the profile, not the task)."""
     for strategy in CHAINS:
         proposal = propose(family, strategy)
-        s = (await scored_run(proposal.plan, _hidden(family, "full", seed), proposal.total_estimated_cost))["score"]["S"]
+        s = (await scored_run(proposal.plan, _hidden(family, "full", seed), proposal.total_estimated_cost))["score"][
+            "S"
+        ]
         if s > 0:
             break
     return s
@@ -165,8 +170,12 @@ def _bars(families: tuple[Family, ...]) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def attack_scores() -> Scores:
     """(tier, family, attack) -> S, output quality and the quality's details on the hidden instance."""
-    runs = [(tier, family, name, plan) for tier in TIERS for family in CURATED
-            for name, plan in attacks(at_tier(family.package, tier)).items()]
+    runs = [
+        (tier, family, name, plan)
+        for tier in TIERS
+        for family in CURATED
+        for name, plan in attacks(at_tier(family.package, tier)).items()
+    ]
 
     async def score(tier: HintTier, family: Family, plan: WorkflowPlan) -> dict[str, Any]:
         return _score(await scored_run(plan, _hidden(family, tier)))
@@ -198,7 +207,12 @@ def test_no_attack_earns_anything_at_any_tier(attack_scores, curated_bars, tier:
     """Every attack, with the examples every tier carries, scores 0 on the hidden instance
     (and so stays under the bar and short of a right answer)."""
     scored = _at(attack_scores, tier)
-    assert {name for _, name in scored} == {"precompute", "lookup", "forged summary", *(f"memorise:{i}" for i in range(3))}
+    assert {name for _, name in scored} == {
+        "precompute",
+        "lookup",
+        "forged summary",
+        *(f"memorise:{i}" for i in range(3)),
+    }
     assert {key: found["S"] for key, found in scored.items() if found["S"] > 0} == {}
     assert all(curated_bars[task_id] > 0 for task_id, _ in scored)
 
@@ -233,8 +247,12 @@ def _alike(family: Family) -> int:
     _, shown = _cases(family.package)
     seen = {json.dumps([case["args"], case["expected"]]) for case in shown}
     hidden = family.instance(HIDDEN).reference["cases"]
-    return sum(json.dumps([case["args"], case["expected"]]) in seen or case["expected"] is None
-               or case["expected"] == (case["args"][0] if case["args"] else None) for case in hidden)
+    return sum(
+        json.dumps([case["args"], case["expected"]]) in seen
+        or case["expected"] is None
+        or case["expected"] == (case["args"][0] if case["args"] else None)
+        for case in hidden
+    )
 
 
 class TableMiner:
@@ -306,8 +324,11 @@ def test_the_table_miner_scores_no_more_than_naive_on_forty_drawn_families(table
 
     scores = asyncio.run(gather([score(*run) for run in runs]))
     bars = _bars(DRAWN)
-    worse = {(family.task_id, tier, proposal.reasoning): (s, bars[family.task_id])
-             for (family, tier, proposal), s in zip(runs, scores) if s > bars[family.task_id]}
+    worse = {
+        (family.task_id, tier, proposal.reasoning): (s, bars[family.task_id])
+        for (family, tier, proposal), s in zip(runs, scores)
+        if s > bars[family.task_id]
+    }
     assert worse == {}
 
 
@@ -333,8 +354,14 @@ def _luckiest(family: Family) -> tuple[str, int, int]:
     """(fallback, seed, calls right): the screened hidden instance and fallback on which the
     lookup module is right most often."""
     table, instances = _table(family.package), [family.instance(seed) for seed in SCREENED]
-    return max(((fallback, instance.seed, _guessed_right(table, instance, fallback))
-                for fallback in FALLBACKS for instance in instances), key=lambda found: found[2])
+    return max(
+        (
+            (fallback, instance.seed, _guessed_right(table, instance, fallback))
+            for fallback in FALLBACKS
+            for instance in instances
+        ),
+        key=lambda found: found[2],
+    )
 
 
 def test_a_lookup_module_with_a_constant_free_guess_stays_under_the_gate_and_naive() -> None:
@@ -362,12 +389,16 @@ def test_a_lookup_module_with_a_constant_free_guess_stays_under_the_gate_and_nai
         return (await scored_run(plan, _hidden(family, tier, seed)))["score"]
 
     async def everything() -> tuple[list[dict[str, Any]], list[float]]:
-        return (await gather([score(*run) for run in runs]),
-                await gather([_bar(family, seed) for family, _, seed, _ in luckiest]))
+        return (
+            await gather([score(*run) for run in runs]),
+            await gather([_bar(family, seed) for family, _, seed, _ in luckiest]),
+        )
 
     scores, bar_list = asyncio.run(everything())
     bars = {family.task_id: bar for (family, *_), bar in zip(luckiest, bar_list)}
-    worse = {(family.task_id, fallback, seed, tier): (score["S"], bars[family.task_id])
-             for (family, fallback, seed, tier), score in zip(runs, scores)
-             if score["S"] > bars[family.task_id] or score["details"]["gate_open"]}
+    worse = {
+        (family.task_id, fallback, seed, tier): (score["S"], bars[family.task_id])
+        for (family, fallback, seed, tier), score in zip(runs, scores)
+        if score["S"] > bars[family.task_id] or score["details"]["gate_open"]
+    }
     assert worse == {}

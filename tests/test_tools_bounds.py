@@ -40,8 +40,11 @@ HOSTILE: list[tuple[Any, dict[str, Any], str]] = [
     (csv_to_json, {"csv": "h" * 4096 + "\n" + "x\n" * 60_000}, "csv_to_json"),
     (json_to_csv, {"data": [{}] * 50_000, "columns": [f"c{i}" for i in range(2_000)]}, "json_to_csv"),
     # renaming the key of 10k records to a 4 KiB name: 40 MiB of JSON text
-    (json_transform, {"data": [{"a": 0}] * 10_000, "ops": [{"op": "rename", "mapping": {"a": "k" * 4096}}]},
-     "the JSON result"),
+    (
+        json_transform,
+        {"data": [{"a": 0}] * 10_000, "ops": [{"op": "rename", "mapping": {"a": "k" * 4096}}]},
+        "the JSON result",
+    ),
 ]
 
 

@@ -125,8 +125,13 @@ async def test_operand_without_a_number_is_a_clean_error():
 
 @pytest.mark.parametrize(
     "params, field",
-    [({}, "expression"), ({"expression": 12}, "expression"), ({"expression": ""}, "expression"),
-     ({"expression": "1", "extra": 1}, "extra"), ({"expression": "1" * 5000}, "expression")],
+    [
+        ({}, "expression"),
+        ({"expression": 12}, "expression"),
+        ({"expression": ""}, "expression"),
+        ({"expression": "1", "extra": 1}, "extra"),
+        ({"expression": "1" * 5000}, "expression"),
+    ],
 )
 async def test_bad_params_name_the_field(params, field):
     with pytest.raises(ToolError, match=field):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.output import NodeOutput
+from protocol.runner import NodeCall
+from protocol.synapse import ToolInfo
 from subnets.base import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec
 from subnets.frames import collect, split
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
-from protocol.output import NodeOutput
-from protocol.runner import NodeCall
-from protocol.synapse import ToolInfo
 
 CTX = ToolContext("t", "n", 1, 5.0)
 
@@ -23,18 +23,23 @@ async def test_split_yields_one_frame_per_item_or_piece() -> None:
     frames = await _frames({"items": ["a", {"k": 1}, 3]})
     assert [f.text for f in frames] == ["a", '{"k":1}', "3"]
     assert [f.artifacts.metadata for f in frames] == [
-        {"item": "a", "index": 0}, {"item": {"k": 1}, "index": 1}, {"item": 3, "index": 2},
+        {"item": "a", "index": 0},
+        {"item": {"k": 1}, "index": 1},
+        {"item": 3, "index": 2},
     ]
     assert [f.text for f in await _frames({"items": "[1, 2]"})] == ["1", "2"]  # a string holding JSON
     assert [f.text for f in await _frames({"text": "x;y", "sep": ";"})] == ["x", "y"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({}, "exactly one of items"),
-    ({"items": [1], "text": "a"}, "exactly one of items"),
-    ({"items": {"a": 1}}, "expects a list"),
-    ({"items": "not json"}, "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({}, "exactly one of items"),
+        ({"items": [1], "text": "a"}, "exactly one of items"),
+        ({"items": {"a": 1}}, "expects a list"),
+        ({"items": "not json"}, "not valid JSON"),
+    ],
+)
 async def test_split_refuses_bad_params(params: dict, message: str) -> None:
     with pytest.raises(ToolError, match=message):
         await _frames(params)
@@ -66,7 +71,8 @@ async def test_local_runner_emits_each_frame_and_stops_when_told() -> None:
     registry.register(ToolSpec("numbers", numbers, "count", frames=True))  # type: ignore[arg-type]
     seen: list[str] = []
     result = await LocalRunner(registry).run_frames(
-        _call("numbers", {}), lambda f: seen.append(f.text) or len(seen) < 3,
+        _call("numbers", {}),
+        lambda f: seen.append(f.text) or len(seen) < 3,
     )
     assert seen == ["0", "1", "2"] and closed == [True]  # the tool was closed, not left suspended
     assert result.cost_tao == 1.5 and result.output.artifacts.metadata == {"frames": 3}

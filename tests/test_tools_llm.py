@@ -3,10 +3,10 @@
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from support.peers import CLOSE, raw_peer, serve_asgi
 
 from subnets.base import ToolContext, ToolError
 from subnets.llm import LLMConfig, make_llm
+from support.peers import CLOSE, raw_peer, serve_asgi
 
 CTX = ToolContext(task_id="t", node_id="ask", attempt=1, timeout_seconds=5.0)
 
@@ -26,8 +26,10 @@ def fake_openai(mode: str = "ok") -> tuple[FastAPI, list[dict]]:
         if mode == "no_choices":
             return {"choices": []}
         content = f"{body['model']} says: {body['messages'][-1]['content'].upper()}"
-        return {"choices": [{"message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+        return {
+            "choices": [{"message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+        }
 
     return app, seen
 
@@ -40,11 +42,17 @@ async def test_chat_completion_round_trip():
     assert result.output.text == "tiny says: HELLO"
     assert result.output.artifacts.metadata == {"model": "tiny", "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
     assert result.cost_tao == 0.02
-    assert seen == [{
-        "body": {"model": "tiny", "max_tokens": 7, "temperature": 0, "messages": [
-            {"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]},
-        "auth": "Bearer k-123",
-    }]
+    assert seen == [
+        {
+            "body": {
+                "model": "tiny",
+                "max_tokens": 7,
+                "temperature": 0,
+                "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}],
+            },
+            "auth": "Bearer k-123",
+        }
+    ]
 
 
 async def test_no_api_key_sends_no_authorization_header():
@@ -73,8 +81,14 @@ async def test_connection_dropped_is_a_clean_tool_error():
 
 
 @pytest.mark.parametrize(
-    "params, field", [({}, "prompt"), ({"prompt": ""}, "prompt"), ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
-                      ({"prompt": "x", "max_tokens": 10_000}, "max_tokens"), ({"prompt": "x", "temp": 1}, "temp")]
+    "params, field",
+    [
+        ({}, "prompt"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+        ({"prompt": "x", "max_tokens": 10_000}, "max_tokens"),
+        ({"prompt": "x", "temp": 1}, "temp"),
+    ],
 )
 async def test_bad_params_name_the_field_without_calling_the_endpoint(params, field):
     tool = make_llm(LLMConfig(base_url="http://127.0.0.1:9", model="m"))

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
+from sandbox import SandboxLimits
 from subnets.base import ToolContext, ToolError
 from subnets.python_exec import make_python_exec
-from sandbox import SandboxLimits
 
 LIMITS = SandboxLimits(cpu_seconds=5, wall_seconds=20)
 TOOL = make_python_exec(LIMITS)
@@ -57,10 +57,16 @@ async def test_a_sleeping_program_is_stopped_by_the_wall_cap():
 
 @pytest.mark.parametrize(
     "params, field",
-    [({}, "code"), ({"code": ""}, "code"), ({"code": "x" * (8 * 1024 + 1)}, "code"),
-     ({"code": "é" * (5 * 1024)}, "code"), ({"code": "1", "stdin": "x" * (8 * 1024 + 1)}, "stdin"),
-     ({"code": "#" * 5000, "stdin": "x" * 5000}, "code, stdin and args"),
-     ({"code": "1", "args": "a b"}, "args"), ({"code": "1", "env": {}}, "env")],
+    [
+        ({}, "code"),
+        ({"code": ""}, "code"),
+        ({"code": "x" * (8 * 1024 + 1)}, "code"),
+        ({"code": "é" * (5 * 1024)}, "code"),
+        ({"code": "1", "stdin": "x" * (8 * 1024 + 1)}, "stdin"),
+        ({"code": "#" * 5000, "stdin": "x" * 5000}, "code, stdin and args"),
+        ({"code": "1", "args": "a b"}, "args"),
+        ({"code": "1", "env": {}}, "env"),
+    ],
 )
 async def test_bad_params_name_the_field(params, field):
     with pytest.raises(ToolError, match=field):

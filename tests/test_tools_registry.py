@@ -3,8 +3,18 @@
 from subnets.llm import LLMConfig
 from subnets.registry import default_registry
 
-CORE = {"echo", "calculator", "json_transform", "csv_to_json", "json_to_csv", "text_transform", "search",
-        "python_exec", "split", "collect"}
+CORE = {
+    "echo",
+    "calculator",
+    "json_transform",
+    "csv_to_json",
+    "json_to_csv",
+    "text_transform",
+    "search",
+    "python_exec",
+    "split",
+    "collect",
+}
 
 
 def test_registers_every_reference_tool_with_a_description():

@@ -18,8 +18,10 @@ async def search(query: str, **extra):
     "query, sentence",
     [
         ("age of Emperor Wu of Han at death", "Emperor Wu of Han (156–87 BC) died in 87 BC at the age of 69."),
-        ("age of Julius Caesar at death",
-         "Julius Caesar (100–44 BC) died in Rome on 15 March 44 BC at the age of 55, stabbed by a group of senators."),
+        (
+            "age of Julius Caesar at death",
+            "Julius Caesar (100–44 BC) died in Rome on 15 March 44 BC at the age of 55, stabbed by a group of senators.",
+        ),
     ],
 )
 async def test_seed_004_queries_retrieve_the_age_sentences(query, sentence):
@@ -66,8 +68,15 @@ async def test_no_match_is_a_clean_failure():
 
 
 @pytest.mark.parametrize(
-    "params, field", [({}, "query"), ({"query": ""}, "query"), ({"query": "the of and"}, "query"),
-                      ({"query": "x", "k": 0}, "k"), ({"query": "x", "k": 500}, "k"), ({"q": "x"}, "q")]
+    "params, field",
+    [
+        ({}, "query"),
+        ({"query": ""}, "query"),
+        ({"query": "the of and"}, "query"),
+        ({"query": "x", "k": 0}, "k"),
+        ({"query": "x", "k": 500}, "k"),
+        ({"q": "x"}, "q"),
+    ],
 )
 async def test_bad_params_name_the_field(params, field):
     with pytest.raises(ToolError, match=field):
@@ -86,10 +95,13 @@ def write_corpus(directory, docs):
 
 
 async def test_any_directory_can_be_a_corpus_and_titles_are_indexed(tmp_path):
-    corpus = write_corpus(tmp_path / "c", {
-        "ada": "Ada Lovelace\n\nShe wrote notes on the engine. She died young.",
-        "bob": "Bob\n\nBob built an engine in a shed.",
-    })
+    corpus = write_corpus(
+        tmp_path / "c",
+        {
+            "ada": "Ada Lovelace\n\nShe wrote notes on the engine. She died young.",
+            "bob": "Bob\n\nBob built an engine in a shed.",
+        },
+    )
     tool = make_search(corpus)
     output = (await tool({"query": "Lovelace engine"}, CTX)).output
     assert output.text == "She wrote notes on the engine."

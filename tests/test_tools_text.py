@@ -22,8 +22,10 @@ async def run(**params):
         ({"op": "dedent", "text": "    a\n      b\n"}, "a\n  b\n"),
         ({"op": "replace", "text": "a-b-c", "old": "-", "new": "+"}, "a+b+c"),
         ({"op": "regex_replace", "text": "a1b22c", "pattern": r"\d+", "repl": "#"}, "a#b#c"),
-        ({"op": "regex_replace", "text": "2024-05-01", "pattern": r"(\d+)-(\d+)-(\d+)", "repl": r"\3/\2/\1"},
-         "01/05/2024"),
+        (
+            {"op": "regex_replace", "text": "2024-05-01", "pattern": r"(\d+)-(\d+)-(\d+)", "repl": r"\3/\2/\1"},
+            "01/05/2024",
+        ),
         ({"op": "join", "items": ["a", 1, {"b": [2]}], "sep": ", "}, 'a, 1, {"b":[2]}'),
         ({"op": "word_count", "text": "one two\tthree\nfour"}, "4"),
         ({"op": "split_lines", "text": "a\n\n b\n"}, '["a"," b"]'),
@@ -80,8 +82,9 @@ async def test_extract_code_block_without_a_block_fails():
 
 
 async def test_template_fills_names_and_keeps_escaped_braces():
-    output = await run(op="template", text="{who} was {age} {{years}} {tags}", values={"who": "Ada", "age": 36,
-                                                                                      "tags": ["x"]})
+    output = await run(
+        op="template", text="{who} was {age} {{years}} {tags}", values={"who": "Ada", "age": 36, "tags": ["x"]}
+    )
     assert output.text == 'Ada was 36 {years} ["x"]'
 
 

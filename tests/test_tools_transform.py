@@ -29,13 +29,17 @@ async def transform(data, *ops):
         ([{"op": "get", "path": [2, "city"]}], "Paris"),
         ([{"op": "pick", "fields": ["name"]}], [{"name": "ada"}, {"name": "alan"}, {"name": "marie"}]),
         ([{"op": "filter", "field": "city", "eq": "London"}, {"op": "count"}], 2),
-        ([{"op": "filter", "field": "born", "gt": 1850}, {"op": "pick", "fields": ["name"]}],
-         [{"name": "alan"}, {"name": "marie"}]),
+        (
+            [{"op": "filter", "field": "born", "gt": 1850}, {"op": "pick", "fields": ["name"]}],
+            [{"name": "alan"}, {"name": "marie"}],
+        ),
         ([{"op": "filter", "field": "born", "lt": 1850}, {"op": "get", "path": "0.name"}], "ada"),
         ([{"op": "filter", "field": "name", "contains": "ar"}, {"op": "count"}], 1),
         ([{"op": "filter", "field": "city", "ne": "London"}, {"op": "count"}], 1),
-        ([{"op": "sort", "key": "born", "reverse": True}, {"op": "limit", "n": 1}, {"op": "get", "path": "0.name"}],
-         "alan"),
+        (
+            [{"op": "sort", "key": "born", "reverse": True}, {"op": "limit", "n": 1}, {"op": "get", "path": "0.name"}],
+            "alan",
+        ),
         ([{"op": "group_count", "field": "city"}], {"London": 2, "Paris": 1}),
         ([{"op": "sum", "field": "born"}], 1815 + 1912 + 1867),
         ([{"op": "rename", "mapping": {"name": "who"}}, {"op": "get", "path": "0.who"}], "ada"),
@@ -160,7 +164,7 @@ async def test_json_to_csv_writes_header_and_rows_and_round_trips():
 
 async def test_json_to_csv_columns_order_and_missing_values():
     output = (await json_to_csv({"data": '[{"a": 1, "b": [2]}, {"c": null}]', "columns": ["b", "a"]}, CTX)).output
-    assert output.text == 'b,a\n[2],1\n,\n'
+    assert output.text == "b,a\n[2],1\n,\n"
 
 
 async def test_json_to_csv_needs_a_list_of_objects():

@@ -13,7 +13,12 @@ from support.plans import node, plan
 
 class TestSeed000Example:
     def test_a_c_b_c_with_c_referencing_only_a_is_valid(self) -> None:
-        p = plan(node("A", estimated_latency=1.0), node("B", estimated_latency=2.0), node("C", estimated_latency=0.5, q="${A.output.text}"), edges="A>C B>C")
+        p = plan(
+            node("A", estimated_latency=1.0),
+            node("B", estimated_latency=2.0),
+            node("C", estimated_latency=0.5, q="${A.output.text}"),
+            edges="A>C B>C",
+        )
         check = check_plan(p)
         assert check.valid and check.runnable
         assert check.errors == [] and check.node_errors == {}
@@ -50,9 +55,7 @@ class TestFatalErrors:
         ]
 
     def test_unknown_names_are_quoted_and_truncated(self) -> None:
-        p = WorkflowPlan.model_validate(
-            {"nodes": [node("a")], "edges": [{"from": "a", "to": "bad id\n" + "x" * 200}]}
-        )
+        p = WorkflowPlan.model_validate({"nodes": [node("a")], "edges": [{"from": "a", "to": "bad id\n" + "x" * 200}]})
         [error] = check_plan(p).errors
         assert "'bad id\\nxxx" in error and "..." in error and len(error) < 250
 
@@ -121,7 +124,9 @@ class TestNodeErrors:
         assert check_plan(p).valid
 
     def test_first_offending_ref_is_reported(self) -> None:
-        p = plan(node("a"), node("b"), node("c", x="${a.output.text}", y="${z.output.text} ${b.output.text}"), edges="a>c")
+        p = plan(
+            node("a"), node("b"), node("c", x="${a.output.text}", y="${z.output.text} ${b.output.text}"), edges="a>c"
+        )
         assert check_plan(p).node_errors == {"c": "dataref_not_upstream:z"}
 
     def test_bad_syntax(self) -> None:
@@ -141,7 +146,9 @@ def _random_plans(draw: st.DrawFn) -> WorkflowPlan:
     edge_ends = st.one_of(st.sampled_from(ids), _ids) if ids else _ids
     edges = draw(st.lists(st.tuples(edge_ends, edge_ends), max_size=12))
     refs = st.builds(lambda i, t: f"{t} ${{{i}.output.text}}", _ids, st.sampled_from(["", "x", "$", "${"]))
-    nodes = [node(i, estimated_latency=draw(st.floats(0, 5)), q=draw(st.one_of(st.text(max_size=5), refs))) for i in ids]
+    nodes = [
+        node(i, estimated_latency=draw(st.floats(0, 5)), q=draw(st.one_of(st.text(max_size=5), refs))) for i in ids
+    ]
     return plan(*nodes, edges=" ".join(f"{a}>{b}" for a, b in edges))
 
 

@@ -9,7 +9,6 @@ from rich.console import Console
 
 from bench.network import render_network_bench, run_network_bench
 
-
 pytestmark = pytest.mark.e2e
 
 

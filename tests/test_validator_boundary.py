@@ -30,34 +30,33 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.applications import Starlette
-from typer.testing import CliRunner
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from typer.testing import CliRunner
+
+from bench.flood import memory_kib
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
+from neurons.cli import app as dagnet
+from neurons.localrun import family_task
+from neurons.validator import HEALTH_LIMITS
+from planners import load_planner
+from protocol.metagraph import Peer
+from protocol.runner import NodeCall
+from protocol.synapse import NodeSynapse, TaskPackage
+from subnets.registry import default_registry
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import axon, raw_peer, reply_with, serve_asgi
 from support.tasks import provider_profiles
 from support.validator_process import SOURCE
-
-from bench.flood import memory_kib
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
-from neurons.cli import app as dagnet
-from neurons.localrun import family_task
-from neurons.validator import HEALTH_LIMITS
-from protocol.metagraph import Peer
-from protocol.runner import NodeCall
-from protocol.synapse import NodeSynapse, TaskPackage
 from validator.client import ClientConfig, MinerClient
 from validator.errors import PeerBadEncoding
 from validator.remote import RemoteRunner, every_peer_serves
 from validator.state import ValidatorState
 from validator.validation import validation_step
-
 
 pytestmark = pytest.mark.e2e
 
@@ -125,8 +124,15 @@ def _synapse() -> NodeSynapse:
 
 def _node_call(package: TaskPackage) -> NodeCall:
     subnet = sorted(package.available_tools)[0]
-    return NodeCall(task_id=package.task_id, node_id="n1", subnet=subnet, action="echo", params={"text": "hi"},
-                    timeout_seconds=5.0, attempt=1)
+    return NodeCall(
+        task_id=package.task_id,
+        node_id="n1",
+        subnet=subnet,
+        action="echo",
+        params={"text": "hi"},
+        timeout_seconds=5.0,
+        attempt=1,
+    )
 
 
 async def test_the_client_asks_for_identity_only() -> None:
@@ -142,8 +148,11 @@ async def test_the_client_asks_for_identity_only() -> None:
 
 async def test_a_compressed_reply_from_a_plain_reply_is_told_apart_by_its_header_only(bomb: bytes) -> None:
     """Content that merely looks compressed is data (the caller judges it); a declared coding is refused."""
-    async with raw_peer(reply_with(200, bomb)) as plain, raw_peer(reply_with(200, b"{}", headers=("Content-Encoding: identity",))) as identity, \
-            MinerClient(VALIDATOR) as client:
+    async with (
+        raw_peer(reply_with(200, bomb)) as plain,
+        raw_peer(reply_with(200, b"{}", headers=("Content-Encoding: identity",))) as identity,
+        MinerClient(VALIDATOR) as client,
+    ):
         undeclared = await client.call_node(plain.url, PROVIDER.ss58_address, _synapse())
         declared_identity = await client.call_node(identity.url, PROVIDER.ss58_address, _synapse())
     assert undeclared.ok and undeclared.body == bomb
@@ -182,16 +191,22 @@ async def test_a_provider_s_gzip_bomb_fails_its_node_only(bomb: bytes) -> None:
 
 @contextlib.asynccontextmanager
 async def _miner(key, planner: str, snapshot, task) -> AsyncIterator[Peer]:
-    app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=task.available_tools), keypair=key,
-                     metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner(planner))
+    app = create_app(
+        MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=task.available_tools),
+        keypair=key,
+        metagraph=StaticMetagraph(snapshot),
+        registry=default_registry(),
+        planner=load_planner(planner),
+    )
     async with serve_asgi(app) as url:
         yield Peer(uid=snapshot.by_hotkey(key.ss58_address).uid, hotkey=key.ss58_address, url=url)
 
 
 async def test_in_a_step_only_the_bomber_scores_zero(bomb: bytes) -> None:
     task = family_task(TASK_ID, HIDDEN)
-    snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(PROVIDER).miner(GOOD) \
-        .miner(BOMBER).build()
+    snapshot = (
+        MetagraphBuilder(netuid=7).validator(VALIDATOR, stake=1_000.0).miner(PROVIDER).miner(GOOD).miner(BOMBER).build()
+    )
     async with contextlib.AsyncExitStack() as stack:
         provider = await stack.enter_async_context(_miner(PROVIDER, "good", snapshot, task))
         good = await stack.enter_async_context(_miner(GOOD, "good", snapshot, task))
@@ -200,7 +215,9 @@ async def test_in_a_step_only_the_bomber_scores_zero(bomb: bytes) -> None:
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
         with _peak_growth() as growth:
             result = await validation_step(
-                task=task, miners=[good, bomber], client=client,
+                task=task,
+                miners=[good, bomber],
+                client=client,
                 runner_factory=lambda package, miner: RemoteRunner(client, every_peer_serves([provider]), package),
             )
     honest, bombed = result.outcomes
@@ -245,23 +262,52 @@ async def _validator(tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen, st
     async with contextlib.AsyncExitStack() as stack:
         axons = {}
         for key, planner in ((GOOD, "good"), (SECOND, "good")):
-            app = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
-                             registry=default_registry(), planner=load_planner(planner))
+            app = create_app(
+                MinerSettings(port=0),
+                keypair=key,
+                metagraph=StaticMetagraph(snapshot),
+                registry=default_registry(),
+                planner=load_planner(planner),
+            )
             served = axon(await stack.enter_async_context(serve_asgi(app)))
             axons[key.ss58_address] = [served.host, served.port]
-        provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=provider_profiles(SOURCE.tasks())),
-                                  keypair=PROVIDER, metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                                  planner=load_planner("good"))
+        provider_app = create_app(
+            MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=provider_profiles(SOURCE.tasks())),
+            keypair=PROVIDER,
+            metagraph=StaticMetagraph(snapshot),
+            registry=default_registry(),
+            planner=load_planner("good"),
+        )
         provider_url = await stack.enter_async_context(serve_asgi(provider_app))
         spec = tmp_path / "spec.json"
-        spec.write_text(json.dumps({
-            "state": str(state), "hotkey": VALIDATOR.ss58_address, "start": time.time(), "block_time": 0.5,
-            "provider": {"uid": 99, "hotkey": PROVIDER.ss58_address, "url": provider_url},
-            "neurons": [{"uid": n.uid, "hotkey": n.hotkey, "stake": n.stake, "permit": n.validator_permit,
-                         "axon": axons.get(n.hotkey)} for n in snapshot.neurons],
-        }))
-        process = subprocess.Popen([sys.executable, str(VALIDATOR_PROCESS), str(spec)], cwd=ROOT,
-                                   stdout=log.open("wb"), stderr=subprocess.STDOUT, preexec_fn=_limited_files)
+        spec.write_text(
+            json.dumps(
+                {
+                    "state": str(state),
+                    "hotkey": VALIDATOR.ss58_address,
+                    "start": time.time(),
+                    "block_time": 0.5,
+                    "provider": {"uid": 99, "hotkey": PROVIDER.ss58_address, "url": provider_url},
+                    "neurons": [
+                        {
+                            "uid": n.uid,
+                            "hotkey": n.hotkey,
+                            "stake": n.stake,
+                            "permit": n.validator_permit,
+                            "axon": axons.get(n.hotkey),
+                        }
+                        for n in snapshot.neurons
+                    ],
+                }
+            )
+        )
+        process = subprocess.Popen(
+            [sys.executable, str(VALIDATOR_PROCESS), str(spec)],
+            cwd=ROOT,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            preexec_fn=_limited_files,
+        )
         try:
             url = await _health_url(process, log)
             yield process, url, state
@@ -292,8 +338,9 @@ def _steps(state_path: Path) -> dict[int, list]:
         state.close()
 
 
-async def _until_steps(state_path: Path, process: subprocess.Popen, within_s: float,
-                       enough: Callable[[dict[int, list]], bool]) -> dict[int, list]:
+async def _until_steps(
+    state_path: Path, process: subprocess.Popen, within_s: float, enough: Callable[[dict[int, list]], bool]
+) -> dict[int, list]:
     """The settled steps once they are ``enough``, or all there are after ``within_s``."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(within_s):
@@ -413,16 +460,22 @@ async def test_health_floods_leave_miner_queries_answered_and_scored(tmp_path: P
             quiet_rss, _ = memory_kib(process.pid)
             Path(f"/proc/{process.pid}/clear_refs").write_text("5")
             (status, written), _ = await asyncio.gather(
-                _huge_header(url, HUGE_HEADER_BYTES), _until_steps(state, process, 10, _at_least(len(warm) + 1)))
+                _huge_header(url, HUGE_HEADER_BYTES), _until_steps(state, process, 10, _at_least(len(warm) + 1))
+            )
             _, peak = memory_kib(process.pid)
             health = await _health_status(url)
         finally:
             flood.close()
     during = [records for _, records in sorted(steps.items())]
     figures = {
-        "steps_s": round(held_s, 2), "connections": len(flood.writers), "refused": flood.refused,
-        "closed_by_server": closed, "header_status": status.decode().strip(), "header_sent_kib": written // 1024,
-        "header_peak_rss_growth_kib": peak - quiet_rss, "health_after": health,
+        "steps_s": round(held_s, 2),
+        "connections": len(flood.writers),
+        "refused": flood.refused,
+        "closed_by_server": closed,
+        "header_status": status.decode().strip(),
+        "header_sent_kib": written // 1024,
+        "header_peak_rss_growth_kib": peak - quiet_rss,
+        "health_after": health,
         "scores_during": [[round(r.score["S"], 3) for r in records] for records in during],
     }
     print("\nhealth flood: " + json.dumps(figures))
@@ -447,8 +500,20 @@ def test_a_port_in_use_is_one_line_exit_2_and_no_state_file(tmp_path: Path) -> N
     state = tmp_path / "validator.sqlite"
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        result = CliRunner().invoke(dagnet, ["validator", "--dev-key", "//Alice", "--port", str(port), "--state", str(state),
-                                          "--network", f"embedded:{tmp_path / 'chain.sqlite'}"])
+        result = CliRunner().invoke(
+            dagnet,
+            [
+                "validator",
+                "--dev-key",
+                "//Alice",
+                "--port",
+                str(port),
+                "--state",
+                str(state),
+                "--network",
+                f"embedded:{tmp_path / 'chain.sqlite'}",
+            ],
+        )
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == f"error: port {port} is in use (--port)"
     assert list(tmp_path.iterdir()) == []  # neither the state file nor the chain was created

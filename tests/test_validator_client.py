@@ -11,13 +11,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from support.keys import dev_keypair
-from support.peers import CLOSE, GARBAGE, HANG, endless, raw_peer, reply_with, serve_asgi, slow
 
 from protocol.limits import Limits
 from protocol.synapse import NodeResponse, NodeSynapse, TaskPackage
-from validator.client import ClientConfig, MinerClient
+from support.keys import dev_keypair
+from support.peers import CLOSE, GARBAGE, HANG, endless, raw_peer, reply_with, serve_asgi, slow
 from validator import errors
+from validator.client import ClientConfig, MinerClient
 
 VALIDATOR = dev_keypair("Alice")
 MINER = dev_keypair("Bob")
@@ -30,15 +30,23 @@ def _verifying_app(store: bt.http_auth.InMemoryNonceStore) -> Starlette:
         body = await request.body()
         try:
             caller = bt.http_auth.verify(
-                request.headers, body, method=request.method, path=request.url.path,
-                self_hotkey_ss58=MINER.ss58_address, nonce_store=store,
+                request.headers,
+                body,
+                method=request.method,
+                path=request.url.path,
+                self_hotkey_ss58=MINER.ss58_address,
+                nonce_store=store,
             )
         except bt.http_auth.AuthError as exc:
             return JSONResponse({"error": type(exc).__name__}, status_code=401)
         return JSONResponse({"caller": caller.hotkey_ss58, "nonce": caller.nonce_ns, "body": json.loads(body)})
 
-    return Starlette(routes=[Route("/WorkflowSynapse", endpoint, methods=["POST"]),
-                             Route("/NodeSynapse", endpoint, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/WorkflowSynapse", endpoint, methods=["POST"]),
+            Route("/NodeSynapse", endpoint, methods=["POST"]),
+        ]
+    )
 
 
 def _node(**params: object) -> NodeSynapse:
@@ -154,8 +162,11 @@ async def test_nobody_listening_is_a_retryable_connect_error() -> None:
 
 
 async def test_server_error_is_retryable_and_client_error_is_not() -> None:
-    async with raw_peer(reply_with(503, b'{"error":"busy"}')) as busy, \
-            raw_peer(reply_with(422, b'{"error":"bad field"}')) as picky, MinerClient(VALIDATOR) as client:
+    async with (
+        raw_peer(reply_with(503, b'{"error":"busy"}')) as busy,
+        raw_peer(reply_with(422, b'{"error":"bad field"}')) as picky,
+        MinerClient(VALIDATOR) as client,
+    ):
         unavailable = await client.call_node(busy.url, MINER.ss58_address, _node())
         rejected = await client.call_node(picky.url, MINER.ss58_address, _node())
     assert unavailable.status == 503 and unavailable.retryable

@@ -13,41 +13,67 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.health import validator_loop
-from support.keys import MetagraphBuilder, dev_keypair
-from support.tasks import SomeFamilies
-from support.tmpfs import fill, needs_root, tmpfs
 from typer.testing import CliRunner
 
 from neurons import validator as process
 from neurons.cli import app
 from neurons.localrun import SHIPPED_TASKS, load_task_source
 from protocol.limits import KIB, OUTPUT_CODE_MAX_BYTES, OUTPUT_METADATA_MAX_BYTES, OUTPUT_TEXT_MAX_BYTES
-from scoring.evaluate import saved_metrics, score_run
-from validator.audit import recorded_task, replay
 from protocol.outcomes import StepOutcome
+from scoring.evaluate import saved_metrics, score_run
+from support.health import validator_loop
+from support.keys import MetagraphBuilder, dev_keypair
+from support.tasks import SomeFamilies
+from support.tmpfs import fill, needs_root, tmpfs
+from validator.audit import recorded_task, replay
 from validator.state import (
-    ANSWER_CAP_BYTES, PRUNE_BATCH, WAL_LIMIT_BYTES, Capped, ExecutionRecord, Records, StateRefused, StateUnwritable,
-    ValidatorState, canonical_json, plan_hash, step_growth_bound,
+    ANSWER_CAP_BYTES,
+    PRUNE_BATCH,
+    WAL_LIMIT_BYTES,
+    Capped,
+    ExecutionRecord,
+    Records,
+    StateRefused,
+    StateUnwritable,
+    ValidatorState,
+    canonical_json,
+    plan_hash,
+    step_growth_bound,
 )
 
 SYBILS = 8
 METRICS = {
-    "status": "success", "completion_ratio": 1.0, "latency_s": 0.5, "cost_tao": 0.01, "retries": 0,
-    "unplanned_retries": 0, "timeouts": 0, "hard_failures": 0, "budget_ceiling": 0.1, "clock": "simulated",
+    "status": "success",
+    "completion_ratio": 1.0,
+    "latency_s": 0.5,
+    "cost_tao": 0.01,
+    "retries": 0,
+    "unplanned_retries": 0,
+    "timeouts": 0,
+    "hard_failures": 0,
+    "budget_ceiling": 0.1,
+    "clock": "simulated",
 }
 
 
 def _largest_plan() -> dict:
     """A plan as large as a 1 MiB reply carries: 256 nodes of 4 KiB params each."""
-    return {"nodes": [{"id": f"n{i}", "subnet": "sn1", "action": "echo", "params": {"text": "p" * 4000}}
-                      for i in range(256)]}
+    return {
+        "nodes": [
+            {"id": f"n{i}", "subnet": "sn1", "action": "echo", "params": {"text": "p" * 4000}} for i in range(256)
+        ]
+    }
 
 
 def _largest_output() -> dict:
     """A final output at every size limit of the node output, in characters JSON escapes sixfold."""
-    return {"text": "\x01" * OUTPUT_TEXT_MAX_BYTES, "artifacts": {
-        "code": "\x01" * OUTPUT_CODE_MAX_BYTES, "metadata": {"m": "m" * (OUTPUT_METADATA_MAX_BYTES - 16)}}}
+    return {
+        "text": "\x01" * OUTPUT_TEXT_MAX_BYTES,
+        "artifacts": {
+            "code": "\x01" * OUTPUT_CODE_MAX_BYTES,
+            "metadata": {"m": "m" * (OUTPUT_METADATA_MAX_BYTES - 16)},
+        },
+    }
 
 
 def _largest_score(s: float) -> dict:
@@ -57,8 +83,17 @@ def _largest_score(s: float) -> dict:
 
 def _sybil_record(block: int, uid: int) -> ExecutionRecord:
     return ExecutionRecord(
-        block=block, uid=uid, hotkey=f"sybil{uid}", task_id="dt_sales", base_task_id="dt_sales", instance_seed=block,
-        plan=_largest_plan(), metrics=METRICS, final_output=_largest_output(), score=_largest_score(0.5), reason=None,
+        block=block,
+        uid=uid,
+        hotkey=f"sybil{uid}",
+        task_id="dt_sales",
+        base_task_id="dt_sales",
+        instance_seed=block,
+        plan=_largest_plan(),
+        metrics=METRICS,
+        final_output=_largest_output(),
+        score=_largest_score(0.5),
+        reason=None,
     )
 
 
@@ -98,8 +133,9 @@ def test_the_file_grows_by_at_most_its_bound_per_step_whatever_miners_send(tmp_p
 def test_a_record_keeps_a_large_value_as_its_hash_size_and_prefix(tmp_path: Path) -> None:
     state = ValidatorState(tmp_path / "v.sqlite")
     sent = _sybil_record(1, 3)
-    state.settle_step(1, [sent, dataclasses.replace(sent, uid=4, plan={"nodes": []}, final_output={"text": "ok"},
-                                                    score={"S": 0.5})])
+    state.settle_step(
+        1, [sent, dataclasses.replace(sent, uid=4, plan={"nodes": []}, final_output={"text": "ok"}, score={"S": 0.5})]
+    )
     big, small = state.executions()
     for stored, value in ((big.plan, sent.plan), (big.final_output, sent.final_output), (big.score, sent.score)):
         text = canonical_json(value).encode()
@@ -164,8 +200,17 @@ def _replayable(tmp_path: Path, final_output: dict, *, cap: int = ANSWER_CAP_BYT
     """A state holding one real record of dt_inventory: ``final_output`` scored as the step would."""
     source = load_task_source(SHIPPED_TASKS)
     sent = ExecutionRecord(
-        block=5, uid=1, hotkey="hk1", task_id="dt_inventory", base_task_id="dt_inventory", instance_seed=11,
-        plan={"nodes": []}, metrics=METRICS, final_output=final_output, score={}, reason=None,
+        block=5,
+        uid=1,
+        hotkey="hk1",
+        task_id="dt_inventory",
+        base_task_id="dt_inventory",
+        instance_seed=11,
+        plan={"nodes": []},
+        metrics=METRICS,
+        final_output=final_output,
+        score={},
+        reason=None,
     )
     task = recorded_task(sent, source)
     score = score_run(task, metrics=saved_metrics(METRICS), final_output=final_output).model_dump(mode="json")
@@ -196,7 +241,10 @@ def test_a_capped_score_is_checked_by_its_hash_and_nothing_capped_twice_is_claim
     assert isinstance(record.score, Capped) and record.final_output == {"text": "[]"}
     result = replay(record, source)
     assert result.identical is True and result.unchecked is None
-    assert replay(dataclasses.replace(record, score=dataclasses.replace(record.score, sha256="0" * 64)), source).identical is False
+    assert (
+        replay(dataclasses.replace(record, score=dataclasses.replace(record.score, sha256="0" * 64)), source).identical
+        is False
+    )
     state.close()
 
     state, source = _replayable(tmp_path / "both", _largest_output(), cap=256)
@@ -213,8 +261,17 @@ def test_a_capped_score_is_checked_by_its_hash_and_nothing_capped_twice_is_claim
 
 def _small(block: int, uid: int, s: float = 0.5, hotkey: str | None = None) -> ExecutionRecord:
     return ExecutionRecord(
-        block=block, uid=uid, hotkey=hotkey or f"hk{uid}", task_id="t", base_task_id="t", instance_seed=block,
-        plan={"nodes": []}, metrics=METRICS, final_output={"text": "x"}, score={"S": s}, reason=None,
+        block=block,
+        uid=uid,
+        hotkey=hotkey or f"hk{uid}",
+        task_id="t",
+        base_task_id="t",
+        instance_seed=block,
+        plan={"nodes": []},
+        metrics=METRICS,
+        final_output={"text": "x"},
+        score={"S": s},
+        reason=None,
     )
 
 
@@ -291,8 +348,12 @@ async def _health(loop, metrics) -> dict:
 async def test_on_a_full_disk_the_loop_skips_steps_sets_weights_and_stays_up(tmp_path: Path) -> None:
     miner = dev_keypair("dagnet-disk-miner")
     validator_key = dev_keypair("Alice")
-    snapshot = MetagraphBuilder(netuid=7, block=100).miner(miner).neuron(validator_key, stake=1_000.0,
-                                                                         validator_permit=True).build()
+    snapshot = (
+        MetagraphBuilder(netuid=7, block=100)
+        .miner(miner)
+        .neuron(validator_key, stake=1_000.0, validator_permit=True)
+        .build()
+    )
     uid = snapshot.by_hotkey(miner.ss58_address).uid
     async with validator_loop(tmp_path, snapshot, SomeFamilies("dt_inventory")) as (loop, chain, metrics):
         loop.state.settle_step(1, [_small(1, uid, 0.8, hotkey=miner.ss58_address)])
@@ -364,9 +425,24 @@ def test_the_validator_refuses_an_empty_state_file_naming_reset(tmp_path: Path) 
     path = tmp_path / "v.sqlite"
     path.touch()
     run = subprocess.run(
-        [sys.executable, "-m", "neurons.cli", "validator", "--dev-key", "//Alice", "--state", str(path), "--port", "0",
-         "--network", "ws://127.0.0.1:9"],
-        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1],
+        [
+            sys.executable,
+            "-m",
+            "neurons.cli",
+            "validator",
+            "--dev-key",
+            "//Alice",
+            "--state",
+            str(path),
+            "--port",
+            "0",
+            "--network",
+            "ws://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[1],
     )
     assert run.returncode == 2, run.stderr
     lines = run.stderr.strip().splitlines()

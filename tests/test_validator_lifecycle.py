@@ -14,26 +14,26 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
-from support.fakechain import FakeChain
-from support.keys import MetagraphBuilder, dev_keypair
-from support.peers import serve_asgi, serving
-from support.tasks import SomeFamilies
 from typer.testing import CliRunner
 
 from chain.base import Hyperparameters
 from miner.app import create_app
-from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
+from miner.settings import MinerSettings
 from neurons.cli import app
-from subnets.owned import owned_runner
-from validator.reference import reference
+from planners import load_planner
+from protocol.outcomes import StepOutcome
 from protocol.task import Task
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder, dev_keypair
+from support.peers import serve_asgi, serving
+from support.tasks import SomeFamilies
 from validator.client import ClientConfig, MinerClient
 from validator.lifecycle import Reference
-from protocol.outcomes import StepOutcome
 from validator.loop import LoopConfig, TaskSource, ValidatorLoop
+from validator.reference import reference
 from validator.state import ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ReferenceRun, ValidatorState
 
 VALIDATOR = dev_keypair("Alice")
@@ -48,7 +48,11 @@ def _miners(strategies: Sequence[str]) -> list[tuple[str, object]]:
 
 @contextlib.asynccontextmanager
 async def _validator(
-    tmp_path: Path, source: TaskSource, strategies: Sequence[str], *, judge: Reference | None = None,
+    tmp_path: Path,
+    source: TaskSource,
+    strategies: Sequence[str],
+    *,
+    judge: Reference | None = None,
 ) -> AsyncIterator[tuple[ValidatorLoop, FakeChain, dict[str, int]]]:
     """A validator with owned execution over ``source``, one miner per strategy; yields
     the loop, its chain (tempo :data:`TEMPO`) and each miner's uid by ``strategy#index``."""
@@ -60,20 +64,42 @@ async def _validator(
     async with contextlib.AsyncExitStack() as stack:
         urls = {}
         for strategy, key in miners:
-            miner = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                               registry=default_registry(), planner=load_planner(strategy))
+            miner = create_app(
+                MinerSettings(port=0),
+                keypair=key,
+                metagraph=StaticMetagraph(bare),
+                registry=default_registry(),
+                planner=load_planner(strategy),
+            )
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(miner))
-        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=serving(bare, urls), hyper=Hyperparameters(
-            tempo=TEMPO, weights_rate_limit=TEMPO, immunity_period=0, max_weight_limit=1.0, min_allowed_weights=0,
-            commit_reveal_enabled=False,
-        ))
+        chain = FakeChain(
+            hotkey=VALIDATOR.ss58_address,
+            snapshot=serving(bare, urls),
+            hyper=Hyperparameters(
+                tempo=TEMPO,
+                weights_rate_limit=TEMPO,
+                immunity_period=0,
+                max_weight_limit=1.0,
+                min_allowed_weights=0,
+                commit_reveal_enabled=False,
+            ),
+        )
         uids = {f"{strategy}#{i}": bare.by_hotkey(key.ss58_address).uid for i, (strategy, key) in enumerate(miners)}
         state = stack.enter_context(contextlib.closing(ValidatorState(tmp_path / "validator.sqlite")))
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
-        yield ValidatorLoop(
-            chain, state, client, source, owned_runner=owned_runner, reference=judge or reference(),
-            config=LoopConfig(synthetic_rate=0.0),
-        ), chain, uids
+        yield (
+            ValidatorLoop(
+                chain,
+                state,
+                client,
+                source,
+                owned_runner=owned_runner,
+                reference=judge or reference(),
+                config=LoopConfig(synthetic_rate=0.0),
+            ),
+            chain,
+            uids,
+        )
 
 
 class BrokenGenerator(SomeFamilies):
@@ -104,7 +130,11 @@ def _old_rule_would_set_aside(state: ValidatorState, task_id: str) -> bool:
 async def test_three_sybils_with_invalid_plans_set_aside_no_task_and_the_honest_miner_keeps_the_weight(
     tmp_path: Path,
 ) -> None:
-    async with _validator(tmp_path, SomeFamilies(*SIX), ["good", "invalid", "invalid", "invalid"]) as (loop, chain, uids):
+    async with _validator(tmp_path, SomeFamilies(*SIX), ["good", "invalid", "invalid", "invalid"]) as (
+        loop,
+        chain,
+        uids,
+    ):
         first = chain.head
         while chain.head < first + 10 * TEMPO:  # ten tempos, one step per block
             assert await loop.step(chain.head) is not None
@@ -189,7 +219,8 @@ async def test_an_infrastructure_failure_charges_no_miner_and_no_task(tmp_path: 
         state = loop.state
         assert state.steps_settled() == 0 and state.executions() == [] and state.window().means() == {}
         assert {t: (lc.state, lc.reference_failures) for t, lc in state.task_lifecycles().items()} in (
-            {}, {"dt_inventory": (ACTIVE, 0)},
+            {},
+            {"dt_inventory": (ACTIVE, 0)},
         )
         if cause in ("scorer", "chain"):  # the fault is gone: the next step settles
             chain.down = False
@@ -245,23 +276,44 @@ def test_dagnet_validator_tasks_lists_the_lifecycle_and_reset_clears_it(tmp_path
     listed = CliRunner().invoke(app, ["validator", "tasks", "--state", str(path), "--json"])
     assert listed.exit_code == 0, listed.output
     assert json.loads(listed.stdout) == [
-        {"task_id": "dt_inventory", "state": SET_ASIDE, "since_block": last, "until_block": last + COOL_OFF_TEMPOS * 10,
-         "reason": "the reference output has quality 0", "reference_failures": SET_ASIDE_AFTER},
-        {"task_id": "rag_comets", "state": ACTIVE, "since_block": None, "until_block": None, "reason": None,
-         "reference_failures": 1},
+        {
+            "task_id": "dt_inventory",
+            "state": SET_ASIDE,
+            "since_block": last,
+            "until_block": last + COOL_OFF_TEMPOS * 10,
+            "reason": "the reference output has quality 0",
+            "reference_failures": SET_ASIDE_AFTER,
+        },
+        {
+            "task_id": "rag_comets",
+            "state": ACTIVE,
+            "since_block": None,
+            "until_block": None,
+            "reason": None,
+            "reference_failures": 1,
+        },
     ]
     table = CliRunner().invoke(app, ["validator", "tasks", "--state", str(path)])
     assert table.exit_code == 0, table.output
     header, broken, fine = table.stdout.splitlines()
     assert header.split()[:3] == ["task", "state", "since"]
-    assert broken.split()[:5] == ["dt_inventory", SET_ASIDE, str(last), str(last + COOL_OFF_TEMPOS * 10), str(SET_ASIDE_AFTER)]
+    assert broken.split()[:5] == [
+        "dt_inventory",
+        SET_ASIDE,
+        str(last),
+        str(last + COOL_OFF_TEMPOS * 10),
+        str(SET_ASIDE_AFTER),
+    ]
     assert broken.endswith("the reference output has quality 0")
     assert fine.split() == ["rag_comets", ACTIVE, "-", "-", "1", "-"]
 
     reset = CliRunner().invoke(app, ["validator", "tasks", "--state", str(path), "--reset", "--json"])
     assert reset.exit_code == 0, reset.output
-    assert [(t["task_id"], t["state"], t["reference_failures"], t["until_block"]) for t in json.loads(reset.stdout)] == [
-        ("dt_inventory", ACTIVE, 0, None), ("rag_comets", ACTIVE, 0, None),
+    assert [
+        (t["task_id"], t["state"], t["reference_failures"], t["until_block"]) for t in json.loads(reset.stdout)
+    ] == [
+        ("dt_inventory", ACTIVE, 0, None),
+        ("rag_comets", ACTIVE, 0, None),
     ]
     state = ValidatorState(path)
     assert state.task_states() == {"dt_inventory": ACTIVE, "rag_comets": ACTIVE}

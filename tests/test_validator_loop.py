@@ -9,28 +9,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
+from planners import load_planner
+from protocol.metagraph import MetagraphSnapshot, Peer
+from protocol.outcomes import StepOutcome
+from protocol.task import Task
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
 from support.fakechain import FakeChain
-from support.network import serve_miners
 from support.keys import dev_keypair
+from support.network import serve_miners
 from support.peers import serve_asgi
 from support.polling import until
 from support.tasks import SomeFamilies
-
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
-from protocol.metagraph import MetagraphSnapshot, Peer
-from protocol.task import Task
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
-from subnets.owned import owned_runner
-from validator.reference import reference
-from protocol.outcomes import StepOutcome
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.providers import FixedProviders
+from validator.reference import reference
 from validator.state import ValidatorState
 
 TASK_IDS = ("dt_inventory", "rag_comets", "code_fizzbuzz")
@@ -59,10 +59,16 @@ async def _network(tasks: tuple[Task, ...], permit: bool = True) -> AsyncIterato
     validator has a validator permit when ``permit``."""
     async with contextlib.AsyncExitStack() as stack:
         bare, served = await serve_miners(VALIDATOR, KEYS, stack, permit=permit)
-        provider_app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=_profiles(tasks)), keypair=PROVIDER,
-                                  metagraph=StaticMetagraph(bare), registry=default_registry(),
-                                  planner=load_planner("good"))
-        provider = Peer(uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app)))
+        provider_app = create_app(
+            MinerSettings(port=0, serve=EVERY_TOOL, provider_subnets=_profiles(tasks)),
+            keypair=PROVIDER,
+            metagraph=StaticMetagraph(bare),
+            registry=default_registry(),
+            planner=load_planner("good"),
+        )
+        provider = Peer(
+            uid=99, hotkey=PROVIDER.ss58_address, url=await stack.enter_async_context(serve_asgi(provider_app))
+        )
         yield served, provider
 
 
@@ -78,9 +84,16 @@ async def _loop(tmp_path: Path, *, permit: bool = True, **config) -> AsyncIterat
         chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
         state = ValidatorState(tmp_path / "validator.sqlite")
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
-            loop = ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), FixedProviders([provider]),
-                                 owned_runner=owned_runner, reference=reference(),
-                                 config=LoopConfig(**{"synthetic_rate": 0.0, **FULL_ONLY, **config}))
+            loop = ValidatorLoop(
+                chain,
+                state,
+                client,
+                SomeFamilies(*TASK_IDS),
+                FixedProviders([provider]),
+                owned_runner=owned_runner,
+                reference=reference(),
+                config=LoopConfig(**{"synthetic_rate": 0.0, **FULL_ONLY, **config}),
+            )
             try:
                 yield loop, chain
             finally:
@@ -109,7 +122,7 @@ async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path
         means = loop.state.window().means()
         first, second = sorted((good, naive), key=means.__getitem__, reverse=True)
         assert means[first] > means[second]
-        (block, weights, version), = chain.weights_log
+        ((block, weights, version),) = chain.weights_log
         assert block == 100 and weights[first] > weights.get(second, 0.0)
         assert version == loop.config.version_key
         assert loop.state.last_weights() == pytest.approx(weights)
@@ -129,7 +142,11 @@ async def test_a_miner_refusing_a_validator_without_a_permit_charges_no_one(tmp_
     lines = [r.getMessage() for r in caplog.records if r.name == "validator.observation"]
     assert len(lines) == 4 and {int(line.split()[3]) for line in lines} == uids, lines  # 2 miners, 2 steps
     assert all("not scored" in line and "no_validator_permit" in line for line in lines), lines
-    said = [r.getMessage() for r in caplog.records if r.name == "validator.chainview" and "no validator permit" in r.getMessage()]
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "validator.chainview" and "no validator permit" in r.getMessage()
+    ]
     assert len(said) == 1 and said[0].startswith("this validator has no validator permit on netuid 7 yet"), said
 
 
@@ -152,19 +169,35 @@ async def test_every_score_is_explained_in_the_log_in_records_and_by_replay(tmp_
     for record in stored.values():  # one line per miner per step: uid, task, tier, S and its parts or why 0
         line = f"block {record.block} uid {record.uid} task {record.task_id} ({record.hint_tier} tier): "
         assert line + record.explain() in lines, (line, lines)
-        assert record.explain().startswith(f"S={record.score['S']:.3f} (success" if record.reason is None
-                                           else f"S=0: {record.reason}")
+        assert record.explain().startswith(
+            f"S={record.score['S']:.3f} (success" if record.reason is None else f"S=0: {record.reason}"
+        )
 
     state = str(tmp_path / "validator.sqlite")
     listed = CliRunner().invoke(app, ["validator", "records", "--state", state, "--json"])
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.stdout)
     assert [row["id"] for row in rows] == sorted(stored)
-    assert all(row["explanation"] == stored[row["id"]].explain() and row["uid"] == stored[row["id"]].uid
-               for row in rows)
+    assert all(
+        row["explanation"] == stored[row["id"]].explain() and row["uid"] == stored[row["id"]].uid for row in rows
+    )
     some = stored[max(stored)]
-    narrowed = CliRunner().invoke(app, ["validator", "records", "--state", state, "--json", "--miner", str(some.uid),
-                                        "--task", some.base_task_id, "--last", "1"])
+    narrowed = CliRunner().invoke(
+        app,
+        [
+            "validator",
+            "records",
+            "--state",
+            state,
+            "--json",
+            "--miner",
+            str(some.uid),
+            "--task",
+            some.base_task_id,
+            "--last",
+            "1",
+        ],
+    )
     assert [row["id"] for row in json.loads(narrowed.stdout)] == [some.id], narrowed.output
     table = CliRunner().invoke(app, ["validator", "records", "--state", state, "--miner", str(some.uid)])
     assert table.exit_code == 0 and some.explain() in table.stdout and "tier" in table.stdout.splitlines()[0]
@@ -191,8 +224,10 @@ async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay
 
     async with _loop(tmp_path, synthetic_rate=SYNTHETIC_RATE) as (loop, chain):
         tasks = _tasks()
-        draws = {b: draw_task(loop.hotkey, loop.stepper.secret, b, tasks, synthetic_rate=loop.config.synthetic_rate)
-                 for b in range(chain.head, chain.head + 4000)}
+        draws = {
+            b: draw_task(loop.hotkey, loop.stepper.secret, b, tasks, synthetic_rate=loop.config.synthetic_rate)
+            for b in range(chain.head, chain.head + 4000)
+        }
         assert abs(sum(d.synthetic for d in draws.values()) / len(draws) - SYNTHETIC_RATE) < 0.025
         synthetic = [b for b, d in draws.items() if d.synthetic][:2]
         plain = [b for b, d in draws.items() if not d.synthetic][:2]
@@ -204,12 +239,16 @@ async def test_at_the_real_rate_records_store_the_draw_and_synthetic_ones_replay
         for record in records:
             expected = draws[record.block]
             assert (record.base_task_id, record.instance_seed, record.synthetic) == (
-                expected.base.task_id, expected.seed, expected.synthetic)
+                expected.base.task_id,
+                expected.seed,
+                expected.synthetic,
+            )
             assert record.task_id.startswith("syn_") == record.synthetic
             assert replay(record, loop.source).identical, record
         stored = next(r for r in records if r.synthetic and r.metrics is not None)
-    result = CliRunner().invoke(app, ["validator", "--state", str(tmp_path / "validator.sqlite"),
-                                      "--replay", str(stored.id)])
+    result = CliRunner().invoke(
+        app, ["validator", "--state", str(tmp_path / "validator.sqlite"), "--replay", str(stored.id)]
+    )
     assert result.exit_code == 0 and '"identical": true' in result.stdout, result.output
 
 
@@ -315,6 +354,7 @@ async def test_a_block_with_nothing_to_do_is_tried_once(tmp_path: Path) -> None:
             async def call(*args):
                 calls[name] += 1
                 return await real[name](*args)
+
             return call
 
         chain.block, chain.metagraph = counting("block"), counting("metagraph")

@@ -24,33 +24,32 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+from chain.base import Hyperparameters
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.settings import MinerSettings
+from neurons.cli import app
+from planners import PlanProposal, load_planner
+from planners.public import plan_in_world, reference_plan
+from protocol.plan import WorkflowPlan
+from protocol.synapse import TaskPackage
+from scoring.margin import FLOOR, Payout
+from subnets.forecast import published_forecast
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from subnets.world import world_for
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import serve_asgi, serving
 from support.tasks import SomeFamilies
-
-from chain.base import Hyperparameters
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.metagraph import StaticMetagraph
-from planners import PlanProposal, load_planner
-from planners.public import plan_in_world, reference_plan
-from neurons.cli import app
-from validator.reference import reference
-from validator.sources import drawn_source
-from protocol.canonical import plan_digest
-from protocol.plan import WorkflowPlan
-from protocol.synapse import TaskPackage
-from scoring.margin import FLOOR, Payout
-from subnets.owned import owned_runner
-from subnets.registry import default_registry
-from subnets.forecast import published_forecast
-from subnets.world import world_for
 from validator.audit import recorded_task, replay_margin
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
+from validator.reference import reference
 from validator.sampling import FixedTasks, tempo_of
 from validator.settings import SHIPPED_TASKS
+from validator.sources import drawn_source
 from validator.state import ValidatorState, secret
 
 VALIDATOR = dev_keypair("Alice")
@@ -102,8 +101,10 @@ BETTER = partial(Public, knows_world=True)
 def with_retries(plan: WorkflowPlan) -> WorkflowPlan:
     """``plan`` declaring two more retries on every node: what a planner that watched its
     feedback in a flaky world does. Retries a node does not need cost nothing."""
-    policies = {node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + 2})
-                for node in plan.nodes}
+    policies = {
+        node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + 2})
+        for node in plan.nodes
+    }
     return plan.model_copy(update={"error_handling": policies})
 
 
@@ -134,7 +135,11 @@ def with_junk(plan: WorkflowPlan) -> WorkflowPlan:
 
 @contextlib.asynccontextmanager
 async def _validator(
-    state_path: Path, planners: Mapping[str, object], *, owner: bool = False, drawn: bool = False,
+    state_path: Path,
+    planners: Mapping[str, object],
+    *,
+    owner: bool = False,
+    drawn: bool = False,
 ) -> AsyncIterator[tuple[ValidatorLoop, FakeChain, dict[str, int]]]:
     """A validator over :data:`FAMILIES` in the hidden world, one miner per named planner
     (each ``planners[name]`` a planner object, or a callable of the state's secret giving
@@ -154,22 +159,46 @@ async def _validator(
         for name, key in keys.items():
             planner = planners[name]
             planner = planner if hasattr(planner, "plan") else planner(secret)
-            miner = create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(bare),
-                               registry=default_registry(), planner=planner)
+            miner = create_app(
+                MinerSettings(port=0),
+                keypair=key,
+                metagraph=StaticMetagraph(bare),
+                registry=default_registry(),
+                planner=planner,
+            )
             urls[key.ss58_address] = await stack.enter_async_context(serve_asgi(miner))
-        chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=serving(bare, urls), owner=OWNER.ss58_address,
-                          hyper=Hyperparameters(tempo=TEMPO, weights_rate_limit=TEMPO, immunity_period=0,
-                                                max_weight_limit=1.0, min_allowed_weights=0,
-                                                commit_reveal_enabled=False))
+        chain = FakeChain(
+            hotkey=VALIDATOR.ss58_address,
+            snapshot=serving(bare, urls),
+            owner=OWNER.ss58_address,
+            hyper=Hyperparameters(
+                tempo=TEMPO,
+                weights_rate_limit=TEMPO,
+                immunity_period=0,
+                max_weight_limit=1.0,
+                min_allowed_weights=0,
+                commit_reveal_enabled=False,
+            ),
+        )
         uids = {name: bare.by_hotkey(key.ss58_address).uid for name, key in keys.items()}
         if owner:
             uids["owner"] = bare.by_hotkey(OWNER.ss58_address).uid
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=10.0)))
-        yield ValidatorLoop(
-            chain, state, client, FixedTasks([]) if drawn else FAMILIES, owned_runner=owned_runner,
-            reference=reference(), worlds=world_for, drawn=drawn_source(SHIPPED_TASKS, 2) if drawn else None,
-            config=LoopConfig(synthetic_rate=0.0, tier_shares={"goal": 1.0} if drawn else {"full": 1.0}),
-        ), chain, uids
+        yield (
+            ValidatorLoop(
+                chain,
+                state,
+                client,
+                FixedTasks([]) if drawn else FAMILIES,
+                owned_runner=owned_runner,
+                reference=reference(),
+                worlds=world_for,
+                drawn=drawn_source(SHIPPED_TASKS, 2) if drawn else None,
+                config=LoopConfig(synthetic_rate=0.0, tier_shares={"goal": 1.0} if drawn else {"full": 1.0}),
+            ),
+            chain,
+            uids,
+        )
 
 
 async def _steps(loop: ValidatorLoop, chain: FakeChain, steps: int) -> None:
@@ -196,7 +225,8 @@ def _state_file(tmp_path: Path, name: str) -> Path:
 
 
 async def test_a_miner_sending_the_reference_plan_has_margin_exactly_zero_and_earns_at_most_the_floor(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="validator.weights")
     planners = {"good": Good(), "reordered": Good(reordered), "better": BETTER}
@@ -268,7 +298,9 @@ async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: 
 
 @pytest.mark.parametrize("owner", [True, False], ids=["burn", "floor-only"])
 async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(
-    tmp_path: Path, owner: bool, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    owner: bool,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="validator.weights")
     planners = {"good": Good(), "reordered": Good(reordered), "naive": load_planner("naive")}

@@ -9,30 +9,32 @@ from pathlib import Path
 
 import pytest
 
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
+from planners import load_planner
+from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
 from support.chain import chain_for, node_process, wait_for_block, wait_listening
 from support.keys import dev_keypair
 from support.peers import axon, serve_asgi
 from support.polling import until
 from support.tasks import SomeFamilies, provider_profiles
-
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
-from protocol.metagraph import MetagraphSnapshot, Neuron, Peer
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
-from subnets.owned import owned_runner
 from validator.providers import FixedProviders
 from validator.state import ValidatorState
-
 
 pytestmark = pytest.mark.e2e
 
 
-VALIDATOR_URI, MINER_URI, PROVIDER_URI = "//dagnet-outage-validator", "//dagnet-outage-miner", "//dagnet-outage-provider"
+VALIDATOR_URI, MINER_URI, PROVIDER_URI = (
+    "//dagnet-outage-validator",
+    "//dagnet-outage-miner",
+    "//dagnet-outage-provider",
+)
 GENESIS = {"tempo": 6, "weights_rate_limit": 2, "immunity_period": 1000}
 BLOCK_S = 0.5
 
@@ -53,13 +55,24 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
     await miner_chain.register()
     source = SomeFamilies("rag_comets", "dt_inventory")
     validator_key = dev_keypair("dagnet-outage-validator")
-    snapshot = MetagraphSnapshot(1, 0, (Neuron(0, validator_key.ss58_address, 1_000.0, True),
-                                        Neuron(1, dev_keypair("dagnet-outage-miner").ss58_address)))
+    snapshot = MetagraphSnapshot(
+        1,
+        0,
+        (
+            Neuron(0, validator_key.ss58_address, 1_000.0, True),
+            Neuron(1, dev_keypair("dagnet-outage-miner").ss58_address),
+        ),
+    )
     profiles = provider_profiles(source.tasks())
 
     def app(uri: str, **settings):
-        return create_app(MinerSettings(port=0, serve=EVERY_TOOL, **settings), keypair=dev_keypair(uri.removeprefix("//")),
-                          metagraph=StaticMetagraph(snapshot), registry=default_registry(), planner=load_planner("good"))
+        return create_app(
+            MinerSettings(port=0, serve=EVERY_TOOL, **settings),
+            keypair=dev_keypair(uri.removeprefix("//")),
+            metagraph=StaticMetagraph(snapshot),
+            registry=default_registry(),
+            planner=load_planner("good"),
+        )
 
     stop = asyncio.Event()
     state = ValidatorState(tmp_path / "validator.sqlite")
@@ -71,8 +84,15 @@ async def test_the_loop_survives_a_stopped_chain_and_sets_weights_when_it_return
             await miner_chain.serve_axon(served.host, served.port)
             client = await stack.enter_async_context(MinerClient(validator_key, config=ClientConfig(timeout_s=5.0)))
             provider = Peer(99, dev_keypair("dagnet-outage-provider").ss58_address, provider_url)
-            loop = ValidatorLoop(validator_chain, state, client, source, FixedProviders([provider]),
-                                 owned_runner=owned_runner, config=LoopConfig(poll_s=0.1))
+            loop = ValidatorLoop(
+                validator_chain,
+                state,
+                client,
+                source,
+                FixedProviders([provider]),
+                owned_runner=owned_runner,
+                config=LoopConfig(poll_s=0.1),
+            )
             runner = asyncio.create_task(loop.run(stop))
 
             async def weights_set() -> bool:

@@ -11,15 +11,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from support.keys import dev_keypair
-from support.peers import CLOSE, GARBAGE, raw_peer, serve_asgi
 
+from engine.executor import execute
 from protocol.metagraph import Peer
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.runner import NodeCall
 from protocol.synapse import RoutingRule, TaskPackage
+from support.keys import dev_keypair
+from support.peers import CLOSE, GARBAGE, raw_peer, serve_asgi
 from validator.client import MinerClient
-from engine.executor import execute
 from validator.remote import RemoteRunner, every_peer_serves
 
 VALIDATOR = dev_keypair("Alice")
@@ -54,8 +54,15 @@ def _package(**routing: RoutingRule) -> TaskPackage:
 
 
 def _call(subnet: str = "sn1", attempt: int = 1) -> NodeCall:
-    return NodeCall(task_id="t1", node_id="n1", subnet=subnet, action="echo", params={"text": "q"},
-                    timeout_seconds=5.0, attempt=attempt)
+    return NodeCall(
+        task_id="t1",
+        node_id="n1",
+        subnet=subnet,
+        action="echo",
+        params={"text": "q"},
+        timeout_seconds=5.0,
+        attempt=attempt,
+    )
 
 
 async def _run(peers: list[Peer], package: TaskPackage, call: NodeCall | None = None, retries: int = 1):
@@ -93,8 +100,17 @@ async def test_the_resolved_node_reaches_the_provider_with_its_attempt_number() 
     fake = FakeProvider("ok")
     async with providers(fake) as peers:
         await _run(peers, _package(), _call(attempt=3))
-    assert fake.calls == [{"task_id": "t1", "node_id": "n1", "subnet": "sn1", "action": "echo",
-                           "params": {"text": "q"}, "timeout_seconds": 5.0, "attempt": 3}]
+    assert fake.calls == [
+        {
+            "task_id": "t1",
+            "node_id": "n1",
+            "subnet": "sn1",
+            "action": "echo",
+            "params": {"text": "q"},
+            "timeout_seconds": 5.0,
+            "attempt": 3,
+        }
+    ]
 
 
 async def test_transport_retry_on_5xx_is_counted_as_unplanned() -> None:

@@ -23,21 +23,20 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
+from planners import load_planner
+from subnets.registry import default_registry
 from support.family import cmdline, descendants, marked, marked_env, outliving
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import axon, serve_asgi
 from support.tasks import provider_profiles
 from support.tmpfs import fill, needs_root, tmpfs
 from support.validator_process import SOURCE
-
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
 from validator.state import ValidatorState
-
 
 pytestmark = pytest.mark.e2e
 
@@ -81,23 +80,45 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
         axons = {}
         query_tap = None
         for name, key in MINERS.items():
-            app = _Tap(create_app(MinerSettings(port=0), keypair=key, metagraph=StaticMetagraph(snapshot),
-                                  registry=default_registry(), planner=load_planner(name)), "/WorkflowSynapse")
+            app = _Tap(
+                create_app(
+                    MinerSettings(port=0),
+                    keypair=key,
+                    metagraph=StaticMetagraph(snapshot),
+                    registry=default_registry(),
+                    planner=load_planner(name),
+                ),
+                "/WorkflowSynapse",
+            )
             query_tap = query_tap or app
             url = await stack.enter_async_context(serve_asgi(app))
             served = axon(url)
             axons[key.ss58_address] = [served.host, served.port]
-        node_tap = _Tap(create_app(MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles), keypair=PROVIDER,
-                                   metagraph=StaticMetagraph(snapshot), registry=default_registry(),
-                                   planner=load_planner("good")), "/NodeSynapse")
+        node_tap = _Tap(
+            create_app(
+                MinerSettings(port=0, serve=EVERY_TOOL, provider_tasks=profiles),
+                keypair=PROVIDER,
+                metagraph=StaticMetagraph(snapshot),
+                registry=default_registry(),
+                planner=load_planner("good"),
+            ),
+            "/NodeSynapse",
+        )
         provider_url = await stack.enter_async_context(serve_asgi(node_tap))
         spec = {
-            "state": str(tmp_path / "validator.sqlite"), "hotkey": VALIDATOR.ss58_address,
-            "start": time.time(), "block_time": 0.5,
+            "state": str(tmp_path / "validator.sqlite"),
+            "hotkey": VALIDATOR.ss58_address,
+            "start": time.time(),
+            "block_time": 0.5,
             "provider": {"uid": 99, "hotkey": PROVIDER.ss58_address, "url": provider_url},
             "neurons": [
-                {"uid": n.uid, "hotkey": n.hotkey, "stake": n.stake, "permit": n.validator_permit,
-                 "axon": axons.get(n.hotkey)}
+                {
+                    "uid": n.uid,
+                    "hotkey": n.hotkey,
+                    "stake": n.stake,
+                    "permit": n.validator_permit,
+                    "axon": axons.get(n.hotkey),
+                }
                 for n in snapshot.neurons
             ],
         }
@@ -107,8 +128,9 @@ async def _network(tmp_path: Path) -> AsyncIterator[tuple[Path, _Tap, _Tap]]:
 
 
 def _start(spec: Path, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(HELPER), str(spec)], stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(HELPER), str(spec)], stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT, env=env
+    )
 
 
 def _settled(state_path: Path) -> int:
@@ -239,7 +261,8 @@ async def test_a_full_disk_leaves_the_validator_serving_setting_weights_and_cons
                     assert any("cannot be written" in reason for reason in full["reasons"]), full
                     set_before = full["last_weights_block"]
                     while_full = await _until_health(  # a tempo later, weights were set on the full disk
-                        client, url, process, log, lambda h: (h["last_weights_block"] or 0) > (set_before or 0))
+                        client, url, process, log, lambda h: (h["last_weights_block"] or 0) > (set_before or 0)
+                    )
                     settled_while_full = while_full["steps_settled"]
                     assert settled_while_full == full["steps_settled"]
                     metrics = (await client.get(url + "/metrics")).text

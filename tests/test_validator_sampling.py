@@ -24,8 +24,12 @@ HOTKEY = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 
 def _tasks(n: int) -> list[Task]:
     return [
-        Task(task_id=f"task-{i}", task_type="rag", reference={"reference_answer": f"answer {i}"},
-             constraints=Constraints(max_budget_tao=1.0, max_latency_seconds=10.0, allowed_subnets=["sn1"]))
+        Task(
+            task_id=f"task-{i}",
+            task_type="rag",
+            reference={"reference_answer": f"answer {i}"},
+            constraints=Constraints(max_budget_tao=1.0, max_latency_seconds=10.0, allowed_subnets=["sn1"]),
+        )
         for i in range(n)
     ]
 
@@ -90,7 +94,9 @@ def test_the_draw_at_the_real_rate_is_the_pick_the_secret_seed_and_the_synthetic
         assert sent.seed == draw.seed and sent.reference == draw.base.reference
         assert sent.task_id.startswith("syn_") == draw.synthetic
         assert sent.hint_tier == draw.tier
-        assert sent == TaskDraw(draw.base, draw.seed, draw.synthetic, draw.tier).task(_instance)  # rebuilt from a record
+        assert sent == TaskDraw(draw.base, draw.seed, draw.synthetic, draw.tier).task(
+            _instance
+        )  # rebuilt from a record
     assert not any(draw_task(HOTKEY, 99, block, tasks, synthetic_rate=0.0).synthetic for block in range(100))
 
 

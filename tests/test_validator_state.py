@@ -13,16 +13,32 @@ import pytest
 from scoring.margin import Means, Payout, leaders
 from validator.answers import first_commit_order
 from validator.state import (
-    ACTIVE, COOL_OFF_TEMPOS, SET_ASIDE, SET_ASIDE_AFTER, ExecutionRecord, PaidOut, ReferenceRun, TaskLifecycle,
-    ValidatorState, plan_hash,
+    ACTIVE,
+    COOL_OFF_TEMPOS,
+    SET_ASIDE,
+    SET_ASIDE_AFTER,
+    ExecutionRecord,
+    PaidOut,
+    ReferenceRun,
+    TaskLifecycle,
+    ValidatorState,
+    plan_hash,
 )
 
 
 def _record(block: int, uid: int, s: float, *, hotkey: str | None = None, task: str = "t1") -> ExecutionRecord:
     return ExecutionRecord(
-        block=block, uid=uid, hotkey=hotkey or f"hk{uid}", task_id=task, base_task_id=task, instance_seed=block * 7,
-        plan={"nodes": [{"id": "a", "subnet": "sn1", "action": "echo"}]}, metrics={"cost_tao": 0.01},
-        final_output={"text": str(s)}, score={"S": s, "details": {}}, reason=None,
+        block=block,
+        uid=uid,
+        hotkey=hotkey or f"hk{uid}",
+        task_id=task,
+        base_task_id=task,
+        instance_seed=block * 7,
+        plan={"nodes": [{"id": "a", "subnet": "sn1", "action": "echo"}]},
+        metrics={"cost_tao": 0.01},
+        final_output={"text": str(s)},
+        score={"S": s, "details": {}},
+        reason=None,
     )
 
 
@@ -39,7 +55,8 @@ def test_a_settled_step_is_stored_whole_and_only_once(state: ValidatorState) -> 
     assert not state.settle_step(10, records)  # a step replayed after a restart never counts twice
     stored = state.executions(block=10)
     assert [(r.uid, r.score["S"], r.plan_hash) for r in stored] == [
-        (1, 0.5, plan_hash(records[0].plan)), (2, 0.25, plan_hash(records[1].plan)),
+        (1, 0.5, plan_hash(records[0].plan)),
+        (2, 0.25, plan_hash(records[1].plan)),
     ]
     assert state.execution(stored[0].id) == stored[0]
     assert state.window().means() == {1: 0.5, 2: 0.25}
@@ -98,10 +115,18 @@ def test_windows_keep_the_last_hundred_and_restart_with_a_new_hotkey(tmp_path: P
     reopened.close()
 
 
-def _margined(block: int, uid: int, s: float, reference: float, *, digest: str | None = None, **kwargs) -> ExecutionRecord:
+def _margined(
+    block: int, uid: int, s: float, reference: float, *, digest: str | None = None, **kwargs
+) -> ExecutionRecord:
     margin = s - reference
-    return dataclasses.replace(_record(block, uid, s, **kwargs), reference_S=reference, margin=margin,
-                               credit=margin, share=1.0, digest=digest or f"d{uid}")
+    return dataclasses.replace(
+        _record(block, uid, s, **kwargs),
+        reference_S=reference,
+        margin=margin,
+        credit=margin,
+        share=1.0,
+        digest=digest or f"d{uid}",
+    )
 
 
 def test_margin_windows_keep_the_last_hundred_beside_the_scores_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
@@ -118,7 +143,9 @@ def test_margin_windows_keep_the_last_hundred_beside_the_scores_and_restart_with
     assert (stored.reference_S, stored.credit, stored.share, stored.digest) == (0.8, pytest.approx(0.1), 1.0, "d3")
     assert stored.margin == pytest.approx(0.1) and reopened.executions(block=150)[0].margin is None
     reopened.settle_step(200, [_margined(200, 3, 0.2, 0.8, hotkey="someone-else")])
-    assert reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].se == math.inf
+    assert (
+        reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].se == math.inf
+    )
     reopened.close()
 
 
@@ -206,7 +233,12 @@ def test_a_task_is_set_aside_after_failed_reference_runs_in_a_row(state: Validat
         assert _judged(state, block, "broken", f"failure at {block}")
     last = 102 + SET_ASIDE_AFTER - 1
     assert state.task_lifecycles()["broken"] == TaskLifecycle(
-        "broken", SET_ASIDE, last, last + COOL_OFF_TEMPOS * 10, f"failure at {last}", SET_ASIDE_AFTER,
+        "broken",
+        SET_ASIDE,
+        last,
+        last + COOL_OFF_TEMPOS * 10,
+        f"failure at {last}",
+        SET_ASIDE_AFTER,
     )
     assert state.task_states() == {"broken": SET_ASIDE, "fine": ACTIVE}
     assert not _judged(state, last, "broken", "again")  # a replayed step counts nothing twice
@@ -217,8 +249,9 @@ def test_a_task_is_set_aside_after_failed_reference_runs_in_a_row(state: Validat
 def test_miners_scores_never_move_a_task(state: ValidatorState) -> None:
     state.task_states(["hard"])
     for block in range(100, 160):  # every miner at 0, the reference fine: the task stays
-        state.settle_step(block, [_record(block, uid, 0.0, task="hard") for uid in range(4)],
-                          ReferenceRun("hard"), tempo=10)
+        state.settle_step(
+            block, [_record(block, uid, 0.0, task="hard") for uid in range(4)], ReferenceRun("hard"), tempo=10
+        )
     assert state.task_lifecycles()["hard"] == TaskLifecycle("hard", ACTIVE, None, None, None, 0)
 
 
@@ -249,7 +282,8 @@ def test_reset_makes_every_task_active_again(state: ValidatorState) -> None:
     _judged(state, 3, "b", "once")
     assert state.reset_tasks() == 2
     assert set(state.task_lifecycles().values()) == {
-        TaskLifecycle("a", ACTIVE, None, None, None, 0), TaskLifecycle("b", ACTIVE, None, None, None, 0),
+        TaskLifecycle("a", ACTIVE, None, None, None, 0),
+        TaskLifecycle("b", ACTIVE, None, None, None, 0),
     }
 
 

@@ -53,7 +53,10 @@ def test_a_state_file_of_main_before_the_numbering_migrates_and_keeps_everything
     try:
         records = state.executions()
         assert [(r.block, r.uid, r.task_id) for r in records] == [
-            (100, 1, "data_join"), (100, 2, "syn_data_join"), (110, 1, "gen_0123456789ab")]
+            (100, 1, "data_join"),
+            (100, 2, "syn_data_join"),
+            (110, 1, "gen_0123456789ab"),
+        ]
         first, capped, drawn = records
         assert first.plan == {"nodes": [{"id": "a", "tool": "echo", "args": {"text": "hi"}}], "edges": []}
         assert first.metrics == {"latency_s": 1.5} and first.final_output == {"answer": 3} and first.reference_S is None
@@ -139,7 +142,7 @@ def test_a_new_secret_is_128_random_bits_and_nothing_published_is_a_fast_hash_of
         made.append((state.instance_secret(), _sql(state.path, "SELECT hex FROM secret")[0][0]))
         state.close()
     (key, secret), (other, _) = made
-    assert len(secret) == 2 * SECRET_BYTES and int(secret, 16) >= 2 ** 96 and key != other
+    assert len(secret) == 2 * SECRET_BYTES and int(secret, 16) >= 2**96 and key != other
     assert key == draw_key(secret) and key.bit_length() > 200  # the draws start from scrypt of it
     salt = world_for(key, 7, {}).salt
     for raw in (secret, int(secret, 16)):
@@ -149,17 +152,20 @@ def test_a_new_secret_is_128_random_bits_and_nothing_published_is_a_fast_hash_of
     again.close()
 
 
-@pytest.mark.parametrize(("statement", "value"), [
-    ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", ""),
-    ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", 0),
-    ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", "abc"),
-    ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", 2 ** 31),
-    ("UPDATE secret SET hex = ?", ""),
-    ("UPDATE secret SET hex = ?", "0"),
-    ("UPDATE secret SET hex = ?", "abc"),
-    ("UPDATE secret SET hex = ?", "00" * SECRET_BYTES),
-    ("UPDATE secret SET hex = ?", "zz" * SECRET_BYTES),
-])
+@pytest.mark.parametrize(
+    ("statement", "value"),
+    [
+        ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", ""),
+        ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", 0),
+        ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", "abc"),
+        ("UPDATE meta SET value = ? WHERE key = 'instance_secret'", 2**31),
+        ("UPDATE secret SET hex = ?", ""),
+        ("UPDATE secret SET hex = ?", "0"),
+        ("UPDATE secret SET hex = ?", "abc"),
+        ("UPDATE secret SET hex = ?", "00" * SECRET_BYTES),
+        ("UPDATE secret SET hex = ?", "zz" * SECRET_BYTES),
+    ],
+)
 def test_a_weak_secret_is_refused_naming_reset(old_file: Path, statement: str, value: object) -> None:
     ValidatorState(old_file).close()
     with contextlib.closing(sqlite3.connect(old_file)) as conn, conn:
@@ -185,9 +191,27 @@ def test_an_unreadable_state_file_is_refused_in_one_line(tmp_path: Path, content
 def test_a_record_row_is_derived_from_the_dataclass(tmp_path: Path) -> None:
     state = ValidatorState(tmp_path / "v.sqlite", records=Records(answer_cap_bytes=64))
     record = ExecutionRecord(
-        block=3, uid=1, hotkey="hk", task_id="t", base_task_id="t", instance_seed=9, plan={"nodes": ["x" * 100]},
-        metrics={"m": 1}, final_output="out", score={"S": 0.25}, reason=None, synthetic=True, hint_tier="none",
-        drawn_tempo=4, world_tempo=4, reference_S=0.5, margin=-0.25, credit=-0.25, share=1.0, digest="d")
+        block=3,
+        uid=1,
+        hotkey="hk",
+        task_id="t",
+        base_task_id="t",
+        instance_seed=9,
+        plan={"nodes": ["x" * 100]},
+        metrics={"m": 1},
+        final_output="out",
+        score={"S": 0.25},
+        reason=None,
+        synthetic=True,
+        hint_tier="none",
+        drawn_tempo=4,
+        world_tempo=4,
+        reference_S=0.5,
+        margin=-0.25,
+        credit=-0.25,
+        share=1.0,
+        digest="d",
+    )
     try:
         state.settle_step(3, [record])
         (stored,) = state.executions()

@@ -13,23 +13,30 @@ from pathlib import Path
 import pytest
 from test_validator_loop import KEYS, TASK_IDS, _loop
 
-from planners import load_planner
+from engine.owned import evaluate_owned
 from neurons.localrun import family_task
-from validator.settings import SHIPPED_TASKS
-from subnets.owned import owned_runner
-from validator.settings import ValidatorSettings
+from planners import load_planner
 from protocol.hints import TIER_SHARES, TIERS
 from protocol.synapse import TaskPackage
 from protocol.task import Task, at_tier
 from protocol.validation import check_plan_for
+from subnets.owned import owned_runner
 from tasks import family
-from engine.owned import evaluate_owned
 from validator.audit import recorded_task, replay
 from validator.prometheus import ValidatorMetrics
 from validator.sampling import (
-    DEFAULT_TIER_SHARES, FixedTasks, TaskDraw, TaskSource, draw_task, draw_tier, instance_seed, step_tier, tempo_of,
+    DEFAULT_TIER_SHARES,
+    FixedTasks,
+    TaskDraw,
+    TaskSource,
+    draw_task,
+    draw_tier,
+    instance_seed,
+    step_tier,
+    tempo_of,
     tier_shares_problem,
 )
+from validator.settings import SHIPPED_TASKS, ValidatorSettings
 from validator.state import ExecutionRecord, ValidatorState
 
 SECRET = 0x5EC12E7
@@ -74,12 +81,15 @@ def test_the_tier_needs_the_secret() -> None:
     assert mine != theirs
 
 
-@pytest.mark.parametrize("shares, problem", [
-    ({"full": 0.5}, "sum to 0.5"),
-    ({"full": 0.5, "hint": 0.5}, "unknown hint tier 'hint'"),
-    ({"full": 1.5, "goal": -0.5}, "'goal' is -0.5"),
-    ({"full": float("nan")}, "'full' is nan"),
-])
+@pytest.mark.parametrize(
+    "shares, problem",
+    [
+        ({"full": 0.5}, "sum to 0.5"),
+        ({"full": 0.5, "hint": 0.5}, "unknown hint tier 'hint'"),
+        ({"full": 1.5, "goal": -0.5}, "'goal' is -0.5"),
+        ({"full": float("nan")}, "'full' is nan"),
+    ],
+)
 def test_bad_tier_shares_are_refused_with_the_reason(shares: dict[str, float], problem: str) -> None:
     assert problem in tier_shares_problem(shares)
     with pytest.raises(ValueError, match="tier_shares: "):
@@ -126,19 +136,36 @@ def _scored_record(task: Task, block: int, draw: TaskDraw, full: TaskPackage) ->
     validator does: a real execution whatever tier ``task`` was sent at."""
     plan = load_planner("good").plan(full).answer(task.package(), miner_uid=0)
     check = check_plan_for(plan.workflow_plan, task)
-    evaluation = evaluate_owned(plan.workflow_plan, check, task, owned_runner(task),
-                                total_estimated_cost=plan.total_estimated_cost)
+    evaluation = evaluate_owned(
+        plan.workflow_plan, check, task, owned_runner(task), total_estimated_cost=plan.total_estimated_cost
+    )
     execution = evaluation.execution
     return ExecutionRecord(
-        block=block, uid=1, hotkey="hk1", task_id=task.task_id, base_task_id=draw.base.task_id,
-        instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
+        block=block,
+        uid=1,
+        hotkey="hk1",
+        task_id=task.task_id,
+        base_task_id=draw.base.task_id,
+        instance_seed=draw.seed,
+        synthetic=draw.synthetic,
+        hint_tier=draw.tier,
+        drawn_tempo=draw.drawn_tempo,
         plan=plan.workflow_plan.model_dump(mode="json", by_alias=True, exclude_none=True),
-        metrics={"status": execution.status, "completion_ratio": execution.metrics.completion_ratio,
-                 "latency_s": execution.metrics.latency_s, "cost_tao": execution.metrics.cost_tao,
-                 "retries": execution.metrics.retries, "unplanned_retries": execution.metrics.unplanned_retries,
-                 "timeouts": execution.metrics.timeouts, "hard_failures": execution.metrics.hard_failures,
-                 "budget_ceiling": execution.budget_ceiling, "clock": "simulated"},
-        final_output=execution.final_output, score=evaluation.score.model_dump(mode="json"), reason=None,
+        metrics={
+            "status": execution.status,
+            "completion_ratio": execution.metrics.completion_ratio,
+            "latency_s": execution.metrics.latency_s,
+            "cost_tao": execution.metrics.cost_tao,
+            "retries": execution.metrics.retries,
+            "unplanned_retries": execution.metrics.unplanned_retries,
+            "timeouts": execution.metrics.timeouts,
+            "hard_failures": execution.metrics.hard_failures,
+            "budget_ceiling": execution.budget_ceiling,
+            "clock": "simulated",
+        },
+        final_output=execution.final_output,
+        score=evaluation.score.model_dump(mode="json"),
+        reason=None,
     )
 
 
@@ -223,8 +250,14 @@ def test_dagnet_validator_replay_draws_a_drawn_family_again(tmp_path: Path) -> N
     drawn = drawn_source(SHIPPED_TASKS, 2)
     source = drawn(secret, 31)
     assert all(t.task_id.startswith("gen_") for t in source.tasks()) and len(source.tasks()) == 2
-    draw = draw_task(HOTKEY, secret, 310, source.tasks(), synthetic_rate=0.0,
-                     drawn=dict.fromkeys((t.task_id for t in source.tasks()), 31))
+    draw = draw_task(
+        HOTKEY,
+        secret,
+        310,
+        source.tasks(),
+        synthetic_rate=0.0,
+        drawn=dict.fromkeys((t.task_id for t in source.tasks()), 31),
+    )
     record = _scored_record(draw.task(source.instance), 310, draw, at_tier(draw.base, "full"))
     assert record.score["S"] > 0.5, record.score
     try:
@@ -235,21 +268,41 @@ def test_dagnet_validator_replay_draws_a_drawn_family_again(tmp_path: Path) -> N
     assert drawn_source(Path("tasks.json"), 2) is None and drawn_source(SHIPPED_TASKS, 0) is None
     done = CliRunner().invoke(app, ["validator", "--state", str(path), "--replay", str(stored.id)])
     assert done.exit_code == 0 and '"identical": true' in done.stdout, done.output
-    refused = CliRunner().invoke(app, ["validator", "--state", str(path), "--replay", str(stored.id),
-                                       "--set", "drawn_per_tempo=0"])
+    refused = CliRunner().invoke(
+        app, ["validator", "--state", str(path), "--replay", str(stored.id), "--set", "drawn_per_tempo=0"]
+    )
     assert refused.exit_code == 2 and "no drawn families are configured" in refused.output, refused.output
 
 
 def test_records_of_a_state_file_without_tiers_read_as_full_and_curated(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     state = ValidatorState(path)
-    state.settle_step(1, [ExecutionRecord(block=1, uid=1, hotkey="hk1", task_id="dt_sales", base_task_id="dt_sales",
-                                          instance_seed=5, plan=None, metrics=None, final_output=None,
-                                          score={"S": 0.5}, reason=None, hint_tier="goal", drawn_tempo=3)])
+    state.settle_step(
+        1,
+        [
+            ExecutionRecord(
+                block=1,
+                uid=1,
+                hotkey="hk1",
+                task_id="dt_sales",
+                base_task_id="dt_sales",
+                instance_seed=5,
+                plan=None,
+                metrics=None,
+                final_output=None,
+                score={"S": 0.5},
+                reason=None,
+                hint_tier="goal",
+                drawn_tempo=3,
+            )
+        ],
+    )
     state.close()
     old = sqlite3.connect(path)  # the file as written before records kept their tier and tempo
-    old.executescript("ALTER TABLE executions DROP COLUMN hint_tier; ALTER TABLE executions DROP COLUMN drawn_tempo; "
-                      "PRAGMA user_version = 0;")  # and before the migrations were numbered
+    old.executescript(
+        "ALTER TABLE executions DROP COLUMN hint_tier; ALTER TABLE executions DROP COLUMN drawn_tempo; "
+        "PRAGMA user_version = 0;"
+    )  # and before the migrations were numbered
     old.close()
     state = ValidatorState(path)
     try:
@@ -271,9 +324,12 @@ def test_tempo_of_counts_tempos_from_block_zero() -> None:
 
 def test_execution_metrics_carry_a_tier_label_of_three_values() -> None:
     metrics = ValidatorMetrics()
-    samples = {s.labels.get("tier") for family_ in metrics.registry.collect()
-               if family_.name in ("dagnet_validator_executions", "dagnet_validator_execution_score")
-               for s in family_.samples}
+    samples = {
+        s.labels.get("tier")
+        for family_ in metrics.registry.collect()
+        if family_.name in ("dagnet_validator_executions", "dagnet_validator_execution_score")
+        for s in family_.samples
+    }
     assert samples == set(TIERS)
 
 
@@ -289,9 +345,13 @@ async def test_a_loop_sending_goal_judges_the_task_on_its_full_tier(tmp_path: Pa
         loop.drawn = drawn
         hyper = await chain.hyperparameters()
         candidates = [*loop.source.tasks(), *drawn(loop.stepper.secret, tempo_of(chain.head, hyper.tempo)).tasks()]
-        blocks = [b for b in range(chain.head, chain.head + hyper.tempo)
-                  if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id
-                  .startswith("gen_")][:2]
+        blocks = [
+            b
+            for b in range(chain.head, chain.head + hyper.tempo)
+            if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id.startswith(
+                "gen_"
+            )
+        ][:2]
         for block in blocks:
             chain.head = block
             await loop.step(block)
@@ -314,9 +374,13 @@ async def test_the_loop_offers_this_tempos_drawn_families_and_never_sets_them_as
         loop.drawn = drawn
         hyper = await chain.hyperparameters()
         candidates = [*loop.source.tasks(), *drawn(loop.stepper.secret, tempo_of(chain.head, hyper.tempo)).tasks()]
-        block = next(b for b in range(chain.head, chain.head + hyper.tempo)
-                     if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id
-                     .startswith("gen_"))
+        block = next(
+            b
+            for b in range(chain.head, chain.head + hyper.tempo)
+            if draw_task(loop.hotkey, loop.stepper.secret, b, candidates, synthetic_rate=0.0).base.task_id.startswith(
+                "gen_"
+            )
+        )
         chain.head = block
         summary = await loop.step(block)
         assert summary is not None and summary.base_task_id.startswith("gen_"), summary

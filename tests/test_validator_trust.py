@@ -33,22 +33,15 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from support.fakechain import FakeChain
-from support.keys import dev_keypair
-from support.peers import axon, serve_asgi
-from support.tasks import SomeFamilies, provider_profiles
 
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.serving import EVERY_TOOL
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.registry import default_registry
-from subnets.runner import LocalRunner
 from engine.owned import CPU_EXHAUSTED, OwnedLimits
 from engine.simclock import run_simulated
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.serving import EVERY_TOOL
+from miner.settings import MinerSettings
 from neurons.localrun import family_task, run_document
-from subnets.owned import owned_runner
+from planners import load_planner
 from protocol.documents import load_plan_document
 from protocol.metagraph import Axon, MetagraphSnapshot, Neuron, Peer
 from protocol.output import NodeOutput
@@ -56,6 +49,13 @@ from protocol.plan import PlanNode, WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import RoutingRule, TaskPackage, ToolInfo
 from protocol.task import Task
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
+from subnets.runner import LocalRunner
+from support.fakechain import FakeChain
+from support.keys import dev_keypair
+from support.peers import axon, serve_asgi
+from support.tasks import SomeFamilies, provider_profiles
 from validator.adapters import AdapterRunner, settle, trusted_selector
 from validator.client import ClientConfig, MinerClient, Reply
 from validator.loop import LoopConfig, ValidatorLoop
@@ -124,10 +124,17 @@ class CheatProvider:
         if self.late:
             await self.released.wait()
         task = family_task(body["task_id"], 0)
-        result = await LocalRunner(default_registry(), subnets=task.available_tools).run(NodeCall(
-            task_id=body["task_id"], node_id=body["node_id"], subnet=body["subnet"], action=body["action"],
-            params=body["params"], timeout_seconds=body["timeout_seconds"], attempt=body["attempt"],
-        ))
+        result = await LocalRunner(default_registry(), subnets=task.available_tools).run(
+            NodeCall(
+                task_id=body["task_id"],
+                node_id=body["node_id"],
+                subnet=body["subnet"],
+                action=body["action"],
+                params=body["params"],
+                timeout_seconds=body["timeout_seconds"],
+                attempt=body["attempt"],
+            )
+        )
         output = None if result.output is None else result.output.model_dump(mode="json", exclude_none=True)
         return JSONResponse({"output": output, "cost_tao": result.cost_tao, "error": result.error})
 
@@ -152,10 +159,12 @@ class Routed(SomeFamilies):
 
     def _routed(self, task: Task) -> Task:
         budget = task.constraints.max_budget_tao * self.top_k
-        return task.model_copy(update={
-            "routing_policy": {"default": RoutingRule(top_k=self.top_k)},
-            "constraints": task.constraints.model_copy(update={"max_budget_tao": budget}),
-        })
+        return task.model_copy(
+            update={
+                "routing_policy": {"default": RoutingRule(top_k=self.top_k)},
+                "constraints": task.constraints.model_copy(update={"max_budget_tao": budget}),
+            }
+        )
 
     def tasks(self) -> tuple[Task, ...]:
         return tuple(self._routed(task) for task in super().tasks())
@@ -177,37 +186,67 @@ class Network:
 # processes, providers sleeping each subnet's advertised latency in real time (seconds a step).
 @contextlib.asynccontextmanager
 async def _network(
-    *, provider_hotkey: str, provider_coldkey: str, sabotage: bool = False, late: bool = False, colluder: bool = False,
+    *,
+    provider_hotkey: str,
+    provider_coldkey: str,
+    sabotage: bool = False,
+    late: bool = False,
+    colluder: bool = False,
 ) -> AsyncIterator[Network]:
     """``colluder``: a second provider, ranked just below the first and with unrelated keys,
     that answers as the cheat's provider does."""
     served = (GOOD, CHEAT, *HONEST)  # each app serves only while it sees its own hotkey registered
-    bare = MetagraphSnapshot(7, 100, (Neuron(0, VALIDATOR.ss58_address, 1_000.0, True),
-                                      *(Neuron(i + 1, key.ss58_address) for i, key in enumerate(served))))
+    bare = MetagraphSnapshot(
+        7,
+        100,
+        (
+            Neuron(0, VALIDATOR.ss58_address, 1_000.0, True),
+            *(Neuron(i + 1, key.ss58_address) for i, key in enumerate(served)),
+        ),
+    )
     profiles = provider_profiles(SomeFamilies(FAMILY).tasks())
     cheat_provider = CheatProvider(sabotage=sabotage, late=late)
     async with contextlib.AsyncExitStack() as stack:
+
         async def serve(key: Any, **settings: Any) -> Axon:
             planner = CheatPlanner() if key is CHEAT else load_planner("good")
-            app = create_app(MinerSettings(port=0, serve=EVERY_TOOL, **settings), keypair=key, metagraph=StaticMetagraph(bare),
-                             registry=default_registry(), planner=planner)
+            app = create_app(
+                MinerSettings(port=0, serve=EVERY_TOOL, **settings),
+                keypair=key,
+                metagraph=StaticMetagraph(bare),
+                registry=default_registry(),
+                planner=planner,
+            )
             return axon(await stack.enter_async_context(serve_asgi(app)))
 
-        own = MetagraphSnapshot(7, 100, (
-            Neuron(0, VALIDATOR.ss58_address, 1_000.0, True, coldkey="5ValidatorColdkey"),
-            Neuron(1, GOOD.ss58_address, 10.0, axon=await serve(GOOD), coldkey="5GoodColdkey"),
-            Neuron(2, CHEAT.ss58_address, 10.0, axon=await serve(CHEAT), coldkey=CHEAT_COLDKEY),
-        ))
+        own = MetagraphSnapshot(
+            7,
+            100,
+            (
+                Neuron(0, VALIDATOR.ss58_address, 1_000.0, True, coldkey="5ValidatorColdkey"),
+                Neuron(1, GOOD.ss58_address, 10.0, axon=await serve(GOOD), coldkey="5GoodColdkey"),
+                Neuron(2, CHEAT.ss58_address, 10.0, axon=await serve(CHEAT), coldkey=CHEAT_COLDKEY),
+            ),
+        )
         cheat_axon = axon(await stack.enter_async_context(serve_asgi(cheat_provider.app())))
         stack.callback(cheat_provider.released.set)  # before its server stops: a late answer comes now
         honest = [
-            Neuron(i + 1, key.ss58_address, 100.0 - i, axon=await serve(key, provider_tasks=profiles),
-                   coldkey=f"5HonestColdkey{i}")
+            Neuron(
+                i + 1,
+                key.ss58_address,
+                100.0 - i,
+                axon=await serve(key, provider_tasks=profiles),
+                coldkey=f"5HonestColdkey{i}",
+            )
             for i, key in enumerate(HONEST)
         ]
-        top = [Neuron(0, provider_hotkey, 5_000.0, axon=cheat_axon, coldkey=provider_coldkey)]  # the top-staked provider
+        top = [
+            Neuron(0, provider_hotkey, 5_000.0, axon=cheat_axon, coldkey=provider_coldkey)
+        ]  # the top-staked provider
         if colluder:
-            top.append(Neuron(len(HONEST) + 1, COLLUDER.ss58_address, 4_000.0, axon=cheat_axon, coldkey="5ColluderColdkey"))
+            top.append(
+                Neuron(len(HONEST) + 1, COLLUDER.ss58_address, 4_000.0, axon=cheat_axon, coldkey="5ColluderColdkey")
+            )
         partner = MetagraphSnapshot(PARTNER_NETUID, 100, (*top, *honest))
         yield Network(own, partner, cheat_provider)
 
@@ -226,8 +265,15 @@ async def _step(network: Network, tmp_path: Path, source: SomeFamilies) -> dict[
     try:
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             providers = MetagraphProviders(read, PARTNER_NETUID)
-            loop = ValidatorLoop(chain, state, client, source, providers, owned_runner=owned_runner,
-                                 config=LoopConfig(synthetic_rate=0.0))
+            loop = ValidatorLoop(
+                chain,
+                state,
+                client,
+                source,
+                providers,
+                owned_runner=owned_runner,
+                config=LoopConfig(synthetic_rate=0.0),
+            )
             assert await loop.step(chain.head) is not None
         names = {GOOD.ss58_address: "good", CHEAT.ss58_address: "cheat"}
         return {names[record.hotkey]: dataclasses.asdict(record) for record in state.executions()}
@@ -250,13 +296,16 @@ async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
     """The attack is real in this harness: taken at its word, the cheat's provider makes a
     one-node plan beat the good planner (the untrusted runner, as main had it)."""
     task = family_task(FAMILY, 4242)
-    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
-                        sabotage=False) as network:
+    async with _network(
+        provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY, sabotage=False
+    ) as network:
         miners = [Peer.from_neuron(n) for n in network.own.neurons if n.axon is not None]
         cheat = [Peer.from_neuron(network.partner.neurons[0])]
         async with MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)) as client:
             result = await validation_step(
-                task=task, miners=miners, client=client,
+                task=task,
+                miners=miners,
+                client=client,
                 runner_factory=lambda package, _: RemoteRunner(client, every_peer_serves(cheat), package),
             )
     good, cheat_outcome = result.outcomes
@@ -269,8 +318,9 @@ async def test_without_the_trust_rules_the_self_dealing_plan_wins() -> None:
 @pytest.mark.parametrize("keys", ["same_coldkey", "unrelated_keys"])
 async def test_self_dealing_scores_no_more_than_the_good_plan(tmp_path: Path, keys: str) -> None:
     coldkey = CHEAT_COLDKEY if keys == "same_coldkey" else OTHER_COLDKEY
-    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=coldkey,
-                        sabotage=False) as network:
+    async with _network(
+        provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=coldkey, sabotage=False
+    ) as network:
         records = await _step(network, tmp_path, SomeFamilies(FAMILY))
     good, cheat = records["good"], records["cheat"]
     assert good["score"]["S"] > 0.5 and good["metrics"]["clock"] == "wall"
@@ -306,8 +356,9 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
         assert _unmoved(good["score"]) == _unmoved(await _owned_score(good))
     else:
         assert set(network.cheat_provider.calls) - {SOLVE}  # it was asked for the good plan's nodes, and failed them
-        async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
-                            sabotage=False) as honest:
+        async with _network(
+            provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY, sabotage=False
+        ) as honest:
             control = (await _step(honest, tmp_path / "control", source))["good"]
         assert control["score"]["S"] > 0.5
         assert _unmoved(good["score"]) == _unmoved(control["score"])  # as if every provider were honest
@@ -317,8 +368,9 @@ async def test_a_provider_failing_competitors_cannot_sink_the_good_miner(tmp_pat
 async def test_two_colluding_providers_agreeing_gain_the_cheat_nothing(tmp_path: Path) -> None:
     """Every subnet asks two providers, and both are the cheater's (unrelated keys): they
     agree on the solved instance. Agreement is not evidence; the re-run refuses it."""
-    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
-                        colluder=True) as network:
+    async with _network(
+        provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY, colluder=True
+    ) as network:
         records = await _step(network, tmp_path, Routed(top_k=2))
     good, cheat = records["good"], records["cheat"]
     assert network.cheat_provider.calls.count(SOLVE) == 2  # both asked, both agreed
@@ -331,8 +383,9 @@ async def test_a_provider_answering_late_does_not_slow_the_good_miner(tmp_path: 
     """Every subnet asks three providers; the top one answers honestly, but only after the
     step. The good plan's nodes end with the first confirmed answer, as with honest providers."""
     source = Routed(top_k=3)
-    async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY,
-                        late=True) as network:
+    async with _network(
+        provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY, late=True
+    ) as network:
         good = (await _step(network, tmp_path, source))["good"]
     assert set(network.cheat_provider.calls) - {SOLVE}  # it was asked for the good plan's nodes
     async with _network(provider_hotkey=CHEAT_PROVIDER.ss58_address, provider_coldkey=OTHER_COLDKEY) as honest:
@@ -364,8 +417,13 @@ def _rerun(text: str | None) -> NodeResult:
 
 
 def test_agreeing_providers_are_not_evidence_and_the_price_is_the_validators() -> None:
-    agreed = settle(_call(), [_said(1, "x", 9.0), _said(2, "x", 9.0), _said(3, "y")], price=0.25,
-                    aggregation="majority_vote", rerun_result=_rerun("other"))
+    agreed = settle(
+        _call(),
+        [_said(1, "x", 9.0), _said(2, "x", 9.0), _said(3, "y")],
+        price=0.25,
+        aggregation="majority_vote",
+        rerun_result=_rerun("other"),
+    )
     assert agreed.output is None and "differs from the validator's re-run" in agreed.error
     assert agreed.cost_tao == 0.25
 
@@ -435,12 +493,20 @@ def _timed(action: str, answers: list[Timed], *, rerun: str = "x", latency: floa
     seconds it took (bounded: 100 s stands for never)."""
     peers = [Peer(uid, f"5Provider{uid}", f"http://p{uid}") for uid in range(len(answers))]
     package = TaskPackage(
-        task_id="t", task_type="agent", routing_policy={"default": RoutingRule(top_k=len(answers))},
+        task_id="t",
+        task_type="agent",
+        routing_policy={"default": RoutingRule(top_k=len(answers))},
         available_tools={"sn1": ToolInfo(type="model", avg_cost=0.1, avg_latency=latency)},
     )
     client = TimedClient({peer.url: answer for peer, answer in zip(peers, answers)})
-    runner = AdapterRunner(client, lambda subnet: peers, package, serves=lambda subnet: True, local=None,  # type: ignore[arg-type]
-                           rerun=Instant(rerun))
+    runner = AdapterRunner(
+        client,
+        lambda subnet: peers,
+        package,
+        serves=lambda subnet: True,
+        local=None,  # type: ignore[arg-type]
+        rerun=Instant(rerun),
+    )
 
     async def run() -> tuple[str | None, float]:
         result = await asyncio.wait_for(runner.run(_call(action)), 100.0)
@@ -456,7 +522,10 @@ def test_a_deterministic_node_ends_with_the_first_answer_equal_to_the_rerun() ->
 
 def test_an_llm_node_votes_on_the_answers_in_by_the_subnets_latency() -> None:
     assert _timed("llm", [Timed("a", None), Timed("b", 0.1), Timed("b", 0.4)]) == ("b", 0.5)
-    assert _timed("llm", [Timed("a", None), Timed("c", 0.8), Timed("b", 0.9)]) == ("c", 0.8)  # none in by 0.5: the first
+    assert _timed("llm", [Timed("a", None), Timed("c", 0.8), Timed("b", 0.9)]) == (
+        "c",
+        0.8,
+    )  # none in by 0.5: the first
 
 
 class Burner:
@@ -476,14 +545,23 @@ async def test_the_validators_reruns_are_metered_per_plan(tmp_path: Path) -> Non
     chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=MetagraphSnapshot(7, 1, ()))
     state = ValidatorState(tmp_path / "validator.sqlite")
     client = TimedClient({peer.url: Timed("x", 0.0)})
-    loop = ValidatorLoop(chain, state, client, FixedTasks(()), FixedProviders([peer]),  # type: ignore[arg-type]
-                         owned_runner=lambda task: Burner())
+    loop = ValidatorLoop(
+        chain,
+        state,
+        client,
+        FixedTasks(()),
+        FixedProviders([peer]),  # type: ignore[arg-type]
+        owned_runner=lambda task: Burner(),
+    )
     try:
         assert loop.stepper._owned is not None
         loop.stepper._owned = dataclasses.replace(loop.stepper._owned, limits=OwnedLimits(cpu_per_plan_s=1e-9))
         task = family_task(FAMILY, 1)
         build = loop.stepper._runner_factory(task, None)
-        plan, other = build(task.package(), Peer(1, "5Miner", "http://m")), build(task.package(), Peer(2, "5Rival", "http://r"))
+        plan, other = (
+            build(task.package(), Peer(1, "5Miner", "http://m")),
+            build(task.package(), Peer(2, "5Rival", "http://r")),
+        )
         call = _call()
         assert (await plan.run(call)).output == NodeOutput(text="x")
         refused = await plan.run(call)
@@ -494,14 +572,18 @@ async def test_the_validators_reruns_are_metered_per_plan(tmp_path: Path) -> Non
 
 
 def test_the_selector_drops_the_validators_netuid_and_the_miners_own_keys() -> None:
-    own = MetagraphSnapshot(7, 1, (Neuron(0, "5Validator"), Neuron(1, "5Miner", coldkey="5MinerCold"), Neuron(2, "5Rival")))
-    directory = FixedProviders([
-        Provider(Peer(10, "5Miner", "http://a")),  # the miner's own hotkey
-        Provider(Peer(11, "5Rival", "http://b")),  # registered on the validator's netuid
-        Provider(Peer(12, "5Sibling", "http://c"), coldkey="5MinerCold"),  # the miner's coldkey
-        Provider(Peer(13, "5Stranger", "http://d"), coldkey="5Other"),
-        Provider(Peer(14, "5Anonymous", "http://e")),
-    ])
+    own = MetagraphSnapshot(
+        7, 1, (Neuron(0, "5Validator"), Neuron(1, "5Miner", coldkey="5MinerCold"), Neuron(2, "5Rival"))
+    )
+    directory = FixedProviders(
+        [
+            Provider(Peer(10, "5Miner", "http://a")),  # the miner's own hotkey
+            Provider(Peer(11, "5Rival", "http://b")),  # registered on the validator's netuid
+            Provider(Peer(12, "5Sibling", "http://c"), coldkey="5MinerCold"),  # the miner's coldkey
+            Provider(Peer(13, "5Stranger", "http://d"), coldkey="5Other"),
+            Provider(Peer(14, "5Anonymous", "http://e")),
+        ]
+    )
     miner = Peer(1, "5Miner", "http://m")
     select = trusted_selector(directory, miner, miner_coldkey="5MinerCold", own=own)
     assert [p.uid for p in select("sn1")] == [13, 14]
@@ -519,12 +601,12 @@ async def test_an_openai_adapter_answers_llm_nodes_on_simulated_time(monkeypatch
 
     from fastapi import FastAPI
 
+    from engine.owned import run_owned
     from neurons.settings import build_settings
     from neurons.validator import owned_runners
-    from validator.settings import ValidatorSettings
     from protocol.synapse import Constraints, ToolInfo
     from protocol.validation import check_plan_for
-    from engine.owned import run_owned
+    from validator.settings import ValidatorSettings
 
     endpoint, seen = FastAPI(), []
 
@@ -534,17 +616,31 @@ async def test_an_openai_adapter_answers_llm_nodes_on_simulated_time(monkeypatch
         return {"choices": [{"message": {"content": f"{body['model']}: {body['messages'][-1]['content']}"}}]}
 
     schema = {"type": "object", "properties": {"q": {"type": "string"}}}
-    task = Task(task_id="ask", task_type="agent", inputs=schema, example={"q": "hi"}, instance_inputs={"q": "hello"},
-                constraints=Constraints(max_budget_tao=1.0, max_latency_seconds=10.0, allowed_subnets=["sn21"]),
-                available_tools={"sn21": ToolInfo(type="model", avg_cost=0.01, avg_latency=0.75)})
+    task = Task(
+        task_id="ask",
+        task_type="agent",
+        inputs=schema,
+        example={"q": "hi"},
+        instance_inputs={"q": "hello"},
+        constraints=Constraints(max_budget_tao=1.0, max_latency_seconds=10.0, allowed_subnets=["sn21"]),
+        available_tools={"sn21": ToolInfo(type="model", avg_cost=0.01, avg_latency=0.75)},
+    )
     plan = WorkflowPlan(nodes=[PlanNode(id="ask", subnet="sn21", action="llm", params={"prompt": "${input.q}"})])
     monkeypatch.setenv("DAGNET_TEST_LLM_KEY", "k")
     async with serve_asgi(endpoint) as url:
-        settings = build_settings(ValidatorSettings, overrides=[
-            f'adapters.sn21={{"kind": "openai", "base_url": "{url}/v1", "model": "tiny", "api_key_env": "DAGNET_TEST_LLM_KEY"}}',
-        ])
+        settings = build_settings(
+            ValidatorSettings,
+            overrides=[
+                f'adapters.sn21={{"kind": "openai", "base_url": "{url}/v1", "model": "tiny", "api_key_env": "DAGNET_TEST_LLM_KEY"}}',
+            ],
+        )
         execution = await asyncio.to_thread(
-            run_owned, plan, check_plan_for(plan, task), task, owned_runners(settings)(task), total_estimated_cost=None,
+            run_owned,
+            plan,
+            check_plan_for(plan, task),
+            task,
+            owned_runners(settings)(task),
+            total_estimated_cost=None,
         )
     assert execution.status == "completed", execution.nodes
     assert execution.final_output["text"] == "tiny: hello" and len(seen) == 1

@@ -10,20 +10,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from chain.base import WeightsResult
+from miner.app import create_app
+from miner.metagraph import StaticMetagraph
+from miner.settings import MinerSettings
+from planners import load_planner
+from protocol.metagraph import MetagraphSnapshot
+from subnets.owned import owned_runner
+from subnets.registry import default_registry
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
 from support.peers import _read_request, axon, raw_peer, serve_asgi
 from support.polling import until
 from support.tasks import SomeFamilies
-
-from chain.base import WeightsResult
-from miner.app import create_app
-from miner.settings import MinerSettings
-from miner.metagraph import StaticMetagraph
-from planners import load_planner
-from subnets.owned import owned_runner
-from subnets.registry import default_registry
-from protocol.metagraph import MetagraphSnapshot
 from validator.client import ClientConfig, MinerClient
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.state import ExecutionRecord, ValidatorState
@@ -55,8 +55,13 @@ async def _validator(tmp_path: Path, release: asyncio.Event) -> AsyncIterator[tu
     async with contextlib.AsyncExitStack() as stack:
         builder = MetagraphBuilder(netuid=7).validator(VALIDATOR)
         bare = builder.miner(HONEST).build()
-        app = create_app(MinerSettings(port=0), keypair=HONEST, metagraph=StaticMetagraph(bare),
-                         registry=default_registry(), planner=load_planner("good"))
+        app = create_app(
+            MinerSettings(port=0),
+            keypair=HONEST,
+            metagraph=StaticMetagraph(bare),
+            registry=default_registry(),
+            planner=load_planner("good"),
+        )
         builder = MetagraphBuilder(netuid=7).validator(VALIDATOR)
         builder.miner(HONEST, axon=axon(await stack.enter_async_context(serve_asgi(app))))
         sybils = []
@@ -68,10 +73,18 @@ async def _validator(tmp_path: Path, release: asyncio.Event) -> AsyncIterator[tu
         chain.hyper = replace(chain.hyper, tempo=TEMPO)
         state = ValidatorState(tmp_path / "validator.sqlite")
         stack.callback(state.close)
-        state.settle_step(chain.head - 1, [_scored(n.uid, n.hotkey) for n in snapshot.neurons if n.hotkey != VALIDATOR.ss58_address])
+        state.settle_step(
+            chain.head - 1, [_scored(n.uid, n.hotkey) for n in snapshot.neurons if n.hotkey != VALIDATOR.ss58_address]
+        )
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=300.0)))
-        loop = ValidatorLoop(chain, state, client, SomeFamilies("dt_inventory"), owned_runner=owned_runner,
-                             config=LoopConfig(poll_s=0.01, synthetic_rate=0.0, tier_shares={"full": 1.0}))
+        loop = ValidatorLoop(
+            chain,
+            state,
+            client,
+            SomeFamilies("dt_inventory"),
+            owned_runner=owned_runner,
+            config=LoopConfig(poll_s=0.01, synthetic_rate=0.0, tier_shares={"full": 1.0}),
+        )
         stack.callback(release.set)  # a failed test lets go of the sybils, to end
         yield loop, chain, sybils
 
@@ -82,8 +95,19 @@ def _uid(snapshot: MetagraphSnapshot | None, key) -> int:
 
 
 def _scored(uid: int, hotkey: str) -> ExecutionRecord:
-    return ExecutionRecord(block=99, uid=uid, hotkey=hotkey, task_id="dt_inventory", base_task_id="dt_inventory",
-                           instance_seed=0, plan=None, metrics=None, final_output=None, score={"S": 0.5}, reason=None)
+    return ExecutionRecord(
+        block=99,
+        uid=uid,
+        hotkey=hotkey,
+        task_id="dt_inventory",
+        base_task_id="dt_inventory",
+        instance_seed=0,
+        plan=None,
+        metrics=None,
+        final_output=None,
+        score={"S": 0.5},
+        reason=None,
+    )
 
 
 @pytest.mark.e2e
@@ -107,7 +131,7 @@ async def test_weights_are_set_every_tempo_while_sybils_hold_the_step(tmp_path: 
             for _ in range(4 * TEMPO):  # one block at a time, each seen by the validator before the next
                 chain.advance()
                 seen = reads
-                await until(lambda: reads >= seen + 2, timeout_s=10.0)
+                await until(lambda: reads >= seen + 2, timeout_s=10.0)  # noqa: B023  (called here, within the iteration)
             assert [block for block, _, _ in chain.weights_log] == [start + TEMPO * i for i in range(5)]
             assert loop.state.last_weights_block() == chain.head
             assert all(s.active for s in sybils) and loop.state.last_step_block() == start - 1  # still the one step

@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from support.fakechain import FakeChain
-from support.keys import MetagraphBuilder
-
 from protocol.synapse import SCORING_VERSION
 from protocol.version import package_version, upgrade_needed, version_fields
+from support.fakechain import FakeChain
+from support.keys import MetagraphBuilder
 from validator.chainview import ChainView
 from validator.prometheus import ValidatorMetrics
 
@@ -39,7 +38,9 @@ async def test_the_validator_warns_once_per_change_and_exports_it(caplog) -> Non
                 assert metrics.upgrade_needed._value.get() == 1 and "weights_version 3" in view.upgrade
     said = [r.getMessage() for r in caplog.records]
     assert [m.split(",")[0] for m in said if "expects" in m] == [
-        "the chain expects weights_version 2", "the chain expects weights_version 3"]
+        "the chain expects weights_version 2",
+        "the chain expects weights_version 3",
+    ]
     assert any("current again" in m for m in said)
     assert view.upgrade is None and metrics.upgrade_needed._value.get() == 0
     assert metrics.chain_weights_version._value.get() == 1

@@ -18,15 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.fakechain import FakeChain
-from support.keys import dev_keypair
-from support.network import serve_miners
-from support.tasks import SomeFamilies
 
 from engine.owned import evaluate_owned
+from neurons.localrun import family_task
 from planners import load_planner
 from planners.naive import naive_with_retries
-from neurons.localrun import family_task
 from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import ToolInfo
 from protocol.validation import check_plan_for
@@ -35,6 +31,10 @@ from subnets.owned import owned_runner
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from subnets.world import ADVERTISED, World, world_for, world_named
+from support.fakechain import FakeChain
+from support.keys import dev_keypair
+from support.network import serve_miners
+from support.tasks import SomeFamilies
 from tasks import FamilyTasks
 from validator.audit import replay
 from validator.client import ClientConfig, MinerClient
@@ -97,8 +97,11 @@ def test_a_published_world_round_trips_and_replays_calls():
     world = world_for(3, 4, TOOLS)
     published = World.from_json(json.loads(json.dumps(world.to_json())))
     assert published == world
-    assert all(published.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5) == world.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5)
-               for a in range(1, 6))
+    assert all(
+        published.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5)
+        == world.call("sn8", TOOLS["sn8"], ("t", 11), "x", a, 0.5)
+        for a in range(1, 6)
+    )
 
 
 def test_a_world_name_on_the_command_line():
@@ -121,7 +124,9 @@ class _Profile:
         info = self.tools[call.subnet]
         await asyncio.sleep(info.avg_latency)
         if call.attempt <= info.fail_first:
-            return NodeResult(None, cost_tao=info.avg_cost, error=f"subnet {call.subnet} unavailable (attempt {call.attempt})")
+            return NodeResult(
+                None, cost_tao=info.avg_cost, error=f"subnet {call.subnet} unavailable (attempt {call.attempt})"
+            )
         result = await self.bare.run(call)
         return NodeResult(result.output, cost_tao=result.cost_tao + info.avg_cost, error=result.error)
 
@@ -134,8 +139,9 @@ class _Profile:
 
 def _score(task, proposal, runner) -> dict:
     check = check_plan_for(proposal.plan, task)
-    return evaluate_owned(proposal.plan, check, task, runner,
-                          total_estimated_cost=proposal.total_estimated_cost).score.model_dump(mode="json")
+    return evaluate_owned(
+        proposal.plan, check, task, runner, total_estimated_cost=proposal.total_estimated_cost
+    ).score.model_dump(mode="json")
 
 
 @pytest.mark.e2e
@@ -181,8 +187,14 @@ print(json.dumps(scores, sort_keys=True))
 
 def _score_in_world(secret: int, tempo: int, hash_seed: str) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run([sys.executable, "-c", SCORE_IN_WORLD, str(secret), str(tempo)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", SCORE_IN_WORLD, str(secret), str(tempo)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -214,8 +226,18 @@ async def _world_loop(tmp_path: Path) -> AsyncIterator[tuple[ValidatorLoop, Fake
         chain = FakeChain(hotkey=VALIDATOR.ss58_address, snapshot=snapshot)
         state = stack.enter_context(contextlib.closing(ValidatorState(tmp_path / "validator.sqlite")))
         client = await stack.enter_async_context(MinerClient(VALIDATOR, config=ClientConfig(timeout_s=5.0)))
-        yield ValidatorLoop(chain, state, client, SomeFamilies(*TASK_IDS), owned_runner=owned_runner,
-                            worlds=world_for, config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0})), chain
+        yield (
+            ValidatorLoop(
+                chain,
+                state,
+                client,
+                SomeFamilies(*TASK_IDS),
+                owned_runner=owned_runner,
+                worlds=world_for,
+                config=LoopConfig(synthetic_rate=0.0, tier_shares={"full": 1.0}),
+            ),
+            chain,
+        )
 
 
 @pytest.mark.e2e

@@ -41,6 +41,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from engine.evaluate import expected_prices
+from engine.routing import combine, deterministic
 from protocol.metagraph import MetagraphSnapshot, Peer
 from protocol.output import NodeOutput
 from protocol.runner import Emit, FrameRunner, NodeCall, NodeResult, NodeRunner
@@ -48,8 +50,6 @@ from protocol.synapse import Aggregation, TaskPackage
 from protocol.task import Task
 
 from .client import MinerClient
-from engine.evaluate import expected_prices
-from engine.routing import combine, deterministic
 from .providers import Provider, ProviderDirectory
 from .remote import ProviderSelector, RemoteRunner
 

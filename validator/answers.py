@@ -58,16 +58,20 @@ def record(conn: sqlite3.Connection, block: int, answered: Iterable[Answered], w
     ``window`` dropped, another hotkey's dropped), and each of its keys seen."""
     rows = list(answered)
     conn.executemany("DELETE FROM answers WHERE uid = ? AND hotkey != ?", [(a.uid, a.hotkey) for a in rows])
-    conn.executemany("INSERT OR REPLACE INTO answers (uid, block, hotkey, s, margin, digest, outcome) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     [(a.uid, block, a.hotkey, a.score, a.margin, a.digest, a.outcome) for a in rows])
-    conn.executemany("DELETE FROM answers WHERE uid = ? AND block <= "
-                     "(SELECT block FROM answers WHERE uid = ? ORDER BY block DESC LIMIT 1 OFFSET ?)",
-                     [(a.uid, a.uid, window) for a in rows])
+    conn.executemany(
+        "INSERT OR REPLACE INTO answers (uid, block, hotkey, s, margin, digest, outcome) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(a.uid, block, a.hotkey, a.score, a.margin, a.digest, a.outcome) for a in rows],
+    )
+    conn.executemany(
+        "DELETE FROM answers WHERE uid = ? AND block <= "
+        "(SELECT block FROM answers WHERE uid = ? ORDER BY block DESC LIMIT 1 OFFSET ?)",
+        [(a.uid, a.uid, window) for a in rows],
+    )
     conn.executemany(
         "INSERT INTO first_seen (hotkey, answer, first_block, last_block) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (hotkey, answer) DO UPDATE SET last_block = MAX(last_block, excluded.last_block)",
-        [(a.hotkey, key, block, block) for a in rows for key in a.answer_keys()])
+        [(a.hotkey, key, block, block) for a in rows for key in a.answer_keys()],
+    )
 
 
 def forget_before(conn: sqlite3.Connection, before: int) -> None:
@@ -79,7 +83,8 @@ def windows(conn: sqlite3.Connection) -> dict[int, tuple[str, list[Entry]]]:
     """Each uid's hotkey and window of answers, oldest first."""
     kept: dict[int, tuple[str, list[Entry]]] = {}
     for uid, block, hotkey, s, margin, digest, outcome in conn.execute(
-            "SELECT uid, block, hotkey, s, margin, digest, outcome FROM answers ORDER BY uid, block"):
+        "SELECT uid, block, hotkey, s, margin, digest, outcome FROM answers ORDER BY uid, block"
+    ):
         kept.setdefault(uid, (hotkey, []))[1].append(Entry(block, s, margin, digest, outcome))
     return kept
 
@@ -96,13 +101,18 @@ def claims(conn: sqlite3.Connection, kept: Mapping[int, tuple[str, Sequence[Entr
                     holders.setdefault(key, set()).add(uid)
     result = {}
     for uid, (hotkey, entries) in kept.items():
-        shared = sorted({key for e in entries for key in (e.digest, e.outcome) if key is not None and len(holders[key]) > 1})
+        shared = sorted(
+            {key for e in entries for key in (e.digest, e.outcome) if key is not None and len(holders[key]) > 1}
+        )
         seen = []
         for start in range(0, len(shared), 500):  # SQLite's variable limit
-            chunk = shared[start:start + 500]
-            seen.append(conn.execute(
-                f"SELECT MIN(first_block) FROM first_seen WHERE hotkey = ? AND answer IN ({','.join('?' * len(chunk))})",
-                (hotkey, *chunk)).fetchone()[0])
+            chunk = shared[start : start + 500]
+            seen.append(
+                conn.execute(
+                    f"SELECT MIN(first_block) FROM first_seen WHERE hotkey = ? AND answer IN ({','.join('?' * len(chunk))})",
+                    (hotkey, *chunk),
+                ).fetchone()[0]
+            )
         known = [block for block in seen if block is not None]
         first = min(known) if known else min((e.step for e in entries), default=0)
         result[uid] = first

@@ -87,7 +87,9 @@ def recorded_task(
     origin = source_of(record.drawn_tempo, source, drawn, secret)
     base = next((t for t in origin.tasks() if t.task_id == record.base_task_id), None)
     if base is None:
-        where = "the task source" if record.drawn_tempo is None else f"the families drawn for tempo {record.drawn_tempo}"
+        where = (
+            "the task source" if record.drawn_tempo is None else f"the families drawn for tempo {record.drawn_tempo}"
+        )
         raise KeyError(f"task {record.base_task_id!r} is not in {where}")
     return TaskDraw(base, record.instance_seed, record.synthetic, record.hint_tier, record.drawn_tempo).task(
         origin.instance
@@ -95,7 +97,11 @@ def recorded_task(
 
 
 def replay(
-    record: ExecutionRecord, source: TaskSource, *, drawn: DrawnFamilies | None = None, secret: int = 0,
+    record: ExecutionRecord,
+    source: TaskSource,
+    *,
+    drawn: DrawnFamilies | None = None,
+    secret: int = 0,
     world: World | None = None,
 ) -> Replay:
     """Score ``record`` again on :func:`recorded_task`; raises ``KeyError`` when its task
@@ -108,14 +114,18 @@ def replay(
         return _replayed(record, rerun(record.plan, record.metrics.get("budget_ceiling"), task, world))
     metrics = saved_metrics(record.metrics)
     if not isinstance(record.final_output, Capped):
-        return _replayed(record, score_run(task, metrics=metrics, final_output=record.final_output).model_dump(mode="json"))
+        return _replayed(
+            record, score_run(task, metrics=metrics, final_output=record.final_output).model_dump(mode="json")
+        )
     output = record.final_output.describe("final output")
     if isinstance(record.score, Capped):
         unchecked = f"{output}, and {record.score.describe('score')}: only the task's rebuild from its draw was checked"
         return Replay(record.id, record.score, None, unchecked)
     stored = Quality(record.score["output_quality"], record.score["details"].get("quality", {}))
-    unchecked = (f"{output}: its quality was not scored again; checked: the task rebuilds from its draw, and the "
-                 "score follows from the stored metrics and the stored output quality")
+    unchecked = (
+        f"{output}: its quality was not scored again; checked: the task rebuilds from its draw, and the "
+        "score follows from the stored metrics and the stored output quality"
+    )
     return _replayed(record, score_quality(task, metrics=metrics, quality=stored).model_dump(mode="json"), unchecked)
 
 
@@ -133,8 +143,13 @@ class MarginReplay:
 
 
 def replay_margin(
-    record: ExecutionRecord, source: TaskSource, reference: Reference, *, drawn: DrawnFamilies | None = None,
-    secret: int = 0, world: World | None = None,
+    record: ExecutionRecord,
+    source: TaskSource,
+    reference: Reference,
+    *,
+    drawn: DrawnFamilies | None = None,
+    secret: int = 0,
+    world: World | None = None,
 ) -> MarginReplay:
     """Plan and run the validator's ``reference`` again on :func:`recorded_task` in ``world``
     (the record's tempo's; ``None``: the advertised profile), planned on the forecast of
@@ -142,8 +157,11 @@ def replay_margin(
     beside the miners; raises ``KeyError`` when the task cannot be rebuilt. Blocks."""
     task = recorded_task(record, source, drawn=drawn, secret=secret)
     runner = reference.runner if world is None else partial(reference.runner, world=world)
-    prior = None if world is None or world.tempo is None else published_forecast(
-        world_for, secret, world.tempo, task.available_tools)
+    prior = (
+        None
+        if world is None or world.tempo is None
+        else published_forecast(world_for, secret, world.tempo, task.available_tools)
+    )
     outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), prior=prior)
     if outcome.score is None:
         return MarginReplay(None, None)
@@ -159,8 +177,14 @@ def rerun(plan_json: dict[str, Any], budget_ceiling: float | None, task: Task, w
     """The score of ``plan_json`` executed again on ``task``'s instance in ``world`` under
     the recorded ``budget_ceiling``, as owned execution ran it."""
     plan = WorkflowPlan.model_validate(plan_json)
-    evaluation = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task, world=world),
-                                total_estimated_cost=None, recorded_ceiling=budget_ceiling)
+    evaluation = evaluate_owned(
+        plan,
+        check_plan_for(plan, task),
+        task,
+        owned_runner(task, world=world),
+        total_estimated_cost=None,
+        recorded_ceiling=budget_ceiling,
+    )
     return evaluation.score.model_dump(mode="json")
 
 
@@ -190,10 +214,18 @@ def replay_record(
     identical, margin = result.identical, None
     if record.reference_S is not None:  # the reference's run beside the miners, replayed: the same margin
         again = replay_margin(record, source, validator_reference(), drawn=drawn, secret=secret, world=world)
-        margin = {"stored": {"reference_S": record.reference_S, "margin": record.margin},
-                  "recomputed": dataclasses.asdict(again), "identical": again.matches(record)}
+        margin = {
+            "stored": {"reference_S": record.reference_S, "margin": record.margin},
+            "recomputed": dataclasses.asdict(again),
+            "identical": again.matches(record),
+        }
         identical = None if identical is None else identical and again.matches(record)
     return {
-        "record": record_id, "identical": identical, "stored": stored, "recomputed": result.recomputed,
-        "unchecked": result.unchecked, "explanation": record.explain(), "margin": margin,
+        "record": record_id,
+        "identical": identical,
+        "stored": stored,
+        "recomputed": result.recomputed,
+        "unchecked": result.unchecked,
+        "explanation": record.explain(),
+        "margin": margin,
     }

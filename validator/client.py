@@ -26,12 +26,11 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from protocol.errors import format_validation_error
-from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.feedback import StepFeedback
+from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.routes import FEEDBACK_PATH, NODE_PATH, WORKFLOW_PATH
 from protocol.synapse import NodeSynapse, TaskPackage
 
-from .settings import setting_default
 from .errors import (
     PeerBadEncoding,
     PeerBadPayload,
@@ -44,6 +43,7 @@ from .errors import (
     PeerTransportError,
     RequestOversize,
 )
+from .settings import setting_default
 
 _ERROR_EXCERPT = 200
 _M = TypeVar("_M", bound=BaseModel)
@@ -214,7 +214,9 @@ class MinerClient:
         """Tell a miner how its own step went (``POST /Feedback``); never retried."""
         return await self.post(axon_url, hotkey, FEEDBACK_PATH, self._encode(feedback), timeout_s=timeout_s)
 
-    async def post(self, axon_url: str, hotkey: str, path: str, body: bytes, *, timeout_s: float | None = None) -> Reply:
+    async def post(
+        self, axon_url: str, hotkey: str, path: str, body: bytes, *, timeout_s: float | None = None
+    ) -> Reply:
         """Sign and send ``body`` (at most ``limits.max_request_bytes``); collect at most
         ``limits.max_response_bytes`` back."""
         if self._http is None:
@@ -232,7 +234,9 @@ class MinerClient:
             except (PeerError, TimeoutError, httpx.HTTPError, httpx.InvalidURL, OSError, ValueError) as exc:
                 return _failure(_classified(exc, timeout).of_peer(axon_url, hotkey), started)
 
-    async def _exchange(self, axon_url: str, hotkey: str, path: str, body: bytes, timeout: float, started: float) -> Reply:
+    async def _exchange(
+        self, axon_url: str, hotkey: str, path: str, body: bytes, timeout: float, started: float
+    ) -> Reply:
         http = self._http
         if http is None:  # closed while this request waited for a slot
             raise RuntimeError("MinerClient was closed while a request waited to be sent")

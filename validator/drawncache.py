@@ -27,7 +27,9 @@ class DrawnCache:
         if self._kept is None or self._kept[0] != index:
             tick = time.perf_counter()
             self._kept = (index, self.families(secret, index))
-            log.info("tempo %s: %d families drawn in %.2fs", index, len(self._kept[1].tasks()), time.perf_counter() - tick)
+            log.info(
+                "tempo %s: %d families drawn in %.2fs", index, len(self._kept[1].tasks()), time.perf_counter() - tick
+            )
         return self._kept[1]
 
     def kept_tasks(self) -> Sequence[Task]:

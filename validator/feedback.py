@@ -51,11 +51,18 @@ def step_feedback(
         nodes, omitted = node_feedback(WorkflowPlan.model_validate(outcome.plan), outcome.execution)
     scored = not outcome.score.details.get("invalid", False)
     message = StepFeedback(
-        validator_hotkey=validator_hotkey, miner_uid=outcome.uid, miner_hotkey=outcome.hotkey, block=block,
-        tempo=tempo, task_id=task.task_id, hint_tier=task.hint_tier, outcome=_outcome(outcome),
+        validator_hotkey=validator_hotkey,
+        miner_uid=outcome.uid,
+        miner_hotkey=outcome.hotkey,
+        block=block,
+        tempo=tempo,
+        task_id=task.task_id,
+        hint_tier=task.hint_tier,
+        outcome=_outcome(outcome),
         reason=clip_reason(outcome.reason),
         score={part: getattr(outcome.score, part) for part in _SCORE_PARTS} if scored else {},
-        nodes=nodes, nodes_omitted=omitted,
+        nodes=nodes,
+        nodes_omitted=omitted,
     )
     return _fitted(message)
 
@@ -70,9 +77,12 @@ def _fitted(message: StepFeedback) -> StepFeedback:
     """``message`` with as many of its nodes as fit in :data:`MAX_FEEDBACK_BYTES`."""
     while len(message.nodes) > 0 and len(message.model_dump_json()) > MAX_FEEDBACK_BYTES:
         kept = len(message.nodes) // 2
-        message = message.model_copy(update={
-            "nodes": message.nodes[:kept], "nodes_omitted": message.nodes_omitted + len(message.nodes) - kept,
-        })
+        message = message.model_copy(
+            update={
+                "nodes": message.nodes[:kept],
+                "nodes_omitted": message.nodes_omitted + len(message.nodes) - kept,
+            }
+        )
     return message
 
 

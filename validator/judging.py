@@ -194,7 +194,8 @@ class Scoring:
     def _charged(self, candidate: Candidate) -> bool:
         """Whether scoring ``candidate`` runs the code judge, so costs judging allowance."""
         return (
-            self.judging is not None and self.task.task_type == "code"
+            self.judging is not None
+            and self.task.task_type == "code"
             and not has_verdict(self.task.reference, candidate.executed.final_output)
         )
 
@@ -240,7 +241,9 @@ def _score_one(task: Task, candidate: Candidate) -> Score | str:
 def _own_score(task: Task, judged: Score, execution: Execution) -> Score:
     """The composite of ``execution``'s own metrics on the output quality ``judged`` found."""
     own = composite(
-        output_quality=judged.output_quality, metrics=execution.metrics,
-        max_budget_tao=task.constraints.max_budget_tao, max_latency_seconds=task.constraints.max_latency_seconds,
+        output_quality=judged.output_quality,
+        metrics=execution.metrics,
+        max_budget_tao=task.constraints.max_budget_tao,
+        max_latency_seconds=task.constraints.max_latency_seconds,
     )
     return own.model_copy(update={"details": {**judged.details, **own.details}})

@@ -26,26 +26,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.budget import Cores
+from engine.evaluate import score_execution
+from engine.executor import SUCCESS, Execution, ExecutorConfig
+from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.outcomes import RunStatus
+from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.task import Task
 from protocol.validation import check_plan_for
 from scoring.composite import Score
 from scoring.quality.base import UNJUDGED, Unjudged
-
-from engine.evaluate import score_execution
-from engine.executor import SUCCESS, Execution, ExecutorConfig
-from engine.budget import Cores
-from engine.owned import OwnedLimits, OwnedRunnerFactory, run_owned
-from protocol.runner import NodeRunner
 from subnets.forecast import Forecast
 
 from .failures import INFRASTRUCTURE_CAUSES, InfrastructureFailure
 
 __all__ = [
-    "INFRASTRUCTURE_CAUSES", "InfrastructureFailure", "Reference", "ReferenceOutcome", "ReferencePlanner", "no_sandbox",
-    "reference_failure", "run_reference",
+    "INFRASTRUCTURE_CAUSES",
+    "InfrastructureFailure",
+    "Reference",
+    "ReferenceOutcome",
+    "ReferencePlanner",
+    "no_sandbox",
+    "reference_failure",
+    "run_reference",
 ]
 
 ReferencePlanner = Callable[[TaskPackage, Forecast | None], WorkflowSynapse]
@@ -87,14 +92,22 @@ def reference_failure(
 
     Raises :class:`InfrastructureFailure` when the planner, executor or scorer crashes.
     """
-    return run_reference(reference, task, reference.runner, config=config, limits=limits,
-                         owned=reference.limits).failure
+    return run_reference(
+        reference, task, reference.runner, config=config, limits=limits, owned=reference.limits
+    ).failure
 
 
 def run_reference(
-    reference: Reference, task: Task, runner: Callable[[Task], NodeRunner], *, config: ExecutorConfig = ExecutorConfig(),
-    limits: Limits = DEFAULT_LIMITS, owned: OwnedLimits = OwnedLimits(), cores: Cores | None = None,
-    answer: WorkflowSynapse | None = None, prior: Forecast | None = None,
+    reference: Reference,
+    task: Task,
+    runner: Callable[[Task], NodeRunner],
+    *,
+    config: ExecutorConfig = ExecutorConfig(),
+    limits: Limits = DEFAULT_LIMITS,
+    owned: OwnedLimits = OwnedLimits(),
+    cores: Cores | None = None,
+    answer: WorkflowSynapse | None = None,
+    prior: Forecast | None = None,
 ) -> ReferenceOutcome:
     """Plan ``task``'s package with the reference on the forecast ``prior`` (or take its ``answer``), run the plan on
     the runner ``runner`` builds for ``task`` through owned execution and score it, as a validator scores a miner's plan
@@ -119,8 +132,15 @@ def run_reference(
         return ReferenceOutcome(_short(f"the reference plan is invalid: {'; '.join(check.errors)}"))
     try:
         execution = run_owned(
-            plan, check, task, runner(task), total_estimated_cost=answer.total_estimated_cost,
-            config=config, limits=limits, owned=owned, cores=cores,
+            plan,
+            check,
+            task,
+            runner(task),
+            total_estimated_cost=answer.total_estimated_cost,
+            config=config,
+            limits=limits,
+            owned=owned,
+            cores=cores,
         )
     except Exception as exc:
         raise InfrastructureFailure("executor", f"{type(exc).__name__}: {exc}") from exc
@@ -134,7 +154,9 @@ def run_reference(
     if no_sandbox(score):
         raise InfrastructureFailure("scorer", _short(f"this machine cannot judge code: {score.details['quality']}"))
     if score.output_quality <= 0:
-        return ReferenceOutcome(_short(f"the reference output has quality 0: {score.details.get('quality')}"), score, answer)
+        return ReferenceOutcome(
+            _short(f"the reference output has quality 0: {score.details.get('quality')}"), score, answer
+        )
     return ReferenceOutcome(None, score, answer)
 
 

@@ -29,10 +29,10 @@ from subnets.world import World, WorldSource
 
 from .chainview import ChainView
 from .client import MinerClient
-from .loopconfig import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .lifecycle import Reference
+from .loopconfig import LoopConfig
 from .observation import StepLog, StepSummary
 from .prometheus import ValidatorMetrics
 from .providers import ProviderDirectory
@@ -95,9 +95,18 @@ class ValidatorLoop:
         self.view = ChainView(chain, self.metrics, version_key=config.version_key)
         self.steps = StepLog(self.metrics)
         self.stepper = Stepper(
-            self.view, state, client, source, providers, owned_runner=owned_runner, reference=reference,
-            drawn=None if drawn is None else DrawnCache(drawn), config=config, executor_config=executor_config,
-            steps=self.steps, worlds=worlds,
+            self.view,
+            state,
+            client,
+            source,
+            providers,
+            owned_runner=owned_runner,
+            reference=reference,
+            drawn=None if drawn is None else DrawnCache(drawn),
+            config=config,
+            executor_config=executor_config,
+            steps=self.steps,
+            worlds=worlds,
         )
         self.weight_setter = WeightSetter(
             self.view, state, self.metrics, version_key=config.version_key, warmup_full_at=config.warmup_full_at

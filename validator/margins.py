@@ -50,7 +50,12 @@ class MinersRun:
 
 
 def reference_runs(
-    reference: Reference, task: Task, full: Task, miners: MinersRun | None, *, config: ExecutorConfig,
+    reference: Reference,
+    task: Task,
+    full: Task,
+    miners: MinersRun | None,
+    *,
+    config: ExecutorConfig,
 ) -> tuple[str | None, float | None]:
     """The reference's verdict on ``full`` (why it did not succeed, for the task's
     lifecycle; ``None``: it did) and its ``S`` on ``task`` as sent, run as ``miners`` run
@@ -62,9 +67,15 @@ def reference_runs(
     outcome = None
     if miners is not None:
         runner = miners.runner
-        outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), config=miners.config,
-                                owned=miners.owned, cores=miners.cores,
-                                prior=None if miners.prior is None else miners.prior())
+        outcome = run_reference(
+            reference,
+            task,
+            lambda t: holding(runner(t), t.holdings),
+            config=miners.config,
+            owned=miners.owned,
+            cores=miners.cores,
+            prior=None if miners.prior is None else miners.prior(),
+        )
     score = None if outcome is None or outcome.score is None else outcome.score.S
     if outcome is not None and miners is not None and task is full and (not miners.in_world or outcome.answer is None):
         return outcome.failure, score  # one run serves both, or the full package cannot be planned at all

@@ -13,8 +13,8 @@ from protocol.task import Task
 
 from .errors import PeerTimeout
 from .lifecycle import no_sandbox
-from .prometheus import ValidatorMetrics
 from .outcome import MinerOutcome, StepResult
+from .prometheus import ValidatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,13 @@ class StepLog:
         for outcome in result.outcomes:
             observe_outcome(m, outcome, task)
 
-
     def explain(self, result: StepResult, block: int, tier: str) -> None:
         """One INFO line per miner of a settled step: what it was sent, and S with its
         parts, or why it is 0, or why it is not scored (:meth:`MinerOutcome.explain`)."""
         for outcome in result.outcomes:
-            log.info("block %s uid %s task %s (%s tier): %s", block, outcome.uid, result.task_id, tier, outcome.explain())
+            log.info(
+                "block %s uid %s task %s (%s tier): %s", block, outcome.uid, result.task_id, tier, outcome.explain()
+            )
 
 
 def observe_outcome(m: ValidatorMetrics, outcome: MinerOutcome, task: Task) -> None:

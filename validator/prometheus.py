@@ -44,45 +44,72 @@ class ValidatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.steps = Counter("dagnet_validator_steps_total", "Validation steps, by outcome (settled, error).", ["outcome"], registry=r)
+        self.steps = Counter(
+            "dagnet_validator_steps_total", "Validation steps, by outcome (settled, error).", ["outcome"], registry=r
+        )
         self.phase = Histogram(
-            "dagnet_validator_step_phase_seconds", "Wall time of each phase of a step.", ["phase"], buckets=_SECONDS, registry=r
+            "dagnet_validator_step_phase_seconds",
+            "Wall time of each phase of a step.",
+            ["phase"],
+            buckets=_SECONDS,
+            registry=r,
         )
         self.executions = Counter(
             "dagnet_validator_executions_total",
             "Miner answers handled, by execution status (not_run: never executed) and the hint tier sent.",
-            ["status", "tier"], registry=r,
+            ["status", "tier"],
+            registry=r,
         )
         self.execution_score = Histogram(
-            "dagnet_validator_execution_score", "The score S of each miner answer handled, by the hint tier sent.",
-            ["tier"], buckets=_SCORE, registry=r,
+            "dagnet_validator_execution_score",
+            "The score S of each miner answer handled, by the hint tier sent.",
+            ["tier"],
+            buckets=_SCORE,
+            registry=r,
         )
         self.node_latency = Histogram(
-            "dagnet_validator_node_latency_seconds", "Time from a node's dispatch to its settlement, by subnet.",
-            ["subnet"], buckets=_SECONDS, registry=r,
+            "dagnet_validator_node_latency_seconds",
+            "Time from a node's dispatch to its settlement, by subnet.",
+            ["subnet"],
+            buckets=_SECONDS,
+            registry=r,
         )
         self.cost = Histogram(
-            "dagnet_validator_execution_cost_tao", "TAO charged by tool providers for one execution.", buckets=_TAO, registry=r
+            "dagnet_validator_execution_cost_tao",
+            "TAO charged by tool providers for one execution.",
+            buckets=_TAO,
+            registry=r,
         )
         self.budget_aborts = Counter(
             "dagnet_validator_budget_aborts_total", "Executions stopped at their budget ceiling.", registry=r
         )
         self.timeouts = Counter(
-            "dagnet_validator_timeouts_total", "Timeouts: a miner's answer (query) or a node attempt (node).", ["kind"], registry=r
+            "dagnet_validator_timeouts_total",
+            "Timeouts: a miner's answer (query) or a node attempt (node).",
+            ["kind"],
+            registry=r,
         )
         self.score = Gauge("dagnet_validator_score", "Each miner's windowed mean score S.", ["uid"], registry=r)
-        self.weight = Gauge("dagnet_validator_weight", "The weight last set on chain for each miner.", ["uid"], registry=r)
+        self.weight = Gauge(
+            "dagnet_validator_weight", "The weight last set on chain for each miner.", ["uid"], registry=r
+        )
         self.margin = Gauge(
-            "dagnet_validator_margin", "Each miner's window mean credited margin over the validator's reference.",
-            ["uid"], registry=r,
+            "dagnet_validator_margin",
+            "Each miner's window mean credited margin over the validator's reference.",
+            ["uid"],
+            registry=r,
         )
         self.beats_reference = Gauge(
-            "dagnet_validator_beats_reference", "Each miner's share of its window's steps that beat the reference.",
-            ["uid"], registry=r,
+            "dagnet_validator_beats_reference",
+            "Each miner's share of its window's steps that beat the reference.",
+            ["uid"],
+            registry=r,
         )
         self.payout = Gauge(
-            "dagnet_validator_payout", "1 for where the last accepted weights sent the emission, else 0.",
-            ["kind"], registry=r,
+            "dagnet_validator_payout",
+            "1 for where the last accepted weights sent the emission, else 0.",
+            ["kind"],
+            registry=r,
         )
         self.weights_set = Counter(
             "dagnet_validator_weights_set_total", "set_weights attempts, by the chain's result.", ["result"], registry=r
@@ -91,17 +118,23 @@ class ValidatorMetrics:
             "dagnet_validator_last_weights_block", "The block at which weights were last accepted.", registry=r
         )
         self.tempo = Gauge("dagnet_validator_tempo_blocks", "The subnet's tempo, in blocks.", registry=r)
-        self.metagraph_block = Gauge("dagnet_validator_metagraph_block", "The block of the last metagraph sync.", registry=r)
+        self.metagraph_block = Gauge(
+            "dagnet_validator_metagraph_block", "The block of the last metagraph sync.", registry=r
+        )
         self.sync_age = Gauge(
             "dagnet_validator_metagraph_sync_age_seconds", "Seconds since the metagraph was last synced.", registry=r
         )
         self.incentive = Gauge(
-            "dagnet_validator_miner_incentive", "Each miner's incentive in the last epoch, as the chain reports it.",
-            ["uid"], registry=r,
+            "dagnet_validator_miner_incentive",
+            "Each miner's incentive in the last epoch, as the chain reports it.",
+            ["uid"],
+            registry=r,
         )
         self.emission = Gauge(
-            "dagnet_validator_miner_emission_tao", "What the last epoch paid each miner, as the chain reports it.",
-            ["uid"], registry=r,
+            "dagnet_validator_miner_emission_tao",
+            "What the last epoch paid each miner, as the chain reports it.",
+            ["uid"],
+            registry=r,
         )
         self.chain_errors = Counter(
             "dagnet_validator_chain_errors_total", "Chain calls that failed, by call.", ["call"], registry=r
@@ -109,23 +142,34 @@ class ValidatorMetrics:
         self.tasks = Gauge("dagnet_validator_tasks", "Benchmark tasks by lifecycle state.", ["state"], registry=r)
         self.infrastructure_failures = Counter(
             "dagnet_validator_infrastructure_failures_total",
-            "Steps skipped (or head reads lost) for a cause no miner or task had, by cause.", ["cause"], registry=r,
+            "Steps skipped (or head reads lost) for a cause no miner or task had, by cause.",
+            ["cause"],
+            registry=r,
         )
         self.sandbox_runs = Counter(
-            "dagnet_validator_sandbox_runs_total", "Sandboxed judgements of code outputs, by outcome.", ["outcome"], registry=r
+            "dagnet_validator_sandbox_runs_total",
+            "Sandboxed judgements of code outputs, by outcome.",
+            ["outcome"],
+            registry=r,
         )
-        self.version_key = Gauge("dagnet_validator_version_key", "The scoring version published with weights.", registry=r)
+        self.version_key = Gauge(
+            "dagnet_validator_version_key", "The scoring version published with weights.", registry=r
+        )
         self.chain_weights_version = Gauge(
             "dagnet_validator_chain_weights_version",
-            "The least version_key the chain accepts weights with (the subnet's weights_version).", registry=r,
+            "The least version_key the chain accepts weights with (the subnet's weights_version).",
+            registry=r,
         )
         self.upgrade_needed = Gauge(
             "dagnet_validator_upgrade_needed",
-            "1 while the chain's weights_version is above this validator's version_key: upgrade dagnet.", registry=r,
+            "1 while the chain's weights_version is above this validator's version_key: upgrade dagnet.",
+            registry=r,
         )
         self.degraded = Gauge(
-            "dagnet_validator_degraded", "1 while the validator is degraded for this reason (see /health), else 0.",
-            ["reason"], registry=r,
+            "dagnet_validator_degraded",
+            "1 while the validator is degraded for this reason (see /health), else 0.",
+            ["reason"],
+            registry=r,
         )
         self.started_at = time.monotonic()
         self.first_block: int | None = None
@@ -135,8 +179,11 @@ class ValidatorMetrics:
         # Every label value of a fixed vocabulary exists from the start, at 0, so a rate
         # or an alert over it has data before the first event of that kind.
         for counter, values in (
-            (self.steps, STEP_RESULTS), (self.weights_set, WEIGHTS_RESULTS),
-            (self.timeouts, ("query", "node")), (self.sandbox_runs, SANDBOX_OUTCOMES), (self.phase, PHASES),
+            (self.steps, STEP_RESULTS),
+            (self.weights_set, WEIGHTS_RESULTS),
+            (self.timeouts, ("query", "node")),
+            (self.sandbox_runs, SANDBOX_OUTCOMES),
+            (self.phase, PHASES),
             (self.infrastructure_failures, INFRASTRUCTURE_CAUSES),
         ):
             for value in values:
@@ -177,8 +224,10 @@ class ValidatorMetrics:
         ``reasons()`` (the codes that hold now) has it: read afresh at every scrape, so each
         gauge is as current as ``/health`` (:mod:`validator.health`)."""
         for code in codes:
+
             def degraded(code: str = code) -> float:
                 return float(code in reasons())
+
             self.degraded.labels(code).set_function(degraded)
 
     def task_states(self, states: Mapping[str, str], vocabulary: tuple[str, ...]) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from engine.model import NodeStatus
 from engine.owned import evaluate_owned
-from planners.public import reference_plan
 from planners.naive import naive_with_retries
+from planners.public import reference_plan
 from protocol.outcomes import RunStatus
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan_for
@@ -24,21 +24,32 @@ from tasks import Family
 from tasks.drawn import solves
 from validator.lifecycle import Reference
 
+
 def reference_failure(family: Family, seed: int) -> str | None:
     """The executing check's run of one instance (:data:`tasks.drawn.SeedRun`): the
     family's ``naive+retries`` plan on owned execution and simulated time, as a
     validator runs a miner's plan; it must complete with quality 1."""
     proposal = naive_with_retries(family.package)
     task = family.task(family.instance(seed))
-    evaluation = evaluate_owned(proposal.plan, check_plan_for(proposal.plan, task), task, owned_runner(task),
-                                total_estimated_cost=proposal.total_estimated_cost)
+    evaluation = evaluate_owned(
+        proposal.plan,
+        check_plan_for(proposal.plan, task),
+        task,
+        owned_runner(task),
+        total_estimated_cost=proposal.total_estimated_cost,
+    )
     score, execution = evaluation.score, evaluation.execution
     if execution.status == RunStatus.COMPLETED and score.completion_ratio == 1 and score.output_quality == 1:
         return None
-    failed = {node: record.reason or record.status for node, record in execution.nodes.items()
-              if record.status != NodeStatus.SUCCESS}
-    return (f"reference plan does not solve seed {seed}: {execution.status}, quality "
-            f"{score.output_quality:.3f}, completion {score.completion_ratio:.3f} {failed or ''}").rstrip()
+    failed = {
+        node: record.reason or record.status
+        for node, record in execution.nodes.items()
+        if record.status != NodeStatus.SUCCESS
+    }
+    return (
+        f"reference plan does not solve seed {seed}: {execution.status}, quality "
+        f"{score.output_quality:.3f}, completion {score.completion_ratio:.3f} {failed or ''}"
+    ).rstrip()
 
 
 reference_solves = solves(reference_failure)

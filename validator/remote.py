@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.routing import combine
 from protocol.errors import format_validation_error
 from protocol.metagraph import Peer
 from protocol.runner import Emit, NodeCall, NodeResult
@@ -35,7 +36,6 @@ from protocol.synapse import Aggregation, NodeResponse, NodeSynapse, TaskPackage
 
 from .client import MinerClient, Reply
 from .errors import PeerBadPayload
-from engine.routing import combine
 
 ProviderSelector = Callable[[str], Sequence[Peer]]
 """``subnet -> providers`` in preference order; the runner uses the first ``top_k``."""

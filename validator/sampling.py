@@ -79,7 +79,9 @@ def tier_shares_problem(shares: Mapping[str, float]) -> str | None:
     return None
 
 
-def draw_tier(secret: int, block: int, task_id: str, shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES) -> HintTier:
+def draw_tier(
+    secret: int, block: int, task_id: str, shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES
+) -> HintTier:
     """The hint tier of the step at ``block``: ``sha256(f"{secret}:{block}:{task_id}:tier")``'s
     first 8 bytes as a fraction of 2**64, against the shares' running sum in
     :data:`~protocol.hints.TIERS` order (the first tier whose running sum exceeds it)."""
@@ -119,8 +121,13 @@ class TaskDraw:
         return synthetic_variant(task, self.seed) if self.synthetic else task
 
 
-def step_tier(secret: int, block: int, task_id: str, drawn: Mapping[str, int | None],
-              shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES) -> HintTier:
+def step_tier(
+    secret: int,
+    block: int,
+    task_id: str,
+    drawn: Mapping[str, int | None],
+    shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES,
+) -> HintTier:
     """The tier a step sends ``task_id`` at. A curated family (not in ``drawn``) goes out at
     ``full`` only: its description is the same on every step, so at a lower tier a miner
     that kept its full hints from an earlier step would look them up. A drawn family gets
@@ -133,16 +140,26 @@ def step_tier(secret: int, block: int, task_id: str, drawn: Mapping[str, int | N
     return draw_tier(secret, block if tempo is None else tempo, task_id, shares)
 
 
-def draw_task(hotkey: str, secret: int, block: int, tasks: Sequence[Task], *,
-              synthetic_rate: float = SYNTHETIC_RATE, tier_shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES,
-              drawn: Mapping[str, int | None] | None = None) -> TaskDraw:
+def draw_task(
+    hotkey: str,
+    secret: int,
+    block: int,
+    tasks: Sequence[Task],
+    *,
+    synthetic_rate: float = SYNTHETIC_RATE,
+    tier_shares: Mapping[HintTier, float] = DEFAULT_TIER_SHARES,
+    drawn: Mapping[str, int | None] | None = None,
+) -> TaskDraw:
     """The draw of the step at ``block``: :func:`pick_task`, :func:`instance_seed`,
     :func:`is_synthetic`, :func:`step_tier`. ``drawn`` maps the ids of the drawn
     families among ``tasks`` to the tempo they were drawn for."""
     base, drawn = pick_task(hotkey, block, tasks), drawn or {}
     return TaskDraw(
-        base, instance_seed(secret, block, base.task_id), is_synthetic(hotkey, block, synthetic_rate),
-        step_tier(secret, block, base.task_id, drawn, tier_shares), drawn.get(base.task_id),
+        base,
+        instance_seed(secret, block, base.task_id),
+        is_synthetic(hotkey, block, synthetic_rate),
+        step_tier(secret, block, base.task_id, drawn, tier_shares),
+        drawn.get(base.task_id),
     )
 
 

@@ -28,7 +28,15 @@ from tasks import VERSION
 
 from .sampling import DEFAULT_TIER_SHARES, tier_shares_problem
 
-__all__ = ["SHIPPED_TASKS", "setting_default", "Adapter", "DagnetAdapter", "OpenAIAdapter", "ProviderEntry", "ValidatorSettings"]
+__all__ = [
+    "SHIPPED_TASKS",
+    "setting_default",
+    "Adapter",
+    "DagnetAdapter",
+    "OpenAIAdapter",
+    "ProviderEntry",
+    "ValidatorSettings",
+]
 
 SHIPPED_TASKS = Path(VERSION)
 """``--tasks v2``: the shipped task families (a hidden instance drawn per step)."""
@@ -42,6 +50,7 @@ def _owned_by(config: type, name: str) -> Any:
 def setting_default(name: str) -> Any:
     """The default of setting ``name``: what the loop's and the client's own configs default to."""
     return ValidatorSettings.model_fields[name].get_default(call_default_factory=True)
+
 
 _ADAPTER_KEY = re.compile(r"sn\d{1,5}|\*")
 
@@ -145,7 +154,7 @@ class ValidatorSettings(BaseModel):
     def _adapter_keys(self) -> ValidatorSettings:
         bad = sorted(key for key in self.adapters if not _ADAPTER_KEY.fullmatch(key))
         if bad:
-            raise ValueError(f"adapters: {', '.join(map(repr, bad))} is not a subnet (snN) or \"*\"")
+            raise ValueError(f'adapters: {", ".join(map(repr, bad))} is not a subnet (snN) or "*"')
         return self
 
     def dagnet_adapters(self) -> dict[str, DagnetAdapter]:

@@ -16,7 +16,8 @@ from pathlib import Path
 from protocol.task import Task
 from sandbox import PRIVATE_ISOLATION, SandboxLimits, SandboxUnavailable, isolation_available, run_python
 from tasks import Family
-from tasks.drawn import TYPES as DRAWN_TYPES, drawn_families
+from tasks.drawn import TYPES as DRAWN_TYPES
+from tasks.drawn import drawn_families
 from validator.loop import TaskSource
 from validator.reference import reference_solves
 from validator.sampling import DrawnFamilies
@@ -34,7 +35,9 @@ def sandbox_problem() -> str | None:
     if isolation != PRIVATE_ISOLATION:
         return f"isolation here is {isolation}, and code is judged only under {PRIVATE_ISOLATION}"
     try:
-        run = run_python({"check.py": "print(6 * 7)"}, ["check.py"], limits=SandboxLimits(cpu_seconds=5, wall_seconds=15))
+        run = run_python(
+            {"check.py": "print(6 * 7)"}, ["check.py"], limits=SandboxLimits(cpu_seconds=5, wall_seconds=15)
+        )
     except (SandboxUnavailable, OSError) as exc:
         return f"a test run could not start: {exc}"
     if run.returncode != 0 or run.stdout.strip() != "42":
@@ -111,5 +114,8 @@ def drawn_source(tasks: Path, per_tempo: int, gate: CodeGate | None = None) -> D
     ``gate`` lets through (every type without one); ``None`` for a task-set file or ``per_tempo`` 0."""
     if tasks != SHIPPED_TASKS or per_tempo <= 0:
         return None
-    return lambda secret, tempo: DrawnTasks(drawn_families(
-        secret, tempo, per_tempo, verify=reference_solves, types=DRAWN_TYPES if gate is None else gate.types()))
+    return lambda secret, tempo: DrawnTasks(
+        drawn_families(
+            secret, tempo, per_tempo, verify=reference_solves, types=DRAWN_TYPES if gate is None else gate.types()
+        )
+    )

@@ -38,23 +38,23 @@ from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory, metered
 from engine.routing import routed
 from protocol.metagraph import Peer
-from scoring.margin import Credit
 from protocol.synapse import TaskPackage
 from protocol.task import Task
+from scoring.margin import Credit
 from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .chainview import ChainView
 from .client import MinerClient
-from .loopconfig import LoopConfig
 from .drawncache import DrawnCache
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
 from .lifecycle import InfrastructureFailure, Reference
+from .loopconfig import LoopConfig
 from .margins import Forecasts, MinersRun, reference_runs, step_credits
 from .observation import StepLog, StepSummary
-from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .providers import ProviderDirectory
+from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
 from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
 from .validation import MinerOutcome, OwnedExecution, RunnerFactory, validation_step
 
@@ -65,9 +65,19 @@ class Stepper:
     """Runs the validator's steps; :class:`~validator.loop.ValidatorLoop` says when."""
 
     def __init__(
-        self, view: ChainView, state: ValidatorState, client: MinerClient, source: TaskSource,
-        providers: ProviderDirectory | None, *, owned_runner: OwnedRunnerFactory | None, reference: Reference | None,
-        drawn: DrawnCache | None, config: LoopConfig, executor_config: ExecutorConfig, steps: StepLog,
+        self,
+        view: ChainView,
+        state: ValidatorState,
+        client: MinerClient,
+        source: TaskSource,
+        providers: ProviderDirectory | None,
+        *,
+        owned_runner: OwnedRunnerFactory | None,
+        reference: Reference | None,
+        drawn: DrawnCache | None,
+        config: LoopConfig,
+        executor_config: ExecutorConfig,
+        steps: StepLog,
         worlds: WorldSource | None = None,
     ) -> None:
         self.view = view
@@ -89,8 +99,12 @@ class Stepper:
         self.judging = JudgingAllowance()
         self.feedback = FeedbackSender(client)
         """Tells each queried miner how its own step went, in the background (:mod:`validator.feedback`)."""
-        self._owned = None if owned_runner is None else OwnedExecution(
-            ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
+        self._owned = (
+            None
+            if owned_runner is None
+            else OwnedExecution(
+                ThreadPoolExecutor(max_workers=max(1, config.exec_concurrency), thread_name_prefix="owned-execution")
+            )
         )
 
     @property
@@ -136,7 +150,11 @@ class Stepper:
         self.view.metrics.phase.labels("sync").observe(time.perf_counter() - tick)
 
         draw = draw_task(
-            self.hotkey, self.secret, block, active, synthetic_rate=self.config.synthetic_rate,
+            self.hotkey,
+            self.secret,
+            block,
+            active,
+            synthetic_rate=self.config.synthetic_rate,
             tier_shares=self.config.tier_shares,
             drawn=dict.fromkeys((t.task_id for t in drawn), tempo),
         )
@@ -154,9 +172,14 @@ class Stepper:
         reference = asyncio.ensure_future(self._references(task, full, world, len(miners)))  # beside the miners
         try:
             result = await validation_step(
-                task=task, miners=miners, client=self.client, runner_factory=self._runner_factory(task, world),
-                executor_config=self.executor_config, exec_concurrency=self.config.exec_concurrency,
-                owned=None if self._external(task) else self._owned, bounds=self.config.step_bounds,
+                task=task,
+                miners=miners,
+                client=self.client,
+                runner_factory=self._runner_factory(task, world),
+                executor_config=self.executor_config,
+                exec_concurrency=self.config.exec_concurrency,
+                owned=None if self._external(task) else self._owned,
+                bounds=self.config.step_bounds,
                 judging=self.judging.for_step(block, tempo),
             )
         except BaseException:
@@ -175,15 +198,22 @@ class Stepper:
         self.steps.explain(result, block, draw.tier)
         charged = [outcome for outcome in result.outcomes if outcome.charged]
         margins = step_credits(charged, reference_s)
-        records = [execution_record(block, task, draw, outcome, world, reference_s, margins.get(outcome.uid))
-                   for outcome in charged]
+        records = [
+            execution_record(block, task, draw, outcome, world, reference_s, margins.get(outcome.uid))
+            for outcome in charged
+        ]
         self.state.settle_step(block, records, judged, tempo=tempo_blocks)
         self.feedback.send(result, task, miners, block=block, tempo=tempo)
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.view.metrics.standing(self.state.standing())
         log.info(
             "block %s: task %s (%s, %s tier) scored %d miners in %.2fs; reference S=%s",
-            block, task.task_id, base.task_id, draw.tier, len(records), result.timings.wall_s,
+            block,
+            task.task_id,
+            base.task_id,
+            draw.tier,
+            len(records),
+            result.timings.wall_s,
             "none (no margin this step)" if reference_s is None else f"{reference_s:.3f}",
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
@@ -192,7 +222,8 @@ class Stepper:
         """The task ``draw`` sends at ``block``, its instance drawn by the source it came from."""
         drawn = None if self.drawn is None else self.drawn.source
         return draw.task(source_of(draw.drawn_tempo, self.source, drawn, self.secret).instance).model_copy(
-            update={"send_block": block})
+            update={"send_block": block}
+        )
 
     async def _drawn_tasks(self, tempo: int | None) -> Sequence[Task]:
         """The families drawn for tempo number ``tempo`` (none without a drawn source or a
@@ -228,7 +259,10 @@ class Stepper:
             neuron = None if own is None else own.by_hotkey(miner.hotkey)
             select = trusted_selector(providers, miner, miner_coldkey=neuron.coldkey if neuron else "", own=own)
             return AdapterRunner(  # each plan's owned work and re-runs bounded as owned execution bounds a plan
-                self.client, select, package, serves=providers.serves,
+                self.client,
+                select,
+                package,
+                serves=providers.serves,
                 local=None if local is None else metered(routed(local, package.route), limits),
                 rerun=None if rerun is None else metered(rerun, limits),
             )
@@ -245,7 +279,9 @@ class Stepper:
         for task_id in self.state.reinstate(block):
             log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
 
-    async def _references(self, task: Task, full: Task, world: World | None, miners: int) -> tuple[str | None, float | None]:
+    async def _references(
+        self, task: Task, full: Task, world: World | None, miners: int
+    ) -> tuple[str | None, float | None]:
         """:func:`validator.margins.reference_runs` for the step, in a worker thread."""
         if self.reference is None:
             return None, None
@@ -261,10 +297,18 @@ class Stepper:
         runner, owned, bounds = self._owned_runner(world), self._owned, self.config.step_bounds
         if self._external(task) or runner is None or owned is None:
             return None
-        prior = None if world is None or self.forecasts is None else partial(
-            self.forecasts, self.secret, world, task.available_tools)
-        return MinersRun(runner, self.executor_config, owned.limits if bounds is None else bounds.share(
-            owned.limits, miners), owned.cores, prior=prior)
+        prior = (
+            None
+            if world is None or self.forecasts is None
+            else partial(self.forecasts, self.secret, world, task.available_tools)
+        )
+        return MinersRun(
+            runner,
+            self.executor_config,
+            owned.limits if bounds is None else bounds.share(owned.limits, miners),
+            owned.cores,
+            prior=prior,
+        )
 
     def _log_reference_failure(self, block: int, task_id: str, failure: str, *, curated: bool) -> None:
         if not curated:
@@ -274,26 +318,49 @@ class Stepper:
         if lifecycle.state == ACTIVE:
             log.warning(
                 "block %s: task %s's reference failed (%d in a row), no miner charged: %s",
-                block, task_id, lifecycle.reference_failures, failure,
+                block,
+                task_id,
+                lifecycle.reference_failures,
+                failure,
             )
         else:
-            log.warning("task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure)
+            log.warning(
+                "task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure
+            )
 
 
 def execution_record(
-    block: int, task: Task, draw: TaskDraw, outcome: MinerOutcome, world: World | None = None,
-    reference_s: float | None = None, credit: Credit | None = None,
+    block: int,
+    task: Task,
+    draw: TaskDraw,
+    outcome: MinerOutcome,
+    world: World | None = None,
+    reference_s: float | None = None,
+    credit: Credit | None = None,
 ) -> ExecutionRecord:
     """What the state keeps of one miner's part in the step at ``block``: ``task`` as
     sent, the ``draw`` it came from (:mod:`validator.audit`), the tempo of the ``world``
     it ran in, its margin over ``reference_s`` and the ``credit`` it earned."""
     execution, margin = outcome.execution, None if reference_s is None else outcome.score.S - reference_s
     return ExecutionRecord(
-        block=block, uid=outcome.uid, hotkey=outcome.hotkey, task_id=task.task_id, base_task_id=draw.base.task_id,
-        instance_seed=draw.seed, synthetic=draw.synthetic, hint_tier=draw.tier, drawn_tempo=draw.drawn_tempo,
+        block=block,
+        uid=outcome.uid,
+        hotkey=outcome.hotkey,
+        task_id=task.task_id,
+        base_task_id=draw.base.task_id,
+        instance_seed=draw.seed,
+        synthetic=draw.synthetic,
+        hint_tier=draw.tier,
+        drawn_tempo=draw.drawn_tempo,
         world_tempo=None if world is None else world.tempo,
-        plan=outcome.plan, metrics=outcome.summary(), final_output=None if execution is None else execution.final_output,
-        score=outcome.score.model_dump(mode="json"), reason=outcome.reason, reference_S=reference_s, margin=margin,
-        credit=None if credit is None else credit.margin, share=None if credit is None else credit.share,
+        plan=outcome.plan,
+        metrics=outcome.summary(),
+        final_output=None if execution is None else execution.final_output,
+        score=outcome.score.model_dump(mode="json"),
+        reason=outcome.reason,
+        reference_S=reference_s,
+        margin=margin,
+        credit=None if credit is None else credit.margin,
+        share=None if credit is None else credit.share,
         digest=outcome.digest,
     )

@@ -37,6 +37,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.budget import Cores
+from engine.evaluate import run_task
+from engine.executor import ExecutorConfig
+from engine.owned import OwnedLimits, run_owned
 from protocol.canonical import plan_digest
 from protocol.limits import DEFAULT_LIMITS, Limits
 from protocol.metagraph import Peer
@@ -45,15 +49,11 @@ from protocol.runner import NodeRunner
 from protocol.synapse import TaskPackage
 from protocol.task import Task
 from scoring.composite import invalid_score
+from subnets.holdings import holding
 
 from .client import MinerClient, Reply
 from .judging import DEADLINE_NOT_JUDGED, JudgingAllowance, Scoring
 from .outcome import SIMULATED, WALL, Candidate, MinerOutcome, StepResult, StepTimings
-from engine.evaluate import run_task
-from engine.executor import ExecutorConfig
-from subnets.holdings import holding
-from engine.budget import Cores
-from engine.owned import OwnedLimits, run_owned
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +145,9 @@ async def validation_step(
     queue = sorted(candidates, key=lambda c: c.size)  # the slots go to small plans first: a big one waits
     scoring, ends = Scoring(task, judging, until, len(queue)), list[float]()
     jobs = [
-        asyncio.ensure_future(_execute_and_score(
-            c, scoring, ends, task, package, runner_factory, executor_config, limits, slots, owned))
+        asyncio.ensure_future(
+            _execute_and_score(c, scoring, ends, task, package, runner_factory, executor_config, limits, slots, owned)
+        )
         for c in queue
     ]
     if jobs:
@@ -162,8 +163,11 @@ async def validation_step(
     clock = WALL if owned is None else SIMULATED
     outcomes = [_outcome(m, entry, reply, clock) for m, entry, reply in zip(miners, admitted, replies)]
     timings = StepTimings(
-        wall_s=finished - started, query_s=queried - started, execute_s=executed - queried,
-        score_s=finished - executed, client_own_s=client.own_s - own_before,
+        wall_s=finished - started,
+        query_s=queried - started,
+        execute_s=executed - queried,
+        score_s=finished - executed,
+        client_own_s=client.own_s - own_before,
     )
     return StepResult(task_id=package.task_id, outcomes=outcomes, timings=timings)
 
@@ -208,17 +212,32 @@ def _checked(miner: Peer, reply: Reply, package: TaskPackage, limits: Limits) ->
 def _outcome(miner: Peer, entry: Candidate | str, reply: Reply, clock: str) -> MinerOutcome:
     if isinstance(entry, str):
         return MinerOutcome(
-            miner.uid, miner.hotkey, invalid_score(entry), entry, None, reply.elapsed_s, clock=clock, failure=reply.error
+            miner.uid,
+            miner.hotkey,
+            invalid_score(entry),
+            entry,
+            None,
+            reply.elapsed_s,
+            clock=clock,
+            failure=reply.error,
         )
     plan = entry.plan.model_dump(mode="json", by_alias=True, exclude_none=True)
     if entry.score is None:
         reason = entry.failure or "not scored"
         return MinerOutcome(
-            miner.uid, miner.hotkey, invalid_score(reason), reason, entry.execution, reply.elapsed_s, plan, clock,
+            miner.uid,
+            miner.hotkey,
+            invalid_score(reason),
+            reason,
+            entry.execution,
+            reply.elapsed_s,
+            plan,
+            clock,
             digest=entry.digest,
         )
     return MinerOutcome(
-        miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock, digest=entry.digest)
+        miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock, digest=entry.digest
+    )
 
 
 async def _execute_and_score(
@@ -250,15 +269,31 @@ async def _execute(
         try:
             if owned is None:
                 candidate.execution = await run_task(
-                    candidate.plan, candidate.check, task, runner,
-                    total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits,
+                    candidate.plan,
+                    candidate.check,
+                    task,
+                    runner,
+                    total_estimated_cost=synapse.total_estimated_cost,
+                    config=config,
+                    limits=limits,
                 )
             else:
-                candidate.execution = await asyncio.get_running_loop().run_in_executor(owned.pool, functools.partial(
-                    run_owned, candidate.plan, candidate.check, task, runner,
-                    total_estimated_cost=synapse.total_estimated_cost, config=config, limits=limits, owned=owned.limits,
-                    closed=candidate.closed, cores=owned.cores,
-                ))
+                candidate.execution = await asyncio.get_running_loop().run_in_executor(
+                    owned.pool,
+                    functools.partial(
+                        run_owned,
+                        candidate.plan,
+                        candidate.check,
+                        task,
+                        runner,
+                        total_estimated_cost=synapse.total_estimated_cost,
+                        config=config,
+                        limits=limits,
+                        owned=owned.limits,
+                        closed=candidate.closed,
+                        cores=owned.cores,
+                    ),
+                )
         except Exception as exc:  # an engine bug must cost this miner its score, not the step
             log.exception("execution of uid %s failed", candidate.miner.uid)
             candidate.failure = f"execution error: {type(exc).__name__}: {exc}"[:300]

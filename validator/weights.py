@@ -38,7 +38,12 @@ T = TypeVar("T")
 
 class WeightSetter:
     def __init__(
-        self, view: ChainView, state: ValidatorState, metrics: ValidatorMetrics, *, version_key: int,
+        self,
+        view: ChainView,
+        state: ValidatorState,
+        metrics: ValidatorMetrics,
+        *,
+        version_key: int,
         warmup_full_at: int,
     ) -> None:
         self.view = view
@@ -122,7 +127,9 @@ class WeightSetter:
         snapshot = self.view.snapshot
         kept, claimed = self.state.answer_windows()
         hotkeys = {} if snapshot is None else {n.uid: n.hotkey for n in snapshot.neurons}
-        counted = {uid: entries for uid, (hotkey, entries) in kept.items() if uid in means and hotkeys.get(uid) == hotkey}
+        counted = {
+            uid: entries for uid, (hotkey, entries) in kept.items() if uid in means and hotkeys.get(uid) == hotkey
+        }
         registered = {} if snapshot is None else {n.uid: n.registered_block for n in snapshot.neurons}
         order = first_commit_order({uid: claimed[uid] for uid in counted}, registered)
         return leaders(counted, order)
@@ -164,7 +171,9 @@ class Paid(MarginWeights):
 
 def describe(paid: Paid) -> str:
     """Where ``paid`` sends the emission, in one line for the log."""
-    floor = {uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and not paid.means.get(uid, _NONE).clear > 0}
+    floor = {
+        uid: w for uid, w in paid.weights.items() if uid != paid.burn_uid and not paid.means.get(uid, _NONE).clear > 0
+    }
     copies = sum(leader != uid for uid, leader in paid.leaders.items())
     floor_part = f"floor {100 * math.fsum(floor.values()):.0f} % to {len(floor)} miners" if floor else "no floor"
     floor_part += f", {copies} later copies paid nothing" if copies else ""
@@ -173,7 +182,9 @@ def describe(paid: Paid) -> str:
         return f"{len(beaters)} beat the reference (best {max(beaters):+.3f}), {floor_part}"
     if paid.payout is Payout.BURN:
         burned = paid.weights.get(paid.burn_uid, 0.0) if paid.burn_uid is not None else 0.0
-        return f"nobody beat the reference: {100 * burned:.0f} % burned to the owner's uid {paid.burn_uid}, {floor_part}"
+        return (
+            f"nobody beat the reference: {100 * burned:.0f} % burned to the owner's uid {paid.burn_uid}, {floor_part}"
+        )
     return f"nobody beat the reference and the owner's hotkey is not on the subnet: {floor_part} (all of it)"
 
 

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from . import reads
 from .genesis import Genesis
-from .lock import NodeError, hold_node_locks, release_node_locks
+from .lock import hold_node_locks, release_node_locks
 from .state import ChainState, Refusal, StateDiscarded
 from .wire import KEEP_ALIVE_S, RPC_PATH, block_from_hash, signing_payload
 
@@ -96,7 +96,11 @@ class Node:
         if not Keypair(ss58_address=signer).verify(payload, bytes.fromhex(p["signature"])):
             return {"success": False, "name": "BadProof", "message": "Invalid signature for this call."}
         if module != "SubtensorModule":
-            return {"success": False, "name": "CallNotServed", "message": f"the embedded chain does not implement {module}.{function}"}
+            return {
+                "success": False,
+                "name": "CallNotServed",
+                "message": f"the embedded chain does not implement {module}.{function}",
+            }
         try:
             block, events = self.state.apply(signer, nonce, function, params)
         except Refusal as refusal:

@@ -9,11 +9,12 @@ gap shows up as a clear error instead of a wrong answer.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .state import ChainState, U16_MAX
+from .state import U16_MAX, ChainState
 
 KAPPA_U16 = 32_767
 BONDS_MOVING_AVERAGE = 900_000
@@ -105,9 +106,7 @@ STORAGE: dict[tuple[str, str], Callable[[ChainState, list], Any]] = {
     ("SubtensorModule", "CommitRevealWeightsEnabled"): _subnet_scalar(lambda s: False),
     ("SubtensorModule", "SubnetEpochConsensus"): _subnet_scalar(lambda s: "Yuma"),
     ("SubtensorModule", "LastEpochBlock"): _subnet_scalar(lambda s: int(s.meta()["last_epoch_block"])),
-    ("SubtensorModule", "BlocksSinceLastStep"): _subnet_scalar(
-        lambda s: s.head() - int(s.meta()["last_epoch_block"])
-    ),
+    ("SubtensorModule", "BlocksSinceLastStep"): _subnet_scalar(lambda s: s.head() - int(s.meta()["last_epoch_block"])),
     ("SubtensorModule", "LastUpdate"): _subnet_scalar(lambda s: _column(s, "last_update")),
     ("SubtensorModule", "ValidatorPermit"): _subnet_scalar(lambda s: [bool(v) for v in _column(s, "permit")]),
     ("SubtensorModule", "Incentive"): _subnet_scalar(lambda s: [_u16(v) for v in _column(s, "incentive")]),
@@ -125,7 +124,9 @@ MAPS: dict[tuple[str, str], Callable[[ChainState, list], list[tuple[Any, Any]]]]
     ("Commitments", "CommitmentOf"): lambda s, p: [],
     ("Commitments", "RevealedCommitments"): lambda s, p: [],
     ("SubtensorModule", "Uids"): lambda s, p: [(r["hotkey"], int(r["uid"])) for r in s.neuron_rows()],
-    ("SubtensorModule", "SubnetOwner"): lambda s, p: [(s.genesis.netuid, s.subnet_owner()[0])] if s.subnet_exists() else [],
+    ("SubtensorModule", "SubnetOwner"): lambda s, p: (
+        [(s.genesis.netuid, s.subnet_owner()[0])] if s.subnet_exists() else []
+    ),
 }
 
 
@@ -153,9 +154,24 @@ def runtime_call(state: ChainState, api: str, method: str, params: Any, block: i
 
 
 _RECORD_COLUMNS = (
-    "hotkey", "coldkey", "active", "permit", "last_update", "registered_at", "trust", "consensus",
-    "incentive", "dividends", "emission", "stake", "axon_block", "axon_version", "axon_ip", "axon_port",
-    "axon_ip_type", "axon_protocol",
+    "hotkey",
+    "coldkey",
+    "active",
+    "permit",
+    "last_update",
+    "registered_at",
+    "trust",
+    "consensus",
+    "incentive",
+    "dividends",
+    "emission",
+    "stake",
+    "axon_block",
+    "axon_version",
+    "axon_ip",
+    "axon_port",
+    "axon_ip_type",
+    "axon_protocol",
 )
 
 
@@ -209,6 +225,12 @@ def _axon(block: int, version: int, ip: str | None, port: int, ip_type: int, pro
     if not ip:
         return None
     return {
-        "block": block, "version": version, "ip": int(ip), "port": port, "ip_type": ip_type,
-        "protocol": protocol, "placeholder1": 0, "placeholder2": 0,
+        "block": block,
+        "version": version,
+        "ip": int(ip),
+        "port": port,
+        "ip_type": ip_type,
+        "protocol": protocol,
+        "placeholder1": 0,
+        "placeholder2": 0,
     }

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -252,8 +252,11 @@ class ChainState:
         hotkey = str(params["hotkey"])
         self._debit(coldkey, self.genesis.network_lock_rao, "NotEnoughBalanceToStake")
         self._meta_set(
-            subnet_registered_at=self.head(), owner_coldkey=coldkey, owner_hotkey=hotkey,
-            subnet_locked=self.genesis.network_lock_rao, last_epoch_block=self.head(),
+            subnet_registered_at=self.head(),
+            owner_coldkey=coldkey,
+            owner_hotkey=hotkey,
+            subnet_locked=self.genesis.network_lock_rao,
+            last_epoch_block=self.head(),
         )
         self._append_neuron(hotkey, coldkey)
         return [("NetworkAdded", {"netuid": self.genesis.netuid, "mechid": 1})]
@@ -265,7 +268,10 @@ class ChainState:
             raise Refusal("FirstEmissionBlockNumberAlreadySet", f"Subnet {self.genesis.netuid} is started already.")
         earliest = (self.subnet_registered_at() or 0) + self.genesis.start_call_delay
         if self.head() < earliest:
-            raise Refusal("StartCallNotReady", f"Subnet {self.genesis.netuid} can start at block {earliest}; the head is {self.head()}.")
+            raise Refusal(
+                "StartCallNotReady",
+                f"Subnet {self.genesis.netuid} can start at block {earliest}; the head is {self.head()}.",
+            )
         self._meta_set(subnet_started_at=self.head() + 1, last_epoch_block=self.head())
 
     def _uid(self, hotkey: str) -> int | None:
@@ -317,9 +323,13 @@ class ChainState:
         if uid is None:
             raise Refusal("HotKeyAccountNotExists", f"The hotkey {hotkey} is not registered on this subnet.")
         if self.subnet_started_at() is None:
-            raise Refusal("SubtokenDisabled", "SubToken disabled now: the subnet's owner has not called start_call yet.")
+            raise Refusal(
+                "SubtokenDisabled", "SubToken disabled now: the subnet's owner has not called start_call yet."
+            )
         if amount < self.genesis.min_stake_rao:
-            raise Refusal("AmountTooLow", f"Stake amount {amount} rao is below the minimum {self.genesis.min_stake_rao}.")
+            raise Refusal(
+                "AmountTooLow", f"Stake amount {amount} rao is below the minimum {self.genesis.min_stake_rao}."
+            )
         self._debit(coldkey, amount, "NotEnoughBalanceToStake")
         self.conn.execute("UPDATE neurons SET stake = stake + ? WHERE uid = ?", (amount, uid))
 
@@ -410,9 +420,7 @@ class ChainState:
         result = run_epoch(inputs)
         servers, validators, owner = split_emission(pot, self.genesis.owner_cut, result)
         self._store_epoch(result, servers + validators)
-        self._meta_set(
-            owner_emission=self._meta_int("owner_emission") + owner, last_pot=pot, last_owner_share=owner
-        )
+        self._meta_set(owner_emission=self._meta_int("owner_emission") + owner, last_pot=pot, last_owner_share=owner)
 
     def _matrix(self, table: str, n: int) -> np.ndarray:
         m = np.zeros((n, n))
@@ -428,9 +436,16 @@ class ChainState:
             "incentive = ?, dividends = ?, emission = ?, stake = stake + ? WHERE uid = ?",
             [
                 (
-                    int(result.active[i]), int(result.validator_permit[i]), float(result.consensus[i]),
-                    float(result.trust[i]), float(result.validator_trust[i]), float(result.incentive[i]),
-                    float(result.dividends[i]), int(paid[i]), int(paid[i]), i,
+                    int(result.active[i]),
+                    int(result.validator_permit[i]),
+                    float(result.consensus[i]),
+                    float(result.trust[i]),
+                    float(result.validator_trust[i]),
+                    float(result.incentive[i]),
+                    float(result.dividends[i]),
+                    int(paid[i]),
+                    int(paid[i]),
+                    i,
                 )
                 for i in range(len(paid))
             ],
@@ -452,7 +467,9 @@ class ChainState:
             self.conn.row_factory = None
 
     def weights_of(self, uid: int) -> list[tuple[int, int]]:
-        return [tuple(r) for r in self.conn.execute("SELECT dst, value FROM weights WHERE src = ? ORDER BY dst", (uid,))]
+        return [
+            tuple(r) for r in self.conn.execute("SELECT dst, value FROM weights WHERE src = ? ORDER BY dst", (uid,))
+        ]
 
 
 def meta_value(conn: sqlite3.Connection, key: str) -> str | None:

@@ -106,7 +106,7 @@ class EmbeddedSubstrate:
         try:
             async with self._session().post(self._url + RPC_PATH, json={"method": rpc, "params": params}) as response:
                 body = await response.json(loads=orjson.loads, content_type=None)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             self._url = None  # the node may come back elsewhere: re-read the state file next time
             raise RpcConnectionError(f"embedded chain at {self.path} unreachable: {exc!r}") from exc
         error = body.get("error")
@@ -141,18 +141,32 @@ class EmbeddedSubstrate:
         number = block_number if block_number is not None else await self.block_number()
         return {"header": {"number": number, "hash": hash_of(number)}, "extrinsics": []}
 
-    async def query(self, module: str, storage_function: str, params: Optional[list] = None, block_hash: Optional[str] = None) -> Any:
-        return await self._call("query", module=module, name=storage_function, params=params or [], block_hash=block_hash)
+    async def query(
+        self, module: str, storage_function: str, params: Optional[list] = None, block_hash: Optional[str] = None
+    ) -> Any:
+        return await self._call(
+            "query", module=module, name=storage_function, params=params or [], block_hash=block_hash
+        )
 
-    async def map_has_entries(self, module: str, storage_function: str, params: list, block_hash: Optional[str] = None) -> bool:
+    async def map_has_entries(
+        self, module: str, storage_function: str, params: list, block_hash: Optional[str] = None
+    ) -> bool:
         return bool(await self.query_map(module, storage_function, params, block_hash))
 
-    async def query_map(self, module: str, storage_function: str, params: Optional[list] = None, block_hash: Optional[str] = None) -> list[tuple[Any, Any]]:
-        rows = await self._call("query_map", module=module, name=storage_function, params=params or [], block_hash=block_hash)
+    async def query_map(
+        self, module: str, storage_function: str, params: Optional[list] = None, block_hash: Optional[str] = None
+    ) -> list[tuple[Any, Any]]:
+        rows = await self._call(
+            "query_map", module=module, name=storage_function, params=params or [], block_hash=block_hash
+        )
         return [(key, value) for key, value in rows]
 
-    async def query_batch(self, module: str, storage_function: str, param_sets: list[list], block_hash: Optional[str] = None) -> list[Any]:
-        return await self._call("query_batch", module=module, name=storage_function, param_sets=param_sets, block_hash=block_hash)
+    async def query_batch(
+        self, module: str, storage_function: str, param_sets: list[list], block_hash: Optional[str] = None
+    ) -> list[Any]:
+        return await self._call(
+            "query_batch", module=module, name=storage_function, param_sets=param_sets, block_hash=block_hash
+        )
 
     async def runtime_call(self, api: str, method: str, params: Any, block_hash: Optional[str] = None) -> Any:
         return await self._call("runtime_call", api=api, method=method, params=params, block_hash=block_hash)
@@ -209,7 +223,16 @@ class EmbeddedSubstrate:
     async def submit_signature(self, unsigned, signature, **kwargs: Any) -> ExtrinsicResult:
         raise ChainError("the embedded chain does not serve out-of-process signing")
 
-    async def submit(self, call, keypair, *, nonce: Optional[int] = None, period: Optional[int] = None, wait_for_inclusion: bool = True, wait_for_finalization: bool = True) -> ExtrinsicResult:
+    async def submit(
+        self,
+        call,
+        keypair,
+        *,
+        nonce: Optional[int] = None,
+        period: Optional[int] = None,
+        wait_for_inclusion: bool = True,
+        wait_for_finalization: bool = True,
+    ) -> ExtrinsicResult:
         """Sign with ``keypair`` and apply at the head block; inclusion is immediate."""
         if not isinstance(call, ComposedCall):
             call = await self.compose(call)
@@ -228,7 +251,10 @@ class EmbeddedSubstrate:
         if outcome["success"]:
             block = int(outcome["block"])
             events = [
-                {"event": {"module_id": "SubtensorModule", "event_id": name, "attributes": attributes}, "extrinsic_idx": 0}
+                {
+                    "event": {"module_id": "SubtensorModule", "event_id": name, "attributes": attributes},
+                    "extrinsic_idx": 0,
+                }
                 for name, attributes in outcome.get("events", [])
             ]
             return ExtrinsicResult(

@@ -19,7 +19,9 @@ def block_from_hash(value: str | None) -> int | None:
     return None if value is None else int(value, 16)
 
 
-def signing_payload(chain_id: str, signer: str, nonce: int, module: str, function: str, params: dict[str, Any]) -> bytes:
+def signing_payload(
+    chain_id: str, signer: str, nonce: int, module: str, function: str, params: dict[str, Any]
+) -> bytes:
     """The bytes a signer signs: the call, its account nonce and the chain it is meant for."""
     body = {"chain": chain_id, "signer": signer, "nonce": nonce, "call": [module, function, params]}
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()

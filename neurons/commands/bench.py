@@ -44,8 +44,14 @@ def progress() -> Iterator[Steps]:
         TimeElapsedColumn,
     )
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         tasks: dict[str, object] = {}
 
         def report(phase: str, done: int, total: int) -> None:
@@ -87,14 +93,22 @@ def bench_network(
 
 @bench_app.command("tasks")
 def bench_tasks(
-    seed: int = typer.Option(0, "--seed", min=0, help="The first seed instances are drawn from (with --tiers, public "
-                             "examples' seeds are skipped)."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        min=0,
+        help="The first seed instances are drawn from (with --tiers, public examples' seeds are skipped).",
+    ),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Instances per family (consecutive seeds); medians are kept."),
     window: int = typer.Option(100, "--window", min=0, help="Tasks two copies of good answer side by side; 0 skips."),
     as_json: bool = JsonOpt,
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Families run at once."),
-    tiers: bool = typer.Option(False, "--tiers", help="Per hint tier and type: good, naive, naive+retries, the "
-                               "oracle and the headroom, over the curated and --drawn drawn families."),
+    tiers: bool = typer.Option(
+        False,
+        "--tiers",
+        help="Per hint tier and type: good, naive, naive+retries, the "
+        "oracle and the headroom, over the curated and --drawn drawn families.",
+    ),
     drawn: int = typer.Option(40, "--drawn", min=0, help="With --tiers: families drawn from the grammar."),
     secret: int = typer.Option(0, "--secret", min=0, help="With --tiers: the secret the drawn families come from."),
 ) -> None:
@@ -104,8 +118,9 @@ def bench_tasks(
     if tiers:
         from bench.tiers import render_tiers_bench, run_tiers_bench
 
-        result = asyncio.run(run_tiers_bench(seed=seed, seeds=seeds, drawn=drawn, secret=secret,
-                                             concurrency=concurrency))
+        result = asyncio.run(
+            run_tiers_bench(seed=seed, seeds=seeds, drawn=drawn, secret=secret, concurrency=concurrency)
+        )
         print_json(result) if as_json else render_tiers_bench(result, output())
         return
     from bench.tasks import render_tasks_bench, run_tasks_bench
@@ -118,14 +133,23 @@ def bench_tasks(
 def bench_world(
     tempos: int = typer.Option(10, "--tempos", min=1, help="Tempos of the hidden world played, from tempo 0."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo; medians are kept."),
-    final_seeds: int = typer.Option(5, "--final-seeds", min=1, help="Hidden instances per family in the last tempo "
-                                    "(the learner's gain there is their mean)."),
-    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
-                              "curated 40."),
+    final_seeds: int = typer.Option(
+        5,
+        "--final-seeds",
+        min=1,
+        help="Hidden instances per family in the last tempo (the learner's gain there is their mean).",
+    ),
+    drawn: int = typer.Option(
+        12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the curated 40."
+    ),
     secrets: int = typer.Option(3, "--secrets", min=1, help="Worlds played: those of N secrets from --first-secret."),
     first_secret: int = typer.Option(0, "--first-secret", min=0, help="The first secret played."),
-    learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
-                                "package.module:attr; 'n/a' in the table when it does not load."),
+    learner: str = typer.Option(
+        "learner",
+        "--learner",
+        help="The learner planner: a name load_planner knows, or "
+        "package.module:attr; 'n/a' in the table when it does not load.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """The validator's reference (good on the forecast from the published worlds), good,
@@ -135,8 +159,16 @@ def bench_world(
     from bench.world import render_world_bench, run_world_bench
 
     with progress() as steps:
-        result = run_world_bench(tempos=tempos, seeds=seeds, final_seeds=final_seeds, drawn=drawn, secrets=secrets,
-                                 first_secret=first_secret, learner=learner, steps=steps)
+        result = run_world_bench(
+            tempos=tempos,
+            seeds=seeds,
+            final_seeds=final_seeds,
+            drawn=drawn,
+            secrets=secrets,
+            first_secret=first_secret,
+            learner=learner,
+            steps=steps,
+        )
     print_json(result) if as_json else render_world_bench(result, output())
 
 
@@ -154,18 +186,29 @@ def bench_chain(
 
 @bench_app.command("margin")
 def bench_margin(
-    validators: int = typer.Option(3, "--validators", min=1, help="Validators (secrets FIRST .. FIRST+N-1), each in "
-                                   "its own hidden world, scoring the same miners."),
-    first_secret: int = typer.Option(0, "--first-secret", min=0, help="The first validator's secret: pick secrets "
-                                     "nobody developed on."),
+    validators: int = typer.Option(
+        3,
+        "--validators",
+        min=1,
+        help="Validators (secrets FIRST .. FIRST+N-1), each in its own hidden world, scoring the same miners.",
+    ),
+    first_secret: int = typer.Option(
+        0, "--first-secret", min=0, help="The first validator's secret: pick secrets nobody developed on."
+    ),
     tempos: int = typer.Option(4, "--tempos", min=1, help="Tempos each validator plays, from tempo 0."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo."),
-    drawn: int = typer.Option(12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the "
-                              "curated 40."),
-    window: int = typer.Option(100, "--window", min=1, help="The instances each validator's weights are set from "
-                               "(its last ones)."),
-    learner: str = typer.Option("learner", "--learner", help="The learner planner: a name load_planner knows, or "
-                                "package.module:attr; its networks are left out when it does not load."),
+    drawn: int = typer.Option(
+        12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the curated 40."
+    ),
+    window: int = typer.Option(
+        100, "--window", min=1, help="The instances each validator's weights are set from (its last ones)."
+    ),
+    learner: str = typer.Option(
+        "learner",
+        "--learner",
+        help="The learner planner: a name load_planner knows, or "
+        "package.module:attr; its networks are left out when it does not load.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Shares of the emission when miners are paid for their margin over the validator's
@@ -174,6 +217,14 @@ def bench_margin(
     from bench.margin import render_margin_bench, run_margin_bench
 
     with progress() as steps:
-        result = run_margin_bench(validators=validators, first_secret=first_secret, tempos=tempos, seeds=seeds,
-                                  drawn=drawn, window=window, learner=learner, steps=steps)
+        result = run_margin_bench(
+            validators=validators,
+            first_secret=first_secret,
+            tempos=tempos,
+            seeds=seeds,
+            drawn=drawn,
+            window=window,
+            learner=learner,
+            steps=steps,
+        )
     print_json(result) if as_json else render_margin_bench(result, output())

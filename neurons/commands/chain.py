@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 
 from chain.network import DEFAULT_EMBEDDED_STATE
-from render.columns import ALWAYS, Column, fit_table
 from neurons.commands.common import fail, print_json
 from neurons.commands.network import EndpointOpt, NetuidOpt, NetworkOpt, network_of, run_on_chain
+from render.columns import ALWAYS, Column, fit_table
 
 chain_app = typer.Typer(help="Run the embedded development chain, or look at any chain.", no_args_is_help=True)
 
@@ -23,16 +23,28 @@ def register(app: typer.Typer) -> None:
 
 @chain_app.command("start")
 def chain_start(
-    state: Annotated[Optional[Path], typer.Option("--state", help=f"State file.  [default: {DEFAULT_EMBEDDED_STATE}]")] = None,
-    block_time: Annotated[Optional[float], typer.Option("--block-time", min=0.01, help="Seconds per block.  [default: 12]")] = None,
+    state: Annotated[
+        Optional[Path], typer.Option("--state", help=f"State file.  [default: {DEFAULT_EMBEDDED_STATE}]")
+    ] = None,
+    block_time: Annotated[
+        Optional[float], typer.Option("--block-time", min=0.01, help="Seconds per block.  [default: 12]")
+    ] = None,
     tempo: Annotated[int, typer.Option(min=1, help="Blocks per epoch (genesis of a new state file).")] = 100,
     weights_rate_limit: Annotated[int, typer.Option(min=0, help="Blocks between two weights of one validator.")] = 20,
-    immunity_period: Annotated[int, typer.Option(min=0, help="Blocks during which a new uid cannot be replaced.")] = 1000,
+    immunity_period: Annotated[
+        int, typer.Option(min=0, help="Blocks during which a new uid cannot be replaced.")
+    ] = 1000,
     netuid: NetuidOpt = 1,
     subnet: Annotated[
-        bool, typer.Option("--subnet/--no-subnet", help="Genesis with the subnet made and started, or with none (`dagnet subnet create` makes it).")
+        bool,
+        typer.Option(
+            "--subnet/--no-subnet",
+            help="Genesis with the subnet made and started, or with none (`dagnet subnet create` makes it).",
+        ),
     ] = True,
-    start_call_delay: Annotated[int, typer.Option(min=0, help="Blocks between a subnet's creation and its start_call.")] = 10,
+    start_call_delay: Annotated[
+        int, typer.Option(min=0, help="Blocks between a subnet's creation and its start_call.")
+    ] = 10,
     host: Annotated[str, typer.Option(help="Address of the node's RPC.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="RPC port; 0 picks a free one.")] = 0,
 ) -> None:
@@ -42,12 +54,21 @@ def chain_start(
     from chain.embedded.node import serve
 
     genesis = Genesis(
-        netuid=netuid, tempo=tempo, weights_rate_limit=weights_rate_limit, immunity_period=immunity_period,
-        block_time=12.0 if block_time is None else block_time, subnet_at_genesis=subnet, start_call_delay=start_call_delay,
+        netuid=netuid,
+        tempo=tempo,
+        weights_rate_limit=weights_rate_limit,
+        immunity_period=immunity_period,
+        block_time=12.0 if block_time is None else block_time,
+        subnet_at_genesis=subnet,
+        start_call_delay=start_call_delay,
     )
     try:
         serve(
-            state or DEFAULT_EMBEDDED_STATE, block_time=block_time, genesis=genesis, host=host, port=port,
+            state or DEFAULT_EMBEDDED_STATE,
+            block_time=block_time,
+            genesis=genesis,
+            host=host,
+            port=port,
             announce=lambda line: print(line, file=sys.stderr, flush=True),
         )
     except (NodeError, OSError) as exc:
@@ -84,10 +105,18 @@ async def status_of(chain: Any) -> dict[str, Any]:
         "commit_reveal_enabled": hyper.commit_reveal_enabled,
         "neurons": [
             {
-                "uid": n.uid, "hotkey": n.hotkey, "coldkey": n.coldkey, "stake": n.stake,
-                "validator_permit": n.validator_permit, "incentive": n.incentive, "dividends": n.dividends,
-                "emission": n.emission, "trust": n.trust, "consensus": n.consensus,
-                "axon": n.axon.url if n.axon else None, "last_update": n.last_update,
+                "uid": n.uid,
+                "hotkey": n.hotkey,
+                "coldkey": n.coldkey,
+                "stake": n.stake,
+                "validator_permit": n.validator_permit,
+                "incentive": n.incentive,
+                "dividends": n.dividends,
+                "emission": n.emission,
+                "trust": n.trust,
+                "consensus": n.consensus,
+                "axon": n.axon.url if n.axon else None,
+                "last_update": n.last_update,
                 "registered_block": n.registered_block,
             }
             for n in snapshot.neurons
@@ -103,7 +132,9 @@ STATUS_COLUMNS = (
     Column("incentive", lambda n: f"{n['incentive']:.4f}", ALWAYS),
     Column("dividends", lambda n: f"{n['dividends']:.4f}", 2),
     Column("emission", lambda n: f"{n['emission']:.4f}", ALWAYS),
-    Column("axon", lambda n: n["axon"] or "", 4, short=lambda n: (n["axon"] or "").removeprefix("http://"), justify="left"),
+    Column(
+        "axon", lambda n: n["axon"] or "", 4, short=lambda n: (n["axon"] or "").removeprefix("http://"), justify="left"
+    ),
 )
 """At 80 columns: hotkeys shortened, axons without the scheme, then dividends and permit dropped."""
 

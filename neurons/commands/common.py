@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # typer vendors click; these are its exceptions
 from pydantic import ValidationError
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # typer vendors click; these are its exceptions
 from typer.core import TyperGroup
 
 from neurons.files import InputError
@@ -31,9 +31,12 @@ from protocol.task import Task
 EXIT_INVALID = 2
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
-TaskIdOpt = typer.Option(None, "--task-id", help="Which task of a task-set file.  [default: none; required for a task set]")
+TaskIdOpt = typer.Option(
+    None, "--task-id", help="Which task of a task-set file.  [default: none; required for a task set]"
+)
 TierOpt = typer.Option(
-    "full", "--tier",
+    "full",
+    "--tier",
     help="The hint tier the task is sent at: full (the step hints), outline (their actions only) or goal (no "
     "steps: the description, inputs and public examples); see docs/tasks.md.",
 )
@@ -46,13 +49,15 @@ def plan_argument() -> Any:
     return typer.Argument(
         ...,
         metavar="PLAN",
-        help="A workflow plan, a miner's WorkflowSynapse answer, or a task-list {\"dag\": [...]} file.",
+        help='A workflow plan, a miner\'s WorkflowSynapse answer, or a task-list {"dag": [...]} file.',
     )
 
 
 def task_option(help: str) -> Any:
     return typer.Option(
-        None, "--task", metavar="TASK",
+        None,
+        "--task",
+        metavar="TASK",
         help=f"{help} TASK is a v2 task family id (dagnet tasks list lists them) or a task file.  [default: none]",
     )
 
@@ -99,7 +104,9 @@ def finite(value: Any) -> Any:
 
 
 WorldOpt = typer.Option(
-    "advertised", "--world", metavar="advertised|TEMPO",
+    "advertised",
+    "--world",
+    metavar="advertised|TEMPO",
     help="The world the task's subnets play: their advertised profile, or tempo TEMPO's hidden world drawn "
     "from --secret (docs/tasks.md, the hidden world).",
 )

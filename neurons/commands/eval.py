@@ -26,34 +26,84 @@ def register(app: typer.Typer) -> None:
 
 
 def eval_planner(
-    planner: Annotated[str, typer.Argument(
-        metavar="PLANNER", help="good | naive | invalid | precompute, an installed dagnet.planners entry point, "
-        "or package.module:attr.")],
-    family: Annotated[Optional[list[str]], typer.Option(
-        "--family", metavar="ID", help="Only this task family (repeatable).  [default: none: every family]")] = None,
-    task_type: Annotated[Optional[str], typer.Option(
-        "--type", metavar="T", help="Only families of this type: agent | code | data_transform | rag.  "
-        "[default: none: every type]")] = None,
+    planner: Annotated[
+        str,
+        typer.Argument(
+            metavar="PLANNER",
+            help="good | naive | invalid | precompute, an installed dagnet.planners entry point, "
+            "or package.module:attr.",
+        ),
+    ],
+    family: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--family", metavar="ID", help="Only this task family (repeatable).  [default: none: every family]"
+        ),
+    ] = None,
+    task_type: Annotated[
+        Optional[str],
+        typer.Option(
+            "--type",
+            metavar="T",
+            help="Only families of this type: agent | code | data_transform | rag.  [default: none: every type]",
+        ),
+    ] = None,
     seeds: Annotated[int, typer.Option("--seeds", min=1, max=1000, help="Instances per family.")] = 3,
-    seed_base: Annotated[int, typer.Option(
-        "--seed-base", min=0, help="The first seed; instances are seeds BASE .. BASE+N-1 (seed 0 is the "
-        "public example, which a validator never draws).")] = 1,
-    config: Annotated[Optional[Path], typer.Option(
-        "--config", metavar="FILE", help="A miner settings file: its [planner] section (options, timeout_s) "
-        "applies.  [default: none]")] = None,
-    sets: Annotated[Optional[list[str]], typer.Option(
-        "--set", metavar="KEY=VALUE", help="Override one miner setting, e.g. planner.options.k=3 (repeatable).")] = None,
-    tier: Annotated[Optional[HintTier], typer.Option(
-        "--tier", help="Send every package at this hint tier: full | outline | goal (docs/tasks.md).  "
-        "[default: none: each instance's tier drawn as a validator draws it, 0.2 full / 0.3 outline / 0.5 goal]")] = None,
-    secret: Annotated[int, typer.Option(
-        "--secret", min=0, help="The secret a validator draws its families and tiers from (any number: each "
-        "gives other families and tiers).")] = 1,
-    tempos: Annotated[Optional[list[int]], typer.Option(
-        "--tempo", min=0, metavar="T", help="Add the families drawn for this tempo (repeatable).  [default: 0]")] = None,
-    drawn: Annotated[int, typer.Option(
-        "--drawn", min=0, max=64, help="Families drawn per tempo, as a validator's drawn_per_tempo (0: the "
-        "curated families only).")] = setting_default("drawn_per_tempo"),
+    seed_base: Annotated[
+        int,
+        typer.Option(
+            "--seed-base",
+            min=0,
+            help="The first seed; instances are seeds BASE .. BASE+N-1 (seed 0 is the "
+            "public example, which a validator never draws).",
+        ),
+    ] = 1,
+    config: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="A miner settings file: its [planner] section (options, timeout_s) applies.  [default: none]",
+        ),
+    ] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set", metavar="KEY=VALUE", help="Override one miner setting, e.g. planner.options.k=3 (repeatable)."
+        ),
+    ] = None,
+    tier: Annotated[
+        Optional[HintTier],
+        typer.Option(
+            "--tier",
+            help="Send every package at this hint tier: full | outline | goal (docs/tasks.md).  "
+            "[default: none: each instance's tier drawn as a validator draws it, 0.2 full / 0.3 outline / 0.5 goal]",
+        ),
+    ] = None,
+    secret: Annotated[
+        int,
+        typer.Option(
+            "--secret",
+            min=0,
+            help="The secret a validator draws its families and tiers from (any number: each "
+            "gives other families and tiers).",
+        ),
+    ] = 1,
+    tempos: Annotated[
+        Optional[list[int]],
+        typer.Option(
+            "--tempo", min=0, metavar="T", help="Add the families drawn for this tempo (repeatable).  [default: 0]"
+        ),
+    ] = None,
+    drawn: Annotated[
+        int,
+        typer.Option(
+            "--drawn",
+            min=0,
+            max=64,
+            help="Families drawn per tempo, as a validator's drawn_per_tempo (0: the curated families only).",
+        ),
+    ] = setting_default("drawn_per_tempo"),
     world: str = WorldOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -63,13 +113,15 @@ def eval_planner(
     × seeds; print mean S and its parts per family, type, tier and kind, wins against
     good, and the weight share it would earn."""
     from miner.settings import MinerSettings
-    from planners import PlannerLoadError
     from neurons.evaluation import Mix, evaluate_planner, select_families
     from neurons.files import InputError
     from neurons.settings import build_settings
+    from planners import PlannerLoadError
 
     try:  # as `dagnet miner --planner`: the flag wins, the options apply
-        settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags={"planner.name": planner})
+        settings = build_settings(
+            MinerSettings, config_file=config, overrides=sets or (), flags={"planner.name": planner}
+        )
         pool = _drawn(secret, tempos or [0], drawn, family or ())
         families = select_families(family or (), task_type, [f for _, f in pool])
     except (InputError, KeyError) as exc:
@@ -77,8 +129,13 @@ def eval_planner(
     progress = _progress if sys.stderr.isatty() else None
     try:
         result = evaluate_planner(
-            planner, options=settings.planner.options, families=families, seeds=range(seed_base, seed_base + seeds),
-            timeout_s=settings.planner.timeout_s, progress=progress, mix=Mix(tier=tier, secret=secret, world=world),
+            planner,
+            options=settings.planner.options,
+            families=families,
+            seeds=range(seed_base, seed_base + seeds),
+            timeout_s=settings.planner.timeout_s,
+            progress=progress,
+            mix=Mix(tier=tier, secret=secret, world=world),
             drawn={f.task_id: tempo for tempo, f in pool},
         )
     except (PlannerLoadError, ValueError) as exc:
@@ -96,12 +153,16 @@ def _drawn(secret: int, tempos: list[int], count: int, ids: Sequence[str]) -> li
 
     if count == 0 or (ids and not any(i.startswith(PREFIX) for i in ids)):
         return []
-    from validator.reference import reference_solves
     from tasks import drawn_families
+    from validator.reference import reference_solves
 
     if sys.stderr.isatty():
         sys.stderr.write(f"drawing {count} families for tempo {', '.join(map(str, tempos))} (secret {secret})...\n")
-    return [(tempo, f) for tempo in dict.fromkeys(tempos) for f in drawn_families(secret, tempo, count, verify=reference_solves)]
+    return [
+        (tempo, f)
+        for tempo in dict.fromkeys(tempos)
+        for f in drawn_families(secret, tempo, count, verify=reference_solves)
+    ]
 
 
 def _progress(done: int, total: int, current: str) -> None:
@@ -134,8 +195,10 @@ def render(result: dict[str, Any]) -> list[str]:
     good, naive = (_reference(ref, name) for ref in ("good", "naive"))
     for key, group in [*result["types"].items(), *_but_all(result["tiers"]), *_but_all(result["kinds"])]:
         shares, margin = group["weights"], group["margin"]
-        lines.append(f"  {key:<15} {name[:16]} {shares['planner']:.3f} {good} {shares['good']:.3f} "
-                     f"{naive} {shares['naive']:.3f} margin {margin['mean']:+.3f}")
+        lines.append(
+            f"  {key:<15} {name[:16]} {shares['planner']:.3f} {good} {shares['good']:.3f} "
+            f"{naive} {shares['naive']:.3f} margin {margin['mean']:+.3f}"
+        )
     lines += _problems(result)
     return lines
 
@@ -144,16 +207,23 @@ def _intro(result: dict[str, Any], span: str) -> str:
     drawn = len(result["drawn"])
     families = f"{len(result['families']) - drawn} curated" + (
         f" and {drawn} drawn (secret {result['secret']}, tempo {', '.join(map(str, sorted(set(result['drawn'].values()))))})"
-        if drawn else "")
+        if drawn
+        else ""
+    )
     if result["tier"] == "mix":
-        tiers = "each at the tier a validator sends it (curated at full; drawn at their tempo's draw: " + " / ".join(
-            f"{share:g} {tier}" for tier, share in result["tier_shares"].items()) + ")"
+        tiers = (
+            "each at the tier a validator sends it (curated at full; drawn at their tempo's draw: "
+            + " / ".join(f"{share:g} {tier}" for tier, share in result["tier_shares"].items())
+            + ")"
+        )
     else:
         tiers = f"at the {result['tier']} tier"
-    intro = (f"dagnet eval {result['planner']}: {families} families x {span}, {tiers}, "
-             f"{result['synthetic_rate']:.1%} as synthetic variants; scored as a validator scores (owned "
-             "execution, the validator's check and scorer); the mean over the instances (their number in "
-             "brackets). wins: instances where it scores above good.")
+    intro = (
+        f"dagnet eval {result['planner']}: {families} families x {span}, {tiers}, "
+        f"{result['synthetic_rate']:.1%} as synthetic variants; scored as a validator scores (owned "
+        "execution, the validator's check and scorer); the mean over the instances (their number in "
+        "brackets). wins: instances where it scores above good."
+    )
     if 0 in result["seeds"]:
         intro += " Seed 0 is the public example: a validator never draws it."
     return intro
@@ -186,7 +256,9 @@ def _problems(result: dict[str, Any]) -> list[str]:
         for run in row["runs"][name]:
             if not run["reason"] and not run["nodes"] and run["score"]["S"] > 0:  # nothing lost but time and tao
                 continue
-            what = "rejected by the validator's check" if run["findings"] else run["reason"] or f"status {run['status']}"
+            what = (
+                "rejected by the validator's check" if run["findings"] else run["reason"] or f"status {run['status']}"
+            )
             lines += _wrapped(f"{row['task_id']} seed {run['seed']}: S {run['score']['S']:.3f}, {what}", "  ")
             found = [*run["findings"], *(f"node {node_id}: {why}" for node_id, why in run["nodes"].items())]
             for finding in found[:_NODE_LINES]:
@@ -197,5 +269,11 @@ def _problems(result: dict[str, Any]) -> list[str]:
 
 
 def _wrapped(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(text, _WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_long_words=True, break_on_hyphens=False) or [indent]
+    return textwrap.wrap(
+        text,
+        _WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=True,
+        break_on_hyphens=False,
+    ) or [indent]

@@ -21,21 +21,39 @@ def register(app: typer.Typer) -> None:
 
 
 def localnet(
-    miners: Optional[int] = typer.Option(None, "--miners", min=1, help="Miners; strategies cycle good, naive, "
-                                         "invalid, precompute, learner.  [default: 5, one of each]"),
+    miners: Optional[int] = typer.Option(
+        None,
+        "--miners",
+        min=1,
+        help="Miners; strategies cycle good, naive, invalid, precompute, learner.  [default: 5, one of each]",
+    ),
     planners: Optional[list[str]] = typer.Option(
-        None, "--planner", metavar="NAME", help="Also serve this planner, one miner beside the others (repeatable): "
+        None,
+        "--planner",
+        metavar="NAME",
+        help="Also serve this planner, one miner beside the others (repeatable): "
         "named as for `dagnet miner --planner` (a built-in, an installed entry point, package.module:attr).  "
-        "[default: none]"),
+        "[default: none]",
+    ),
     tempos: Optional[int] = typer.Option(None, "--tempos", min=1, help="Run this many epochs.  [default: 4]"),
-    duration: Optional[float] = typer.Option(None, "--duration", min=1, help="Run this many seconds instead of --tempos."),
+    duration: Optional[float] = typer.Option(
+        None, "--duration", min=1, help="Run this many seconds instead of --tempos."
+    ),
     block_time: float = typer.Option(1.0, "--block-time", min=0.1, help="Seconds per block."),
     tempo: int = typer.Option(20, "--tempo", min=2, help="Blocks per epoch."),
-    run_dir: Optional[Path] = typer.Option(None, "--dir", help="New or empty folder for the chain, state and every process's log.  "
-        "[default: ~/.cache/dagnet/localnet-<UTC time> ($XDG_CACHE_HOME/dagnet/...), printed at start and end]"),
+    run_dir: Optional[Path] = typer.Option(
+        None,
+        "--dir",
+        help="New or empty folder for the chain, state and every process's log.  "
+        "[default: ~/.cache/dagnet/localnet-<UTC time> ($XDG_CACHE_HOME/dagnet/...), printed at start and end]",
+    ),
     keep_runs: Optional[int] = typer.Option(
-        None, "--keep-runs", min=1, help="Without --dir: run folders kept in the default location, this one included; "
-        "older ones are removed (never one whose chain runs).  [default: 10]"),
+        None,
+        "--keep-runs",
+        min=1,
+        help="Without --dir: run folders kept in the default location, this one included; "
+        "older ones are removed (never one whose chain runs).  [default: 10]",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """The subnet on this machine: embedded chain, validator and miners, with a live leaderboard."""
@@ -51,8 +69,13 @@ def localnet(
     count: dict[str, Any] = {} if miners is None else {"miners": miners}
     kept: dict[str, Any] = {} if keep_runs is None else {"keep_runs": keep_runs}
     options = LocalnetOptions(
-        **count, planners=tuple(planners or ()), tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos, duration_s=duration,
-        block_time_s=block_time, tempo=tempo, run_dir=run_dir,
+        **count,
+        planners=tuple(planners or ()),
+        tempos=DEFAULT_TEMPOS if tempos is None and duration is None else tempos,
+        duration_s=duration,
+        block_time_s=block_time,
+        tempo=tempo,
+        run_dir=run_dir,
         **kept,
     )
     try:

@@ -17,7 +17,13 @@ import typer
 from miner.settings import MinerSettings
 from neurons.commands.common import configure_logging, describe, fail
 from neurons.commands.network import (
-    NO_METAGRAPH, DevKeyOpt, EndpointOpt, HotkeyOpt, MinerNetworkOpt, NeuronWalletOpt, WalletPathOpt,
+    NO_METAGRAPH,
+    DevKeyOpt,
+    EndpointOpt,
+    HotkeyOpt,
+    MinerNetworkOpt,
+    NeuronWalletOpt,
+    WalletPathOpt,
 )
 from neurons.files import InputError
 from neurons.listen import PortInUse
@@ -39,7 +45,9 @@ def miner(
     wallet_hotkey: HotkeyOpt = "default",
     wallet_path: WalletPathOpt = None,
     host: Annotated[Optional[str], typer.Option(help=f"Address to listen on.  {_default('host')}")] = None,
-    port: Annotated[Optional[int], typer.Option(help=f"Port to listen on; 0 picks a free one.  {_default('port')}")] = None,
+    port: Annotated[
+        Optional[int], typer.Option(help=f"Port to listen on; 0 picks a free one.  {_default('port')}")
+    ] = None,
     netuid: Annotated[Optional[int], typer.Option(help=f"Subnet uid.  {_default('netuid')}")] = None,
     planner: Annotated[
         Optional[str],
@@ -56,7 +64,8 @@ def miner(
     network: MinerNetworkOpt = None,
     endpoint: EndpointOpt = None,
     external_host: Annotated[
-        Optional[str], typer.Option("--external-host", help="Address advertised on chain.  [default: the listening host]")
+        Optional[str],
+        typer.Option("--external-host", help="Address advertised on chain.  [default: the listening host]"),
     ] = None,
     sync_every: Annotated[int, typer.Option("--sync-every", min=1, help="Re-read the metagraph every N blocks.")] = 5,
     workers: Annotated[Optional[int], typer.Option(help=f"Worker processes.  {_default('workers')}")] = None,
@@ -71,7 +80,9 @@ def miner(
     config: Annotated[
         Optional[Path],
         typer.Option(
-            "--config", metavar="FILE", help="Settings file (TOML or JSON) with any MinerSettings field.  [default: none]"
+            "--config",
+            metavar="FILE",
+            help="Settings file (TOML or JSON) with any MinerSettings field.  [default: none]",
         ),
     ] = None,
     sets: Annotated[

@@ -36,14 +36,18 @@ T = TypeVar("T")
 NetworkOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--network", "--subtensor.network", envvar="BT_NETWORK",
+        "--network",
+        "--subtensor.network",
+        envvar="BT_NETWORK",
         help=f"{NETWORK_FORMS}.  [default: finney]",
     ),
 ]
 NeuronNetworkOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--network", "--subtensor.network", envvar="BT_NETWORK",
+        "--network",
+        "--subtensor.network",
+        envvar="BT_NETWORK",
         help=f"{NETWORK_FORMS}.  [default: none: --network or BT_NETWORK is required]",
     ),
 ]
@@ -51,40 +55,62 @@ NeuronNetworkOpt = Annotated[
 MinerNetworkOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--network", "--subtensor.network", envvar="BT_NETWORK",
+        "--network",
+        "--subtensor.network",
+        envvar="BT_NETWORK",
         help=f"{NETWORK_FORMS}: follow this chain's metagraph.  [default: none: --network, BT_NETWORK or --metagraph-file is required]",
     ),
 ]
 """A miner's chain: no default; ``--metagraph-file`` stands in for one."""
-NO_METAGRAPH = f"no metagraph to follow: name a network with --network ({NETWORK_FORMS}) or BT_NETWORK, or give --metagraph-file"
+NO_METAGRAPH = (
+    f"no metagraph to follow: name a network with --network ({NETWORK_FORMS}) or BT_NETWORK, or give --metagraph-file"
+)
 PayingNetworkOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--network", "--subtensor.network", envvar="BT_NETWORK",
+        "--network",
+        "--subtensor.network",
+        envvar="BT_NETWORK",
         help=f"{NETWORK_FORMS}.  [default: none: --network or BT_NETWORK is required; finney and test also need --yes or a yes at the prompt]",
     ),
 ]
 """The chain of a command that moves value: no default."""
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it on a live network (finney, test) without asking.")]
-EndpointOpt = Annotated[Optional[str], typer.Option("--subtensor.chain_endpoint", help="A ws:// URL; overrides --network.")]
+EndpointOpt = Annotated[
+    Optional[str], typer.Option("--subtensor.chain_endpoint", help="A ws:// URL; overrides --network.")
+]
 NetuidOpt = Annotated[int, typer.Option("--netuid", help="The subnet.")]
-WalletOpt = Annotated[str, typer.Option("--wallet.name", "--wallet-name", envvar="BT_WALLET", help="Wallet (coldkey) name.")]
-HotkeyOpt = Annotated[str, typer.Option("--wallet.hotkey", "--wallet-hotkey", envvar="BT_WALLET_HOTKEY", help="Hotkey name.")]
+WalletOpt = Annotated[
+    str, typer.Option("--wallet.name", "--wallet-name", envvar="BT_WALLET", help="Wallet (coldkey) name.")
+]
+HotkeyOpt = Annotated[
+    str, typer.Option("--wallet.hotkey", "--wallet-hotkey", envvar="BT_WALLET_HOTKEY", help="Hotkey name.")
+]
 WalletPathOpt = Annotated[
     Optional[str],
-    typer.Option("--wallet.path", "--wallet-path", envvar="BT_WALLET_PATH", help="Wallets directory.  [default: ~/.bittensor/wallets]"),
+    typer.Option(
+        "--wallet.path",
+        "--wallet-path",
+        envvar="BT_WALLET_PATH",
+        help="Wallets directory.  [default: ~/.bittensor/wallets]",
+    ),
 ]
 
 
 NeuronWalletOpt = Annotated[
     Optional[str],
-    typer.Option("--wallet.name", "--wallet-name", help="Wallet (coldkey) name (instead of --dev-key).  [default: none]"),
+    typer.Option(
+        "--wallet.name", "--wallet-name", help="Wallet (coldkey) name (instead of --dev-key).  [default: none]"
+    ),
 ]
 """A neuron's wallet: no default and no environment variable, because a neuron takes a wallet *or* ``--dev-key``."""
 
 DevKeyOpt = Annotated[
     Optional[str],
-    typer.Option("--dev-key", help="A development key URI (//Alice) instead of a wallet: a local subtensor pre-funds these.  [default: none]"),
+    typer.Option(
+        "--dev-key",
+        help="A development key URI (//Alice) instead of a wallet: a local subtensor pre-funds these.  [default: none]",
+    ),
 ]
 
 
@@ -101,7 +127,11 @@ def paying_network(network: str | None, endpoint: str | None, *, yes: bool, doin
     """The chain a command that moves value runs on: it must be named, and on a live
     network ``doing`` is confirmed at the prompt (or by ``--yes``); else an input error."""
     chosen = network_of(network, endpoint, default=None)
-    if chosen.is_live and not yes and not _confirmed(f"{doing} on {chosen.name} spends real TAO from the coldkey. Go on?"):
+    if (
+        chosen.is_live
+        and not yes
+        and not _confirmed(f"{doing} on {chosen.name} spends real TAO from the coldkey. Go on?")
+    ):
         fail(f"{doing} on {chosen.name} moves real TAO: not confirmed (answer y at the prompt, or pass --yes)")
     return chosen
 

@@ -10,7 +10,16 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    JsonOpt, MaxNodesOpt, TaskIdOpt, TierOpt, error, fail, load_inputs, plan_argument, print_json, task_option,
+    JsonOpt,
+    MaxNodesOpt,
+    TaskIdOpt,
+    TierOpt,
+    error,
+    fail,
+    load_inputs,
+    plan_argument,
+    print_json,
+    task_option,
 )
 from neurons.files import InputError
 from neurons.localrun import check_document, limits_for, load_task
@@ -78,7 +87,8 @@ def plan_make(
     task: Path = typer.Argument(..., metavar="TASK", help="A task, or a task set with --task-id."),
     task_id: Optional[str] = TaskIdOpt,
     planner: str = typer.Option(
-        "good", "--planner",
+        "good",
+        "--planner",
         help="The planner: good | naive | invalid | precompute, a dagnet.planners entry point, or package.module:attr.",
     ),
     tier: HintTier = TierOpt,

@@ -12,14 +12,27 @@ import typer
 from rich.console import Console
 
 from neurons.commands.common import (
-    EXIT_INVALID, JsonOpt, MaxNodesOpt, SecretOpt, SeedOpt, TaskIdOpt, TierOpt, WorldOpt, error, fail, load_inputs,
-    needs, plan_argument, print_json, task_option,
+    EXIT_INVALID,
+    JsonOpt,
+    MaxNodesOpt,
+    SecretOpt,
+    SeedOpt,
+    TaskIdOpt,
+    TierOpt,
+    WorldOpt,
+    error,
+    fail,
+    load_inputs,
+    needs,
+    plan_argument,
+    print_json,
+    task_option,
 )
 from neurons.files import InputError, read_json
 from neurons.localrun import limits_for, run_document
 from protocol import strictjson
-from protocol.outcomes import RunStatus
 from protocol.hints import HintTier
+from protocol.outcomes import RunStatus
 from protocol.task import at_tier
 from subnets.world import ADVERTISED, world_named
 
@@ -43,16 +56,21 @@ def run(
     as_json: bool = JsonOpt,
     max_nodes: Optional[int] = MaxNodesOpt,
     events: bool = typer.Option(
-        False, "--events",
+        False,
+        "--events",
         help="Stream every lifecycle transition as a JSON line while the plan runs; the last line is "
-        "{\"event\": \"report\", \"report\": {...}}.",
+        '{"event": "report", "report": {...}}.',
     ),
     inputs: Optional[str] = typer.Option(
-        None, "--inputs", metavar="JSON|FILE",
+        None,
+        "--inputs",
+        metavar="JSON|FILE",
         help="Bind the plan's ${input.*} refs without a task: a JSON object, or a file holding one.  [default: none]",
     ),
     html_out: Optional[Path] = typer.Option(
-        None, "--html", metavar="OUT.html",
+        None,
+        "--html",
+        metavar="OUT.html",
         help="Also write the run as one self-contained HTML page: DAG, timeline, critical path, score.  [default: none]",
     ),
 ) -> None:
@@ -64,9 +82,9 @@ def run(
     task's subnets as tempo TEMPO's hidden world (drawn from --secret) says. Exit 0 when every node succeeded (status completed), 1 when the plan ran but did
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
+    from engine.trace import RunTrace
     from render.report import render_report
     from render.runpage import render_run_page
-    from engine.trace import RunTrace
 
     needs("--tier", None if tier == "full" else tier, "--task", task)
     needs("--world", None if world == "advertised" else world, "--task", task)
@@ -83,9 +101,16 @@ def run(
     # Lifecycle events are made only when something reads them (--events, --html): a plain
     # run takes the executor's quiet path, which builds no Event per transition.
     trace = RunTrace(_print_json_line if events else None) if events or page is not None else None
-    report = asyncio.run(run_document(
-        document, task=loaded_task, limits=limits_for(max_nodes), on_event=trace, inputs=bound, world=played,
-    ))
+    report = asyncio.run(
+        run_document(
+            document,
+            task=loaded_task,
+            limits=limits_for(max_nodes),
+            on_event=trace,
+            inputs=bound,
+            world=played,
+        )
+    )
     if page is not None and trace is not None:
         with page:
             page.write(render_run_page(document.plan, report, trace.events, title=f"dagnet run {plan.name}"))

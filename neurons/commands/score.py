@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
 
 def score(
     report: Path = typer.Argument(..., metavar="REPORT", help="A run report saved from `dagnet run --json`."),
-    task: Path = typer.Option(..., "--task", metavar="TASK", help="The task (or task set, with --task-id) to score against."),
+    task: Path = typer.Option(
+        ..., "--task", metavar="TASK", help="The task (or task set, with --task-id) to score against."
+    ),
     task_id: Optional[str] = TaskIdOpt,
     seed: Optional[int] = typer.Option(
         None, "--seed", min=0, help="A task family's instance seed.  [default: the report's seed]"

@@ -11,8 +11,19 @@ import typer
 
 from neurons.commands.common import print_json
 from neurons.commands.network import (
-    DevKeyOpt, EndpointOpt, HotkeyOpt, NetuidOpt, NetworkOpt, PayingNetworkOpt, WalletOpt, WalletPathOpt, YesOpt,
-    load_wallet, network_of, paying_network, run_on_chain,
+    DevKeyOpt,
+    EndpointOpt,
+    HotkeyOpt,
+    NetuidOpt,
+    NetworkOpt,
+    PayingNetworkOpt,
+    WalletOpt,
+    WalletPathOpt,
+    YesOpt,
+    load_wallet,
+    network_of,
+    paying_network,
+    run_on_chain,
 )
 
 subnet_app = typer.Typer(
@@ -26,8 +37,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _chain(
-    network: str | None, endpoint: str | None, netuid: int, name: str, hotkey: str, path: str | None, dev_key: str | None,
-    *, yes: bool, doing: str,
+    network: str | None,
+    endpoint: str | None,
+    netuid: int,
+    name: str,
+    hotkey: str,
+    path: str | None,
+    dev_key: str | None,
+    *,
+    yes: bool,
+    doing: str,
 ) -> Any:
     """The chain for a command that moves value, once it is named and (live) confirmed."""
     from chain.sdk import SdkChain
@@ -48,8 +67,12 @@ def subnet_list(network: NetworkOpt = None, endpoint: EndpointOpt = None) -> Non
 
 @subnet_app.command("create")
 def subnet_create(
-    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False,
-    wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
+    network: PayingNetworkOpt = None,
+    endpoint: EndpointOpt = None,
+    yes: YesOpt = False,
+    wallet_name: WalletOpt = "default",
+    wallet_hotkey: HotkeyOpt = "default",
+    wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
     new: Annotated[bool, typer.Option("--new", help="Create another subnet even if the coldkey owns one.")] = False,
     start: Annotated[bool, typer.Option("--start/--no-start", help="Call start_call once the chain allows it.")] = True,
@@ -62,8 +85,9 @@ def subnet_create(
     A coldkey that owns a subnet already gets that one back ("created": false), started if it
     was not yet, unless --new. The chain takes the network registration cost from the coldkey.
     """
-    chain = _chain(network, endpoint, 0, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
-                   doing="subnet create")
+    chain = _chain(
+        network, endpoint, 0, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes, doing="subnet create"
+    )
     print_json(run_on_chain(chain, _create(chain, new=new, start=start, start_timeout=start_timeout)))
 
 
@@ -78,23 +102,40 @@ async def _create(chain: Any, *, new: bool, start: bool, start_timeout: float) -
         await subnet.start(timeout_s=start_timeout)
         started = True
     return {
-        "netuid": netuid, "created": not owned, "started": started,
-        "owner_coldkey": chain.wallet.coldkeypub.ss58_address, "owner_hotkey": chain.hotkey,
+        "netuid": netuid,
+        "created": not owned,
+        "started": started,
+        "owner_coldkey": chain.wallet.coldkeypub.ss58_address,
+        "owner_hotkey": chain.hotkey,
     }
 
 
 @subnet_app.command("register")
 def subnet_register(
-    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False, netuid: NetuidOpt = 1,
-    wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
+    network: PayingNetworkOpt = None,
+    endpoint: EndpointOpt = None,
+    yes: YesOpt = False,
+    netuid: NetuidOpt = 1,
+    wallet_name: WalletOpt = "default",
+    wallet_hotkey: HotkeyOpt = "default",
+    wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
 ) -> None:
     """Register the wallet's hotkey on the subnet (burned registration, paid by its coldkey); prints its uid.
 
     A hotkey already on the subnet is not registered again (nothing is paid): its uid is
     printed with "new": false."""
-    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
-                   doing=f"subnet register (netuid {netuid})")
+    chain = _chain(
+        network,
+        endpoint,
+        netuid,
+        wallet_name,
+        wallet_hotkey,
+        wallet_path,
+        dev_key,
+        yes=yes,
+        doing=f"subnet register (netuid {netuid})",
+    )
     uid, new = run_on_chain(chain, _register(chain))
     print_json({"netuid": netuid, "hotkey": chain.hotkey, "uid": uid, "new": new})
 
@@ -110,12 +151,26 @@ async def _register(chain: Any) -> tuple[int, bool]:
 @subnet_app.command("stake")
 def subnet_stake(
     amount: Annotated[float, typer.Argument(min=0, help="TAO to stake onto the wallet's hotkey.")],
-    network: PayingNetworkOpt = None, endpoint: EndpointOpt = None, yes: YesOpt = False, netuid: NetuidOpt = 1,
-    wallet_name: WalletOpt = "default", wallet_hotkey: HotkeyOpt = "default", wallet_path: WalletPathOpt = None,
+    network: PayingNetworkOpt = None,
+    endpoint: EndpointOpt = None,
+    yes: YesOpt = False,
+    netuid: NetuidOpt = 1,
+    wallet_name: WalletOpt = "default",
+    wallet_hotkey: HotkeyOpt = "default",
+    wallet_path: WalletPathOpt = None,
     dev_key: DevKeyOpt = None,
 ) -> None:
     """Stake TAO from the wallet's coldkey onto its hotkey."""
-    chain = _chain(network, endpoint, netuid, wallet_name, wallet_hotkey, wallet_path, dev_key, yes=yes,
-                   doing=f"subnet stake {amount:g} (netuid {netuid})")
+    chain = _chain(
+        network,
+        endpoint,
+        netuid,
+        wallet_name,
+        wallet_hotkey,
+        wallet_path,
+        dev_key,
+        yes=yes,
+        doing=f"subnet stake {amount:g} (netuid {netuid})",
+    )
     run_on_chain(chain, chain.stake(amount))
     print_json({"netuid": netuid, "hotkey": chain.hotkey, "staked_tao": amount})

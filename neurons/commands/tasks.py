@@ -14,13 +14,15 @@ from typing import Annotated, Any, Optional
 import typer
 
 from neurons.commands.common import JsonOpt, TierOpt, fail, print_json
-from validator.settings import setting_default
 from protocol.hints import HintTier
 from protocol.task import at_tier
+from validator.settings import setting_default
 
 _DRAWN_PER_TEMPO = setting_default("drawn_per_tempo")
 
-tasks_app = typer.Typer(help="The shipped task families: list them, show one as a miner receives it.", no_args_is_help=True)
+tasks_app = typer.Typer(
+    help="The shipped task families: list them, show one as a miner receives it.", no_args_is_help=True
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +32,8 @@ def register(app: typer.Typer) -> None:
 SecretOpt = Annotated[
     Optional[int],
     typer.Option(
-        "--secret", min=0,
+        "--secret",
+        min=0,
         help="A validator's instance secret (its state file keeps it): add the families it draws for --tempo, "
         "checked as it checks them.  [default: none: the curated families only]",
     ),
@@ -47,19 +50,24 @@ def _families(secret: int | None, tempo: int, count: int) -> list[Any]:
 
     if secret is None:
         return list(load_families())
-    from validator.reference import reference_solves
     from tasks import drawn_families
+    from validator.reference import reference_solves
 
     return [*load_families(), *drawn_families(secret, tempo, count, verify=reference_solves)]
 
 
 @tasks_app.command("list")
 def tasks_list(
-    as_json: bool = JsonOpt, secret: SecretOpt = None, tempo: TempoOpt = 0, drawn: DrawnOpt = _DRAWN_PER_TEMPO,
+    as_json: bool = JsonOpt,
+    secret: SecretOpt = None,
+    tempo: TempoOpt = 0,
+    drawn: DrawnOpt = _DRAWN_PER_TEMPO,
 ) -> None:
     """One line per task family: its id, its type and the start of its description."""
-    rows = [{"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description}
-            for f in _families(secret, tempo, drawn)]
+    rows = [
+        {"task_id": f.task_id, "task_type": f.task_type, "description": f.package.description}
+        for f in _families(secret, tempo, drawn)
+    ]
     if as_json:
         print_json(rows)
         return
@@ -87,7 +95,8 @@ def tasks_show(
     seed: Annotated[
         Optional[int],
         typer.Option(
-            "--seed", min=0,
+            "--seed",
+            min=0,
             help="Also show this instance: its seed and the hidden inputs a plan's ${input.*} refs read "
             "(what `dagnet run --task FAMILY --seed N` runs on).  [default: none]",
         ),
@@ -109,7 +118,10 @@ def tasks_show(
     if found is None and family_id.startswith(PREFIX) and secret is None:
         fail(f"{family_id} is a drawn family: give the --secret and --tempo it was drawn for")
     if found is None:
-        fail(f"no task family {family_id!r}" + (f" (nor among the {drawn} drawn for tempo {tempo})" if secret is not None else ""))
+        fail(
+            f"no task family {family_id!r}"
+            + (f" (nor among the {drawn} drawn for tempo {tempo})" if secret is not None else "")
+        )
     print_json(shown(found, seed, tier))
 
 

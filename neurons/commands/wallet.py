@@ -32,7 +32,12 @@ def wallet_create_dev(
         wallet.create_new_hotkey(use_password=False, overwrite=overwrite, suppress=True)
     except Exception as exc:  # the SDK refuses to overwrite with its own exception types
         fail(f"wallet {name}/{hotkey}: {exc}")
-    print_json({
-        "name": name, "hotkey": hotkey, "path": wallet.path,
-        "coldkey_ss58": wallet.coldkeypub.ss58_address, "hotkey_ss58": wallet.hotkey.ss58_address,
-    })
+    print_json(
+        {
+            "name": name,
+            "hotkey": hotkey,
+            "path": wallet.path,
+            "coldkey_ss58": wallet.coldkeypub.ss58_address,
+            "hotkey_ss58": wallet.hotkey.ss58_address,
+        }
+    )

@@ -48,7 +48,11 @@ _lock = threading.Lock()
 
 
 def synthesise(
-    package: TaskPackage, *, checks: int = SEARCH_CHECKS, cpu_s: float = CPU_BUDGET_S, wall_s: float = WALL_BUDGET_S,
+    package: TaskPackage,
+    *,
+    checks: int = SEARCH_CHECKS,
+    cpu_s: float = CPU_BUDGET_S,
+    wall_s: float = WALL_BUDGET_S,
 ) -> list[StepHint]:
     """The steps of a program that answers every public example of ``package``."""
     key = f"{_content_key(package)}/{checks}/{cpu_s}/{wall_s}"
@@ -74,9 +78,12 @@ def _content_key(package: TaskPackage) -> str:
     """What the search reads of ``package``: never its id, budget or send block."""
     allowed = package.constraints.allowed_subnets
     content = {
-        "description": package.description, "inputs": package.inputs, "tier": package.hint_tier,
-        "kinds": sorted({info.type for name, info in package.available_tools.items()
-                         if allowed is None or name in allowed}),
+        "description": package.description,
+        "inputs": package.inputs,
+        "tier": package.hint_tier,
+        "kinds": sorted(
+            {info.type for name, info in package.available_tools.items() if allowed is None or name in allowed}
+        ),
         "steps": [step.model_dump() for step in package.steps],
         "examples": [example.model_dump() for example in package.examples],
     }

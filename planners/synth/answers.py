@@ -80,14 +80,24 @@ def _numbers(world: World, program: Program, wanted: dict[str, tuple[Any, ...]],
     fallback: dict[str, Fragment] = {}
     for constants, deep in (((), False), ((), True), (CONSTANTS, False), (CONSTANTS, True)):
         while True:
-            numbers = {key: tuple(float(v) for v in values) for key, values in wanted.items()
-                       if key not in found and all(_number(v) for v in values)}
+            numbers = {
+                key: tuple(float(v) for v in values)
+                for key, values in wanted.items()
+                if key not in found and all(_number(v) for v in values)
+            }
             if not numbers or not world.offers("calculator"):
                 return
             if searched is None:
                 searched = number_leaves(world, program)
-            more = expressions(world, program, [*_leaves(world, found), *searched], numbers, deep=deep,
-                               constants=constants, fallback=fallback)
+            more = expressions(
+                world,
+                program,
+                [*_leaves(world, found), *searched],
+                numbers,
+                deep=deep,
+                constants=constants,
+                fallback=fallback,
+            )
             if not more:
                 break
             found.update(more)
@@ -115,10 +125,16 @@ def _inputs(world: World) -> list[Fragment]:
 
 def _leaves(world: World, found: dict[str, Fragment]) -> list[Leaf]:
     """Numbers a calculator may start from: numeric inputs, and numbers found for other keys."""
-    leaves = [Leaf(f.text, tuple(float(v) for v in f.values), f.steps) for f in _inputs(world)
-              if all(_number(v) for v in f.values)]
-    leaves += [Leaf(f.text, tuple(float(v) for v in f.values), f.steps) for f in found.values()
-               if f.steps and all(_number(v) for v in f.values)]
+    leaves = [
+        Leaf(f.text, tuple(float(v) for v in f.values), f.steps)
+        for f in _inputs(world)
+        if all(_number(v) for v in f.values)
+    ]
+    leaves += [
+        Leaf(f.text, tuple(float(v) for v in f.values), f.steps)
+        for f in found.values()
+        if f.steps and all(_number(v) for v in f.values)
+    ]
     return leaves
 
 
@@ -174,8 +190,10 @@ def text_program(world: World, program: Program) -> list[StepHint]:
     if not world.offers("text_transform"):
         raise PlanningError("no text subnet to join the sentences with")
     text = _braces(gaps[0]) + "".join(f"{{s{i}}}{_braces(gap)}" for i, gap in enumerate(gaps[1:]))
-    final = program.add("text_transform", {"op": "template", "text": text,
-                                           "values": {f"s{i}": part.text for i, part in enumerate(parts)}})
+    final = program.add(
+        "text_transform",
+        {"op": "template", "text": text, "values": {f"s{i}": part.text for i, part in enumerate(parts)}},
+    )
     return program.closure(final)
 
 

@@ -54,15 +54,19 @@ class _Expr:
 def _pow(a: float, b: float) -> float:
     if abs(b) > 64 or (abs(a) > 1 and b * math.log10(abs(a)) > 90) or (a == 0 and b < 0):
         raise OverflowError
-    result = a ** b
+    result = a**b
     if isinstance(result, complex):
         raise ValueError
     return result
 
 
 _OPS: dict[str, tuple[Callable[[float, float], float], bool]] = {
-    "+": (operator.add, True), "-": (operator.sub, False), "*": (operator.mul, True), "/": (operator.truediv, False),
-    "max": (max, True), "min": (min, True),
+    "+": (operator.add, True),
+    "-": (operator.sub, False),
+    "*": (operator.mul, True),
+    "/": (operator.truediv, False),
+    "max": (max, True),
+    "min": (min, True),
 }
 _INVERTIBLE = ("+", "-", "*", "/")
 
@@ -124,21 +128,36 @@ def _rounded(value: float, digits: int) -> float:
 
 
 def expressions(
-    world: World, program: Program, leaves: Sequence[Leaf], wanted: dict[str, tuple[float, ...]], *,
-    deep: bool = True, constants: Sequence[int] = CONSTANTS, fallback: dict[str, Fragment] | None = None,
+    world: World,
+    program: Program,
+    leaves: Sequence[Leaf],
+    wanted: dict[str, tuple[float, ...]],
+    *,
+    deep: bool = True,
+    constants: Sequence[int] = CONSTANTS,
+    fallback: dict[str, Fragment] | None = None,
 ) -> dict[str, Fragment]:
     """For each wanted key, a ``calculator`` step whose value matches it in every example
     and reads every input the description names for it (a match that does not is put in
     ``fallback``). Not ``deep``: expressions of two leaves only, a cheap round first."""
     targets = _Targets(world, wanted)
-    pool = _grow(world, [*leaves, *(Leaf(str(c), (float(c),) * len(world.examples)) for c in constants)], targets,
-                 _FULL_SIZE if deep else 2)
+    pool = _grow(
+        world,
+        [*leaves, *(Leaf(str(c), (float(c),) * len(world.examples)) for c in constants)],
+        targets,
+        _FULL_SIZE if deep else 2,
+    )
     if deep and not targets.done():
         _meet(world, pool, targets)
+
     def step(key: str, text: str) -> Fragment:
         made = program.add("calculator", {"expression": text})
-        return Fragment(wanted[key], ref(made, "artifacts", "metadata", "value"), ref(made, "text"),
-                        1 + sum(leaf.steps for leaf in leaves if leaf.text in text))
+        return Fragment(
+            wanted[key],
+            ref(made, "artifacts", "metadata", "value"),
+            ref(made, "text"),
+            1 + sum(leaf.steps for leaf in leaves if leaf.text in text),
+        )
 
     if fallback is not None:
         for key, text in targets.fallback.items():
@@ -178,8 +197,13 @@ def _grow(world: World, leaves: Sequence[Leaf], targets: _Targets, full_size: in
     return [e for level in by_size.values() for e in level]
 
 
-def _level(world: World, by_size: dict[int, list[_Expr]], size: int, keep: Callable[[_Expr, int], None],
-           stop: Callable[[], bool]) -> None:
+def _level(
+    world: World,
+    by_size: dict[int, list[_Expr]],
+    size: int,
+    keep: Callable[[_Expr, int], None],
+    stop: Callable[[], bool],
+) -> None:
     """Expressions of ``size`` leaves: two smaller ones combined, and the absolute value
     of those that go negative."""
     for left_size in range(size - 1, 0, -1):  # the larger part first: (a * b) / c before a / (c / b)
@@ -234,7 +258,7 @@ def _meet(world: World, pool: list[_Expr], targets: _Targets) -> None:
             for symbol in _INVERTIBLE:
                 for y_low, y_high, x_first in _needed(symbol, x.values[0], low, high):
                     start = bisect.bisect_left(firsts, y_low)
-                    for i in order[start:start + _MATCHES_PER_PROBE]:
+                    for i in order[start : start + _MATCHES_PER_PROBE]:
                         if pool[i].values[0] > y_high:
                             break
                         pair = (x, pool[i]) if x_first else (pool[i], x)

@@ -76,7 +76,7 @@ def _body(description: str, hints: list[StepHint], entry: str) -> str:
             lines = text.splitlines()
             start = next(i for i, line in enumerate(lines) if f"def {entry}(" in line)
             indent = len(lines[start]) - len(lines[start].lstrip())
-            return "\n".join(line[indent:] for line in lines) .strip("\n") + "\n"
+            return "\n".join(line[indent:] for line in lines).strip("\n") + "\n"
     raise PlanningError(f"neither the description nor the hints give the body of {entry}()")
 
 

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from subnets.retrieval import tokenize
 from protocol.dataref import INPUT, ref
+from subnets.retrieval import tokenize
 
 from .arith import Leaf
 from .world import Fragment, Program, World, run_steps
@@ -51,7 +51,7 @@ def _documents(value: Any) -> bool:
 
 def _texts(world: World, param: str, source: str) -> list[str]:
     """Each example's collection as one text (what a subject must be found in)."""
-    name = source[len("${input."):-1]
+    name = source[len("${input.") : -1]
     out = []
     for example in world.examples:
         docs = example.inputs[name] if param == "documents" else example.holdings[example.inputs[name]]
@@ -117,7 +117,9 @@ def number_leaves(world: World, program: Program) -> list[Leaf]:
                 continue
             words = _query_words([s[0] for s in stated], values)
             find = _search(program, param, source, subject, words)
-            number = program.add("text_transform", {"op": "extract_regex", "text": ref(find, "text"), "pattern": _NUMBER})
+            number = program.add(
+                "text_transform", {"op": "extract_regex", "text": ref(find, "text"), "pattern": _NUMBER}
+            )
             outputs = run_steps(program.closure(number), world.examples)
             if all(out is not None for out in outputs):
                 numbers = tuple(float(out["text"]) for out in outputs)  # type: ignore[index]

@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from protocol.dataref import INPUT, ref
 from subnets.base import ToolError
 from subnets.transform import CountOp, FilterOp, GroupCountOp, LimitOp, PickOp, SortOp, SumOp, UniqueOp
-from protocol.dataref import INPUT, ref
 
 from .world import Fragment, Program, World, canonical, run_steps
 
@@ -69,7 +69,9 @@ def _parsed(program: Program, step: str, world: World) -> tuple[Any, ...] | None
     outputs = run_steps(program.closure(step), world.examples)
     if any(out is None or "result" not in out["artifacts"]["metadata"] for out in outputs):
         return None
-    return tuple(out["artifacts"]["metadata"]["result"] for out in outputs if out is not None)  # none is, as tested above
+    return tuple(
+        out["artifacts"]["metadata"]["result"] for out in outputs if out is not None
+    )  # none is, as tested above
 
 
 def scalar_inputs(world: World) -> Scalars:
@@ -90,7 +92,9 @@ OpSpec = dict[str, Any]
 def _candidate_ops(values: tuple[Any, ...], scalars: Scalars) -> Iterator[OpSpec]:
     """Ops that apply to ``values`` (a list of records in every example)."""
     fields = _common_fields(values)
-    numeric = [f for f in fields if _all_rows(values, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))]
+    numeric = [
+        f for f in fields if _all_rows(values, f, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
+    ]
     texts = [f for f in fields if _all_rows(values, f, lambda v: isinstance(v, str))]
     numbers = [(r, v) for r, v in scalars if all(isinstance(x, (int, float)) for x in v)]
     words = [(r, v) for r, v in scalars if all(isinstance(x, str) for x in v)]
@@ -132,8 +136,16 @@ def _all_rows(values: tuple[Any, ...], field: str, test: Callable[[Any], bool]) 
     return all(test(row[field]) for v in values for row in v)
 
 
-_MODELS: dict[str, type[CountOp | SumOp | GroupCountOp | FilterOp | SortOp | LimitOp | PickOp | UniqueOp]] = {"count": CountOp, "sum": SumOp, "group_count": GroupCountOp, "filter": FilterOp, "sort": SortOp,
-           "limit": LimitOp, "pick": PickOp, "unique": UniqueOp}
+_MODELS: dict[str, type[CountOp | SumOp | GroupCountOp | FilterOp | SortOp | LimitOp | PickOp | UniqueOp]] = {
+    "count": CountOp,
+    "sum": SumOp,
+    "group_count": GroupCountOp,
+    "filter": FilterOp,
+    "sort": SortOp,
+    "limit": LimitOp,
+    "pick": PickOp,
+    "unique": UniqueOp,
+}
 
 
 def _apply(spec: OpSpec, value: Any, inputs: dict[str, Any]) -> Any:
@@ -202,7 +214,9 @@ def _picks(wanted: dict[str, tuple[Any, ...]]) -> list[list[str]]:
     return [list(fields) for fields in dict.fromkeys(tuple(f) for f in out)]
 
 
-def _matches(out: tuple[Any, ...], wanted: dict[str, str], picks: list[list[str]]) -> Iterator[tuple[str, list[OpSpec]]]:
+def _matches(
+    out: tuple[Any, ...], wanted: dict[str, str], picks: list[list[str]]
+) -> Iterator[tuple[str, list[OpSpec]]]:
     """The wanted values ``out`` is, as it is or after one of ``picks``."""
     name = wanted.get(canonical(list(out)))
     if name is not None:

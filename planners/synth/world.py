@@ -22,18 +22,29 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from subnets.base import ToolContext, ToolError, ToolRegistry
-from subnets.registry import default_registry
 from protocol.actions import TOOL_TYPES
 from protocol.dataref import INPUT, DataRefError, MissingField, compile_params, find_refs
 from protocol.hints import PublicExample
 from protocol.synapse import StepHint, TaskPackage
+from subnets.base import ToolContext, ToolError, ToolRegistry
+from subnets.registry import default_registry
 
 from ..base import PlanningError
 
 __all__ = [
-    "HELD_READERS", "Budget", "Example", "Fragment", "Program", "World", "agrees", "canonical", "check_program", "fresh",
-    "hold", "kind_of", "run_steps",
+    "HELD_READERS",
+    "Budget",
+    "Example",
+    "Fragment",
+    "Program",
+    "World",
+    "agrees",
+    "canonical",
+    "check_program",
+    "fresh",
+    "hold",
+    "kind_of",
+    "run_steps",
 ]
 
 HELD_READERS: Mapping[str, tuple[str, str]] = {"search": ("collection", "documents"), "csv_to_json": ("table", "csv")}
@@ -117,7 +128,7 @@ class World:
         start = self.description.find(f"`{key}`:") if key else -1
         if start < 0:
             return ""
-        rest = self.description[start + len(key) + 3:]
+        rest = self.description[start + len(key) + 3 :]
         end = re.search(r"`[^`]+`:", rest)
         return rest[: end.start()] if end else rest
 
@@ -295,7 +306,9 @@ def fresh(examples: Sequence[Example]) -> list[Example]:
     example. Their answers are unknown; two programs that are both right agree on them."""
     made: list[Example] = []
     for i, example in enumerate(examples):
-        reversed_lists = {key: value[::-1] if isinstance(value, list) else value for key, value in example.inputs.items()}
+        reversed_lists = {
+            key: value[::-1] if isinstance(value, list) else value for key, value in example.inputs.items()
+        }
         if reversed_lists != example.inputs:
             made.append(Example(reversed_lists, example.holdings, {}))
         other = examples[(i + 1) % len(examples)].inputs
@@ -315,5 +328,7 @@ def agrees(found: Sequence[StepHint], reference: Sequence[StepHint], examples: S
     if not compared:
         return False
     got = run_steps(found, compared)
-    return all(out is not None and canonical(out) == canonical(want)
-               for out, want in zip(got, (out for out in expected if out is not None)))
+    return all(
+        out is not None and canonical(out) == canonical(want)
+        for out, want in zip(got, (out for out in expected if out is not None))
+    )

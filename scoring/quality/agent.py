@@ -47,8 +47,9 @@ def score(reference: Mapping[str, Any], final_output: object, inputs: Mapping[st
     else:
         asked = [result for result, is_given in zip(results, given) if is_given]
         value = _share(credited) * _share(asked)
-    return Quality(value, {"passed": passed, "total": len(results), "given": len(results) - len(credited),
-                           "items": results})
+    return Quality(
+        value, {"passed": passed, "total": len(results), "given": len(results) - len(credited), "items": results}
+    )
 
 
 def _share(results: list[dict[str, Any]]) -> float:

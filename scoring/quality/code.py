@@ -90,7 +90,9 @@ def score(
         return Quality.zero("final output has no code")
     if isolation_available() != PRIVATE_ISOLATION:
         return Quality.unjudged(
-            Unjudged.NO_SANDBOX, f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files")
+            Unjudged.NO_SANDBOX,
+            f"code is judged only under {PRIVATE_ISOLATION}: this sandbox cannot hide the validator's files",
+        )
     limits = limits or SandboxLimits()
     key = _verdict_key(ref, code, limits, budget)
     quality = _VERDICTS.get(key)
@@ -170,7 +172,11 @@ def _lint_warnings(run: SandboxResult) -> int | None:
 def _pyflakes_files() -> dict[str, str]:
     """pyflakes' own sources, staged next to the solution: the sandbox sees no site-packages."""
     root = resources.files("pyflakes")
-    return {f"pyflakes/{item.name}": item.read_text(encoding="utf-8") for item in root.iterdir() if item.name.endswith(".py")}
+    return {
+        f"pyflakes/{item.name}": item.read_text(encoding="utf-8")
+        for item in root.iterdir()
+        if item.name.endswith(".py")
+    }
 
 
 def _digest(text: str) -> str:

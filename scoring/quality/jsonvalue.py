@@ -54,4 +54,3 @@ def _normal(value: Any, depth: int) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normal(item, depth + 1) for item in value]
     return value
-

@@ -31,8 +31,14 @@ def score(reference: Mapping[str, Any], final_output: object) -> Quality:
     share = len(found) / len(facts) if facts else 1.0
     return Quality(
         rouge.fmeasure * share,
-        {"metric": "rougeL_f1", "precision": rouge.precision, "recall": rouge.recall,
-         "rougeL_f1": rouge.fmeasure, "key_facts_found": len(found), "key_facts": len(facts)},
+        {
+            "metric": "rougeL_f1",
+            "precision": rouge.precision,
+            "recall": rouge.recall,
+            "rougeL_f1": rouge.fmeasure,
+            "key_facts_found": len(found),
+            "key_facts": len(facts),
+        },
     )
 
 

@@ -6,10 +6,10 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
 from bittensor.sp_core import Keypair
 

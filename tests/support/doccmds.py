@@ -88,7 +88,11 @@ _CONTINUE = "continue"
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "planner-template" / "README.md"]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "examples" / "planner-template" / "README.md",
+    ]
 
 
 def blocks(page: Path) -> list[Block]:
@@ -104,7 +108,7 @@ def blocks(page: Path) -> list[Block]:
         end = index + 1
         while end < len(lines) and not lines[end].lstrip().startswith(fence):
             end += 1
-        found.append(Block(page, index + 1, language, "\n".join(lines[index + 1:end]), _directive(lines, index)))
+        found.append(Block(page, index + 1, language, "\n".join(lines[index + 1 : end]), _directive(lines, index)))
         index = end + 1
     return found
 
@@ -173,8 +177,13 @@ def _venv(where: Path) -> Path:
     among them, apply), with ``pip`` and ``dagnet`` run by its own interpreter."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
     python = where / "bin" / "python"
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     host = sysconfig.get_paths()["purelib"]
     (Path(site) / "dagnet-host.pth").write_text(f"import site; site.addsitedir({host!r})\n")
     for name, module in (("pip", "pip"), ("dagnet", "neurons")):
@@ -197,7 +206,7 @@ def _checked(lines: list[str]) -> str:
         quoted = command.replace("'", "'\\''")
         out += [
             command,
-            f"rc=$?; if [ \"$rc\" -ne {expected} ]; then "
+            f'rc=$?; if [ "$rc" -ne {expected} ]; then '
             f"echo 'doc-test: command {number} exited '\"$rc\"', expected {expected}: {quoted}' >&2; exit 99; fi",
         ]
     return "\n".join(out) + "\n"
@@ -211,7 +220,12 @@ def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
     """
     env = workspace(tmp)
     process = subprocess.Popen(
-        ["bash", "-c", script(block)], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ["bash", "-c", script(block)],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -219,7 +233,7 @@ def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         _stop(process)
         out, err = process.communicate()
-        err += f"\ndoc-test: timed out: is this a long-running command? mark the block `doc-test: serve URL`"
+        err += "\ndoc-test: timed out: is this a long-running command? mark the block `doc-test: serve URL`"
     finally:
         _stop(process)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
@@ -233,12 +247,22 @@ def serve_block(block: Block, tmp: Path) -> tuple[bool, str]:
     with log.open("w") as sink:
         earlier = [c for b in before(block) for c in commands(b.text)]
         if earlier:
-            done = subprocess.run(["bash", "-c", _checked(earlier)], cwd=tmp, env=env, stdout=sink,
-                                  stderr=subprocess.STDOUT, timeout=LINE_TIMEOUT_S * len(earlier))
+            done = subprocess.run(
+                ["bash", "-c", _checked(earlier)],
+                cwd=tmp,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=LINE_TIMEOUT_S * len(earlier),
+            )
             if done.returncode != 0:
                 return False, log.read_text(errors="replace")
         process = subprocess.Popen(
-            ["bash", "-c", block.text], cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            ["bash", "-c", block.text],
+            cwd=tmp,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:

@@ -30,8 +30,9 @@ _STARTED = re.compile(r"started dockerd, pid (\d+)")
 def docker_engine() -> Iterator[None]:
     if os.geteuid() != 0:
         pytest.skip("starting a Docker engine needs root (scripts/docker-engine)")
-    done = subprocess.run([str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True, timeout=600,
-                          check=False)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True, timeout=600, check=False
+    )
     if done.returncode != 0:
         pytest.skip(f"no Docker engine could be started here: {done.stderr.strip()[-500:]}")
     started = _STARTED.search(done.stdout)

@@ -21,8 +21,12 @@ class FakeChain:
     snapshot: MetagraphSnapshot
     hyper: Hyperparameters = field(
         default_factory=lambda: Hyperparameters(
-            tempo=10, weights_rate_limit=5, immunity_period=0, max_weight_limit=1.0,
-            min_allowed_weights=0, commit_reveal_enabled=False,
+            tempo=10,
+            weights_rate_limit=5,
+            immunity_period=0,
+            max_weight_limit=1.0,
+            min_allowed_weights=0,
+            commit_reveal_enabled=False,
         )
     )
     head: int = 100

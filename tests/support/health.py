@@ -7,16 +7,15 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from support.fakechain import FakeChain
-from support.keys import dev_keypair
-
-from subnets.owned import owned_runner
 from protocol.metagraph import MetagraphSnapshot
 from protocol.task import Task
+from subnets.owned import owned_runner
+from support.fakechain import FakeChain
+from support.keys import dev_keypair
 from validator.client import MinerClient
 from validator.loop import ValidatorLoop
-from validator.sampling import FixedTasks
 from validator.prometheus import ValidatorMetrics
+from validator.sampling import FixedTasks
 from validator.state import ValidatorState
 
 VALIDATOR = dev_keypair("Alice")
@@ -43,7 +42,9 @@ async def validator_loop(
     metrics = ValidatorMetrics()
     try:
         async with MinerClient(VALIDATOR) as client:
-            loop = ValidatorLoop(chain, state, client, tasks or FixedTasks(()), owned_runner=owned_runner, metrics=metrics)
+            loop = ValidatorLoop(
+                chain, state, client, tasks or FixedTasks(()), owned_runner=owned_runner, metrics=metrics
+            )
             yield loop, chain, metrics
     finally:
         state.close()

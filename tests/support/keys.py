@@ -108,9 +108,7 @@ class MetagraphBuilder:
         uid = len(self._neurons) if uid is None else uid
         if any(n.uid == uid for n in self._neurons):
             raise ValueError(f"uid {uid} is already taken")
-        self._neurons.append(
-            Neuron(uid=uid, hotkey=hotkey, stake=stake, validator_permit=validator_permit, axon=axon)
-        )
+        self._neurons.append(Neuron(uid=uid, hotkey=hotkey, stake=stake, validator_permit=validator_permit, axon=axon))
         return self
 
     def validator(self, key: Keypair | str, *, stake: float = 1_000.0, **kwargs) -> MetagraphBuilder:
@@ -121,7 +119,9 @@ class MetagraphBuilder:
         """A neuron without a validator permit, optionally serving ``axon``."""
         return self.neuron(key, axon=axon, **kwargs)
 
-    def miners(self, keys: Iterable[Keypair | str], *, host: str = "127.0.0.1", ports: Iterable[int] = ()) -> MetagraphBuilder:
+    def miners(
+        self, keys: Iterable[Keypair | str], *, host: str = "127.0.0.1", ports: Iterable[int] = ()
+    ) -> MetagraphBuilder:
         """Add many miners; the i-th gets an axon on ``ports[i]`` when ports are given."""
         port_list = list(ports)
         for i, key in enumerate(keys):

@@ -20,14 +20,14 @@ import httpx
 from fastapi import FastAPI
 
 from miner.app import create_app
-from miner.settings import MinerSettings
 from miner.metagraph import StaticMetagraph
-from planners.base import PlanProposal
 from miner.serving import EVERY_TOOL
-from subnets.registry import default_registry
+from miner.settings import MinerSettings
+from planners.base import PlanProposal
 from protocol.metagraph import MetagraphSnapshot
 from protocol.plan import PlanNode, WorkflowPlan
 from protocol.synapse import TaskPackage
+from subnets.registry import default_registry
 
 from .keys import Keypair, MetagraphBuilder, dev_keypair, signed_headers
 from .peers import serve_asgi
@@ -40,8 +40,9 @@ class FakePlanner:
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         subnets = package.constraints.allowed_subnets or sorted(package.available_tools) or ["sn1"]
-        node = PlanNode(id="step_1", subnet=subnets[0], action="text_transform",
-                        params={"op": "strip", "text": package.description})
+        node = PlanNode(
+            id="step_1", subnet=subnets[0], action="text_transform", params={"op": "strip", "text": package.description}
+        )
         return PlanProposal(WorkflowPlan(nodes=[node]), 0.001, 0.1, 0.9, "a single text node")
 
 
@@ -72,9 +73,7 @@ class MinerUnderTest:
         (default: this miner); ``headers`` replaces the signed headers entirely."""
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         if headers is None:
-            headers = signed_headers(
-                signer or self.validator, receiver or self.keypair, path, raw, age_s=age_s
-            )
+            headers = signed_headers(signer or self.validator, receiver or self.keypair, path, raw, age_s=age_s)
         return await self.client.post(self.url + path, content=raw, headers=headers)
 
     async def get(self, path: str) -> httpx.Response:

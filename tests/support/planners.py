@@ -62,8 +62,13 @@ class Remembers(FakePlanner):
 
     def plan(self, package: TaskPackage):
         proposal = super().plan(package)
-        return type(proposal)(proposal.plan, proposal.total_estimated_cost, proposal.total_estimated_latency,
-                              proposal.confidence, self.note)
+        return type(proposal)(
+            proposal.plan,
+            proposal.total_estimated_cost,
+            proposal.total_estimated_latency,
+            proposal.confidence,
+            self.note,
+        )
 
 
 SLOW = "slow"

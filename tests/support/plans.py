@@ -19,4 +19,6 @@ def node(node_id: str, action: str = "echo", *, subnet: str = "sn1", **params: A
 def plan(*nodes: dict, edges: str = "", **fields: Any) -> WorkflowPlan:
     """A plan of ``nodes``; ``edges`` is space-separated ``src>dst`` pairs, ``fields`` the plan's other fields."""
     pairs = [pair.split(">") for pair in edges.split()]
-    return WorkflowPlan.model_validate({"nodes": list(nodes), "edges": [{"from": a, "to": b} for a, b in pairs], **fields})
+    return WorkflowPlan.model_validate(
+        {"nodes": list(nodes), "edges": [{"from": a, "to": b} for a, b in pairs], **fields}
+    )

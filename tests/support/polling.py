@@ -7,7 +7,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 
-async def until(condition: Callable[[], bool | Awaitable[bool]], *, timeout_s: float = 60.0, every_s: float = 0.01) -> None:
+async def until(
+    condition: Callable[[], bool | Awaitable[bool]], *, timeout_s: float = 60.0, every_s: float = 0.01
+) -> None:
     """Ask ``condition()`` (a plain or an async function) every ``every_s`` until it holds;
     fails with ``TimeoutError`` after ``timeout_s``."""
     async with asyncio.timeout(timeout_s):

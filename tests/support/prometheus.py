@@ -63,8 +63,13 @@ class PrometheusUnderTest:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
     async def until(
-        self, client: httpx.AsyncClient, path: str, params: dict[str, str], found: Callable,
-        *, deadline_s: float = DEADLINE_S,
+        self,
+        client: httpx.AsyncClient,
+        path: str,
+        params: dict[str, str],
+        found: Callable,
+        *,
+        deadline_s: float = DEADLINE_S,
     ) -> Any:
         """Ask ``path`` until ``found(data)`` is not ``None`` and return that.
 

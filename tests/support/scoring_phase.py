@@ -10,8 +10,8 @@ from typing import Any
 from protocol.run_metrics import RunMetrics
 from protocol.task import Task
 from validator import judging as step_judging
-from validator.outcome import Candidate
 from validator.judging import JudgingAllowance
+from validator.outcome import Candidate
 
 METRICS = RunMetrics(
     completion_ratio=1.0, latency_s=1.0, cost_tao=0.0, retries=0, unplanned_retries=0, timeouts=0, hard_failures=0

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tasks import VERSION, FamilyTasks, family
 from protocol.task import Task, TaskSet
+from tasks import VERSION, FamilyTasks, family
 
 
 class SomeFamilies(FamilyTasks):

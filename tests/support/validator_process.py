@@ -17,14 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for support.*
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
 
+from neurons.validator import ValidatorProcessConfig, run_validator  # noqa: E402
+from protocol.metagraph import (  # noqa: E402
+    Axon,
+    MetagraphSnapshot,
+    Neuron,
+    Peer,
+)
 from support.fakechain import FakeChain  # noqa: E402
 from support.tasks import SomeFamilies  # noqa: E402
-
-from neurons.validator import ValidatorProcessConfig, run_validator  # noqa: E402
-from protocol.metagraph import Axon, MetagraphSnapshot, Neuron  # noqa: E402
-from protocol.metagraph import Peer  # noqa: E402
 from validator.providers import FixedProviders  # noqa: E402
-
 
 SOURCE = SomeFamilies("dt_inventory", "rag_comets")
 """What the validator runs: hidden instances of two families that need no sandbox."""
@@ -50,8 +52,12 @@ def main(spec_path: str) -> None:
         for n in spec["neurons"]
     )
     config = ValidatorProcessConfig(
-        dev_key="//Alice", state=Path(spec["state"]), port=0, poll_s=0.05,
-        query_timeout_s=5.0, log_level="info",
+        dev_key="//Alice",
+        state=Path(spec["state"]),
+        port=0,
+        poll_s=0.05,
+        query_timeout_s=5.0,
+        log_level="info",
     )
     chain = ClockChain(hotkey=spec["hotkey"], snapshot=MetagraphSnapshot(7, 0, neurons))
     chain.start, chain.block_time = spec["start"], spec["block_time"]

@@ -63,14 +63,18 @@ def lifecycles(conn: sqlite3.Connection) -> dict[str, TaskLifecycle]:
 
 def due(conn: sqlite3.Connection, block: int) -> list[str]:
     """The set-aside tasks whose cool-off has ended by ``block``."""
-    return [row[0] for row in conn.execute(
-        "SELECT task_id FROM tasks WHERE state = ? AND until_block <= ? ORDER BY task_id", (SET_ASIDE, block)
-    ).fetchall()]
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT task_id FROM tasks WHERE state = ? AND until_block <= ? ORDER BY task_id", (SET_ASIDE, block)
+        ).fetchall()
+    ]
 
 
 def reinstate(conn: sqlite3.Connection, task_ids: Sequence[str]) -> None:
-    conn.executemany(f"UPDATE tasks SET {_FRESH} WHERE task_id = ? AND state = ?",
-                     [(ACTIVE, t, SET_ASIDE) for t in task_ids])
+    conn.executemany(
+        f"UPDATE tasks SET {_FRESH} WHERE task_id = ? AND state = ?", [(ACTIVE, t, SET_ASIDE) for t in task_ids]
+    )
 
 
 def reset(conn: sqlite3.Connection) -> int:

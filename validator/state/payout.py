@@ -25,8 +25,10 @@ class PaidOut:
 def write(conn: sqlite3.Connection, accepted: Accepted) -> None:
     block, weights, payout = accepted
     if payout is not None:
-        conn.execute("INSERT OR REPLACE INTO payout (slot, block, kind, burn_uid) VALUES (0, ?, ?, ?)",
-                     (block, str(payout[0]), payout[1]))
+        conn.execute(
+            "INSERT OR REPLACE INTO payout (slot, block, kind, burn_uid) VALUES (0, ?, ?, ?)",
+            (block, str(payout[0]), payout[1]),
+        )
     conn.execute("DELETE FROM weights")
     conn.executemany("INSERT INTO weights (uid, weight) VALUES (?, ?)", sorted(weights.items()))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_weights_block', ?)", (block,))

@@ -60,8 +60,10 @@ class Capped:
     """Its canonical JSON's first bytes (at most :data:`CAPPED_PREFIX_BYTES`)."""
 
     def describe(self, what: str) -> str:
-        return (f"the {what} was {self.size:,} bytes, over the record cap: kept as its sha256 "
-                f"{self.sha256[:16]}… and its first {len(self.prefix.encode()):,} bytes")
+        return (
+            f"the {what} was {self.size:,} bytes, over the record cap: kept as its sha256 "
+            f"{self.sha256[:16]}… and its first {len(self.prefix.encode()):,} bytes"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +134,20 @@ def insert(conn: sqlite3.Connection, block: int, records: Sequence[ExecutionReco
     rows = [row_of(block, record, cap) for record in records]
     if rows:
         columns = list(rows[0])
-        conn.executemany(f"INSERT INTO executions ({', '.join(columns)}) VALUES "
-                         f"({', '.join(':' + c for c in columns)})", rows)
+        conn.executemany(
+            f"INSERT INTO executions ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})", rows
+        )
 
 
 def select(
-    conn: sqlite3.Connection, kind: type[ExecutionRecord], *, record_id: int | None = None, block: int | None = None,
-    uid: int | None = None, task_id: str | None = None, last: int | None = None,
+    conn: sqlite3.Connection,
+    kind: type[ExecutionRecord],
+    *,
+    record_id: int | None = None,
+    block: int | None = None,
+    uid: int | None = None,
+    task_id: str | None = None,
+    last: int | None = None,
 ) -> list[ExecutionRecord]:
     """The stored records of ``kind``, oldest first, filtered as :meth:`ValidatorState.executions` says."""
     filters = {"id = ?": record_id, "block = ?": block, "uid = ?": uid, "(task_id = ? OR base_task_id = ?)": task_id}
@@ -146,8 +155,7 @@ def select(
     where = " AND ".join(chosen)
     args = [value for clause, value in chosen.items() for _ in range(clause.count("?"))]
     names = [f.name for f in fields(kind)]
-    query = (f"SELECT {', '.join(names)}, capped FROM executions {'WHERE ' + where if where else ''} "
-             "ORDER BY id DESC")
+    query = f"SELECT {', '.join(names)}, capped FROM executions {'WHERE ' + where if where else ''} ORDER BY id DESC"
     if last is not None:
         query, args = query + " LIMIT ?", [*args, last]
     rows = conn.execute(query, args).fetchall()
@@ -164,7 +172,8 @@ def prune(conn: sqlite3.Connection, before: int) -> int:
     )
     return conn.execute(
         "DELETE FROM steps WHERE block IN (SELECT block FROM steps WHERE block < ? "
-        "AND block < (SELECT MAX(block) FROM steps) ORDER BY block LIMIT ?)", (before, PRUNE_BATCH),
+        "AND block < (SELECT MAX(block) FROM steps) ORDER BY block LIMIT ?)",
+        (before, PRUNE_BATCH),
     ).rowcount
 
 

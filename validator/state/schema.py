@@ -76,15 +76,19 @@ def _add_synthetic(conn: sqlite3.Connection) -> None:
     if "synthetic" in columns(conn, "executions"):
         return
     conn.execute("ALTER TABLE executions ADD COLUMN synthetic INTEGER NOT NULL DEFAULT 0")
-    conn.execute("UPDATE executions SET synthetic = 1 WHERE substr(task_id, 1, ?) = ?",
-                 (len(SYNTHETIC_PREFIX), SYNTHETIC_PREFIX))
+    conn.execute(
+        "UPDATE executions SET synthetic = 1 WHERE substr(task_id, 1, ?) = ?", (len(SYNTHETIC_PREFIX), SYNTHETIC_PREFIX)
+    )
 
 
 def _add_draw_columns(conn: sqlite3.Connection) -> None:
     """4: records before the hint tier and a drawn family's tempo were sent at ``full``,
     of a curated family, on the advertised profile."""
-    _add_missing(conn, "executions", {"hint_tier": "TEXT NOT NULL DEFAULT 'full'", "drawn_tempo": "INTEGER",
-                                      "world_tempo": "INTEGER"})
+    _add_missing(
+        conn,
+        "executions",
+        {"hint_tier": "TEXT NOT NULL DEFAULT 'full'", "drawn_tempo": "INTEGER", "world_tempo": "INTEGER"},
+    )
 
 
 def _add_capped_column(conn: sqlite3.Connection) -> None:
@@ -94,8 +98,11 @@ def _add_capped_column(conn: sqlite3.Connection) -> None:
 
 def _add_margin_columns(conn: sqlite3.Connection) -> None:
     """6: records from before the margin over the reference have none, windows no margins."""
-    _add_missing(conn, "executions", {"reference_s": "REAL", "margin": "REAL", "credit": "REAL", "share": "REAL",
-                                      "digest": "TEXT"})
+    _add_missing(
+        conn,
+        "executions",
+        {"reference_s": "REAL", "margin": "REAL", "credit": "REAL", "share": "REAL", "digest": "TEXT"},
+    )
     _add_missing(conn, "windows", {"margins": "TEXT NOT NULL DEFAULT '[]'", "shares": "TEXT NOT NULL DEFAULT '[]'"})
 
 
@@ -107,8 +114,14 @@ def _answers_tables(conn: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    _tables, _drop_old_lifecycle, _add_synthetic, _add_draw_columns, _add_capped_column, _add_margin_columns,
-    secret.migration, _answers_tables,
+    _tables,
+    _drop_old_lifecycle,
+    _add_synthetic,
+    _add_draw_columns,
+    _add_capped_column,
+    _add_margin_columns,
+    secret.migration,
+    _answers_tables,
 )
 """Migration ``n`` is ``MIGRATIONS[n - 1]``; append, never reorder."""
 
@@ -130,8 +143,9 @@ class SchemaMismatch(Exception):
     """A file this schema cannot use: from a newer dagnet, or not a state file."""
 
 
-def migrate(conn: sqlite3.Connection, schema: Schema,
-            transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]) -> None:
+def migrate(
+    conn: sqlite3.Connection, schema: Schema, transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+) -> None:
     """Bring the file to ``schema.version``, one migration per transaction (each checks
     the version again inside its transaction: another process may have migrated it)."""
     found = version(conn)
@@ -144,7 +158,9 @@ def migrate(conn: sqlite3.Connection, schema: Schema,
                 txn.execute(f"PRAGMA user_version = {number}")
     missing = {f.name.lower() for f in fields(schema.record)} - columns(conn, "executions")
     if missing:
-        raise SchemaMismatch(f"is of schema version {schema.version} but its executions lack {', '.join(sorted(missing))}")
+        raise SchemaMismatch(
+            f"is of schema version {schema.version} but its executions lack {', '.join(sorted(missing))}"
+        )
 
 
 def version(conn: sqlite3.Connection) -> int:
@@ -160,5 +176,3 @@ def _add_missing(conn: sqlite3.Connection, table: str, wanted: dict[str, str]) -
     for column, kind in wanted.items():
         if column not in have:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-
-

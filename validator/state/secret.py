@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 SECRET_BYTES = 16
 """Random bytes in a new secret: 128 bits."""
-WEAK_BELOW = 2 ** 96
+WEAK_BELOW = 2**96
 """A secret (as a number) under this is refused as weak: a random 128-bit one is, once in 2^32."""
-LEGACY_WEAK_BELOW = 2 ** 32
+LEGACY_WEAK_BELOW = 2**32
 """A legacy 63-bit secret under this is refused as weak: a random one is, once in 2^31."""
-SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1}
+SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 """scrypt's cost for :func:`draw_key` (16 MiB, tens of milliseconds once per secret)."""
 
 TABLE = """CREATE TABLE IF NOT EXISTS secret (
@@ -102,8 +102,12 @@ def _new() -> str:
 
 
 def _weak(secret: object) -> str | None:
-    if (not isinstance(secret, str) or len(secret) < 2 * SECRET_BYTES or len(secret) % 2
-            or not set(secret) <= set(string.hexdigits)):
+    if (
+        not isinstance(secret, str)
+        or len(secret) < 2 * SECRET_BYTES
+        or len(secret) % 2
+        or not set(secret) <= set(string.hexdigits)
+    ):
         return f"{secret!r} is not {2 * SECRET_BYTES} or more hex digits, in pairs"
     if int(secret, 16) < WEAK_BELOW:
         return f"{secret!r} is under 2^96"

@@ -53,8 +53,14 @@ class ValidatorState:
     """The validator's SQLite state. One instance per process; not thread-safe."""
 
     def __init__(
-        self, path: Path, *, window_size: int = WINDOW_SIZE, lifecycle: Lifecycle = Lifecycle(),
-        records: Records = Records(), reset: bool = False, schema: Schema = Schema(),
+        self,
+        path: Path,
+        *,
+        window_size: int = WINDOW_SIZE,
+        lifecycle: Lifecycle = Lifecycle(),
+        records: Records = Records(),
+        reset: bool = False,
+        schema: Schema = Schema(),
     ) -> None:
         """Open the state at ``path``, made whole with a new secret when nothing is there,
         and migrate it to ``schema``. Raises :class:`StateRefused` for a file that is
@@ -158,8 +164,12 @@ class ValidatorState:
     # -- steps and records ----------------------------------------------------------
 
     def settle_step(
-        self, block: int, settled: Sequence[ExecutionRecord], reference: ReferenceRun | None = None,
-        *, tempo: int | None = None,
+        self,
+        block: int,
+        settled: Sequence[ExecutionRecord],
+        reference: ReferenceRun | None = None,
+        *,
+        tempo: int | None = None,
     ) -> bool:
         """Store a step's records, add their scores to the windows and apply its
         reference run to the task's lifecycle (:func:`lifecycle.judge`), atomically.
@@ -182,8 +192,11 @@ class ValidatorState:
             answers.forget_before(conn, block - self.records.retention_blocks)  # answers last seen before it
             pruned = records.prune(conn, block - self.records.retention_blocks)
             if pruned:
-                conn.execute("INSERT INTO meta (key, value) VALUES ('steps_pruned', ?) "
-                             "ON CONFLICT (key) DO UPDATE SET value = value + excluded.value", (pruned,))
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('steps_pruned', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = value + excluded.value",
+                    (pruned,),
+                )
         return True
 
     def last_step_block(self) -> int | None:
@@ -191,8 +204,10 @@ class ValidatorState:
 
     def settled_between(self, first: int, end: int) -> bool:
         """Whether a step of a block in ``[first, end)`` is kept."""
-        return self._conn.execute("SELECT 1 FROM steps WHERE block >= ? AND block < ? LIMIT 1",
-                                  (first, end)).fetchone() is not None
+        return (
+            self._conn.execute("SELECT 1 FROM steps WHERE block >= ? AND block < ? LIMIT 1", (first, end)).fetchone()
+            is not None
+        )
 
     def steps_settled(self) -> int:
         """Every step ever settled in this file, those retention deleted included."""
@@ -230,8 +245,9 @@ class ValidatorState:
             with self._transaction():
                 pass  # the weights kept in memory go in first
         except StateUnwritable as exc:
-            log.error("weights accepted at block %s are kept in memory until the state can be written: %s",
-                      block, exc.error)
+            log.error(
+                "weights accepted at block %s are kept in memory until the state can be written: %s", block, exc.error
+            )
 
     def last_payout(self) -> PaidOut | None:
         """Where the weights last accepted on chain sent the emission; ``None`` before any
@@ -348,8 +364,10 @@ def _plain_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]
 
 
 def _refusal(path: Path, what: str) -> str:
-    return (f"the state file {path} {what}: its history cannot be replayed under a new secret. "
-            f"Start with --reset to make a new instance secret in it, or give another --state")
+    return (
+        f"the state file {path} {what}: its history cannot be replayed under a new secret. "
+        f"Start with --reset to make a new instance secret in it, or give another --state"
+    )
 
 
 def _answered(record: ExecutionRecord) -> answers.Answered:
@@ -357,5 +375,11 @@ def _answered(record: ExecutionRecord) -> answers.Answered:
     assert not isinstance(record.score, records.Capped)  # a record being saved holds its score; Capped is read back
     score = float(record.score["S"])
     ran = record.metrics is not None
-    return answers.Answered(record.uid, record.hotkey, score, record.margin, record.digest,
-                            outcome_key(score, record.final_output) if ran else None)
+    return answers.Answered(
+        record.uid,
+        record.hotkey,
+        score,
+        record.margin,
+        record.digest,
+        outcome_key(score, record.final_output) if ran else None,
+    )

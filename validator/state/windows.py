@@ -48,7 +48,9 @@ def standing(conn: sqlite3.Connection, size: int) -> Standing:
     rows = conn.execute("SELECT uid, hotkey, scores, tasks_seen, margins, shares FROM windows ORDER BY uid").fetchall()
     scores = RollingWindow.from_dict({"size": size, "scores": {str(row[0]): json.loads(row[2]) for row in rows}})
     return Standing(
-        scores, {row[0]: row[3] for row in rows}, {row[0]: row[1] for row in rows},
+        scores,
+        {row[0]: row[3] for row in rows},
+        {row[0]: row[1] for row in rows},
         margins={row[0]: json.loads(row[4])[-size:] for row in rows},
         shares={row[0]: json.loads(row[5])[-size:] for row in rows},
     )
@@ -58,7 +60,8 @@ def add_score(conn: sqlite3.Connection, record: ExecutionRecord, size: int) -> N
     """Add the record's score to its uid's window, and its credited margin and share
     when the step's reference produced a score; a new hotkey on the uid starts afresh."""
     row = conn.execute(
-        "SELECT hotkey, scores, tasks_seen, margins, shares FROM windows WHERE uid = ?", (record.uid,)).fetchone()
+        "SELECT hotkey, scores, tasks_seen, margins, shares FROM windows WHERE uid = ?", (record.uid,)
+    ).fetchone()
     if row is None or row[0] != record.hotkey:
         scores, seen, margins, shares = [], 0, [], []
     else:
@@ -70,6 +73,12 @@ def add_score(conn: sqlite3.Connection, record: ExecutionRecord, size: int) -> N
         margins, shares = [*margins, record.credit][-size:], [*shares, record.share][-size:]
     conn.execute(
         "INSERT OR REPLACE INTO windows (uid, hotkey, scores, tasks_seen, margins, shares) VALUES (?, ?, ?, ?, ?, ?)",
-        (record.uid, record.hotkey, json.dumps(kept.to_dict()["scores"][str(record.uid)]), seen + 1,
-         json.dumps(margins), json.dumps(shares)),
+        (
+            record.uid,
+            record.hotkey,
+            json.dumps(kept.to_dict()["scores"][str(record.uid)]),
+            seen + 1,
+            json.dumps(margins),
+            json.dumps(shares),
+        ),
     )

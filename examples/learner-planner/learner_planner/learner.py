@@ -136,8 +136,15 @@ class Learner:
     interface = PLANNER_INTERFACE
 
     def __init__(
-        self, *, half_life: float = 0.5, min_attempts: float = 3.0, prior: float = 3.0, give_up: float = 0.9,
-        avoid_outages: float = 0.25, success: float = 1.0, **good: object,
+        self,
+        *,
+        half_life: float = 0.5,
+        min_attempts: float = 3.0,
+        prior: float = 3.0,
+        give_up: float = 0.9,
+        avoid_outages: float = 0.25,
+        success: float = 1.0,
+        **good: object,
     ) -> None:
         """``half_life`` in tempos; a subnet's latency and cost are rewritten once
         ``min_attempts`` (decayed) were seen; its rates are pulled towards every subnet's
@@ -184,8 +191,12 @@ class Learner:
         seen = list(self.stats.values())
         if not seen:
             return {}
-        every = SubnetStats(attempts=sum(s.attempts for s in seen), failures=sum(s.failures for s in seen),
-                            runs=sum(s.runs for s in seen), outages=sum(s.outages for s in seen))
+        every = SubnetStats(
+            attempts=sum(s.attempts for s in seen),
+            failures=sum(s.failures for s in seen),
+            runs=sum(s.runs for s in seen),
+            outages=sum(s.outages for s in seen),
+        )
         failing, down = every.failure_rate(), every.outage_rate()
         rates = {}
         for subnet, info in package.available_tools.items():
@@ -229,5 +240,6 @@ def _either(failing: float, down: float) -> float:
 
 
 def _another_of_kind(tools: dict[str, ToolInfo], subnet: str, kind: str, allowed: list[str] | None) -> bool:
-    return any(other != subnet and info.type == kind and (allowed is None or other in allowed)
-               for other, info in tools.items())
+    return any(
+        other != subnet and info.type == kind and (allowed is None or other in allowed) for other, info in tools.items()
+    )

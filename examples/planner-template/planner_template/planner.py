@@ -30,8 +30,9 @@ class TemplatePlanner:
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         if package.hint_tier != "full" or not package.steps:
-            raise PlanningError(f"the template follows full step hints only; this package is at the "
-                                f"{package.hint_tier} tier")
+            raise PlanningError(
+                f"the template follows full step hints only; this package is at the {package.hint_tier} tier"
+            )
         chosen = {step.id: self._subnet(package, step) for step in package.steps}
 
         @graph(inputs=package.inputs)
@@ -52,7 +53,8 @@ class TemplatePlanner:
         with the retries the subnet's known failures need and a timeout."""
         make = tool(step.action, subnet=subnet)
         return make(
-            id=step.id, **step.params,
+            id=step.id,
+            **step.params,
             retry_count=info.fail_first + self.spare_retries,
             timeout_seconds=round(self.timeout_factor * info.avg_latency + 2.0, 3),
             estimated_cost=info.avg_cost * _attempts(info),
@@ -64,8 +66,11 @@ class TemplatePlanner:
         """The cheapest allowed subnet of the step's kind that is fast enough for an even
         share of the latency limit; the fastest one when none is."""
         allowed = package.constraints.allowed_subnets
-        offers = [(subnet, info) for subnet, info in package.available_tools.items()
-                  if info.type == step.kind and (allowed is None or subnet in allowed)]
+        offers = [
+            (subnet, info)
+            for subnet, info in package.available_tools.items()
+            if info.type == step.kind and (allowed is None or subnet in allowed)
+        ]
         if not offers:
             raise PlanningError(f"step {step.id!r}: no allowed subnet of kind {step.kind!r}")
         share = 0.8 * package.constraints.max_latency_seconds / len(package.steps)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import load_families
-from planners import PlanningError, load_planner
 from planner_template import TemplatePlanner
+from planners import PlanningError, load_planner
 from protocol.task import at_tier
 from protocol.validation import check_plan_for
+from tasks import load_families
 
 
 @pytest.mark.parametrize("family", load_families(), ids=lambda f: f.task_id)
