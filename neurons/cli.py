@@ -11,7 +11,7 @@ Imports run one way: this module → the command modules → the process modules
 process module never imports this one, except under its ``if __name__ ==
 "__main__":`` guard, which makes ``python -m neurons.miner`` mean ``dagnet miner``:
 that file then runs as ``__main__``, so the guard is an entry point, not an import
-cycle (tests/test_architecture.py checks the whole graph, function-level imports
+cycle (tests/project/test_architecture.py checks the whole graph, function-level imports
 included).
 
 Stable: scripts depend on the flags, output and exit codes (docs/cli.md).

@@ -1,0 +1,183 @@
+"""`dagnet localnet` end to end: separate processes on the embedded chain, the incentive at work.
+
+The default run (4 epochs of 20 one-second blocks, one miner per strategy of the mix):
+the validator plays the hidden world and tells each miner how its plans ran, and by the
+last epoch the learner, which learns from that feedback, must hold the highest weight and
+incentive; the naive planner scores below good, and the miner whose plans are invalid and
+the one replaying precomputed answers (each step draws a hidden instance) get nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chain.sdk import U16_MAX  # weights go on chain as u16 shares of the largest
+from scoring.margin import FLOOR
+
+pytestmark = pytest.mark.e2e
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DAGNET = [sys.executable, "-m", "neurons"]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "net"
+    done = subprocess.run(
+        [*DAGNET, "localnet", "--json", "--dir", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    by_strategy = {row["strategy"]: row for row in summary["miners"]}
+    assert set(by_strategy) == {"good", "naive", "invalid", "precompute", "learner"}
+    good, naive, learner = by_strategy["good"], by_strategy["naive"], by_strategy["learner"]
+    assert summary["steps"] >= 3 and all(row["steps_scored"] >= 3 for row in summary["miners"])
+    others = [row for row in summary["miners"] if row is not learner]
+    assert all(learner["weight"] > row["weight"] and learner["incentive"] > row["incentive"] for row in others), (
+        summary["miners"]
+    )
+    assert naive["mean_S"] < good["mean_S"]
+    assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
+    # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
+    # Wrong is not always worth 0: a stored rag answer once carried a year the drawn instance
+    # also had (S 0.219 on one step of 17), and the floor, split by exp(S / 0.01), gave it
+    # 3e-28, nothing a u16 weight on chain can hold.
+    assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] < 1 / U16_MAX
+    logs = {p.name for p in run_dir.glob("*.log")}
+    assert {"chain.log", "validator.log"} <= logs and len(logs) == 7  # no tool provider: the validator executes
+    # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
+    assert {p.name for p in run_dir.glob("*.json")} == {"prometheus-targets.json"}
+    for log in logs - {"chain.log", "validator.log"}:
+        assert f"network=embedded:{run_dir / 'chain.sqlite'}" in (run_dir / log).read_text(), log
+    assert not _processes_mentioning(str(run_dir))
+
+
+def test_ctrl_c_stops_every_process_and_prints_what_was_reached(tmp_path: Path) -> None:
+    run_dir = tmp_path / "net"
+    process = subprocess.Popen(
+        [
+            *DAGNET,
+            "localnet",
+            "--miners",
+            "2",
+            "--duration",
+            "600",
+            "--block-time",
+            "1",
+            "--json",
+            "--dir",
+            str(run_dir),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    validator_log = run_dir / "validator.log"
+    while not (validator_log.exists() and "listening on" in validator_log.read_text()):
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "the validator never started"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err[-3000:]
+    summary = json.loads(out)
+    assert summary["block"] >= summary["start_block"] > 0
+    assert [row["strategy"] for row in summary["miners"]] == ["good", "naive"]
+    assert not _processes_mentioning(str(run_dir))
+
+
+def test_a_planner_that_cannot_be_loaded_stops_localnet_before_it_starts(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*DAGNET, "localnet", "--planner", "psychic", "--dir", str(tmp_path / "net")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "unknown planner 'psychic'" in done.stderr and not (tmp_path / "net").exists()
+
+
+TEMPLATE = ROOT / "examples" / "planner-template"
+TEMPLATE_PLANNER = "planner_template.planner:TemplatePlanner"
+
+
+@pytest.mark.e2e
+def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localnet(tmp_path: Path) -> None:
+    """Issue 30: eval said 0.263 (the full tier only) where the chain paid 0.00004. Eval
+    now says what validators pay (the margin over good): the template does not beat good,
+    so it is paid as floor, below good, and the chain agrees: the same order, the template
+    not among those that beat the reference, its weight within the floor's 5 % of eval's
+    figure (the floor's split follows mean S at T 0.01, so the instances a short localnet
+    happens to send move it a little; 0.052 against 2e-9 in one run at the old 0.05
+    tolerance). The same localnet shows `--planner package.module:attr` found from the
+    working folder (the template's, not installed): one more miner, named in the summary,
+    with its own log."""
+    evaluated = subprocess.run(
+        [*DAGNET, "eval", TEMPLATE_PLANNER, "--seeds", "1", "--json"],
+        cwd=TEMPLATE,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    promised = json.loads(evaluated.stdout)["types"]["all"]
+    assert promised["margin"]["mean"] <= 0 and promised["weights"]["planner"] < promised["weights"]["good"], promised
+    run_dir = tmp_path / "net"
+    served = subprocess.run(
+        [
+            *DAGNET,
+            "localnet",
+            "--miners",
+            "2",
+            "--planner",
+            TEMPLATE_PLANNER,
+            "--tempos",
+            "2",
+            "--tempo",
+            "10",
+            "--block-time",
+            "1",
+            "--json",
+            "--dir",
+            str(run_dir),
+        ],
+        cwd=TEMPLATE,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert served.returncode == 0, served.stderr[-3000:]
+    rows = {row["strategy"]: row for row in json.loads(served.stdout)["miners"]}
+    assert list(rows) == ["good", "naive", TEMPLATE_PLANNER]
+    assert rows[TEMPLATE_PLANNER]["steps_scored"] >= 3 and rows[TEMPLATE_PLANNER]["mean_S"] > 0, rows
+    template, good = rows[TEMPLATE_PLANNER], rows["good"]
+    assert template["mean_margin"] <= 0 and template["weight"] < good["weight"], rows
+    assert abs(template["weight"] - promised["weights"]["planner"]) <= FLOOR + 0.01, (promised, rows)
+    uid = rows[TEMPLATE_PLANNER]["uid"]
+    assert (run_dir / f"miner-{uid}-planner_template.planner-TemplatePlanner.log").exists()
+    assert not _processes_mentioning(str(run_dir))

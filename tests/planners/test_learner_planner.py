@@ -1,0 +1,212 @@
+"""The example learner (examples/learner-planner): what it learns from feedback changes its plans."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.feedback import node_feedback
+from engine.owned import evaluate_owned
+from planners import load_planner
+from protocol.feedback import AttemptFeedback, NodeFeedback, StepFeedback
+from protocol.validation import check_plan_for
+from subnets.owned import owned_runner
+from tasks import family
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "learner-planner"))
+import learner_planner.learner as learner_planner  # noqa: E402
+from learner_planner import Learner  # noqa: E402
+
+PACKAGE = family("rag_towns").package
+"""``good`` puts both retrieval steps on sn18; sn22 and sn5 offer retrieval too."""
+
+
+def _feedback(
+    subnet: str, *, failing: bool, tempo: int, nodes: int = 2, latency_s: float = 0.1, then_ok: bool = False
+) -> StepFeedback:
+    """``nodes`` nodes on ``subnet``: three failed attempts each when ``failing`` (then one
+    that succeeds when ``then_ok``), else one attempt that succeeds."""
+    error = "unavailable" if failing else None
+    attempts = [AttemptFeedback(started_s=0.0, latency_s=latency_s, error=error) for _ in range(3 if failing else 1)]
+    if failing and then_ok:
+        attempts.append(AttemptFeedback(started_s=0.0, latency_s=latency_s))
+    return StepFeedback(
+        validator_hotkey="5V",
+        miner_uid=1,
+        block=tempo * 360,
+        tempo=tempo,
+        task_id="rag_towns",
+        hint_tier="full",
+        outcome="partial" if failing else "completed",
+        nodes=[
+            NodeFeedback(
+                node_id=f"find_{i}",
+                subnet=subnet,
+                action="search",
+                status="failed" if failing else "success",
+                cost_tao=0.0027 * len(attempts),
+                attempts=attempts,
+            )
+            for i in range(nodes)
+        ],
+    )
+
+
+def _subnets(planner: Learner) -> set[str]:
+    plan = planner.plan(PACKAGE).plan
+    assert check_plan_for(plan, PACKAGE).valid
+    return {node.subnet for node in plan.nodes}
+
+
+def test_without_feedback_it_plans_as_good_does() -> None:
+    assert Learner().plan(PACKAGE).plan == load_planner("good").plan(PACKAGE).plan
+
+
+def test_a_subnet_failing_every_attempt_is_no_longer_planned_on() -> None:
+    learner = Learner()
+    assert "sn18" in _subnets(learner)
+    learner.observe(_feedback("sn18", failing=True, tempo=1))
+    assert learner.stats["sn18"].failure_rate() == 1.0
+    assert "sn18" not in _subnets(learner)
+    assert not {"sn22", "sn5"}.isdisjoint(_subnets(learner))  # retrieval moved to another subnet
+
+
+def test_old_failures_weigh_less_than_recent_successes() -> None:
+    learner = Learner(half_life=1.0)
+    learner.observe(_feedback("sn18", failing=True, tempo=1))
+    for tempo in range(5, 9):
+        learner.observe(_feedback("sn18", failing=False, tempo=tempo))
+    assert learner.stats["sn18"].failure_rate() < 0.1
+    assert "sn18" in _subnets(learner)
+
+
+def test_a_slow_subnet_is_priced_at_what_it_took() -> None:
+    learner = Learner()
+    learner.observe(_feedback("sn18", failing=False, tempo=1, nodes=3, latency_s=40.0))
+    assert learner.relearned(PACKAGE).available_tools["sn18"].avg_latency == pytest.approx(40.0)
+    assert "sn18" not in _subnets(learner)
+
+
+def test_the_only_subnet_of_its_kind_is_kept_with_every_retry() -> None:
+    learner = Learner()
+    learner.observe(_feedback("sn18", failing=True, tempo=1))
+    package = PACKAGE.model_copy(
+        update={"available_tools": {s: i for s, i in PACKAGE.available_tools.items() if s not in ("sn22", "sn5")}}
+    )
+    assert learner.relearned(package).available_tools["sn18"].fail_first == 10
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.2, 0.5, 0.6])
+def test_the_retries_make_a_node_succeed_as_often_as_asked(rate: float) -> None:
+    retries = learner_planner.retries_for(rate, 0.99)
+    assert rate ** (retries + 1) <= 0.01 < rate**retries
+
+
+def test_nodes_on_a_flaky_subnet_declare_the_retries_it_needs() -> None:
+    """Every retrieval subnet failed three attempts in four: whichever ``good`` keeps, its
+    nodes retry until they succeed 99 times in 100, far past ``good``'s one spare retry."""
+    learner = Learner(success=0.99, prior=0.0)
+    for subnet in ("sn18", "sn22", "sn5"):
+        learner.observe(_feedback(subnet, failing=True, then_ok=True, tempo=1))
+    plan = learner.plan(PACKAGE).plan
+    assert check_plan_for(plan, PACKAGE).valid
+    on_seen = [node for node in plan.nodes if node.subnet in learner.stats]
+    assert on_seen
+    needed = min(learner_planner.MAX_RETRIES, math.ceil(math.log(0.01) / math.log(0.75)) - 1)
+    assert all(plan.error_handling[node.id].retry_count == needed for node in on_seen)
+
+
+def test_in_a_world_that_behaves_as_advertised_it_learns_the_advertised_profiles() -> None:
+    """Fed the feedback of good's real executions (owned execution plays every subnet as
+    its profile says; sn13 fails the first attempt of every node), it learns those profiles back."""
+    found, learner = family("rag_towns"), Learner()
+    for seed in (1, 2, 3):
+        task = found.task(found.instance(seed))
+        plan = load_planner("good").plan(found.package).plan
+        run = evaluate_owned(plan, check_plan_for(plan, task), task, owned_runner(task), total_estimated_cost=0.0)
+        nodes, _ = node_feedback(plan, run.execution)
+        learner.observe(
+            StepFeedback(
+                validator_hotkey="5V",
+                miner_uid=1,
+                block=seed,
+                tempo=1,
+                task_id=task.task_id,
+                hint_tier="full",
+                outcome=run.execution.status,
+                nodes=nodes,
+            )
+        )
+    advertised, learned = found.package.available_tools, learner.relearned(found.package).available_tools
+    seen = [subnet for subnet, stats in learner.stats.items() if stats.attempts >= learner.min_attempts]
+    assert any(advertised[subnet].fail_first for subnet in seen)  # a flaky subnet among them
+    for subnet in seen:
+        assert learned[subnet].fail_first == advertised[subnet].fail_first
+        assert learned[subnet].avg_latency == pytest.approx(advertised[subnet].avg_latency)
+        assert learned[subnet].avg_cost == pytest.approx(advertised[subnet].avg_cost)
+
+
+def test_loaded_by_module_path() -> None:
+    assert isinstance(load_planner("learner_planner:Learner", {"half_life": 3.0}), Learner)
+
+
+def _outage_feedback(subnet: str, tempo: int) -> StepFeedback:
+    """Two nodes on ``subnet`` in a run that met its outage: three quick refusals, then an answer in 2 s."""
+    refused = AttemptFeedback(started_s=0.0, latency_s=0.02, error=f"subnet {subnet} unavailable: outage")
+    answered = AttemptFeedback(started_s=0.1, latency_s=2.0)
+    return StepFeedback(
+        validator_hotkey="5V",
+        miner_uid=1,
+        block=tempo * 360,
+        tempo=tempo,
+        task_id="rag_towns",
+        hint_tier="full",
+        outcome="completed",
+        nodes=[
+            NodeFeedback(
+                node_id=f"find_{i}",
+                subnet=subnet,
+                action="search",
+                status="success",
+                cost_tao=0.0027,
+                attempts=[refused] * 3 + [answered],
+            )
+            for i in range(2)
+        ],
+    )
+
+
+def test_an_outage_counts_once_per_run_and_never_as_a_fast_cheap_answer() -> None:
+    """Refusals in an outage window say how often a run meets one, not how the subnet
+    answers: its learned latency is that of its answers, and every run met the outage."""
+    learner = Learner()
+    for tempo in (1, 2):
+        learner.observe(_outage_feedback("sn18", tempo))
+    stats = learner.stats["sn18"]
+    assert stats.outage_rate() == pytest.approx(1.0) and stats.failure_rate() == 0.0
+    assert (
+        "sn18" not in learner.relearned(PACKAGE).available_tools
+    )  # down in every run: left out while its kind has another
+    assert "sn18" not in _subnets(learner)
+    kept = Learner(avoid_outages=2.0)  # never
+    for tempo in (2, 2):
+        kept.observe(_outage_feedback("sn18", tempo))
+    assert kept.relearned(PACKAGE).available_tools["sn18"].avg_latency == pytest.approx(2.0)
+
+
+def test_what_every_subnet_did_reaches_a_subnet_it_never_tried() -> None:
+    """Every retrieval subnet it tried failed half its attempts: the text subnet that writes
+    the answer, never tried, declares retries for that rate too, not good's one spare."""
+    learner = Learner()
+    for subnet in ("sn18", "sn22", "sn5"):
+        for tempo in (1, 2):
+            learner.observe(_feedback(subnet, failing=True, then_ok=True, tempo=tempo))
+    plan = learner.plan(PACKAGE).plan
+    good = load_planner("good").plan(PACKAGE).plan
+    unseen = [node for node in plan.nodes if node.subnet not in learner.stats]
+    assert unseen
+    for node in unseen:
+        assert plan.error_handling[node.id].retry_count > good.error_handling[node.id].retry_count
