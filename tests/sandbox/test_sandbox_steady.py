@@ -42,7 +42,7 @@ def test_the_same_program_prints_the_same_bytes_on_every_run() -> None:
     first, second = run_once(), run_once()
     elsewhere = subprocess.run(
         [sys.executable, "-c", "from test_sandbox_steady import run_once; print(run_once(), end='')"],
-        cwd=REPO / "tests",
+        cwd=REPO / "tests" / "sandbox",
         capture_output=True,
         text=True,
         check=True,
