@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 import neurons.validator as process
+import validator.sources as sources
 from support.health import VALIDATOR, validator_loop
 from support.keys import MetagraphBuilder, fresh_keypair, signed_headers
 from support.miner import MinerUnderTest, running_miner
@@ -113,10 +114,10 @@ async def test_prometheus_fires_the_sandbox_alert_for_a_validator_that_cannot_ju
 ) -> None:
     """The validator's own ``/metrics`` with its start-up sandbox check failing, scraped with
     the shipped alert rules loaded: the rule reads the series the validator exports."""
-    monkeypatch.setattr(process, "isolation_available", lambda: "rlimits")
+    monkeypatch.setattr(sources, "isolation_available", lambda: "rlimits")
     snapshot = MetagraphBuilder(netuid=7).validator(VALIDATOR).build()
     async with validator_loop(tmp_path, snapshot) as (loop, chain, metrics), httpx.AsyncClient(timeout=5.0) as client:
-        check = process.start_sandbox_check()
+        check = sources.start_sandbox_check()
         async with serve_asgi(process.health_app(loop, metrics, check)) as url:
             target = url.removeprefix("http://")
             assert await check is not None
