@@ -2,7 +2,7 @@
 
     python deploy/grafana/dashboard.py > deploy/grafana/dashboards/dagnet.json
 
-The committed JSON is what Grafana loads; `tests/test_dashboard.py` fails when it
+The committed JSON is what Grafana loads; `tests/project/test_dashboard_e2e.py` fails when it
 differs from what this file builds, when a panel names a metric dagnet does not
 export, and (with a real Prometheus) when a panel's query returns no data.
 Each panel is one row of PANELS: (section, title, kind, unit, [(expr, legend)]).
