@@ -144,17 +144,25 @@ SCORE = st.floats(0, 1, allow_nan=False)
 )
 def test_copies_never_earn_more_together_than_one_of_them_alone(others, reference, copies, burn, order):
     """A network where one hotkey sends ``x`` against the same network where ``copies``
-    hotkeys send it, in any first-commit order: the copies together never exceed the one."""
+    hotkeys send it, in any first-commit order: the copies together never exceed the one.
+    The one commits when the earliest copy does (``x``'s first commit is the same in both
+    networks: a hotkey registered later cannot have sent it before the one it copies)."""
     burn_uid = 99 if burn else None
 
-    def network(n: int) -> dict[int, float]:
+    copy_uids = range(50, 50 + copies)
+
+    def network(n: int, first_commits: list[int]) -> dict[int, float]:
         answers = {uid: Answer(digest, score) for uid, (digest, score) in enumerate(others)}
         answers |= {50 + k: Answer("x", 0.95) for k in range(n)}
         steps = [(k, answers, reference) for k in range(3)]
-        return network_pay(steps, order, burn_uid=burn_uid).paid.weights
+        return network_pay(steps, first_commits, burn_uid=burn_uid).paid.weights
 
-    alone = network(1).get(50, 0.0)
-    together = math.fsum(network(copies).get(50 + k, 0.0) for k in range(copies))
+    earliest = next((k for k, uid in enumerate(order) if uid in copy_uids), None)
+    one = [uid for uid in order if uid not in copy_uids]
+    if earliest is not None:
+        one.insert(sum(uid not in copy_uids for uid in order[:earliest]), 50)
+    alone = network(1, one).get(50, 0.0)
+    together = math.fsum(network(copies, order).get(50 + k, 0.0) for k in range(copies))
     assert together <= alone + 1e-12
 
 
