@@ -177,7 +177,10 @@ def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localne
     rows = {row["strategy"]: row for row in summary["miners"]}
     assert list(rows) == ["good", "naive", TEMPLATE_PLANNER]
     template = rows[TEMPLATE_PLANNER]
-    assert template["steps_scored"] >= 3 and template["mean_S"] > 0, rows
+    # Scored, not S > 0: in the hidden world a plan with the template's retries fails a node
+    # on a good share of instances, and a loaded run scores only a few steps (4 at load 5:
+    # all four S 0.0 in one run).
+    assert template["steps_scored"] >= 3, rows
     assert template["mean_margin"] <= 0, rows
     assert summary["payout"] != "margin" or template["weight"] <= FLOOR + 1e-6, summary
     uid = rows[TEMPLATE_PLANNER]["uid"]
