@@ -31,7 +31,6 @@ what the owner's uid takes when the validator burns). Consensus: one Yuma epoch
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,6 +42,7 @@ from rich.console import Console
 
 from chain.epoch import EpochInputs, run_epoch
 from planners import PlanProposal
+from planners.attackers import disguised
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from render.columns import ALWAYS, Column, fit_table
@@ -64,29 +64,6 @@ TIE = 1e-9
 """Weights closer than this are a tie when the validators' orders are compared."""
 
 
-def renamed(plan: WorkflowPlan, max_parallel: int | None) -> WorkflowPlan:
-    """``plan`` with every node id replaced (refs, edges, output and policies follow), its
-    node list reversed and ``max_parallel`` set."""
-    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
-    names = {
-        node["id"]: f"x{i}_{hashlib.sha256(node['id'].encode()).hexdigest()[:6]}"
-        for i, node in enumerate(data["nodes"])
-    }
-    text = json.dumps(data)
-    for old, new in names.items():
-        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
-    data = json.loads(text)
-    for node in data["nodes"]:
-        node["id"] = names[node["id"]]
-    data["nodes"].reverse()
-    for edge in data["edges"]:
-        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
-    data["output_node"] = names[data["output_node"]]
-    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
-    data["max_parallel"] = max_parallel
-    return WorkflowPlan.model_validate(data)
-
-
 def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
     policies = {
         node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
@@ -105,12 +82,12 @@ def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Deri
 
 DERIVED: dict[str, Derive] = {
     RETRIED: _derive(GOOD, lambda plan: with_retries(plan, 10)),
-    GOOD_RENAMED: _derive(GOOD, lambda plan: renamed(plan, len(plan.nodes) + 3)),
+    GOOD_RENAMED: _derive(GOOD, lambda plan: disguised(plan, len(plan.nodes) + 3)),
 }
 LEARNER_DERIVED: dict[str, Derive] = {
-    L_RENAMED: _derive(LEARNER, lambda plan: renamed(plan, len(plan.nodes) + 3)),
-    L_MP1: _derive(LEARNER, lambda plan: renamed(plan, 1)),
-    L_MP2: _derive(LEARNER, lambda plan: renamed(plan, 2)),
+    L_RENAMED: _derive(LEARNER, lambda plan: disguised(plan, len(plan.nodes) + 3)),
+    L_MP1: _derive(LEARNER, lambda plan: disguised(plan, 1)),
+    L_MP2: _derive(LEARNER, lambda plan: disguised(plan, 2)),
 }
 
 

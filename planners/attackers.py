@@ -7,10 +7,16 @@
   just emits the reference of the family's public example instance — all a
   cheater can work out in advance. The validator executes a hidden instance
   drawn from its own seed, so the stored answer belongs to inputs it is not using.
+
+And the copier's disguises of another planner's plan (:func:`renamed`, :func:`disguised`):
+the same program under other node names, in another order, with another ``max_parallel``,
+sent from more hotkeys. Validators group them by their canonical digest and by what they
+ran (``scoring.margin.leaders``); the benches and tests send them to show it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -21,7 +27,7 @@ from tasks import Family, load_families
 
 from .base import PlanningError, PlanProposal
 
-__all__ = ["InvalidPlanner", "PrecomputePlanner", "answer_plan", "example_answer"]
+__all__ = ["InvalidPlanner", "PrecomputePlanner", "answer_plan", "disguised", "example_answer", "renamed"]
 
 
 class InvalidPlanner:
@@ -105,3 +111,33 @@ def _json_or_text(answer: str) -> Any:
         return json.loads(answer)
     except ValueError:
         return answer
+
+
+def renamed(plan: WorkflowPlan) -> WorkflowPlan:
+    """``plan`` with every node id replaced (``${id…}`` references, edges, the output node and
+    the error policies follow): the same program under names it does not use."""
+    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
+    names = {
+        node["id"]: f"x{i}_{hashlib.sha256(node['id'].encode()).hexdigest()[:6]}"
+        for i, node in enumerate(data["nodes"])
+    }
+    text = json.dumps(data)
+    for old, new in names.items():
+        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
+    data = json.loads(text)
+    for node in data["nodes"]:
+        node["id"] = names[node["id"]]
+    for edge in data["edges"]:
+        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
+    data["output_node"] = names[data["output_node"]]
+    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
+    return WorkflowPlan.model_validate(data)
+
+
+def disguised(plan: WorkflowPlan, max_parallel: int | None) -> WorkflowPlan:
+    """``plan`` :func:`renamed`, its node list reversed and ``max_parallel`` set (more than
+    its nodes: a limit that never binds; 1 or 2: a slower run of the same program)."""
+    data = renamed(plan).model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["nodes"].reverse()
+    data["max_parallel"] = max_parallel
+    return WorkflowPlan.model_validate(data)

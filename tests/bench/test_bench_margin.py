@@ -19,12 +19,12 @@ from bench.margin import (
     Instance,
     _consensus,
     _window_weights,
-    renamed,
     render_margin_bench,
     run_margin_bench,
     with_retries,
 )
 from planners import GoodPlanner
+from planners.attackers import disguised
 from protocol.canonical import plan_digest
 from scoring.margin import FLOOR, Answer
 from tasks import load_families
@@ -61,8 +61,8 @@ def test_copies_of_the_reference_get_nothing_past_the_first_and_the_better_plann
 def test_the_attackers_plans_are_the_same_program_or_another_one():
     family = next(f for f in load_families() if f.task_id == "dt_inventory")
     plan = GoodPlanner(timed=False).plan(family.package).plan
-    assert plan_digest(renamed(plan, 1)) == plan_digest(renamed(plan, 7)) == plan_digest(plan)
-    assert renamed(plan, 1).nodes[0].id not in {node.id for node in plan.nodes}
+    assert plan_digest(disguised(plan, 1)) == plan_digest(disguised(plan, 7)) == plan_digest(plan)
+    assert disguised(plan, 1).nodes[0].id not in {node.id for node in plan.nodes}
     assert plan_digest(with_retries(plan, 10)) != plan_digest(plan)
 
 

@@ -5,11 +5,10 @@ the reference draws the same dice on them: a margin measures the programs, not t
 
 from __future__ import annotations
 
-import json
-
 from engine.owned import evaluate_owned
 from neurons.localrun import family_task
 from planners import load_planner
+from planners.attackers import disguised, renamed
 from protocol.plan import WorkflowPlan
 from protocol.validation import check_plan_for
 from subnets.owned import owned_runner
@@ -18,29 +17,6 @@ from subnets.world import draw_key, world_for
 FAMILIES = ("dt_inventory", "dt_grades", "rag_comets", "agent_trip")
 """Families whose plans run in milliseconds on owned execution (no sandbox)."""
 WORLDS = [(secret, tempo) for secret in (3, 8) for tempo in (2, 5, 9)]
-
-
-def renamed(plan: WorkflowPlan) -> WorkflowPlan:
-    """``plan`` with every node id replaced (refs, edges, output and policies follow)."""
-    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
-    names = {node["id"]: f"other_{i}" for i, node in enumerate(data["nodes"])}
-    text = json.dumps(data)
-    for old, new in names.items():
-        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
-    data = json.loads(text)
-    for node in data["nodes"]:
-        node["id"] = names[node["id"]]
-    for edge in data["edges"]:
-        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
-    data["output_node"] = names[data["output_node"]]
-    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
-    return WorkflowPlan.model_validate(data)
-
-
-def disguised(plan: WorkflowPlan) -> WorkflowPlan:
-    """Renamed, its node list reversed, and another ``max_parallel`` that never binds."""
-    copy = renamed(plan)
-    return copy.model_copy(update={"nodes": list(reversed(copy.nodes)), "max_parallel": len(plan.nodes) + 3})
 
 
 def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
@@ -68,7 +44,9 @@ def test_a_renamed_reordered_reparallelised_copy_runs_bit_identically():
             proposal = good.plan(task.package())
             world = world_for(secret, tempo, task.available_tools)
             first = _run(task, proposal.plan, world, proposal.total_estimated_cost)
-            copy = _run(task, disguised(proposal.plan), world, proposal.total_estimated_cost)
+            copy = _run(
+                task, disguised(proposal.plan, len(proposal.plan.nodes) + 3), world, proposal.total_estimated_cost
+            )
             assert copy.score == first.score, (task_id, secret, tempo)
             assert copy.execution.final_output == first.execution.final_output
             failed += first.score.S_success < 1

@@ -31,6 +31,7 @@ from miner.metagraph import StaticMetagraph
 from miner.settings import MinerSettings
 from neurons.cli import app
 from planners import PlanProposal, load_planner
+from planners.attackers import renamed
 from planners.public import plan_in_world, reference_plan
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage
@@ -106,22 +107,6 @@ def with_retries(plan: WorkflowPlan) -> WorkflowPlan:
         for node in plan.nodes
     }
     return plan.model_copy(update={"error_handling": policies})
-
-
-def renamed(plan: WorkflowPlan) -> WorkflowPlan:
-    data = plan.model_dump(mode="json", by_alias=True, exclude_none=True)
-    names = {node["id"]: f"renamed_{i}" for i, node in enumerate(data["nodes"])}
-    text = json.dumps(data)
-    for old, new in names.items():
-        text = text.replace(f"${{{old}.", f"${{{new}.").replace(f"${{{old}}}", f"${{{new}}}")
-    data = json.loads(text)
-    for node in data["nodes"]:
-        node["id"] = names[node["id"]]
-    for edge in data["edges"]:
-        edge["from"], edge["to"] = names[edge["from"]], names[edge["to"]]
-    data["output_node"] = names[data["output_node"]]
-    data["error_handling"] = {names[k]: v for k, v in data.get("error_handling", {}).items()}
-    return WorkflowPlan.model_validate(data)
 
 
 def reordered(plan: WorkflowPlan) -> WorkflowPlan:
