@@ -1,31 +1,43 @@
-"""`dagnet bench margin`: who is paid when miners are paid for beating the reference, and
-whether the attacks of issue 35 pay (docs/scoring.md).
+"""`dagnet bench margin`: who is paid when miners are paid for beating the validator's
+reference, and whether the attacks of issue 35 pay (docs/scoring.md).
 
 Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
 tempos of its own hidden world with the curated and ``drawn`` drawn families on ``seeds``
-hidden seeds per tempo, as :func:`bench.world.play` does (full tier, owned execution,
-simulated clock, calls on common random numbers). Per instance it has each planner's S,
-plan digest (:func:`protocol.canonical.plan_digest`) and outcome key. Every planner is a
-real one, sending its own plan on every instance:
+hidden seeds per tempo, as :func:`bench.world.play` plays them (full tier, owned
+execution, simulated clock, calls on common random numbers), and with its strategies.
+Per instance it has each planner's S, plan digest (:func:`protocol.canonical.plan_digest`)
+and outcome key. The yardstick is the validator's own:
 
-- ``good``: the shipped default; its S is also the validator's **reference** S;
+- ``reference``: ``good`` on the forecast of the tempo's world from the worlds published
+  before it, 10 retries a node (:func:`planners.public.reference_plan`); its S on the
+  instance is the **reference** S every margin is taken over. It is no miner in the gains
+  table; networks send copies of its plan (any miner can make it from the published worlds).
+
+Every miner is a real planner, sending its own plan on every instance:
+
+- ``good``: the shipped default on the advertised profile; ``good+10``: its plan declaring
+  10 retries on every node (both as :func:`bench.world.static_plans` makes them);
+- ``public``: ``good`` on the last published world, 10 retries a node, no feedback: a
+  planner built only on public information;
 - ``naive+retries``: the hint follower with one retry per node;
 - ``learner``: the example learner (``examples/learner-planner``), fed the feedback of its
   own runs after each tempo, one learner per validator's world;
 - ``oracle``: ``good`` planned on the world's truth (:func:`bench.world.oracle`), declaring
-  the retries each subnet needs: a planner that knows the world, and changes its plan
-  with it;
-- attackers made from those plans: ``good+10`` (``good``'s plan, 10 more retries on every
-  node), ``good renamed`` (renamed nodes, a ``max_parallel`` that never binds),
-  ``learner renamed``, ``learner mp1`` and ``learner mp2`` (the learner's plan renamed,
-  ``max_parallel`` 1 and 2).
+  the retries each subnet needs: a planner that knows the world;
+- copiers' disguises (:func:`planners.attackers.disguised`): ``reference renamed`` (renamed
+  nodes, reversed, a ``max_parallel`` that never binds), ``learner renamed``, ``learner mp1``
+  and ``learner mp2`` (the learner's plan renamed, ``max_parallel`` 1 and 2).
 
 Each network (:data:`NETWORKS`; uids in first-commit order, the first role registered
 first) is paid on each validator's last ``window`` instances exactly as a validator pays
 it (:func:`scoring.margin.network_pay`: margins over the reference, copies and variants by
-first commit, margins clear of their standard error), without a burn uid (``burned`` is
-what the owner's uid takes when the validator burns). Consensus: one Yuma epoch
-(:func:`chain.epoch.run_epoch`, equal stake) over the validators' weights.
+first commit, margins clear of their standard error), without a burn uid (when nobody
+beats the reference the floor group takes it all), and again with the owner's uid
+registered, as live subnets burn (``burned``: what it takes; a non-beater then earns at
+most the floor, which is what the targets' "at most the floor" reads). Consensus: one
+Yuma epoch (:func:`chain.epoch.run_epoch`, equal stake) over the validators' weights
+without a burn uid. The learner's targets mean something only where the learner beats
+the reference: on a validator where it does not, they say so (n/a), never pass.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -55,21 +67,14 @@ from .world import Derive, Played, hidden_seeds, load_learner, play, static_plan
 
 __all__ = ["render_margin_bench", "run_margin_bench"]
 
+REFERENCE, PUBLIC = "reference", "public"
 GOOD, NAIVE, LEARNER, ORACLE = "good", "naive+retries", "learner", "oracle"
-RETRIED, GOOD_RENAMED = "good+10", "good renamed"
+RETRIED, REF_RENAMED = "good+10", "reference renamed"
 L_RENAMED, L_MP1, L_MP2 = "learner renamed", "learner mp1", "learner mp2"
 _OWNER = -1
 """The subnet owner's uid in the burning variant (a uid no miner has)."""
 TIE = 1e-9
 """Weights closer than this are a tie when the validators' orders are compared."""
-
-
-def with_retries(plan: WorkflowPlan, extra: int) -> WorkflowPlan:
-    policies = {
-        node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + extra})
-        for node in plan.nodes
-    }
-    return plan.model_copy(update={"error_handling": policies})
 
 
 def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Derive:
@@ -80,10 +85,7 @@ def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Deri
     return derive
 
 
-DERIVED: dict[str, Derive] = {
-    RETRIED: _derive(GOOD, lambda plan: with_retries(plan, 10)),
-    GOOD_RENAMED: _derive(GOOD, lambda plan: disguised(plan, len(plan.nodes) + 3)),
-}
+DERIVED: dict[str, Derive] = {REF_RENAMED: _derive(REFERENCE, lambda plan: disguised(plan, len(plan.nodes) + 3))}
 LEARNER_DERIVED: dict[str, Derive] = {
     L_RENAMED: _derive(LEARNER, lambda plan: disguised(plan, len(plan.nodes) + 3)),
     L_MP1: _derive(LEARNER, lambda plan: disguised(plan, 1)),
@@ -106,15 +108,18 @@ def _net(name: str, *parts: tuple[str, int]) -> Network:
 
 NETWORKS = (
     _net("good+10 beside 8 good", (RETRIED, 1), (GOOD, 8)),
-    _net("learner on 1 hotkey", (LEARNER, 1), (GOOD, 7)),
-    _net("learner on 4 hotkeys", (LEARNER, 1), (L_RENAMED, 1), (L_MP1, 1), (L_MP2, 1), (GOOD, 7)),
-    _net("learner + 4 copies + 1 variant", (LEARNER, 5), (L_MP1, 1), (GOOD, 7)),
+    _net("public beside 8 reference", (PUBLIC, 1), (REFERENCE, 8)),
+    _net("learner on 1 hotkey", (LEARNER, 1), (REFERENCE, 7)),
+    _net("learner on 4 hotkeys", (LEARNER, 1), (L_RENAMED, 1), (L_MP1, 1), (L_MP2, 1), (REFERENCE, 7)),
+    _net("learner + 4 copies + 1 variant", (LEARNER, 5), (L_MP1, 1), (REFERENCE, 7)),
     _net("64 identical learners", (LEARNER, 64)),
-    _net("4 renamed good beside 50 good", (GOOD, 50), (GOOD_RENAMED, 4)),
-    _net("oracle beside 63 good", (ORACLE, 1), (GOOD, 63)),
-    _net("oracle + learner + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (GOOD, 8), (NAIVE, 1)),
-    _net("2 good + naive", (GOOD, 2), (NAIVE, 1)),
+    _net("4 renamed reference beside 50 reference", (REFERENCE, 50), (REF_RENAMED, 4)),
+    _net("oracle beside 63 reference", (ORACLE, 1), (REFERENCE, 63)),
+    _net("oracle + learner + public + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (PUBLIC, 1), (GOOD, 8), (NAIVE, 1)),
+    _net("2 reference + naive", (REFERENCE, 2), (NAIVE, 1)),
 )
+"""The networks, each role a real planner's plan: the reference's copies are what a miner
+that adds nothing to the published past sends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +163,7 @@ def run_margin_bench(
         played[secret] = _instances(
             steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)), secret, seeds
         )
-    strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {GOOD})
+    strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {REFERENCE})
     networks = [_network(net, played, window) for net in NETWORKS if has_learner or not net.needs_learner]
     return {
         "validators": validators,
@@ -192,19 +197,19 @@ def _hash(*parts: Any) -> str:
 
 
 def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
-    """``name``'s mean S over ``good``'s − 1 (all instances), how often it beats the
+    """``name``'s mean S over the reference's − 1 (all instances), how often it beats the
     reference, and over each validator's window its mean margin, the per-step SD of the
     margin and the window's standard error."""
 
     def one(instances: Sequence[Instance]) -> dict[str, float]:
         mine = [i.answers[name].score for i in instances]
-        good = [i.answers[GOOD].score for i in instances]
-        margins = [m - g for m, g in zip(mine, good)]
+        ref = [i.answers[REFERENCE].score for i in instances]
+        margins = [m - r for m, r in zip(mine, ref)]
         sd = statistics.stdev(margins) if len(margins) > 1 else 0.0
         return {
             "mean_S": statistics.fmean(mine),
-            "good_S": statistics.fmean(good),
-            "gain": statistics.fmean(mine) / statistics.fmean(good) - 1,
+            "reference_S": statistics.fmean(ref),
+            "gain": statistics.fmean(mine) / statistics.fmean(ref) - 1,
             "beats": sum(m > 0 for m in margins) / len(margins),
             "margin": statistics.fmean(margins),
             "sd": sd,
@@ -227,15 +232,18 @@ def _network(net: Network, played: dict[int, list[Instance]], window: int) -> di
         "miners": len(net.roles),
         "per_validator": per_validator,
         "by_role": {v: _by_role(net.roles, paid["weights"]) for v, paid in per_validator.items()},
+        "by_role_burning": {v: _by_role(net.roles, paid["burning"]) for v, paid in per_validator.items()},
         "consensus": _consensus(rows),
         "yuma": _yuma(net.roles, rows),
     }
 
 
 def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[str, Any]:
-    """The validator's pay over ``window``: uids in role order, first committed first."""
+    """The validator's pay over ``window`` (uids in role order, first committed first), and
+    with the owner's uid burning: each uid's weight, and whether it beats the reference
+    (a group leader whose margin is clear of its error)."""
     steps = [
-        (k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[GOOD].score)
+        (k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[REFERENCE].score)
         for k, i in enumerate(window)
     ]
     pay = network_pay(steps)
@@ -247,6 +255,8 @@ def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[st
         "margin": [pay.means[uid].margin for uid in range(n)],
         "clear": [pay.means[uid].clear for uid in range(n)],
         "leaders": [pay.leaders[uid] for uid in range(n)],
+        "beater": [pay.leaders[uid] == uid and pay.means[uid].clear > 0 for uid in range(n)],
+        "burning": [burning.paid.weights.get(uid, 0.0) for uid in range(n)],
         "burned": burning.paid.weights.get(_OWNER, 0.0),
     }
 
@@ -327,7 +337,7 @@ def _roles_cell(net: Mapping[str, Any]) -> str:
 GAIN_COLUMNS = (
     Column("planner", lambda r: r["name"], keep=ALWAYS, justify="left"),
     Column("mean S", lambda r: f"{r['all']['mean_S']:.3f}", keep=ALWAYS),
-    Column("good's", lambda r: f"{r['all']['good_S']:.3f}", keep=3),
+    Column("ref.'s", lambda r: f"{r['all']['reference_S']:.3f}", keep=3),
     Column("gain", lambda r: f"{r['all']['gain']:+.1%}", keep=ALWAYS),
     Column("beats ref.", lambda r: f"{r['all']['beats']:.0%}", keep=2),
     Column(
@@ -356,7 +366,8 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
             console.width,
             title=(
                 f"{result['validators']} validators (secrets {secrets[0]}–{secrets[-1]}) × {result['tempos']} tempos × "
-                f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference (good)"
+                f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference "
+                "(good on the forecast from the published worlds)"
             ),
         )
     )
@@ -369,72 +380,119 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
         )
     )
     targets = margin_targets(result)
-    for target, misses in targets:
-        console.print(
-            f"target: {target}: " + ("ok" if not misses else "miss: " + ", ".join(misses)),
-            highlight=False,
-            soft_wrap=True,
-        )
+    for target in targets:
+        console.print(f"target: {target.name}: {target.verdict()}", highlight=False, soft_wrap=True)
     console.print(targets_line(targets), highlight=False, soft_wrap=True)
 
 
-def targets_line(targets: Sequence[tuple[str, list[str]]]) -> str:
-    """The bench's last line: how many of the targets hold, and which do not."""
-    missed = [target for target, misses in targets if misses]
-    return f"targets: {len(targets) - len(missed)} of {len(targets)} hold" + (
-        f"; missed: {'; '.join(missed)}" if missed else ""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One of issue 35's targets: the (network, validator) pairs that miss it, and those
+    where it says nothing (``na``, each with why: the learner does not beat the reference
+    there, so what it earns beside its copies is the floor's, whatever they do)."""
+
+    name: str
+    misses: list[str]
+    na: list[str] = field(default_factory=list)
+
+    @property
+    def holds(self) -> bool:
+        return not self.misses and not self.na
+
+    def verdict(self) -> str:
+        parts = ([f"miss: {', '.join(self.misses)}"] if self.misses else []) + (
+            [f"n/a: {', '.join(self.na)}"] if self.na else []
+        )
+        return "; ".join(parts) or "ok"
+
+
+def targets_line(targets: Sequence[Target]) -> str:
+    """The bench's last line: how many of the targets hold, which miss and which say nothing."""
+    missed = [t.name for t in targets if t.misses]
+    na = [t.name for t in targets if t.na and not t.misses]
+    return (
+        f"targets: {sum(t.holds for t in targets)} of {len(targets)} hold"
+        + (f"; missed: {'; '.join(missed)}" if missed else "")
+        + (f"; n/a: {'; '.join(na)}" if na else "")
     )
 
 
-def margin_targets(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """Issue 35's targets, each with the (network, validator) pairs that miss it."""
+def margin_targets(result: dict[str, Any]) -> list[Target]:
+    """Issue 35's targets, each with the (network, validator) pairs that miss it; the
+    learner's only on the validators where the learner beats the reference."""
     nets = {n["name"]: n for n in result["networks"]}
+    validators = [str(v) for v in result["secrets"]]
+    alone: dict[str, Any] = nets.get("learner on 1 hotkey", {})
 
-    def each(name: str, holds: Callable[[dict[str, Any], str], bool]) -> list[str]:
+    def beats(net: dict[str, Any], v: str, role: str) -> bool:
+        """Whether ``role``'s first uid beats the reference on validator ``v``."""
+        return bool(net["per_validator"][v]["beater"][net["roles"].index(role)])
+
+    def learner_beats(v: str) -> bool:
+        return bool(alone) and beats(alone, v, LEARNER)
+
+    def each(target: str, name: str, holds: Callable[[dict[str, Any], str], bool], *, learner: bool = False) -> Target:
         net = nets.get(name)
-        return [] if net is None else [f"{name} (validator {v})" for v in net["by_role"] if not holds(net, v)]
+        if net is None:
+            return Target(target, [], [f"{name} not played (no learner loaded)"])
+        na = [v for v in validators if learner and not learner_beats(v)]
+        misses = [f"{name} (validator {v})" for v in validators if v not in na and not holds(net, v)]
+        return Target(target, misses, [f"the learner is not a beater on validator {', '.join(na)}"] if na else [])
 
-    def total(net: dict[str, Any], v: str, role: str) -> float:
-        return net["by_role"][v]["total"].get(role, 0.0)
+    def total(net: dict[str, Any], v: str, *roles: str, burning: bool = False) -> float:
+        by = net["by_role_burning" if burning else "by_role"][v]["total"]
+        return math.fsum(by.get(role, 0.0) for role in roles)
 
-    def one_vs_four(_: dict[str, Any], v: str) -> bool:
-        four = nets["learner on 4 hotkeys"]["by_role"][v]["total"]
-        alone = total(nets["learner on 1 hotkey"], v, LEARNER)
-        return sum(w for role, w in four.items() if role.startswith(LEARNER)) <= 1.05 * alone + 1e-12
+    def at_most_floor(*roles: str) -> Callable[[dict[str, Any], str], bool]:
+        return lambda net, v: total(net, v, *roles, burning=True) <= FLOOR + 1e-12
+
+    def one_vs_four(net: dict[str, Any], v: str) -> bool:
+        four = net["by_role"][v]["total"]
+        learners = math.fsum(w for role, w in four.items() if role.startswith(LEARNER))
+        return learners <= 1.05 * total(alone, v, LEARNER) + 1e-12
 
     def keeps(net: dict[str, Any], v: str) -> bool:
-        base = nets["learner on 1 hotkey"]["by_role"][v]["first"][LEARNER]
-        return net["by_role"][v]["first"][LEARNER] >= 0.9 * base
+        return net["by_role"][v]["first"][LEARNER] >= 0.9 * alone["by_role"][v]["first"][LEARNER]
+
+    def first_takes_all(net: dict[str, Any], v: str) -> bool:
+        paid = net["per_validator"][v]
+        return paid["payout"] == "margin" and paid["weights"][0] >= 1 - 1e-9 and paid["burned"] == 0.0
+
+    def first(net: dict[str, Any], v: str, role: str) -> float:
+        return float(net["by_role"][v]["first"][role])
 
     return [
-        (
-            "good+10 is not a beater (at most the floor)",
-            each("good+10 beside 8 good", lambda n, v: total(n, v, RETRIED) <= FLOOR + 1e-12),
+        each("good+10 is not a beater: at most the floor", "good+10 beside 8 good", at_most_floor(RETRIED)),
+        each("public is not a beater: at most the floor", "public beside 8 reference", at_most_floor(PUBLIC)),
+        each("one learner on 4 hotkeys earns ≤ 1.05 × on one", "learner on 4 hotkeys", one_vs_four, learner=True),
+        each(
+            "an honest learner keeps ≥ 90 % beside 4 copies + 1 variant",
+            "learner + 4 copies + 1 variant",
+            keeps,
+            learner=True,
         ),
-        ("one learner on 4 hotkeys earns ≤ 1.05 × on one", each("learner on 4 hotkeys", one_vs_four)),
-        ("an honest learner keeps ≥ 90 % beside 4 copies + 1 variant", each("learner + 4 copies + 1 variant", keeps)),
-        (
+        each(
             "64 identical learners: the first takes the beaters' share, nothing burned",
-            each(
-                "64 identical learners",
-                lambda n, v: (
-                    n["per_validator"][v]["payout"] == "margin" and n["by_role"][v]["first"][LEARNER] >= 1 - 1e-9
-                ),
-            ),
+            "64 identical learners",
+            first_takes_all,
+            learner=True,
         ),
-        (
-            "4 renamed good beside 50 good: copies at most the floor",
-            each("4 renamed good beside 50 good", lambda n, v: total(n, v, GOOD_RENAMED) <= FLOOR + 1e-12),
+        each(
+            "4 renamed reference copies beside 50 reference copies: all 54 at most the floor",
+            "4 renamed reference beside 50 reference",
+            at_most_floor(REFERENCE, REF_RENAMED),
         ),
-        (
+        each(
             "the oracle is paid as a beater by every validator",
-            each("oracle beside 63 good", lambda n, v: n["by_role"][v]["first"][ORACLE] >= 0.5),
+            "oracle beside 63 reference",
+            lambda n, v: beats(n, v, ORACLE) and first(n, v, ORACLE) >= 0.5,
         ),
-        (
+        each(
             "naive below the reference's first copy",
-            each("2 good + naive", lambda n, v: n["by_role"][v]["first"][NAIVE] < n["by_role"][v]["first"][GOOD]),
+            "2 reference + naive",
+            lambda n, v: first(n, v, NAIVE) < first(n, v, REFERENCE),
         ),
-        (
+        Target(
             "vtrust ≥ 0.95 for every validator in every network",
             [n["name"] for n in result["networks"] if min(n["yuma"]["vtrust"]) < 0.95],
         ),

@@ -1,9 +1,13 @@
 """`dagnet bench margin`: the attack networks paid as a validator pays them (first commit,
-margins clear of their error), and the consensus between validators (bench/margin.py)."""
+margins clear of their error) against the validator's reference (``bench.world``'s
+``reference``: good on the forecast from the published worlds), the targets (n/a, never
+ok, where the learner does not beat the reference), and the consensus between validators
+(bench/margin.py)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,36 +15,42 @@ from rich.console import Console
 
 from bench.margin import (
     GOOD,
-    GOOD_RENAMED,
+    LEARNER,
     NAIVE,
     NETWORKS,
     ORACLE,
+    PUBLIC,
+    REF_RENAMED,
+    REFERENCE,
     RETRIED,
     Instance,
     _consensus,
+    _network,
     _window_weights,
+    margin_targets,
     render_margin_bench,
     run_margin_bench,
-    with_retries,
+    targets_line,
 )
-from planners import GoodPlanner
+from bench.world import run_world_bench, static_plans
 from planners.attackers import disguised
 from protocol.canonical import plan_digest
+from protocol.plan import WorkflowPlan
 from scoring.margin import FLOOR, Answer
 from tasks import load_families
 
-LEARNER = Path(__file__).resolve().parents[2] / "examples" / "learner-planner"
+LEARNER_PATH = Path(__file__).resolve().parents[2] / "examples" / "learner-planner"
 
 
-def _instance(k: int, good: float, oracle: float, naive: float = 0.4) -> Instance:
+def _instance(k: int, ref: float, oracle: float, naive: float = 0.4) -> Instance:
     return Instance(
         0,
         0,
         f"f{k}",
         1,
         {
-            GOOD: Answer("g", good),
-            GOOD_RENAMED: Answer("g", good),
+            REFERENCE: Answer("r", ref),
+            REF_RENAMED: Answer("r", ref),
             ORACLE: Answer(f"o{k}", oracle),
             NAIVE: Answer("n", naive),
         },
@@ -49,21 +59,26 @@ def _instance(k: int, good: float, oracle: float, naive: float = 0.4) -> Instanc
 
 def test_copies_of_the_reference_get_nothing_past_the_first_and_the_better_planner_takes_the_rest():
     window = [_instance(k, 0.6, 0.7 if k % 2 else 0.65) for k in range(10)]
-    paid = _window_weights([ORACLE, GOOD, GOOD, GOOD_RENAMED, NAIVE], window)
+    paid = _window_weights([ORACLE, REFERENCE, REFERENCE, REF_RENAMED, NAIVE], window)
     assert paid["payout"] == "margin" and paid["leaders"] == [0, 1, 1, 1, 4]
+    assert paid["beater"] == [True, False, False, False, False]
     assert paid["weights"][0] == pytest.approx(1 - FLOOR)
     assert paid["weights"][1] > paid["weights"][4] > 0 and paid["weights"][2] == paid["weights"][3] == 0.0
     assert math.fsum(paid["weights"]) == pytest.approx(1.0)
-    both_good = _window_weights([GOOD, GOOD], window)
-    assert both_good["weights"] == [1.0, 0.0] and both_good["payout"] == "floor_only"
+    both = _window_weights([REFERENCE, REFERENCE], window)
+    assert both["weights"] == [1.0, 0.0] and both["payout"] == "floor_only" and both["beater"] == [False, False]
+    assert both["burning"] == [FLOOR, 0.0] and both["burned"] == pytest.approx(1 - FLOOR)  # the floor, as live
 
 
-def test_the_attackers_plans_are_the_same_program_or_another_one():
-    family = next(f for f in load_families() if f.task_id == "dt_inventory")
-    plan = GoodPlanner(timed=False).plan(family.package).plan
+def test_the_attackers_plans_are_valid_and_the_same_program_or_another_one():
+    families = [f for f in load_families() if f.task_id == "dt_inventory"]
+    plans = static_plans(families)["dt_inventory"]
+    plan = plans[GOOD].plan
     assert plan_digest(disguised(plan, 1)) == plan_digest(disguised(plan, 7)) == plan_digest(plan)
     assert disguised(plan, 1).nodes[0].id not in {node.id for node in plan.nodes}
-    assert plan_digest(with_retries(plan, 10)) != plan_digest(plan)
+    retried = plans[RETRIED].plan
+    assert plan_digest(retried) != plan_digest(plan)
+    assert WorkflowPlan.model_validate(retried.model_dump(by_alias=True)) == retried  # a plan a miner can send
 
 
 def test_consensus_reads_ties_as_ties_and_names_the_largest_differences():
@@ -73,23 +88,81 @@ def test_consensus_reads_ties_as_ties_and_names_the_largest_differences():
     assert not swapped["same_order"] and swapped["max_rank_diff"] == 1
 
 
-def test_a_tiny_bench_has_every_network_with_weights_in_range(monkeypatch):
-    monkeypatch.syspath_prepend(str(LEARNER))
+def _played(learner: float, public: float) -> dict[int, list[Instance]]:
+    """Two validators' windows where every role has its own program: the reference at
+    0.6 ± 0.1, each other role ``over`` it and 0.02 more on every other instance (the
+    learner and public by ``learner`` and ``public``, the oracle by 0.08, the others below)."""
+    overs = {GOOD: -0.2, RETRIED: -0.01, PUBLIC: public, ORACLE: 0.08, NAIVE: -0.3, LEARNER: learner}
+    overs |= {"learner renamed": learner, "learner mp1": learner - 0.003, "learner mp2": learner - 0.002}
+    played = {}
+    for v in (0, 1):
+        instances = []
+        for k in range(12):
+            ref = 0.6 + 0.1 * ((k * (v + 3)) % 3 - 1)
+            answers = {name: Answer(f"{name}{k}", ref + over + 0.02 * (k % 2)) for name, over in overs.items()}
+            answers["learner renamed"] = replace(answers["learner renamed"], digest=answers[LEARNER].digest)
+            answers |= {REFERENCE: Answer(f"r{k}", ref), REF_RENAMED: Answer(f"r{k}", ref)}
+            instances.append(Instance(v, 0, f"f{k}", 1, answers))
+        played[v] = instances
+    return played
+
+
+def _targets(learner: float, public: float = -0.01) -> dict[str, str]:
+    played = _played(learner, public)
+    result = {"secrets": [0, 1], "networks": [_network(net, played, 12) for net in NETWORKS]}
+    targets = margin_targets(result)
+    assert targets_line(targets).startswith(f"targets: {sum(t.holds for t in targets)} of {len(targets)} hold")
+    return {t.name: t.verdict() for t in targets}
+
+
+def test_every_target_holds_when_only_honest_beaters_beat_the_reference():
+    assert set(_targets(learner=0.1).values()) == {"ok"}
+
+
+def test_the_learner_targets_say_n_a_not_ok_where_the_learner_is_no_beater():
+    verdicts = _targets(learner=-0.01)
+    learners = {name: v for name, v in verdicts.items() if "learner" in name}
+    assert len(learners) == 3
+    assert set(learners.values()) == {"n/a: the learner is not a beater on validator 0, 1"}
+    assert all(v == "ok" for name, v in verdicts.items() if name not in learners)
+
+
+def test_a_planner_on_public_information_that_beats_the_reference_misses_its_target():
+    verdicts = _targets(learner=0.1, public=0.1)
+    assert verdicts["public is not a beater: at most the floor"] == (
+        "miss: public beside 8 reference (validator 0), public beside 8 reference (validator 1)"
+    )
+
+
+def test_a_tiny_bench_pays_every_network_against_bench_world_s_reference(monkeypatch):
+    monkeypatch.syspath_prepend(str(LEARNER_PATH))
     families = [f for f in load_families() if f.task_id in ("dt_inventory", "dt_grades", "rag_comets")]
+    learner = "learner_planner:Learner"
     result = run_margin_bench(
-        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner="learner_planner:Learner", families=families
+        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner=learner, families=families
     )
     assert result["learner"] and result["secrets"] == [5, 6] and RETRIED in result["gains"]
+    assert REFERENCE not in result["gains"] and PUBLIC in result["gains"]
+    world = run_world_bench(
+        tempos=2, seeds=1, final_seeds=1, secrets=2, first_secret=5, learner=learner, families=families
+    )
+    for name, gain in result["gains"].items():  # the yardstick is bench world's reference, instance by instance
+        assert gain["all"]["reference_S"] == pytest.approx(world["summary"]["all"]["mean_S"][REFERENCE], abs=1e-12)
+        if name in world["summary"]["all"]["mean_S"]:
+            assert gain["all"]["mean_S"] == pytest.approx(world["summary"]["all"]["mean_S"][name], abs=1e-12)
     assert [n["name"] for n in result["networks"]] == [net.name for net in NETWORKS]
     for net in result["networks"]:
         assert set(net["per_validator"]) == {"5", "6"}
         for paid in net["per_validator"].values():
             assert len(paid["weights"]) == net["miners"] and all(0 <= w <= 1 for w in paid["weights"])
             assert math.fsum(paid["weights"]) == pytest.approx(1.0)
+            refs = [m for role, m in zip(net["roles"], paid["margin"]) if role == REFERENCE]
+            assert all(m == 0.0 for m in refs)  # a copy of the reference has no margin over it
         assert all(0 <= v <= 1 + 1e-9 for v in net["yuma"]["vtrust"])
-    good = result["gains"][GOOD_RENAMED]["all"]
-    assert good["margin"] == 0.0 and good["sd"] == 0.0  # a renamed copy of the reference runs as it does
+    copy = result["gains"][REF_RENAMED]["all"]
+    assert copy["margin"] == 0.0 and copy["sd"] == 0.0  # a renamed copy of the reference runs as it does
     console = Console(width=200, record=True, color_system=None)
     render_margin_bench(result, console)
     text = console.export_text()
     assert "64 identical learners" in text and "target: vtrust ≥ 0.95 for every validator in every network:" in text
+    assert "S against the reference (good on" in text and "(good)" not in text

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.margin import Target
 from bench.margin import targets_line as margin_line
 from bench.world import targets_line as world_line
 from bench.world import targets_verdict
@@ -117,5 +118,9 @@ def test_the_last_lines_name_the_targets_that_hold_and_each_miss() -> None:
     assert verdict == {"rag": [], "code": ["oracle − good +0.040 < 0.1", "the learner's gain 20% of it < 50%"]}
     assert world_line(verdict) == "targets hold on rag; missed on code"
     assert world_line({"code": ["x"]}) == "targets hold on no type; missed on code"
-    assert margin_line([("a", []), ("b", ["x (validator 0)"]), ("c", [])]) == "targets: 2 of 3 hold; missed: b"
-    assert margin_line([("a", [])]) == "targets: 1 of 1 hold"
+    assert margin_line([Target("a", []), Target("b", ["x (validator 0)"]), Target("c", [])]) == (
+        "targets: 2 of 3 hold; missed: b"
+    )
+    assert margin_line([Target("a", [])]) == "targets: 1 of 1 hold"
+    vacuous = Target("d", [], ["the learner is not a beater on validator 0"])
+    assert margin_line([Target("a", []), vacuous]) == "targets: 1 of 2 hold; n/a: d"  # n/a is no hold
