@@ -115,7 +115,7 @@ NETWORKS = (
     _net("64 identical learners", (LEARNER, 64)),
     _net("4 renamed reference beside 50 reference", (REFERENCE, 50), (REF_RENAMED, 4)),
     _net("oracle beside 63 reference", (ORACLE, 1), (REFERENCE, 63)),
-    _net("oracle + learner + public + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (PUBLIC, 1), (GOOD, 8), (NAIVE, 1)),
+    _net("oracle + learner + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (GOOD, 8), (NAIVE, 1)),
     _net("2 reference + naive", (REFERENCE, 2), (NAIVE, 1)),
 )
 """The networks, each role a real planner's plan: the reference's copies are what a miner
