@@ -15,7 +15,6 @@ import planners.synth.world as synth_world
 from neurons.evaluation import score_answer
 from neurons.localrun import family_task, run_document
 from planners import GoodPlanner, NaivePlanner, PlanningError
-from planners.synth import synthesise
 from planners.synth.answers import matches_json, matches_text
 from planners.synth.code import matches_code
 from planners.synth.world import Example, check_program
@@ -37,6 +36,15 @@ ACROSS_TYPES = [
     "code_fizzbuzz",
     "code_pad_id",
 ]
+
+
+def synthesise(package: TaskPackage, **budget: float) -> list:
+    """The search bounded by its counted checks alone, as every validator's reference plans
+    (``GoodPlanner(timed=False)``): what it finds does not depend on the machine's load.
+    Its CPU and wall caps are tested on their own, with ``budget``."""
+    return synth.synthesise(package, **({"cpu_s": math.inf, "wall_s": math.inf} | budget))
+
+
 MATCHES = {"data_transform": matches_json, "agent": matches_json, "rag": matches_text, "code": matches_code}
 
 
@@ -68,7 +76,7 @@ def test_the_steps_found_from_a_goal_package_answer_hidden_instances(task_id: st
 )
 def test_good_scores_full_quality_where_naive_cannot_plan(task_id: str, tier: str) -> None:
     task = at_tier(family_task(task_id, 2), tier)
-    good = score_answer(GoodPlanner(), task)
+    good = score_answer(GoodPlanner(timed=False), task)
     assert (good.score["output_quality"], good.score["completion_ratio"]) == (1.0, 1.0), good
     naive = score_answer(NaivePlanner(), task)
     assert naive.score["S"] == 0 and naive.reason.startswith("planner unplannable:"), naive.reason
@@ -171,12 +179,14 @@ def _adversarial(output: dict) -> TaskPackage:
 )
 def test_an_adversarial_package_costs_one_planning_error_within_the_budget(output: dict) -> None:
     package = _adversarial(output)
-    cpu, wall = time.thread_time(), time.monotonic()
+    cpu = time.thread_time()
     with pytest.raises(PlanningError) as raised:
         synthesise(package, cpu_s=0.5, wall_s=1.5)
-    cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+    cpu = time.thread_time() - cpu
     assert "\n" not in str(raised.value) and len(str(raised.value)) < 300
-    assert cpu < 0.5 + 0.3 and wall < 1.5 + 0.5, (cpu, wall)
+    # CPU seconds, which the machine's load does not stretch; that the wall cap is obeyed is
+    # shown with a clock that races (test_the_references_search_counts_its_steps_...).
+    assert cpu < 0.5 + 0.3, cpu
     started = time.monotonic()
     with pytest.raises(PlanningError, match=str(raised.value)[:40].replace("(", r"\(").replace(")", r"\)")):
         synthesise(package, cpu_s=0.5, wall_s=1.5)  # the failure is cached too
