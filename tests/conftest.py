@@ -47,3 +47,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _group(item: pytest.Item) -> str:
     return item.get_closest_marker("xdist_group").args[0]
+
+
+class _GroupSuffix:
+    """pytest-xdist's ``--dist loadgroup`` tells its scheduler a test's group by writing
+    ``@group`` onto the test's ``_nodeid``; from pytest 9.2 a node's id lives in ``_id`` (a
+    structured ``NodeId``), the write is lost, and every test is handed out on its own
+    (pytest-xdist issue 1386): a module fixture is built on each worker that runs one of the
+    module's tests, and the ``host-ports`` tests run side by side. Run after xdist's own hook,
+    this writes the suffix where pytest reads it, as the open fix upstream (pull 1388) does,
+    only on a test that does not have it already."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup
+            return
+        for item in items:
+            suffix = "@" + "_".join(sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}))
+            if item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+                continue
+            from _pytest.nodeid import NodeId  # pytest >= 9.2, where `_id` exists
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupSuffix(), "dagnet-xdist-group-suffix")
