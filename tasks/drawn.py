@@ -271,8 +271,8 @@ def _shown_value(description: str, inputs: dict[str, Any]) -> str | None:
     of three or more digits) that ``description`` contains as a whole word."""
     for value in _leaves(inputs):
         text = str(value)
-        if isinstance(value, bool) or len(text.lstrip("-")) < 3:
-            continue
+        if isinstance(value, bool) or len(text.lstrip("-")) < 3 or text not in description:
+            continue  # (a word the description contains is a substring of it first)
         if re.search(rf"(?<![\w-]){re.escape(text)}(?![\w-])", description):
             return text
     return None

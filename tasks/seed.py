@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import struct
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -24,6 +25,9 @@ EXAMPLE_SEED = 0
 
 _SEED_BYTES = 8
 _PUBLIC_BIT = 1 << 63
+_SPAN = 2 ** (8 * _SEED_BYTES)
+_WORD = struct.Struct(">Q")
+"""A counter's 8 big-endian bytes, and a block's first 8 read as a number (``_SEED_BYTES``)."""
 
 
 def public_seed(task_id: str, index: int) -> int:
@@ -42,24 +46,31 @@ def text_seed(text: str) -> int:
 
 
 class Draw:
-    """Choices drawn from a seed: the same seed gives the same sequence on every machine."""
+    """Choices drawn from a seed: the same seed gives the same sequence on every machine.
 
-    __slots__ = ("_key", "_counter")
+    The ``n``-th value is the first 8 bytes of ``sha256(seed bytes + n as 8 bytes)``, big
+    endian. The key's hash state is kept and copied per value (the same digest as hashing
+    the whole message, without hashing the key again), and :meth:`shuffled`, where a
+    family's generator spends most of its draws, runs the loop of :meth:`below` inline."""
+
+    __slots__ = ("_keyed", "_counter")
 
     def __init__(self, seed: int) -> None:
-        self._key = (seed % 2 ** (8 * _SEED_BYTES)).to_bytes(_SEED_BYTES, "big")
+        self._keyed = hashlib.sha256((seed % _SPAN).to_bytes(_SEED_BYTES, "big"))
         self._counter = 0
 
     def _next(self) -> int:
-        block = hashlib.sha256(self._key + self._counter.to_bytes(8, "big")).digest()
+        block = self._keyed.copy()
+        block.update(_WORD.pack(self._counter))
         self._counter += 1
-        return int.from_bytes(block[:_SEED_BYTES], "big")
+        value: int = _WORD.unpack_from(block.digest())[0]
+        return value
 
     def below(self, n: int) -> int:
         """A whole number in ``[0, n)``, without modulo bias (rejection sampling)."""
         if n <= 0:
             raise ValueError("below() needs n > 0")
-        limit = 2 ** (8 * _SEED_BYTES) // n * n
+        limit = _SPAN // n * n
         while True:
             value = self._next()
             if value < limit:
@@ -77,9 +88,20 @@ class Draw:
         return self.shuffled(items)[:k]
 
     def shuffled(self, items: Sequence[T]) -> list[T]:
-        """A new list: ``items`` in a drawn order (Fisher–Yates)."""
+        """A new list: ``items`` in a drawn order (Fisher–Yates, ``j = self.below(i + 1)``)."""
         out = list(items)
+        keyed, counter, pack, unpack = self._keyed, self._counter, _WORD.pack, _WORD.unpack_from
         for i in range(len(out) - 1, 0, -1):
-            j = self.below(i + 1)
+            n = i + 1
+            limit = _SPAN // n * n
+            while True:
+                block = keyed.copy()
+                block.update(pack(counter))
+                counter += 1
+                value = unpack(block.digest())[0]
+                if value < limit:
+                    break
+            j = value % n
             out[i], out[j] = out[j], out[i]
+        self._counter = counter
         return out

@@ -89,6 +89,11 @@ def test_draws_are_pinned_so_every_validator_makes_the_same_instances() -> None:
     draw = Draw(2026)
     assert [draw.below(1000) for _ in range(3)] == [530, 189, 313]
     assert Draw(2026).shuffled(range(6)) == [3, 0, 2, 1, 5, 4]
+    # a long shuffle (a table's row ids), then the draws after it go on from its counter
+    draw = Draw(2026)
+    assert draw.sample(range(100, 1000), 4) == [766, 951, 814, 430] and draw.below(1000) == 872
+    assert draw.shuffled("abcde") == ["c", "e", "d", "a", "b"] and draw.below(7) == 1
+    assert Draw(-1).below(2**64 - 1) == 6973430666385906767  # a seed reduced mod 2**64
     found = family("dt_sales").instance(1)
     assert found.inputs["table"] == "t-c32e780a"
     assert found.holdings["t-c32e780a"].startswith("order,region,units\nS986,east,15\nS537,north,38\n")
