@@ -29,8 +29,13 @@ def _drawn(secret: int) -> dict[str, list]:
     return by_type
 
 
-@pytest.fixture(scope="module", params=SECRETS)
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(secret, marks=pytest.mark.xdist_group(f"drawn-shapes-{secret}")) for secret in SECRETS],
+)
 def drawn(request) -> dict[str, list]:
+    """A secret's draws, built once on the one worker its tests go to (a group per secret:
+    two workers build the two secrets side by side)."""
     return _drawn(request.param)
 
 
