@@ -16,6 +16,13 @@ atexit.register(shutil.rmtree, os.environ["DAGNET_HOME"], ignore_errors=True)
 
 # The imports below come after DAGNET_HOME is set: the modules they load read it at import.
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# The machine is shared: a property test judged by wall time (hypothesis's 200 ms deadline,
+# its too-slow health check) fails on load, not on a counterexample. A test's own
+# @settings still sets its number of examples.
+settings.register_profile("dagnet", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("dagnet")
 
 from support.docker import docker_engine  # noqa: E402, F401  (a session fixture: stops the engine it started)
 from support.miner import MinerUnderTest, running_miner  # noqa: E402
