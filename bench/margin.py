@@ -58,7 +58,7 @@ from planners.attackers import disguised
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from render.columns import ALWAYS, Column, fit_table
-from scoring.margin import FLOOR, Answer, network_pay
+from scoring.margin import FLOOR, K_SE, Answer, network_pay
 from tasks import Family
 
 from .progress import Steps
@@ -141,11 +141,13 @@ def run_margin_bench(
     seeds: int = 1,
     drawn: int = 12,
     window: int = 100,
+    k_se: float = K_SE,
     learner: str | None = None,
     families: Sequence[Family] = (),
     steps: Steps | None = None,
 ) -> dict[str, Any]:
-    """Every network on every validator's last window; see the module. ``steps`` hears the
+    """Every network on every validator's last window, margins clearing ``k_se`` standard
+    errors (validators: :data:`scoring.margin.K_SE`); see the module. ``steps`` hears the
     static planning, then each family played."""
     steps = steps or Steps()
     families = list(families) or bench_families(drawn, 0)
@@ -164,7 +166,7 @@ def run_margin_bench(
             steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)), secret, seeds
         )
     strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {REFERENCE})
-    networks = [_network(net, played, window) for net in NETWORKS if has_learner or not net.needs_learner]
+    networks = [_network(net, played, window, k_se) for net in NETWORKS if has_learner or not net.needs_learner]
     return {
         "validators": validators,
         "secrets": list(secrets),
@@ -172,6 +174,7 @@ def run_margin_bench(
         "seeds": seeds,
         "drawn": drawn,
         "window": window,
+        "k_se": k_se,
         "families": len(families),
         "learner": has_learner,
         "instances": sum(len(i) for i in played.values()),
@@ -222,9 +225,9 @@ def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str
     }
 
 
-def _network(net: Network, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
+def _network(net: Network, played: dict[int, list[Instance]], window: int, k_se: float = K_SE) -> dict[str, Any]:
     """The network on each validator's last ``window`` instances, and the consensus over them."""
-    per_validator = {str(v): _window_weights(net.roles, instances[-window:]) for v, instances in played.items()}
+    per_validator = {str(v): _window_weights(net.roles, instances[-window:], k_se) for v, instances in played.items()}
     rows = [paid["weights"] for paid in per_validator.values()]
     return {
         "name": net.name,
@@ -238,7 +241,7 @@ def _network(net: Network, played: dict[int, list[Instance]], window: int) -> di
     }
 
 
-def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[str, Any]:
+def _window_weights(roles: Sequence[str], window: Sequence[Instance], k_se: float = K_SE) -> dict[str, Any]:
     """The validator's pay over ``window`` (uids in role order, first committed first), and
     with the owner's uid burning: each uid's weight, and whether it beats the reference
     (a group leader whose margin is clear of its error)."""
@@ -246,8 +249,8 @@ def _window_weights(roles: Sequence[str], window: Sequence[Instance]) -> dict[st
         (k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[REFERENCE].score)
         for k, i in enumerate(window)
     ]
-    pay = network_pay(steps)
-    burning = network_pay(steps, burn_uid=_OWNER)
+    pay = network_pay(steps, k_se=k_se)
+    burning = network_pay(steps, burn_uid=_OWNER, k_se=k_se)
     n = len(roles)
     return {
         "weights": [pay.paid.weights.get(uid, 0.0) for uid in range(n)],
@@ -376,7 +379,10 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
             NETWORK_COLUMNS,
             result["networks"],
             console.width,
-            title=(f"weights over each validator's last {result['window']} instances; one Yuma epoch (equal stake)"),
+            title=(
+                f"weights over each validator's last {result['window']} instances, margins clear of"
+                f" {result['k_se']:g} SE; one Yuma epoch (equal stake)"
+            ),
         )
     )
     targets = margin_targets(result)

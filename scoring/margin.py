@@ -129,14 +129,14 @@ class Entry:
 
 
 def leaders(
-    windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, epsilon: float = EPSILON
+    windows: Mapping[int, Sequence[Entry]], order: Sequence[int], *, epsilon: float = EPSILON, k_se: float = K_SE
 ) -> dict[int, int]:
     """Each uid's group leader (itself when it leads). ``order`` is first-commit order
     (earliest first; uids it leaves out come after, by uid). A uid joins the first group
     (in order) whose leader's answers its own match over the steps both answered: per step
     a distance of 0 for the same answer (:meth:`Entry.same`), else ``|ΔS|``, whose mean is
     at most ``epsilon``. It takes over that group's lead when its mean S there is more than
-    ``epsilon`` above the leader's, less ``K_SE`` standard errors of the per-step difference;
+    ``epsilon`` above the leader's, less ``k_se`` standard errors of the per-step difference;
     else it follows. A uid near no leader leads a group of
     its own. Groups are matched leader to member, never member to member, so a chain of
     near answers cannot carry a group away from what its leader does."""
@@ -150,7 +150,7 @@ def leaders(
             common = sorted(steps[uid].keys() & steps[head].keys())
             if not common or _farther(steps[uid], steps[head], common, epsilon):
                 continue
-            if _ahead(steps[uid], steps[head], common) > epsilon:  # clearly ahead: displaces the leader
+            if _ahead(steps[uid], steps[head], common, k_se) > epsilon:  # clearly ahead: displaces the leader
                 heads[k] = uid
                 for member, their in leader.items():
                     if their == head:
@@ -178,13 +178,13 @@ def _farther(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Seq
     return False
 
 
-def _ahead(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> float:
-    """How far ``mine`` is ahead of ``theirs`` per step, less ``K_SE`` standard errors: a
+def _ahead(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int], k_se: float) -> float:
+    """How far ``mine`` is ahead of ``theirs`` per step, less ``k_se`` standard errors: a
     variant that met luckier timing on a few steps does not take the lead."""
     diffs = [_finite(mine[s].score) - _finite(theirs[s].score) for s in common]
     if len(diffs) < 2:
         return -math.inf
-    return math.fsum(diffs) / len(diffs) - K_SE * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return math.fsum(diffs) / len(diffs) - k_se * statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
 def beat_share(margins: Sequence[float]) -> float:
@@ -196,29 +196,31 @@ def beat_share(margins: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Means:
     """A miner's window means: score ``S``, margin, and the margin's standard error
-    (``inf`` with fewer than two margins: one step says nothing of its noise)."""
+    (``inf`` with fewer than two margins: one step says nothing of its noise), and how many
+    of them the margin must clear (``k_se``, :data:`K_SE` as validators pay)."""
 
     score: float
     margin: float
     se: float = 0.0
+    k_se: float = K_SE
 
     def scaled(self, factor: float) -> Means:
         """Score, margin and its error scaled by ``factor`` (a miner warming up)."""
-        return Means(self.score * factor, self.margin * factor, self.se * factor)
+        return Means(self.score * factor, self.margin * factor, self.se * factor, self.k_se)
 
     @property
     def clear(self) -> float:
-        """The margin less ``K_SE`` standard errors: what a beater is paid in proportion to."""
-        return self.margin - K_SE * self.se
+        """The margin less ``k_se`` standard errors: what a beater is paid in proportion to."""
+        return self.margin - self.k_se * self.se
 
 
-def window_means(score: float, margins: Sequence[float]) -> Means:
+def window_means(score: float, margins: Sequence[float], *, k_se: float = K_SE) -> Means:
     """The :class:`Means` of one window: ``score`` its mean S, ``margins`` the margins of
-    the steps that had a reference score."""
+    the steps that had a reference score, ``k_se`` the standard errors to clear."""
     if not margins:
-        return Means(score, 0.0, math.inf)
+        return Means(score, 0.0, math.inf, k_se)
     se = statistics.stdev(margins) / math.sqrt(len(margins)) if len(margins) > 1 else math.inf
-    return Means(score, math.fsum(margins) / len(margins), se)
+    return Means(score, math.fsum(margins) / len(margins), se, k_se)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +238,12 @@ def network_pay(
     *,
     floor: float = FLOOR,
     burn_uid: int | None = None,
+    k_se: float = K_SE,
 ) -> NetworkPay:
     """Pay a network played whole, as a validator pays it: ``steps`` are (step id, the
     step's answers, the reference's S); ``order`` is first-commit order (by default uid
-    order). How a bench or ``dagnet eval`` pays a network it plays itself."""
+    order); ``k_se`` the standard errors a margin must clear (validators: :data:`K_SE`).
+    How a bench or ``dagnet eval`` pays a network it plays itself."""
     windows: dict[int, list[Entry]] = {}
     for step, answers, reference in steps:
         for uid, answer in answers.items():
@@ -247,11 +251,13 @@ def network_pay(
             windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
     means = {
         uid: window_means(
-            math.fsum(e.score for e in entries) / len(entries), [e.margin for e in entries if e.margin is not None]
+            math.fsum(e.score for e in entries) / len(entries),
+            [e.margin for e in entries if e.margin is not None],
+            k_se=k_se,
         )  # all: each step had its S
         for uid, entries in sorted(windows.items())
     }
-    led = leaders(windows, order or sorted(windows))
+    led = leaders(windows, order or sorted(windows), k_se=k_se)
     paid = margin_weights({uid: m for uid, m in means.items() if led[uid] == uid}, floor=floor, burn_uid=burn_uid)
     return NetworkPay(paid, means, led)
 

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from bench.progress import Steps
 from neurons.commands.common import JsonOpt, print_json
+from scoring.margin import K_SE
 
 bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
 
@@ -203,6 +204,12 @@ def bench_margin(
     window: int = typer.Option(
         100, "--window", min=1, help="The instances each validator's weights are set from (its last ones)."
     ),
+    k_se: float = typer.Option(
+        K_SE,
+        "--k-se",
+        min=0.0,
+        help="The standard errors a window's margin must clear to be paid as a beater (validators: the default).",
+    ),
     learner: str = typer.Option(
         "learner",
         "--learner",
@@ -224,6 +231,7 @@ def bench_margin(
             seeds=seeds,
             drawn=drawn,
             window=window,
+            k_se=k_se,
             learner=learner,
             steps=steps,
         )

@@ -237,3 +237,14 @@ def test_earnings_grow_with_how_far_and_how_reliably_a_miner_beats_the_reference
     weights = margin_weights({1: steady, 2: erratic}).weights
     assert weights[1] > weights[2] > 0
     assert window_means(0.8, []) == Means(0.8, 0.0, math.inf)  # no step with a reference yet
+
+
+def test_a_stricter_k_se_pays_only_margins_clear_of_more_noise():
+    """Ahead by 0.05 with a standard error of 0.029: clear of one error, not of two. The
+    window's means carry the rule they are judged by, through network_pay and the leaders."""
+    margins = [0.1, 0.0, 0.1, 0.0]
+    assert window_means(0.8, margins).clear > 0 > window_means(0.8, margins, k_se=2.0).clear
+    steps = [(k, {1: Answer(f"a{k}", 0.8 + m), 2: Answer("ref", 0.8)}, 0.8) for k, m in enumerate(margins)]
+    assert network_pay(steps).paid.payout is Payout.MARGIN
+    strict = network_pay(steps, k_se=2.0)
+    assert strict.paid.payout is Payout.FLOOR_ONLY and strict.means[1].k_se == 2.0
