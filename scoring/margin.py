@@ -139,13 +139,20 @@ def leaders(
     ``epsilon`` above the leader's, less ``k_se`` standard errors of the per-step difference;
     else it follows. A uid near no leader leads a group of
     its own. Groups are matched leader to member, never member to member, so a chain of
-    near answers cannot carry a group away from what its leader does."""
+    near answers cannot carry a group away from what its leader does; but a uid that
+    answers exactly as an earlier one did (distance 0 on every step both answered, and not
+    clearly ahead of it) is that one's copy and follows its leader, wherever a displacement
+    has moved it."""
     ranked = [uid for uid in order if uid in windows]
     ranked += sorted(set(windows) - set(ranked))
     steps = {uid: {entry.step: entry for entry in windows[uid]} for uid in ranked}
     heads: list[int] = []
     leader: dict[int, int] = {}
-    for uid in ranked:
+    for n, uid in enumerate(ranked):
+        twin = _twin(steps, uid, ranked[:n], epsilon, k_se)
+        if twin is not None:
+            leader[uid] = leader[twin]
+            continue
         for k, head in enumerate(heads):
             common = sorted(steps[uid].keys() & steps[head].keys())
             if not common or _farther(steps[uid], steps[head], common, epsilon):
@@ -163,6 +170,23 @@ def leaders(
             heads.append(uid)
             leader[uid] = uid
     return leader
+
+
+def _twin(
+    steps: Mapping[int, Mapping[int, Entry]], uid: int, earlier: Sequence[int], epsilon: float, k_se: float
+) -> int | None:
+    """The earliest of ``earlier`` whose answers ``uid``'s are, step for step (one program,
+    one execution, or the same S, on every step both answered), and that ``uid`` is not
+    clearly ahead of (the same program run faster is not a copy), or ``None``."""
+    for other in earlier:
+        common = sorted(steps[uid].keys() & steps[other].keys())
+        if (
+            common
+            and not _farther(steps[uid], steps[other], common, 0.0)
+            and _ahead(steps[uid], steps[other], common, k_se) <= epsilon
+        ):
+            return other
+    return None
 
 
 def _farther(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int], epsilon: float) -> bool:

@@ -248,3 +248,15 @@ def test_a_stricter_k_se_pays_only_margins_clear_of_more_noise():
     assert network_pay(steps).paid.payout is Payout.MARGIN
     strict = network_pay(steps, k_se=2.0)
     assert strict.paid.payout is Payout.FLOOR_ONLY and strict.means[1].k_se == 2.0
+
+
+def test_a_copy_registered_after_its_group_changed_leader_still_follows_it():
+    """Hypothesis found it: 'x' (0.95) joins 'a' (0.953) as within ε; a later 'a' at 1.0
+    displaces the leader and takes the group, 'x' with it. A second 'x' registered after
+    that is far from the new leader (0.05): matched leader to member only, it led a group
+    of its own and was paid 0.487 where one 'x' got nothing. It is the first 'x''s copy."""
+    answers = {0: Answer("a", 0.953125), 1: Answer("a", 1.0), 50: Answer("x", 0.95), 51: Answer("x", 0.95)}
+    steps = [(k, answers, 0.0) for k in range(3)]
+    pay = network_pay(steps, [0, 50])
+    assert pay.leaders == {0: 1, 1: 1, 50: 1, 51: 1}
+    assert set(pay.paid.weights) == {1}
