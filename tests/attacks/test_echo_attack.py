@@ -23,7 +23,11 @@ from tasks import Family, load_families
 from tasks.drawn import drawn_families
 
 HIDDEN = (4242, 90210)
-FAMILIES = [f for f in (*load_families(), *drawn_families(1, 0, 40)) if f.task_type == "agent"]
+
+
+def _families() -> list[Family]:
+    """The curated and drawn agent families (drawn when a test runs, not at collection)."""
+    return [f for f in (*load_families(), *drawn_families(1, 0, 40)) if f.task_type == "agent"]
 
 
 def _paths(value: Any, path: tuple[str | int, ...] = ()) -> dict[str, tuple[str | int, ...]]:
@@ -62,7 +66,7 @@ def echo_plan(package: TaskPackage) -> WorkflowPlan | None:
 def test_an_echo_of_the_inputs_earns_nothing() -> None:
     runs = [
         (family, seed, plan)
-        for family in FAMILIES
+        for family in _families()
         if (plan := echo_plan(family.package)) is not None
         for seed in HIDDEN
     ]

@@ -20,7 +20,10 @@ from protocol.synapse import StepHint
 from tasks.drawn import check_seeds, drawn_families
 from tasks.family import Family, example_output
 
-FAMILIES = [f for f in drawn_families(0, 0, 40) if f.task_type == "agent"]
+
+def _families() -> list[Family]:
+    """The drawn agent families of secret 0 (drawn when the test runs, not at collection)."""
+    return [f for f in drawn_families(0, 0, 40) if f.task_type == "agent"]
 
 
 def _steps(family: Family, proposal) -> list[StepHint]:
@@ -40,7 +43,7 @@ def test_good_takes_a_found_program_over_the_hints_only_when_it_is_right(monkeyp
     monkeypatch.setattr(good_module, "_SHORTER_WALL_S", 30.0)
     good = GoodPlanner()
     taken = {}
-    for family in FAMILIES:
+    for family in _families():
         proposal = good.plan(family.package)
         if "found by search" in proposal.reasoning:
             taken[family.task_id] = _wrong(family, _steps(family, proposal))
