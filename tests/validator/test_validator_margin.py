@@ -99,16 +99,6 @@ def Good(change: Change = lambda plan: plan) -> Callable[[int], Public]:
 BETTER = partial(Public, knows_world=True)
 
 
-def with_retries(plan: WorkflowPlan) -> WorkflowPlan:
-    """``plan`` declaring two more retries on every node: what a planner that watched its
-    feedback in a flaky world does. Retries a node does not need cost nothing."""
-    policies = {
-        node.id: plan.policy(node.id).model_copy(update={"retry_count": plan.policy(node.id).retry_count + 2})
-        for node in plan.nodes
-    }
-    return plan.model_copy(update={"error_handling": policies})
-
-
 def reordered(plan: WorkflowPlan) -> WorkflowPlan:
     return plan.model_copy(update={"nodes": list(reversed(plan.nodes))})
 
