@@ -160,6 +160,13 @@ def serve(
                 node.app(), log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=int(KEEP_ALIVE_S)
             )
             server = uvicorn.Server(config)
+            if threading.current_thread() is threading.main_thread():
+                # From the moment it says it listens, a SIGINT or SIGTERM stops it: uvicorn's own
+                # handlers are installed only once it serves, and a signal in between (a loaded
+                # machine, a quick supervisor) met asyncio's, which cancelled the starting task
+                # without stopping the server: it then served on, idle, for good.
+                for stop in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(stop, server.handle_exit)
             announce(
                 f"dagnet chain listening on {url} state={path} netuid={state.genesis.netuid} "
                 f"block={state.head()} block_time={state.genesis.block_time}s tempo={state.genesis.tempo}"

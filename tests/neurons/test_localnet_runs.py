@@ -74,3 +74,29 @@ def test_a_chain_stopped_cleanly_leaves_no_lock_files(tmp_path: Path, stop: sign
         node.kill()
         node.wait()
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith((".lock", ".running"))]
+
+
+STOPPED_AS_IT_ANNOUNCES = """
+import os, signal, sys
+from pathlib import Path
+from chain.embedded.node import serve
+stop = signal.Signals[sys.argv[2]]
+serve(Path(sys.argv[1]), announce=lambda line: os.kill(os.getpid(), stop))
+print("returned")
+"""
+"""A node whose stop signal arrives the moment it says it listens, before it serves."""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_as_the_node_announces_itself_still_stops_it_cleanly(tmp_path: Path, stop: str) -> None:
+    """Under load a SIGINT once landed after "listening on" and before uvicorn took the
+    signal over: asyncio's handler cancelled the starting task, and the node served on,
+    idle, for good (its stacks: the loop in select). It now listens for the stop signals
+    from before it announces itself."""
+    state = tmp_path / "chain.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_AS_IT_ANNOUNCES, str(state), stop], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "returned"), done.stderr[-3000:]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith((".lock", ".running"))]
