@@ -178,15 +178,20 @@ def _twin(
     """The earliest of ``earlier`` whose answers ``uid``'s are, step for step (one program,
     one execution, or the same S, on every step both answered), and that ``uid`` is not
     clearly ahead of (the same program run faster is not a copy), or ``None``."""
+    mine = steps[uid]
     for other in earlier:
-        common = sorted(steps[uid].keys() & steps[other].keys())
-        if (
-            common
-            and not _farther(steps[uid], steps[other], common, 0.0)
-            and _ahead(steps[uid], steps[other], common, k_se) <= epsilon
-        ):
+        theirs = steps[other]
+        if any(s in theirs and _differ(entry, theirs[s]) for s, entry in mine.items()):
+            continue  # most pairs differ on their first step: no intersection is built for them
+        common = sorted(mine.keys() & theirs.keys())
+        if common and _ahead(mine, theirs, common, k_se) <= epsilon:
             return other
     return None
+
+
+def _differ(a: Entry, b: Entry) -> bool:
+    """Whether two answers of one step are at a distance above 0 (:func:`_farther`'s terms)."""
+    return not a.same(b) and _finite(a.score) != _finite(b.score)
 
 
 def _farther(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int], epsilon: float) -> bool:
