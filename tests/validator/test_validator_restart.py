@@ -230,12 +230,14 @@ async def test_health_and_metrics_are_served(tmp_path: Path) -> None:
             await _until_settled(state_path, 1, process, log)
             url = next(line.split()[4] for line in log.read_text().splitlines() if "listening on" in line)
             async with httpx.AsyncClient() as client:
-                health = (await client.get(url + "/health")).json()
+                # Not ok at once: on a loaded machine the first step can take longer than the
+                # two tempos (10 s of blocks here) after which no weights is "weights_stale".
+                health = await _until_health(client, url, process, log, lambda body: body["status"] == "ok")
                 metrics = (await client.get(url + "/metrics")).text
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=30)
-    assert health["status"] == "ok" and health["version_key"] >= 1 and health["steps_settled"] >= 1
+    assert health["version_key"] >= 1 and health["steps_settled"] >= 1
     assert 'dagnet_validator_steps_total{outcome="settled"}' in metrics
     assert "dagnet_validator_step_phase_seconds_bucket" in metrics
     assert 'dagnet_validator_miner_incentive{uid="1"}' in metrics and "dagnet_validator_tempo_blocks 10.0" in metrics
@@ -280,10 +282,15 @@ async def test_a_full_disk_leaves_the_validator_serving_setting_weights_and_cons
 
 
 async def _until_health(client: httpx.AsyncClient, url: str, process: subprocess.Popen, log: Path, condition) -> dict:
-    async with asyncio.timeout(90):
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            body = (await client.get(url + "/health")).json()
-            if condition(body):
-                return body
-            await asyncio.sleep(0.1)
+    """The first ``/health`` body that meets ``condition``; fails with the last one after 90 s."""
+    body: dict = {}
+    try:
+        async with asyncio.timeout(90):
+            while True:
+                assert process.poll() is None, log.read_text()[-3000:]
+                body = (await client.get(url + "/health")).json()
+                if condition(body):
+                    return body
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(f"/health never met the condition in 90 s; last: {body}") from None
