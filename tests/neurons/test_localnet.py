@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from chain.sdk import U16_MAX  # weights go on chain as u16 shares of the largest
 from scoring.margin import FLOOR
 
 pytestmark = pytest.mark.e2e
@@ -62,9 +61,14 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
     # Wrong is not always worth 0: a stored rag answer once carried a year the drawn instance
-    # also had (S 0.219 on one step of 17), and the floor, split by exp(S / 0.01), gave it
-    # 3e-28, nothing a u16 weight on chain can hold.
-    assert by_strategy["precompute"]["emission"] == 0 and by_strategy["precompute"]["weight"] < 1 / U16_MAX
+    # also had (S 0.219 on one step of 17). The floor pays every non-beater in proportion to
+    # its mean S (docs/scoring.md), so such a step earns the cheat its part of the floor's
+    # 5 % (0.004 of the emission in one CI run): never more, and less than the learner.
+    # That luck still earns anything is issue 35's: the floor does not ask a mean S to clear
+    # its own noise, as a margin must.
+    cheat = by_strategy["precompute"]
+    assert cheat["emission"] <= FLOOR and cheat["weight"] <= FLOOR, cheat
+    assert cheat["emission"] < learner["emission"], summary["miners"]
     logs = {p.name for p in run_dir.glob("*.log")}
     assert {"chain.log", "validator.log"} <= logs and len(logs) == 7  # no tool provider: the validator executes
     # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
