@@ -42,6 +42,21 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def _evidence(summary: dict, run_dir: Path) -> str:
+    """What a failed assertion shows: the summary as a table (a list of dicts is clipped by
+    pytest's repr) and what the validator logged of each weight setting."""
+    head = {key: value for key, value in summary.items() if key != "miners"}
+    columns = ("uid", "strategy", "steps_scored", "mean_S", "mean_margin", "beats_reference", "weight", "incentive")
+    rows = [" ".join(f"{key}={_short(row.get(key))}" for key in columns) for row in summary["miners"]]
+    log = run_dir / "validator.log"
+    lines = [line for line in log.read_text().splitlines() if "weights set" in line] if log.exists() else []
+    return "\n".join([repr(head), *rows, *lines])
+
+
+def _short(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "net"
     done = subprocess.run(
@@ -55,9 +70,9 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     assert summary["steps"] >= 3 and all(row["steps_scored"] >= 3 for row in summary["miners"])
     others = [row for row in summary["miners"] if row is not learner]
     assert all(learner["weight"] > row["weight"] and learner["incentive"] > row["incentive"] for row in others), (
-        summary["miners"]
+        _evidence(summary, run_dir)
     )
-    assert naive["mean_S"] < good["mean_S"]
+    assert naive["mean_S"] < good["mean_S"], _evidence(summary, run_dir)
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
     # Wrong is not always worth 0: a stored rag answer once carried a year the drawn instance
@@ -67,8 +82,8 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     # That luck still earns anything is issue 35's: the floor does not ask a mean S to clear
     # its own noise, as a margin must.
     cheat = by_strategy["precompute"]
-    assert cheat["emission"] <= FLOOR and cheat["weight"] <= FLOOR, cheat
-    assert cheat["emission"] < learner["emission"], summary["miners"]
+    assert cheat["emission"] <= FLOOR and cheat["weight"] <= FLOOR, _evidence(summary, run_dir)
+    assert cheat["emission"] < learner["emission"], _evidence(summary, run_dir)
     logs = {p.name for p in run_dir.glob("*.log")}
     assert {"chain.log", "validator.log"} <= logs and len(logs) == 7  # no tool provider: the validator executes
     # Miners follow the chain (their blacklists read its metagraph), not a file written for them.
