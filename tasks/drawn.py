@@ -46,7 +46,7 @@ from protocol.dataref import find_refs
 from protocol.hints import EXAMPLES
 from protocol.synapse import TaskPackage
 
-from .family import Family, Instance
+from .family import Family, Generator, Instance, draw_instance
 from .grammar import Production, exact, slots
 from .grammar_calc import draw_job
 from .grammar_code import draw_code
@@ -161,8 +161,18 @@ def candidate(secret: int, tempo: int, attempt: int, task_type: str) -> Producti
 def _renamed(family: Family, task_id: str) -> Family:
     """``family`` under ``task_id``, its public examples drawn again for that id."""
     package = family.package.model_copy(update={"task_id": task_id})
-    examples = Family(package, family.generate).public_examples()
+    examples = Family(package, family.generate).public_examples(
+        instances=list(_public_instances(family.generate, task_id))
+    )
     return Family(package.model_copy(update={"examples": examples}), family.generate, family.program)
+
+
+@functools.lru_cache(maxsize=8)
+def _public_instances(generate: Generator, task_id: str) -> tuple[Instance, ...]:
+    """The public instances of a family drawing with ``generate`` under ``task_id``: a
+    candidate's are drawn to rename it, then read again by its checks. Keyed by the
+    generator itself, so a family whose generator was replaced draws its own."""
+    return tuple(draw_instance(generate, public_seed(task_id, index)) for index in range(EXAMPLES))
 
 
 def check_seeds(task_id: str, n: int = HIDDEN) -> list[int]:
@@ -197,7 +207,7 @@ def check(production: Production, verify: Verifier | None = None) -> str | None:
     types = {info.type for info in family.package.available_tools.values()}
     if len(types) < 2:
         return f"needs two subnet types, has {sorted(types)}"
-    examples = [family.instance(public_seed(family.task_id, i)) for i in range(EXAMPLES)]
+    examples = list(_public_instances(family.generate, family.task_id))
     hidden = [family.instance(seed) for seed in check_seeds(family.task_id)]
     for instance in (*examples, *hidden):
         shown = _shown_value(family.package.description, instance.inputs)

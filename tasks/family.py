@@ -20,7 +20,7 @@ from protocol.task import Task, synthetic_variant
 
 from .seed import EXAMPLE_SEED, Draw, public_seed
 
-__all__ = ["Family", "Generator", "Instance", "example_output"]
+__all__ = ["Family", "Generator", "Instance", "draw_instance", "example_output"]
 
 Generator = Callable[[Draw], tuple[dict[str, Any], ...]]
 """``draw -> (input values, reference[, holdings])``; plain Python, independent of the
@@ -50,6 +50,12 @@ class Instance:
     holdings: dict[str, Any] = field(default_factory=dict)
 
 
+def draw_instance(generate: Generator, seed: int) -> Instance:
+    """The instance ``generate`` draws from ``seed``."""
+    inputs, reference, *held = generate(Draw(seed))
+    return Instance(seed, inputs, reference, held[0] if held else {})
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     """``package`` is what miners see (its ``example`` included); ``generate`` stays here."""
@@ -70,25 +76,25 @@ class Family:
         return self.package.task_type
 
     def instance(self, seed: int) -> Instance:
-        inputs, reference, *held = self.generate(Draw(seed))
-        return Instance(seed, inputs, reference, held[0] if held else {})
+        return draw_instance(self.generate, seed)
 
     def example(self) -> Instance:
         """The public instance shown in the package."""
         return self.instance(EXAMPLE_SEED)
 
-    def public_examples(self, k: int = EXAMPLES) -> list[PublicExample]:
-        """The package's ``k`` public examples (:func:`~tasks.seed.public_seed`), with the
-        answer each calls for."""
-        out = []
-        for index in range(k):
-            found = self.instance(public_seed(self.task_id, index))
-            out.append(
-                PublicExample(
-                    inputs=found.inputs, holdings=found.holdings, output=example_output(self.task_type, found.reference)
-                )
+    def public_instances(self, k: int = EXAMPLES) -> list[Instance]:
+        """The instances of the package's ``k`` public examples (:func:`~tasks.seed.public_seed`)."""
+        return [self.instance(public_seed(self.task_id, index)) for index in range(k)]
+
+    def public_examples(self, k: int = EXAMPLES, instances: list[Instance] | None = None) -> list[PublicExample]:
+        """The package's ``k`` public examples, with the answer each calls for; from
+        ``instances`` when the caller drew :meth:`public_instances` already."""
+        return [
+            PublicExample(
+                inputs=found.inputs, holdings=found.holdings, output=example_output(self.task_type, found.reference)
             )
-        return out
+            for found in (self.public_instances(k) if instances is None else instances)
+        ]
 
     def task(self, instance: Instance) -> Task:
         """The package with ``instance``: what the validator executes and scores."""
