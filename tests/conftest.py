@@ -44,7 +44,7 @@ async def miner_server() -> AsyncIterator[MinerUnderTest]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """README's test command runs the suite on pytest-xdist's workers with ``--dist loadgroup``:
     each module's tests go to one worker, so what a module fixture builds (the attack sweeps,
     the drawn shapes, a venv) is built once, and the tests that bind the host ports a page
@@ -52,12 +52,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests, the long ones, are handed out first, so the short ones fill in behind them rather
     than a localnet starting last (``--no-loadscope-reorder`` in addopts: else xdist hands
     out the groups with the most tests first, and the e2e groups, a test or two each, came
-    last; a run without ``-n`` keeps this order too; the groups do nothing there)."""
+    last; a run without ``-n`` keeps this order too; the groups do nothing there). Behind
+    them the other groups go longest first, by what each took in the last run that ran it
+    (:class:`_GroupSeconds`; a group never timed keeps its place among those of 0 s), so a
+    worker does not pick up a 20-second module while the other has finished."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     long_groups = {_group(item) for item in items if item.get_closest_marker("e2e")}
-    items.sort(key=lambda item: _group(item) not in long_groups)
+    seconds = _GroupSeconds.last(config)
+    items.sort(key=lambda item: (_group(item) not in long_groups, -seconds.get(_group(item), 0.0)))
 
 
 def _group(item: pytest.Item) -> str:
@@ -86,5 +90,37 @@ class _GroupSuffix:
             item._id = NodeId.parse(item.nodeid + suffix)
 
 
+class _GroupSeconds:
+    """What each xdist group's tests took (setup, call and teardown), kept in pytest's cache
+    (``.pytest_cache``, key :attr:`KEY`) for the next run's order. Only the controller of an
+    ``-n`` run records (a report's node id ends in ``@group`` there); a run of part of the
+    suite updates the groups it ran and keeps the others'. A fresh clone has no cache: its
+    groups keep collection order behind the e2e ones."""
+
+    KEY = "dagnet/group-seconds"
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @staticmethod
+    def last(config: pytest.Config) -> dict[str, float]:
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        found = cache.get(_GroupSeconds.KEY, {}) if cache is not None else {}
+        return found if isinstance(found, dict) else {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else None
+        if group is not None:
+            self.seconds[group] = self.seconds.get(group, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        cache = getattr(session.config, "cache", None)
+        if self.seconds and cache is not None:
+            merged = _GroupSeconds.last(session.config) | {g: round(s, 2) for g, s in self.seconds.items()}
+            cache.set(_GroupSeconds.KEY, merged)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupSuffix(), "dagnet-xdist-group-suffix")
+    if not hasattr(config, "workerinput"):  # the controller, or a run without -n
+        config.pluginmanager.register(_GroupSeconds(), "dagnet-group-seconds")
