@@ -53,38 +53,42 @@ def hog():
 """The children exec so that their command line carries the token: found from outside."""
 
 
-def _held(token: bytes) -> tuple[frozenset[int], int]:
-    """The processes whose command line carries ``token``, and the anonymous memory they
-    hold (proportional: a page shared by forks counts once)."""
-    pids, total = set(), 0
+def _held(token: bytes) -> dict[int, int]:
+    """The processes whose command line carries ``token``, each with the anonymous memory
+    it holds (proportional: a page shared by forks counts once)."""
+    held = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if token not in (entry / "cmdline").read_bytes():
                 continue
-            for line in (entry / "smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss_Anon:"):
-                    total += int(line.split()[1]) * 1024
+            rollup = (entry / "smaps_rollup").read_text().splitlines()
         except OSError:
             continue
-        pids.add(int(entry.name))
-    return frozenset(pids), total
+        held[int(entry.name)] = sum(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss_Anon:"))
+    return held
 
 
 @contextlib.contextmanager
 def peak_memory(token: str) -> Iterator[list[int]]:
     """Samples the memory of ``token``'s processes until the block ends; yields [peak].
 
-    A sample during which a process came or went is dropped: one killed after it was read
-    may have handed its memory to one read later, and the sum would count it twice."""
+    Each sample reads every process twice and sums, over those read both times, the lower
+    of the two readings: each of them was alive when the first scan ended and held at least
+    that much then (a child only grows until it dies; a fork shares its parent's pages
+    until it execs, and the lower reading counts them once), so the sum is memory held at
+    once, never a process's memory counted again in the one it handed it to. A process
+    that came or went between the scans leaves the sample without it rather than dropping
+    the sample: once the bound kills children they die and are forked all the time, and on
+    a loaded machine a scan is slow enough that few whole samples would be left (a run
+    at load 5 kept none with a child full: a peak of 359 MiB)."""
     peak, done = [0], threading.Event()
 
     def sample() -> None:
         while not done.wait(0.02):
-            before, held = _held(token.encode())
-            if _held(token.encode())[0] == before:
-                peak[0] = max(peak[0], held)
+            first, second = _held(token.encode()), _held(token.encode())
+            peak[0] = max(peak[0], sum(min(memory, second[pid]) for pid, memory in first.items() if pid in second))
 
     sampler = threading.Thread(target=sample)
     sampler.start()
