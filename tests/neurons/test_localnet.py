@@ -1,10 +1,19 @@
 """`dagnet localnet` end to end: separate processes on the embedded chain, the incentive at work.
 
-The default run (4 epochs of 20 one-second blocks, one miner per strategy of the mix):
-the validator plays the hidden world and tells each miner how its plans ran, and by the
-last epoch the learner, which learns from that feedback, must hold the highest weight and
-incentive; the naive planner scores below good, and the miner whose plans are invalid and
-the one replaying precomputed answers (each step draws a hidden instance) get nothing.
+The default run (one miner per strategy of the mix, epochs of 20 one-second blocks), for 6
+epochs rather than the default 4: the validator plays the hidden world and tells each
+miner how its plans ran, and by the last epoch the learner, which learns from that
+feedback, must hold the highest weight and incentive; the naive planner scores below good,
+and the miner whose plans are invalid and the one replaying precomputed answers (each step
+draws a hidden instance) get nothing.
+
+Why 6: the last weights of a 4-epoch run see about 45 steps, and the per-step difference
+between the learner's S and good's has an SD of about 0.38 (a node that runs out of
+retries zeroes a step), so that window's standard error is about 0.057. In 16 runs on
+2026-11-29 (load 1.5–6) the learner's lead over good at the last weights was 0.025 to
+0.235 (mean 0.158): the lead is real, but its lower tail is within two standard errors of
+0, and one CI run failed the claim (its numbers were not kept; a failure now prints them).
+Six epochs give the last weights about 70 steps.
 """
 
 from __future__ import annotations
@@ -60,7 +69,11 @@ def _short(value: object) -> str:
 def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "net"
     done = subprocess.run(
-        [*DAGNET, "localnet", "--json", "--dir", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [*DAGNET, "localnet", "--tempos", "6", "--json", "--dir", str(run_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
