@@ -20,8 +20,9 @@ steps both answered, clear of that difference's standard error.
 
 - every leader whose mean margin is clear of its standard error (``mean − K_SE·SE > 0``)
   shares ``1 − FLOOR`` in proportion to ``mean − K_SE·SE``;
-- every other leader with a positive mean score shares ``FLOOR`` in proportion to its mean
-  score: monotone in S, the same for a distinct answer as for a copy of the reference;
+- every other leader whose mean score is clear of one standard error shares ``FLOOR`` in
+  proportion to its mean score: monotone in S, the same for a distinct answer as for a
+  copy of the reference, and nothing for a window that scored on a lucky step or two;
 - when nobody beats the reference, ``1 − FLOOR`` goes to ``burn_uid`` when one is given
   (the subnet owner's uid, as live subnets burn), else the floor group takes it all;
 - with nobody above the floor and no scores at all, nothing is set.
@@ -225,31 +226,51 @@ def beat_share(margins: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Means:
     """A miner's window means: score ``S``, margin, and the margin's standard error
-    (``inf`` with fewer than two margins: one step says nothing of its noise), and how many
-    of them the margin must clear (``k_se``, :data:`K_SE` as validators pay)."""
+    (``inf`` with fewer than two margins: one step says nothing of its noise), how many
+    of them the margin must clear (``k_se``, :data:`K_SE` as validators pay), and the
+    score's standard error (``score_se``; 0 with fewer than two scores: a validator's
+    first weights follow its first step, and a later step's noise is measured)."""
 
     score: float
     margin: float
     se: float = 0.0
     k_se: float = K_SE
+    score_se: float = 0.0
 
     def scaled(self, factor: float) -> Means:
-        """Score, margin and its error scaled by ``factor`` (a miner warming up)."""
-        return Means(self.score * factor, self.margin * factor, self.se * factor, self.k_se)
+        """Score, margin and their errors scaled by ``factor`` (a miner warming up)."""
+        return Means(self.score * factor, self.margin * factor, self.se * factor, self.k_se, self.score_se * factor)
 
     @property
     def clear(self) -> float:
         """The margin less ``k_se`` standard errors: what a beater is paid in proportion to."""
         return self.margin - self.k_se * self.se
 
+    @property
+    def floor_score(self) -> float:
+        """What the floor pays in proportion to: the mean score when it is more than one
+        standard error above 0, else 0. One lucky step in a window (a stored answer that
+        happened to fit) has a mean equal to its standard error, and is the dice. One error,
+        not ``k_se``: a miner that answers a third of the tasks well is not lucky, and the
+        floor is shared by S, not staked on who clears a bar."""
+        return self.score if _positive(self.score - self.score_se) else 0.0
 
-def window_means(score: float, margins: Sequence[float], *, k_se: float = K_SE) -> Means:
-    """The :class:`Means` of one window: ``score`` its mean S, ``margins`` the margins of
-    the steps that had a reference score, ``k_se`` the standard errors to clear."""
-    if not margins:
-        return Means(score, 0.0, math.inf, k_se)
-    se = statistics.stdev(margins) / math.sqrt(len(margins)) if len(margins) > 1 else math.inf
-    return Means(score, math.fsum(margins) / len(margins), se, k_se)
+
+def window_means(scores: Sequence[float], margins: Sequence[float], *, k_se: float = K_SE) -> Means:
+    """The :class:`Means` of one window: ``scores`` its S per step, ``margins`` the margins
+    of the steps that had a reference score, ``k_se`` the standard errors to clear."""
+    score, score_se = _mean_and_se(scores, alone=0.0)
+    margin, se = _mean_and_se(margins, alone=math.inf)
+    return Means(score, margin, se, k_se, score_se)
+
+
+def _mean_and_se(values: Sequence[float], *, alone: float) -> tuple[float, float]:
+    """The mean of ``values`` (0 with none) and its standard error (``alone`` with fewer than two)."""
+    if not values:
+        return 0.0, alone
+    clean = [_finite(value) for value in values]
+    se = statistics.stdev(clean) / math.sqrt(len(clean)) if len(clean) > 1 else alone
+    return math.fsum(clean) / len(clean), se
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,11 +300,7 @@ def network_pay(
             score = _finite(answer.score)
             windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
     means = {
-        uid: window_means(
-            math.fsum(e.score for e in entries) / len(entries),
-            [e.margin for e in entries if e.margin is not None],
-            k_se=k_se,
-        )  # all: each step had its S
+        uid: window_means([e.score for e in entries], [e.margin for e in entries if e.margin is not None], k_se=k_se)
         for uid, entries in sorted(windows.items())
     }
     led = leaders(windows, order or sorted(windows), k_se=k_se)
@@ -329,10 +346,14 @@ def margin_weights(means: Mapping[int, Means], *, floor: float = FLOOR, burn_uid
 
 
 def _floor_shares(group: Mapping[int, Means]) -> dict[int, float]:
-    """The floor split in proportion to mean score over the leaders with a positive one:
-    monotone in S, and a distinct answer earns no more than a copy of the reference at the
-    same S (each group holds one answer's part, its leader's)."""
-    scored = {uid: min(m.score, 1.0) for uid, m in sorted(group.items()) if _positive(m.score)}
+    """The floor split in proportion to mean score over the leaders whose mean score is
+    clear of its error (:attr:`Means.floor_score`): monotone in S, and a distinct answer
+    earns no more than a copy of the reference at the same S (each group holds one
+    answer's part, its leader's). While no leader's is clear (a validator's first steps,
+    or steps that cannot settle), over every leader with a positive mean score: weights
+    never wait for a window to fill."""
+    clear = {uid: min(m.floor_score, 1.0) for uid, m in sorted(group.items()) if _positive(m.floor_score)}
+    scored = clear or {uid: min(m.score, 1.0) for uid, m in sorted(group.items()) if _positive(m.score)}
     total = math.fsum(scored.values())
     return {uid: value / total for uid, value in scored.items()} if scored else {}
 

@@ -33,6 +33,10 @@ class RollingWindow:
         window = self._scores.get(uid)
         return math.fsum(window) / len(window) if window else 0.0
 
+    def scores(self, uid: int) -> list[float]:
+        """``uid``'s scores, oldest first (none for a uid with no scores)."""
+        return list(self._scores.get(uid, ()))
+
     def count(self, uid: int) -> int:
         """Scores held for ``uid`` (at most ``size``)."""
         return len(self._scores.get(uid, ()))

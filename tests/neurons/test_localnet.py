@@ -90,11 +90,10 @@ def test_the_default_localnet_pays_the_learner_most_and_the_cheats_nothing(tmp_p
     assert by_strategy["invalid"]["emission"] == 0 and by_strategy["invalid"]["weight"] == 0
     # The validator draws a hidden instance of a v2 family each step: a stored answer is wrong.
     # Wrong is not always worth 0: a stored rag answer once carried a year the drawn instance
-    # also had (S 0.219 on one step of 17). The floor pays every non-beater in proportion to
-    # its mean S (docs/scoring.md), so such a step earns the cheat its part of the floor's
-    # 5 % (0.004 of the emission in one CI run): never more, and less than the learner.
-    # That luck still earns anything is issue 35's: the floor does not ask a mean S to clear
-    # its own noise, as a margin must.
+    # also had (S 0.219 on one step of 17; 0.004 of the emission in one CI run). The floor
+    # now pays only a mean S clear of its standard error (docs/scoring.md), which one such
+    # step is not; several would be, and earn the cheat its part of the floor's 5 %: never
+    # more, and less than the learner.
     cheat = by_strategy["precompute"]
     assert cheat["emission"] <= FLOOR and cheat["weight"] <= FLOOR, _evidence(summary, run_dir)
     assert cheat["emission"] < learner["emission"], _evidence(summary, run_dir)

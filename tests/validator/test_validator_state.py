@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.margin import Means, Payout, leaders
+from scoring.margin import Payout, leaders
 from validator.answers import first_commit_order
 from validator.state import (
     ACTIVE,
@@ -195,7 +195,9 @@ def test_a_state_file_from_before_the_margin_gets_its_columns_and_weights_record
     state = ValidatorState(path)
     try:
         assert state.executions()[0].margin is None and state.executions()[0].digest is None
-        assert state.standing().means() == {3: Means(0.75, 0.0, math.inf)}
+        (means,) = state.standing().means().values()  # the scores [0.5, 1.0], no margin yet
+        assert (means.score, means.margin, means.se) == (0.75, 0.0, math.inf)
+        assert means.score_se == pytest.approx(0.25)
         state.settle_step(2, [_margined(2, 3, 0.9, 0.8)])
         assert state.standing().means()[3].margin == pytest.approx(0.1)
         assert state.last_payout() is None

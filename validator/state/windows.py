@@ -29,9 +29,10 @@ class Standing:
 
     def means(self) -> dict[int, Means]:
         """Each uid's window means (:func:`scoring.margin.window_means`): score, margin
-        and its standard error (0 and infinite before any step with a reference score)."""
+        and their standard errors (margin 0 and error infinite before any step with a
+        reference score)."""
         return {
-            uid: window_means(self.window.mean(uid), self.margins.get(uid, []))
+            uid: window_means(self.window.scores(uid), self.margins.get(uid, []))
             for uid in sorted(set(self.window.uids()) | set(self.margins))
         }
 
