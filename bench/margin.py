@@ -58,7 +58,7 @@ from planners.attackers import disguised
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from render.columns import ALWAYS, Column, fit_table
-from scoring.margin import FLOOR, K_SE, Answer, network_pay
+from scoring.margin import FLOOR, K_SE, WINDOW, Answer, network_pay
 from tasks import Family
 
 from .progress import Steps
@@ -137,10 +137,10 @@ def run_margin_bench(
     *,
     validators: int = 3,
     first_secret: int = 0,
-    tempos: int = 4,
+    tempos: int = 6,
     seeds: int = 1,
     drawn: int = 12,
-    window: int = 100,
+    window: int = WINDOW,
     k_se: float = K_SE,
     learner: str | None = None,
     families: Sequence[Family] = (),

@@ -45,6 +45,7 @@ __all__ = [
     "EPSILON",
     "FLOOR",
     "K_SE",
+    "WINDOW",
     "Answer",
     "Credit",
     "Entry",
@@ -65,10 +66,17 @@ __all__ = [
 FLOOR = 0.05
 """The share of the emission the leaders at or below the reference share (docs/scoring.md)."""
 
-K_SE = 1.0
+K_SE = 2.0
 """A beater's mean margin must be more than ``K_SE`` standard errors above 0, and it is
 paid in proportion to ``mean − K_SE·SE``: a margin that is within its own noise of 0
-is the dice, not planning, and two validators' windows agree on it only by chance."""
+is the dice, not planning, and two validators' windows agree on it only by chance. With
+one error a planner level with the reference cleared in about one window in six, and
+validators paid it on some and not others (docs/benchmarks.md); with two, one in forty-four."""
+
+WINDOW = 300
+"""The steps a miner's window holds (scores, margins, answers): what its weights are set
+from. With a per-step SD of the margin near 0.25, 300 steps give an error near 0.014, so
+:data:`K_SE` errors ask a beater to be about 0.03 ahead in mean S."""
 
 EPSILON = 0.005
 """Answers whose S differ by at most this on average per step (over the steps both

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from bench.progress import Steps
 from neurons.commands.common import JsonOpt, print_json
-from scoring.margin import K_SE
+from scoring.margin import K_SE, WINDOW
 
 bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
 
@@ -196,13 +196,18 @@ def bench_margin(
     first_secret: int = typer.Option(
         0, "--first-secret", min=0, help="The first validator's secret: pick secrets nobody developed on."
     ),
-    tempos: int = typer.Option(4, "--tempos", min=1, help="Tempos each validator plays, from tempo 0."),
+    tempos: int = typer.Option(
+        6, "--tempos", min=1, help="Tempos each validator plays, from tempo 0 (6 × 52 families fill a window)."
+    ),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo."),
     drawn: int = typer.Option(
         12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the curated 40."
     ),
     window: int = typer.Option(
-        100, "--window", min=1, help="The instances each validator's weights are set from (its last ones)."
+        WINDOW,
+        "--window",
+        min=1,
+        help="The instances each validator's weights are set from (its last ones; validators: the default).",
     ),
     k_se: float = typer.Option(
         K_SE,

@@ -36,7 +36,7 @@ from support.peers import axon, serve_asgi
 from support.tasks import provider_profiles
 from support.tmpfs import fill, needs_root, tmpfs
 from support.validator_process import SOURCE
-from validator.state import ValidatorState
+from validator.state import WINDOW_SIZE, ValidatorState
 
 pytestmark = pytest.mark.e2e
 
@@ -163,8 +163,8 @@ def _consistent(state_path: Path) -> list[tuple]:
         for uid in (1, 2):
             mine = [r.score["S"] for r in records if r.uid == uid]
             assert seen[uid] == len(mine)
-            assert window.count(uid) == min(len(mine), 100)
-            assert window.to_dict()["scores"][str(uid)] == mine[-100:]
+            assert window.count(uid) == min(len(mine), WINDOW_SIZE)
+            assert window.to_dict()["scores"][str(uid)] == mine[-WINDOW_SIZE:]
         return [(r.id, r.block, r.uid, r.score["S"], r.plan_hash) for r in records]
     finally:
         state.close()

@@ -17,6 +17,7 @@ from validator.state import (
     COOL_OFF_TEMPOS,
     SET_ASIDE,
     SET_ASIDE_AFTER,
+    WINDOW_SIZE,
     ExecutionRecord,
     PaidOut,
     ReferenceRun,
@@ -100,16 +101,16 @@ def test_what_weights_read_is_one_moment_even_when_a_step_settles_between_reads(
     writer.close()
 
 
-def test_windows_keep_the_last_hundred_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
+def test_windows_keep_the_last_window_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     state = ValidatorState(path)
-    for block in range(150):
+    for block in range(WINDOW_SIZE + 50):
         state.settle_step(block, [_record(block, 3, 1.0 if block >= 50 else 0.0)])
     state.close()
     reopened = ValidatorState(path)
-    assert reopened.window().count(3) == 100 and reopened.window().mean(3) == 1.0
-    assert reopened.tasks_seen() == {3: 150}
-    reopened.settle_step(200, [_record(200, 3, 0.2, hotkey="someone-else")])
+    assert reopened.window().count(3) == WINDOW_SIZE and reopened.window().mean(3) == 1.0
+    assert reopened.tasks_seen() == {3: WINDOW_SIZE + 50}
+    reopened.settle_step(WINDOW_SIZE + 100, [_record(WINDOW_SIZE + 100, 3, 0.2, hotkey="someone-else")])
     assert reopened.window().count(3) == 1 and reopened.tasks_seen() == {3: 1}
     assert reopened.hotkeys() == {3: "someone-else"}
     reopened.close()
@@ -129,20 +130,22 @@ def _margined(
     )
 
 
-def test_margin_windows_keep_the_last_hundred_beside_the_scores_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
+def test_margin_windows_keep_the_last_window_beside_the_scores_and_restart_with_a_new_hotkey(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     state = ValidatorState(path)
-    for block in range(150):
+    last = WINDOW_SIZE + 50
+    for block in range(last):
         state.settle_step(block, [_margined(block, 3, 0.9 if block >= 50 else 0.5, 0.8)])
-    state.settle_step(150, [_record(150, 3, 0.7)])  # a step whose reference produced no score: no margin
+    state.settle_step(last, [_record(last, 3, 0.7)])  # a step whose reference produced no score: no margin
     state.close()
     reopened = ValidatorState(path)
     means = reopened.standing().means()[3]
-    assert means.margin == pytest.approx(0.1) and means.se == pytest.approx(0.0) and means.score == pytest.approx(0.898)
-    stored = reopened.executions(block=149)[0]
+    assert means.margin == pytest.approx(0.1) and means.se == pytest.approx(0.0)
+    assert means.score == pytest.approx((0.7 + 0.9 * (WINDOW_SIZE - 1)) / WINDOW_SIZE)
+    stored = reopened.executions(block=last - 1)[0]
     assert (stored.reference_S, stored.credit, stored.share, stored.digest) == (0.8, pytest.approx(0.1), 1.0, "d3")
-    assert stored.margin == pytest.approx(0.1) and reopened.executions(block=150)[0].margin is None
-    reopened.settle_step(200, [_margined(200, 3, 0.2, 0.8, hotkey="someone-else")])
+    assert stored.margin == pytest.approx(0.1) and reopened.executions(block=last)[0].margin is None
+    reopened.settle_step(last + 50, [_margined(last + 50, 3, 0.2, 0.8, hotkey="someone-else")])
     assert (
         reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].se == math.inf
     )

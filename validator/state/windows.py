@@ -6,12 +6,12 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
-from scoring.margin import Means, window_means
+from scoring.margin import WINDOW, Means, window_means
 from scoring.window import RollingWindow
 
 from .records import Capped, ExecutionRecord
 
-WINDOW_SIZE = 100
+WINDOW_SIZE = WINDOW
 
 
 @dataclass(frozen=True, slots=True)
