@@ -299,7 +299,7 @@ class NetworkPay:
     weights: dict[str, float]
     """The share of the weights each of the planner, ``good`` and ``naive`` earns."""
     margin: dict[str, float]
-    """The planner's mean margin over ``good`` (``mean``): paid for when clear of its standard error."""
+    """The planner's mean margin over ``good`` (``mean``): paid for when clear of ``K_SE`` standard errors."""
 
 
 def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
