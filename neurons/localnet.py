@@ -510,14 +510,16 @@ def _margins(standing: Any) -> dict[int, dict[str, float]]:
 
 
 def _mean_parts(state: Any) -> dict[int, dict[str, float]]:
-    """Per uid, the mean of each score part over its last 100 records whose score is kept
-    whole (a score past the record cap keeps only its hash)."""
+    """Per uid, the mean of each score part over its last :data:`~scoring.margin.WINDOW`
+    records whose score is kept whole (a score past the record cap keeps only its hash)."""
+    from scoring.margin import WINDOW
+
     by_uid: dict[int, list[dict[str, Any]]] = {}
     for record in state.executions():
         if isinstance(record.score, dict):
             by_uid.setdefault(record.uid, []).append(record.score)
     return {
-        uid: {part: math.fsum(s[part] for s in scores[-100:]) / len(scores[-100:]) for part in _SCORE_PARTS}
+        uid: {part: math.fsum(s[part] for s in scores[-WINDOW:]) / len(scores[-WINDOW:]) for part in _SCORE_PARTS}
         for uid, scores in by_uid.items()
     }
 
