@@ -222,7 +222,8 @@ def _ahead(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Seque
     diffs = [_finite(mine[s].score) - _finite(theirs[s].score) for s in common]
     if len(diffs) < 2:
         return -math.inf
-    return math.fsum(diffs) / len(diffs) - k_se * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    mean, se = _mean_and_se(diffs, alone=math.inf)
+    return mean - k_se * se
 
 
 def beat_share(margins: Sequence[float]) -> float:
