@@ -43,6 +43,24 @@ async def miner_server() -> AsyncIterator[MinerUnderTest]:
         yield miner
 
 
+WORKERS_PER_CORE_WITH_E2E = 2
+"""``-n auto``'s workers a core in a run that includes the process-level tests."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers ``-n auto`` starts: one a core for a run of ``-m "not e2e"``, whose
+    tests keep a core busy, and :data:`WORKERS_PER_CORE_WITH_E2E` a core for a run that
+    includes the ``e2e`` tests, which spend most of their time waiting on the processes,
+    deadlines and block clocks they drive (README, "Tests"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still sets the number outright (pytest-xdist's own hook reads it: ``None`` defers to it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) or 1
+    selects_e2e = "not e2e" not in (config.option.markexpr or "")
+    return cores * WORKERS_PER_CORE_WITH_E2E if selects_e2e else cores
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """README's test command runs the suite on pytest-xdist's workers with ``--dist loadgroup``:
@@ -91,11 +109,13 @@ class _GroupSuffix:
 
 
 class _GroupSeconds:
-    """What each xdist group's tests took (setup, call and teardown), kept in pytest's cache
-    (``.pytest_cache``, key :attr:`KEY`) for the next run's order. Only the controller of an
-    ``-n`` run records (a report's node id ends in ``@group`` there); a run of part of the
-    suite updates the groups it ran and keeps the others'. A fresh clone has no cache: its
-    groups keep collection order behind the e2e ones."""
+    """What each xdist group's tests took (setup, call and teardown) in the last run of the
+    whole suite, kept in pytest's cache (``.pytest_cache``, key :attr:`KEY`) for the next
+    run's order. Only the controller of an ``-n`` run records (a report's node id ends in
+    ``@group`` there), and only a run of every test (:func:`_whole_suite`): a group's e2e
+    tests are most of its time, and a ``-m "not e2e"`` run that wrote its other tests' few
+    seconds over them put the judging-deadline steps (6 minutes) among the 1-second groups.
+    A fresh clone has no cache: its groups keep collection order behind the e2e ones."""
 
     KEY = "dagnet/group-seconds"
 
@@ -122,5 +142,14 @@ class _GroupSeconds:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_GroupSuffix(), "dagnet-xdist-group-suffix")
-    if not hasattr(config, "workerinput"):  # the controller, or a run without -n
+    if not hasattr(config, "workerinput") and _whole_suite(config):  # the controller, or a run without -n
         config.pluginmanager.register(_GroupSeconds(), "dagnet-group-seconds")
+
+
+def _whole_suite(config: pytest.Config) -> bool:
+    """Whether this run selects every test: the configured test paths, no ``-m``, no ``-k``."""
+    return (
+        config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and not config.option.markexpr
+        and not config.option.keyword
+    )

@@ -1,0 +1,36 @@
+"""How README's test command spreads the suite (tests/conftest.py): two workers a core when
+the process-level tests run (they mostly wait), one a core for ``-m "not e2e"`` (CPU-bound),
+and group timings kept only from runs of the whole suite."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+conftest = pytest.importorskip("conftest")  # tests/conftest.py, loaded by pytest as ``conftest``
+
+
+def _config(markexpr: str = "", keyword: str = "", source=pytest.Config.ArgsSource.TESTPATHS) -> SimpleNamespace:
+    return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr, keyword=keyword), args_source=source)
+
+
+def test_auto_starts_two_workers_a_core_with_e2e_and_one_without(monkeypatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert conftest.pytest_xdist_auto_num_workers(_config()) == 2 * cores
+    assert conftest.pytest_xdist_auto_num_workers(_config("e2e")) == 2 * cores
+    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == cores
+
+
+def test_the_environment_variable_still_sets_the_number(monkeypatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
+    assert conftest.pytest_xdist_auto_num_workers(_config()) is None  # pytest-xdist's own hook reads it
+
+
+def test_only_a_run_of_every_test_records_group_timings() -> None:
+    assert conftest._whole_suite(_config())
+    assert not conftest._whole_suite(_config("not e2e"))
+    assert not conftest._whole_suite(_config(keyword="localnet"))
+    assert not conftest._whole_suite(_config(source=pytest.Config.ArgsSource.ARGS))
