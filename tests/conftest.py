@@ -18,7 +18,7 @@ atexit.register(shutil.rmtree, os.environ["DAGNET_HOME"], ignore_errors=True)
 # The suite keeps the bytecode it compiles (in the __pycache__ folders git ignores) even
 # where PYTHONDONTWRITEBYTECODE is set: else every xdist worker compiles each module and
 # rewrites each test module's assertions afresh at collection, 11.5 s of CPU a worker on a
-# 2-core machine against 4.3 s with the bytecode kept (README, "Tests").
+# 2-core machine against 4.3 s with the bytecode kept (README, "Quick start").
 sys.dont_write_bytecode = False
 
 # The imports below come after DAGNET_HOME is set: the modules they load read it at import.
@@ -43,22 +43,23 @@ async def miner_server() -> AsyncIterator[MinerUnderTest]:
         yield miner
 
 
-WORKERS_PER_CORE_WITH_E2E = 2
-"""``-n auto``'s workers a core in a run that includes the process-level tests."""
+WAITING_WORKERS = 4
+"""At most this many workers beyond one a core in a run that includes the process-level tests."""
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """How many workers ``-n auto`` starts: one a core for a run of ``-m "not e2e"``, whose
-    tests keep a core busy, and :data:`WORKERS_PER_CORE_WITH_E2E` a core for a run that
-    includes the ``e2e`` tests, which spend most of their time waiting on the processes,
-    deadlines and block clocks they drive (README, "Tests"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    tests keep a core busy; for a run that includes the ``e2e`` tests, which spend most of
+    their time waiting on the processes, deadlines and block clocks they drive, two a core
+    with at most :data:`WAITING_WORKERS` beyond the cores (each worker holds its own imports
+    and the processes its tests start; README, "Quick start"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
     still sets the number outright (pytest-xdist's own hook reads it: ``None`` defers to it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) or 1
     selects_e2e = "not e2e" not in (config.option.markexpr or "")
-    return cores * WORKERS_PER_CORE_WITH_E2E if selects_e2e else cores
+    return cores + min(cores, WAITING_WORKERS) if selects_e2e else cores
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,6 +1,6 @@
-"""How README's test command spreads the suite (tests/conftest.py): two workers a core when
-the process-level tests run (they mostly wait), one a core for ``-m "not e2e"`` (CPU-bound),
-and group timings kept only from runs of the whole suite."""
+"""How README's test command spreads the suite (tests/conftest.py): two workers a core (at
+most a few beyond the cores) when the process-level tests run (they mostly wait), one a core
+for ``-m "not e2e"`` (CPU-bound), and group timings kept only from runs of the whole suite."""
 
 from __future__ import annotations
 
@@ -19,9 +19,17 @@ def _config(markexpr: str = "", keyword: str = "", source=pytest.Config.ArgsSour
 def test_auto_starts_two_workers_a_core_with_e2e_and_one_without(monkeypatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     cores = len(os.sched_getaffinity(0))
-    assert conftest.pytest_xdist_auto_num_workers(_config()) == 2 * cores
-    assert conftest.pytest_xdist_auto_num_workers(_config("e2e")) == 2 * cores
+    with_e2e = cores + min(cores, conftest.WAITING_WORKERS)
+    assert conftest.pytest_xdist_auto_num_workers(_config()) == with_e2e
+    assert conftest.pytest_xdist_auto_num_workers(_config("e2e")) == with_e2e
     assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == cores
+
+
+def test_a_large_machine_gets_at_most_waiting_workers_beyond_its_cores(monkeypatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    assert conftest.pytest_xdist_auto_num_workers(_config()) == 32 + conftest.WAITING_WORKERS
+    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == 32
 
 
 def test_the_environment_variable_still_sets_the_number(monkeypatch) -> None:
