@@ -148,9 +148,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _whole_suite(config: pytest.Config) -> bool:
-    """Whether this run selects every test: the configured test paths, no ``-m``, no ``-k``."""
+    """Whether this run selects every test: the configured test paths, no ``-m``, ``-k``,
+    ``--lf`` or ``--sw`` (each leaves tests out)."""
+    option = config.option
     return (
         config.args_source == pytest.Config.ArgsSource.TESTPATHS
-        and not config.option.markexpr
-        and not config.option.keyword
+        and not option.markexpr
+        and not option.keyword
+        and not getattr(option, "lf", False)
+        and not getattr(option, "stepwise", False)
     )

@@ -12,8 +12,10 @@ import pytest
 conftest = pytest.importorskip("conftest")  # tests/conftest.py, loaded by pytest as ``conftest``
 
 
-def _config(markexpr: str = "", keyword: str = "", source=pytest.Config.ArgsSource.TESTPATHS) -> SimpleNamespace:
-    return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr, keyword=keyword), args_source=source)
+def _config(
+    markexpr: str = "", keyword: str = "", source=pytest.Config.ArgsSource.TESTPATHS, **options: bool
+) -> SimpleNamespace:
+    return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr, keyword=keyword, **options), args_source=source)
 
 
 def test_auto_starts_two_workers_a_core_with_e2e_and_one_without(monkeypatch) -> None:
@@ -42,3 +44,6 @@ def test_only_a_run_of_every_test_records_group_timings() -> None:
     assert not conftest._whole_suite(_config("not e2e"))
     assert not conftest._whole_suite(_config(keyword="localnet"))
     assert not conftest._whole_suite(_config(source=pytest.Config.ArgsSource.ARGS))
+    assert not conftest._whole_suite(_config(lf=True))
+    assert not conftest._whole_suite(_config(stepwise=True))
+    assert conftest._whole_suite(_config(lf=False, stepwise=False))
