@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
+import conftest  # tests/conftest.py: tests/ is on the path, as pytest loads it
 import pytest
-
-conftest = pytest.importorskip("conftest")  # tests/conftest.py, loaded by pytest as ``conftest``
 
 
 def _config(
