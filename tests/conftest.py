@@ -25,12 +25,7 @@ sys.dont_write_bytecode = False
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-# The machine is shared: a property test judged by wall time (hypothesis's 200 ms deadline,
-# its too-slow health check) fails on load, not on a counterexample. A test's own
-# @settings still sets its number of examples.
-settings.register_profile("dagnet", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("dagnet")
-
+from support import scale  # noqa: E402
 from support.docker import docker_engine  # noqa: E402, F401  (a session fixture: stops the engine it started)
 from support.miner import MinerUnderTest, running_miner  # noqa: E402
 from support.prometheus import prometheus  # noqa: E402, F401  (a fixture, offered to every test)
@@ -142,6 +137,20 @@ class _GroupSeconds:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        scale.configure(config.option.markexpr)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    # The machine is shared: a property test judged by wall time (hypothesis's 200 ms
+    # deadline, its too-slow health check) fails on load, not on a counterexample. A test's
+    # own @settings sets its number of examples through support.scale.examples.
+    settings.register_profile(
+        "dagnet",
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        max_examples=scale.examples(settings.get_profile("default").max_examples),
+    )
+    settings.load_profile("dagnet")
     config.pluginmanager.register(_GroupSuffix(), "dagnet-xdist-group-suffix")
     if not hasattr(config, "workerinput") and _whole_suite(config):  # the controller, or a run without -n
         config.pluginmanager.register(_GroupSeconds(), "dagnet-group-seconds")

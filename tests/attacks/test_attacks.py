@@ -23,10 +23,11 @@ from protocol.validation import check_plan_for
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from support.attacks import gather, scored_run
+from support.scale import cases
 from tasks import Family, load_families
 
 HIDDEN = 4242
-FAMILIES = load_families()
+FAMILIES = cases(load_families())
 IDS = [f.task_id for f in FAMILIES]
 
 

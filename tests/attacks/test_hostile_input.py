@@ -22,6 +22,7 @@ from protocol.dataref import DataRefError, compile_params, find_refs
 from protocol.documents import PlanLoadError, load_plan_document
 from protocol.response import check_response
 from protocol.synapse import Constraints, NodeResponse, TaskPackage
+from support.scale import examples
 from validator.client import Reply
 from validator.remote import _answer
 
@@ -218,7 +219,7 @@ _plans = st.fixed_dictionaries(
 _any_doc = st.one_of(
     _json, _plans, _plans.map(lambda p: {"workflow_plan": p}), _plans.map(lambda p: {"dag": p["nodes"]})
 )
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ

@@ -17,6 +17,7 @@ from protocol.runner import NodeCall, NodeResult
 from protocol.synapse import Constraints, ToolInfo
 from protocol.task import Task
 from protocol.validation import check_plan_for
+from support.scale import examples
 
 SUBNETS = {"cheap": 0.001, "mid": 0.004, "dear": 0.02}
 
@@ -79,7 +80,7 @@ def _plans(draw: st.DrawFn) -> tuple[WorkflowPlan, float | None]:
     return plan, declared
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     drawn=_plans(),
     max_budget=st.sampled_from([0.005, 0.03, 0.1]),

@@ -18,6 +18,7 @@ from protocol.plan import WorkflowPlan
 from protocol.runner import NodeCall, NodeResult
 from protocol.validation import check_plan
 from support.plans import node, plan
+from support.scale import examples
 
 FINAL = {"success", "failed", "blocked", "budget_abort"}
 
@@ -601,7 +602,7 @@ def random_plans(draw: st.DrawFn) -> tuple[WorkflowPlan, float | None]:
     return p, draw(st.sampled_from([None, 0.3, 1.0]))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_plans())
 def test_every_random_plan_settles_every_node_and_counts_add_up(case: tuple[WorkflowPlan, float | None]) -> None:
     p, ceiling = case

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from engine.scheduler import Scheduler
 from protocol.graph import Graph
+from support.scale import examples
 
 
 def make(
@@ -210,7 +211,7 @@ def random_graphs(draw: st.DrawFn) -> dict:
     }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(random_graphs())
 def test_random_runs_respect_every_rule_and_settle_every_node(case: dict) -> None:
     n = case["n"]

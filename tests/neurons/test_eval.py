@@ -22,6 +22,7 @@ from protocol.response import check_response
 from protocol.task import SYNTHETIC_PREFIX
 from scoring.margin import FLOOR
 from subnets.owned import owned_runner
+from support.scale import cases
 from validator.sampling import step_tier
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +94,7 @@ def _good_run(family: str, seed: int) -> dict:
     return run
 
 
-@pytest.mark.parametrize(("family", "seed"), CASES)
+@pytest.mark.parametrize(("family", "seed"), cases(CASES))
 def test_eval_good_is_exactly_dagnet_run_and_evaluate_owned(family: str, seed: int, tmp_path: Path) -> None:
     task = family_task(family, seed)
     answer = load_planner("good").plan(task.package()).answer(task.package(), miner_uid=0)

@@ -13,6 +13,7 @@ from planners import REFERENCE_PLANNERS, GoodPlanner, PlannerLoadError, Planning
 from protocol.dataref import find_refs
 from protocol.synapse import TaskPackage, WorkflowSynapse
 from protocol.validation import check_plan, check_plan_for
+from support.scale import examples
 from tasks import load_families
 
 PACKAGES = [found.package for found in load_families()]
@@ -288,7 +289,7 @@ def _packages(draw):
 
 
 @pytest.mark.parametrize("strategy", REFERENCE_PLANNERS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(package=_packages())
 def test_any_package_gets_a_runnable_plan_or_a_planning_error(strategy, package):
     try:

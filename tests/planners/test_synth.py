@@ -22,6 +22,7 @@ from protocol.documents import PlanDocument
 from protocol.hints import PublicExample
 from protocol.synapse import TaskPackage
 from protocol.task import at_tier
+from support.scale import examples
 from tasks import load_families
 from tasks.family import Family, example_output
 
@@ -220,9 +221,10 @@ def test_the_references_search_counts_its_steps_and_never_reads_a_clock(monkeypa
 
 
 def test_an_adversarial_package_runs_out_of_counted_steps_on_an_untimed_search() -> None:
-    with pytest.raises(PlanningError, match=r"budget \(200 checks, inf s\)"):
+    checks = examples(200)
+    with pytest.raises(PlanningError, match=rf"budget \({checks} checks, inf s\)"):
         synthesise(
-            _adversarial({"json": lambda i: {"k0": i * 7919 % 101}}), checks=200, cpu_s=math.inf, wall_s=math.inf
+            _adversarial({"json": lambda i: {"k0": i * 7919 % 101}}), checks=checks, cpu_s=math.inf, wall_s=math.inf
         )
 
 

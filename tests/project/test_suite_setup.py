@@ -1,6 +1,7 @@
 """How README's test command spreads the suite (tests/conftest.py): two workers a core (at
 most a few beyond the cores) when the process-level tests run (they mostly wait), one a core
-for ``-m "not e2e"`` (CPU-bound), and group timings kept only from runs of the whole suite."""
+for ``-m "not e2e"`` (CPU-bound), group timings kept only from runs of the whole suite, and
+the searches at full size unless the run is the quick loop (tests/support/scale.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from types import SimpleNamespace
 
 import conftest  # tests/conftest.py: tests/ is on the path, as pytest loads it
 import pytest
+
+from support import scale
+from tasks import load_families
 
 
 def _config(
@@ -46,3 +50,36 @@ def test_only_a_run_of_every_test_records_group_timings() -> None:
     assert not conftest._whole_suite(_config(lf=True))
     assert not conftest._whole_suite(_config(stepwise=True))
     assert conftest._whole_suite(_config(lf=False, stepwise=False))
+
+
+@pytest.fixture
+def this_runs_scale(monkeypatch):
+    """The size this run configured, set again after a test that changes it."""
+    was = scale.quick()
+    yield
+    monkeypatch.delenv(scale.ENV, raising=False)
+    scale.configure("not e2e" if was else "")
+
+
+def test_the_quick_loop_runs_a_quarter_of_each_search_and_the_whole_suite_all(this_runs_scale, monkeypatch) -> None:
+    monkeypatch.delenv(scale.ENV, raising=False)
+    families = load_families()
+    scale.configure("not e2e")
+    assert scale.quick() and scale.examples(300) == 75 and scale.examples(3) == 1
+    assert len(scale.cases(families)) == 10 and scale.cases([(1, 0), (7, 3)]) == [(1, 0)]
+    assert {f.task_type for f in scale.cases(families)} == {f.task_type for f in families}  # every type kept
+    for markexpr in ("", "e2e", None):
+        scale.configure(markexpr)
+        assert not scale.quick() and scale.examples(300) == 300 and scale.cases(families) == list(families)
+
+
+def test_the_environment_sets_the_size_outright_or_is_refused(this_runs_scale, monkeypatch) -> None:
+    monkeypatch.setenv(scale.ENV, "full")
+    scale.configure("not e2e")
+    assert not scale.quick()
+    monkeypatch.setenv(scale.ENV, "Quick")
+    scale.configure("")
+    assert scale.quick()
+    monkeypatch.setenv(scale.ENV, "half")
+    with pytest.raises(ValueError, match="DAGNET_TEST_SCALE must be 'full' or 'quick', not 'half'"):
+        scale.configure("")

@@ -15,6 +15,7 @@ from protocol.dataref import (
     find_refs,
     ref,
 )
+from support.scale import examples
 
 
 def _output(text: str = "", code: str = "", **metadata: object) -> dict:
@@ -216,7 +217,7 @@ _any_params = _json_params(st.one_of(st.text(max_size=12), st.lists(_fragments, 
 _plain_params = _json_params(st.text(st.characters(blacklist_characters="$"), max_size=12))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(params=_any_params, outputs=st.dictionaries(st.sampled_from(["a", "b", "0"]), _any_params, max_size=3))
 def test_compile_and_resolve_only_raise_their_own_errors(params: dict, outputs: dict) -> None:
     try:
@@ -229,7 +230,7 @@ def test_compile_and_resolve_only_raise_their_own_errors(params: dict, outputs: 
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(params=_plain_params)
 def test_params_without_dollar_resolve_to_identical_object(params: dict) -> None:
     compiled = compile_params(params)

@@ -19,6 +19,7 @@ from protocol.limits import Limits
 from protocol.synapse import NodeSynapse
 from support.keys import dev_keypair
 from support.peers import HANG, raw_peer
+from support.scale import examples
 from validator.client import MinerClient
 from validator.errors import RequestOversize
 
@@ -49,7 +50,7 @@ def _json_len(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(params=st.dictionaries(st.text(max_size=4), _values, max_size=4))
 def test_resolved_size_is_the_size_of_what_resolve_builds(params: dict[str, Any]) -> None:
     try:

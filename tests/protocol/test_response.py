@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from protocol.limits import Limits
 from protocol.response import check_response
 from protocol.synapse import MINER_FIELDS, Constraints, TaskPackage
+from support.scale import examples
 
 REQUEST = TaskPackage(
     task_id="task-1",
@@ -153,7 +154,7 @@ def test_deeply_nested_params_are_an_invalid_plan() -> None:
     assert result.reason == "invalid plan: node a: params nested deeper than 16 levels"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(raw=st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
 def test_never_raises_on_arbitrary_bytes(raw: bytes) -> None:
     result = check_response(raw, REQUEST)
@@ -169,7 +170,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(field=st.sampled_from([*MINER_FIELDS, "task_id", "scoring_version", "constraints"]), value=_json_values)
 def test_never_raises_on_arbitrary_field_values(field: str, value: Any) -> None:
     result = check(answer(**{field: value}))

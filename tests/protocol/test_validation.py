@@ -9,6 +9,7 @@ from protocol.limits import Limits
 from protocol.plan import WorkflowPlan
 from protocol.validation import NO_ROOTS, check_plan
 from support.plans import node, plan
+from support.scale import examples
 
 
 class TestSeed000Example:
@@ -162,7 +163,7 @@ def _acyclic_plans(draw: st.DrawFn) -> WorkflowPlan:
     return plan(*nodes, edges=" ".join(f"{a}>{b}" for a, b in edges))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(p=st.one_of(_random_plans(), _acyclic_plans()))
 def test_check_plan_never_raises_and_runnable_means_topologically_ordered(p: WorkflowPlan) -> None:
     check = check_plan(p, allowed_subnets=["sn1"])

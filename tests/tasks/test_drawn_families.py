@@ -21,6 +21,7 @@ from neurons.localrun import run_document
 from planners import load_planner
 from protocol.documents import PlanDocument
 from protocol.hints import EXAMPLES
+from support.scale import cases
 from tasks import load_families
 from tasks.drawn import HIDDEN, TYPES, candidate, check, check_seeds, draw_set, drawn_families
 from tasks.grammar import Production, exact, slots
@@ -33,7 +34,7 @@ DRAWS = [(1, 0), (7, 3), (2**62 + 5, 12345)]
 """(secret, tempo) pairs: the one other engineers' tests use, and two more."""
 
 
-@pytest.mark.parametrize(("secret", "tempo"), DRAWS)
+@pytest.mark.parametrize(("secret", "tempo"), cases(DRAWS))
 def test_forty_drawn_families_pass_the_checks_ten_of_each_type(secret, tempo) -> None:
     drawn = drawn_families(secret, tempo, 40)
     assert Counter(f.task_type for f in drawn) == dict.fromkeys(TYPES, 10)
@@ -54,7 +55,7 @@ def test_forty_drawn_families_pass_the_checks_ten_of_each_type(secret, tempo) ->
 def test_drawn_ids_never_collide_with_curated_ids_and_secrets_draw_different_families() -> None:
     curated = {f.task_id for f in load_families()}
     seen: dict[str, tuple[int, int]] = {}
-    for secret, tempo in [*DRAWS, (1, 1), (2, 0)]:
+    for secret, tempo in cases([*DRAWS, (1, 1), (2, 0)]):
         for family in drawn_families(secret, tempo, 40):
             assert family.task_id not in curated and family.task_id.startswith("gen_")
             assert seen.setdefault(family.task_id, (secret, tempo)) == (secret, tempo)

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import pytest
 
+from support.scale import cases
 from tasks.drawn import TYPES, drawn_families, shape
 from tasks.held import held_inputs
 
@@ -31,7 +32,7 @@ def _drawn(secret: int) -> dict[str, list]:
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(secret, marks=pytest.mark.xdist_group(f"drawn-shapes-{secret}")) for secret in SECRETS],
+    params=[pytest.param(secret, marks=pytest.mark.xdist_group(f"drawn-shapes-{secret}")) for secret in cases(SECRETS)],
 )
 def drawn(request) -> dict[str, list]:
     """A secret's draws, built once on the one worker its tests go to (a group per secret:
