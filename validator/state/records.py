@@ -121,7 +121,11 @@ class ExecutionRecord:
 
 def plan_hash(plan: Mapping[str, Any]) -> str:
     """sha256 of the plan's canonical JSON (sorted keys, no spaces)."""
-    return hashlib.sha256(canonical_json(plan).encode()).hexdigest()
+    return _text_hash(canonical_json(plan))
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def canonical_json(value: Any) -> str:
@@ -181,14 +185,22 @@ def row_of(block: int, record: ExecutionRecord, cap: int) -> dict[str, Any]:
     """The row of ``record``, one column per field (but ``id``) and the derived ones:
     ``plan_hash``, ``s`` and ``capped`` (which values were capped, their sha256 and size)."""
     assert not isinstance(record.score, Capped)  # a record being saved holds its score; Capped is read back
-    row: dict[str, Any] = {"block": block, "plan_hash": record.plan_hash, "s": float(record.score["S"])}
+    # Each capped value's canonical JSON is made once: the plan's gives its hash and what is kept
+    # of it (a plan can be megabytes, and a step settles a record a miner).
+    texts = {f.name: _dump(getattr(record, f.name)) for f in fields(record) if f.metadata.get("stored") == "capped"}
+    plan = texts["plan"]
+    row: dict[str, Any] = {
+        "block": block,
+        "plan_hash": None if plan is None else _text_hash(plan),
+        "s": float(record.score["S"]),
+    }
     capped: dict[str, list[Any]] = {}
     for f in fields(record):
         value, stored = getattr(record, f.name), f.metadata.get("stored")
         if f.name in row or f.name == "id":
             continue
         if stored == "capped":
-            value, mark = _kept(value, cap)
+            value, mark = _kept(texts[f.name], cap)
             if mark is not None:
                 capped[f.name] = [mark.sha256, mark.size]
         elif stored == "json":
@@ -217,12 +229,11 @@ def record_of(kind: type[ExecutionRecord], row: dict[str, Any]) -> ExecutionReco
     return kind(**values)
 
 
-def _kept(value: Any, cap: int) -> tuple[str | None, Capped | None]:
-    """What a record stores of ``value``: its canonical JSON when it fits in ``cap``
-    bytes, else its first bytes and the :class:`Capped` that says so."""
-    if value is None:
+def _kept(text: str | None, cap: int) -> tuple[str | None, Capped | None]:
+    """What a record stores of a value whose canonical JSON is ``text``: all of it when it
+    fits in ``cap`` bytes, else its first bytes and the :class:`Capped` that says so."""
+    if text is None:
         return None, None
-    text = canonical_json(value)
     if len(text) * 4 <= cap:  # a code point is at most 4 bytes: no need to encode
         return text, None
     data = text.encode("utf-8", "surrogatepass")
