@@ -106,6 +106,22 @@ def test_check_response_turns_an_unforeseen_exception_into_a_reason(monkeypatch)
     assert not checked.ok and checked.reason.startswith("response check failed: ValueError")
 
 
+def test_a_lone_surrogate_is_not_json_and_a_pair_is_one_character() -> None:
+    """``"\\ud800"`` parses in Python to a ``str`` that no UTF-8 encoder takes: stored as a
+    miner's plan it made the validator's settling of the whole step raise (the plan's hash,
+    the SQLite row). Refused where every answer is parsed, with its reason; ``"\\ud83d\\ude00"``
+    (a pair, as Python's own ``json.dumps`` spells an emoji) is one character and fine."""
+    for text in ("\ud800", "x \udfff", "\ud83d"):
+        checked = check_response(answer(plan_doc({"text": text})), REQUEST)
+        assert not checked.ok
+        assert checked.reason == "response is not JSON: a string holds a lone UTF-16 surrogate (not Unicode text)"
+    sent = answer(plan_doc({"text": "\U0001f600"}))
+    assert b"\\ud83d\\ude00" in sent
+    checked = check_response(sent, REQUEST)
+    assert checked.ok, checked.reason
+    assert checked.synapse is not None and checked.synapse.workflow_plan.nodes[1].params == {"text": "\U0001f600"}
+
+
 def test_the_cli_reports_the_bomb_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bomb.json"
     path.write_text(json.dumps(plan_doc({"text": DIGIT_BOMB})))
@@ -125,6 +141,7 @@ BAD_FILES = {
     "overflowing_float": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":1e999}],"edges":[]}',
     "huge_int": '{"nodes":[{"id":"a","subnet":"s","action":"echo","estimated_cost":' + "9" * 5_000 + '}],"edges":[]}',
     "binary": "\udcff\udcfe garbage",
+    "lone_surrogate": '{"nodes":[{"id":"a","subnet":"s","action":"echo","params":{"text":"\\ud800"}}],"edges":[]}',
     "empty": "",
     "not_an_object": "[1, 2, 3]",
 }
