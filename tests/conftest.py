@@ -40,21 +40,26 @@ async def miner_server() -> AsyncIterator[MinerUnderTest]:
 
 WAITING_WORKERS = 4
 """At most this many workers beyond one a core in a run that includes the process-level tests."""
+QUICK_SPARE_WORKERS = 1
+"""Workers beyond one a core in the quick loop (``-m "not e2e"``): its tests still wait on
+the servers, sandboxes and subprocesses they start (a core was idle 18 % of the time with
+one a core); one more worker fills that, and more only add CPU."""
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """How many workers ``-n auto`` starts: one a core for a run of ``-m "not e2e"``, whose
-    tests keep a core busy; for a run that includes the ``e2e`` tests, which spend most of
-    their time waiting on the processes, deadlines and block clocks they drive, two a core
-    with at most :data:`WAITING_WORKERS` beyond the cores (each worker holds its own imports
-    and the processes its tests start; README, "Quick start"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    """How many workers ``-n auto`` starts: one a core and :data:`QUICK_SPARE_WORKERS` for a
+    run of ``-m "not e2e"``, whose tests mostly keep a core busy; for a run that includes the
+    ``e2e`` tests, which spend most of their time waiting on the processes, deadlines and
+    block clocks they drive, two a core with at most :data:`WAITING_WORKERS` beyond the cores
+    (each worker holds its own imports and the processes its tests start; README, "Quick
+    start"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
     still sets the number outright (pytest-xdist's own hook reads it: ``None`` defers to it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) or 1
     selects_e2e = "not e2e" not in (config.option.markexpr or "")
-    return cores + min(cores, WAITING_WORKERS) if selects_e2e else cores
+    return cores + min(cores, WAITING_WORKERS) if selects_e2e else cores + QUICK_SPARE_WORKERS
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,6 +1,6 @@
 """How README's test command spreads the suite (tests/conftest.py): two workers a core (at
 most a few beyond the cores) when the process-level tests run (they mostly wait), one a core
-for ``-m "not e2e"`` (CPU-bound), group timings kept only from runs of the whole suite, and
+and one more for ``-m "not e2e"`` (mostly CPU-bound), group timings kept only from runs of the whole suite, and
 the searches at full size unless the run is the quick loop (tests/support/scale.py)."""
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ def _config(
     return SimpleNamespace(option=SimpleNamespace(markexpr=markexpr, keyword=keyword, **options), args_source=source)
 
 
-def test_auto_starts_two_workers_a_core_with_e2e_and_one_without(monkeypatch) -> None:
+def test_auto_starts_two_workers_a_core_with_e2e_and_one_a_core_and_one_without(monkeypatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     cores = len(os.sched_getaffinity(0))
     with_e2e = cores + min(cores, conftest.WAITING_WORKERS)
     assert conftest.pytest_xdist_auto_num_workers(_config()) == with_e2e
     assert conftest.pytest_xdist_auto_num_workers(_config("e2e")) == with_e2e
-    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == cores
+    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == cores + conftest.QUICK_SPARE_WORKERS
 
 
 def test_a_large_machine_gets_at_most_waiting_workers_beyond_its_cores(monkeypatch) -> None:
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
     assert conftest.pytest_xdist_auto_num_workers(_config()) == 32 + conftest.WAITING_WORKERS
-    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == 32
+    assert conftest.pytest_xdist_auto_num_workers(_config("not e2e")) == 32 + conftest.QUICK_SPARE_WORKERS
 
 
 def test_the_environment_variable_still_sets_the_number(monkeypatch) -> None:

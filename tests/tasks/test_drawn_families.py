@@ -190,7 +190,7 @@ def _compared() -> list:
 
 # By position, not by family: drawing the forty at collection cost every xdist worker seconds,
 # whichever of them runs this module. The family's type and id are in each assertion's message.
-@pytest.mark.parametrize("index", range(COMPARED), ids=lambda i: f"drawn-{i:02d}")
+@pytest.mark.parametrize("index", cases(range(COMPARED)), ids=lambda i: f"drawn-{i:02d}")
 def test_good_beats_naive_on_every_drawn_family_and_solves_it(index) -> None:
     compared = _compared()
     assert len(compared) == COMPARED
@@ -229,7 +229,7 @@ def _figures(instance) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("secret", [0, 1])
+@pytest.mark.parametrize("secret", cases([0, 1]))
 def test_no_drawn_lookup_family_has_examples_that_one_figure_alone_answers(secret) -> None:
     """A program that reads one subject's figure (a search for the second subject only) fits
     a ``larger`` family whose three examples all have the larger figure second: such a
