@@ -60,7 +60,7 @@ def readme_test_command() -> str:
 
 def test_ci_runs_the_readme_test_command_as_written() -> None:
     command = readme_test_command()
-    assert command.startswith(".venv/bin/python -m pytest -n ")  # the suite on one worker per core
+    assert command.startswith(".venv/bin/python -m pytest -n ")  # the suite on pytest-xdist workers (tests/conftest.py)
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci.count(command) == 1 and ci.index("scripts/bootstrap") < ci.index(command)
 
