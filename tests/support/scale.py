@@ -3,7 +3,7 @@
 
 A property test's number of examples (:func:`examples`) and the seeds, secrets or tempos a
 census test walks (:func:`cases`) are what a developer's loop can spare: every test still
-runs there, on the first part of its cases, and the whole suite runs them all. A test's
+runs there, on one case in four, and the whole suite runs them all. A test's
 assertions must hold at both sizes; a bound that only the full census can show (a count over
 a hundred tempos) keeps its full size. ``DAGNET_TEST_SCALE=full`` (or ``quick``) sets the size
 outright, so a quick loop can run one module at full size.
