@@ -53,8 +53,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     ``e2e`` tests, which spend most of their time waiting on the processes, deadlines and
     block clocks they drive, two a core with at most :data:`WAITING_WORKERS` beyond the cores
     (each worker holds its own imports and the processes its tests start; README, "Quick
-    start"). ``PYTEST_XDIST_AUTO_NUM_WORKERS``
-    still sets the number outright (pytest-xdist's own hook reads it: ``None`` defers to it)."""
+    start"). ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets the number outright (pytest-xdist's
+    own hook reads it: ``None`` defers to it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) or 1

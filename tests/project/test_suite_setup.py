@@ -1,7 +1,8 @@
 """How README's test command spreads the suite (tests/conftest.py): two workers a core (at
 most a few beyond the cores) when the process-level tests run (they mostly wait), one a core
-and one more for ``-m "not e2e"`` (mostly CPU-bound), group timings kept only from runs of the whole suite, and
-the searches at full size unless the run is the quick loop (tests/support/scale.py)."""
+and one more for ``-m "not e2e"`` (mostly CPU-bound), group timings kept only from runs of
+the whole suite, and the searches at full size unless the run is the quick loop
+(tests/support/scale.py)."""
 
 from __future__ import annotations
 
