@@ -58,8 +58,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) or 1
-    selects_e2e = "not e2e" not in (config.option.markexpr or "")
-    return cores + min(cores, WAITING_WORKERS) if selects_e2e else cores + QUICK_SPARE_WORKERS
+    if scale.leaves_out_e2e(config.option.markexpr):
+        return cores + QUICK_SPARE_WORKERS
+    return cores + min(cores, WAITING_WORKERS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -74,9 +74,8 @@ def _group_peak(pids: Iterable[int]) -> int:
     """The kernel's high-water mark of the sandbox run groups ``pids`` are in (0 where none
     is read; a process not yet in its run's group, such as the shell that enters it, is in
     the host's): what a run's group held at once at its most, counted by the kernel as it
-    charges pages, so no sample can miss it."""
+    charges pages (:meth:`cgroup.RunGroup.peak_bytes`), so no sample can miss it."""
     mounts, peak = cgroup._mounts(), 0
-    marks = {"": ("cgroup2", "memory.peak"), "memory": ("memory", "memory.max_usage_in_bytes")}
     for pid in pids:
         try:
             lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
@@ -84,11 +83,15 @@ def _group_peak(pids: Iterable[int]) -> int:
             continue
         for line in lines:
             _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                mount, name = marks.get(controller, (None, ""))
-                if mount in mounts and Path(path).name.startswith(cgroup._PREFIX):  # a run's own group
-                    with contextlib.suppress(OSError, ValueError):
-                        peak = max(peak, int(Path(mounts[mount], path.lstrip("/"), name).read_text()))
+            if not controllers:
+                version, mount = 2, mounts.get("cgroup2")
+            elif "memory" in controllers.split(","):
+                version, mount = 1, mounts.get("memory")
+            else:
+                continue
+            if mount and Path(path).name.startswith(cgroup._PREFIX):  # a run's own group
+                group = cgroup.RunGroup([str(Path(mount, path.lstrip("/")))], version)
+                peak = max(peak, group.peak_bytes() or 0)
     return peak
 
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["ENV", "QUICK_SHARE", "cases", "configure", "examples", "quick"]
+__all__ = ["ENV", "QUICK_SHARE", "cases", "configure", "examples", "leaves_out_e2e", "quick"]
 
 T = TypeVar("T")
 
@@ -30,13 +30,18 @@ QUICK_SHARE = 4
 _quick = False
 
 
+def leaves_out_e2e(markexpr: str | None) -> bool:
+    """Whether a run's ``-m`` expression is the quick loop's (it leaves the e2e tests out)."""
+    return "not e2e" in (markexpr or "")
+
+
 def configure(markexpr: str | None) -> None:
     """Set the size from the run's ``-m`` expression, or from :data:`ENV` when it is set."""
     global _quick
     chosen = os.environ.get(ENV, "").strip().lower()
     if chosen not in ("", "full", "quick"):
         raise ValueError(f"{ENV} must be 'full' or 'quick', not {chosen!r}")
-    _quick = chosen == "quick" if chosen else "not e2e" in (markexpr or "")
+    _quick = chosen == "quick" if chosen else leaves_out_e2e(markexpr)
 
 
 def quick() -> bool:
