@@ -97,6 +97,7 @@ async def _loop(tmp_path: Path, *, permit: bool = True, **config) -> AsyncIterat
             try:
                 yield loop, chain
             finally:
+                await loop.feedback.close()  # while the client is open, as ValidatorLoop.run ends
                 state.close()
 
 
@@ -104,29 +105,39 @@ def _uid(loop: ValidatorLoop, name: str) -> int:
     return loop.snapshot.by_hotkey(KEYS[name].ss58_address).uid
 
 
+STEPS_TO_WEIGH = 6
+"""Steps the first weights may wait for. They are set after the first step in which a miner
+scored: the tools run over loopback HTTP on the wall clock, so on a loaded machine a call can
+time out (good's S was 0 on a step at a load of 10; both miners' at a load of 12), and which
+miner scored more is the machine's business too (naive 0.744, good 0.707 once at load 8).
+That weights wait for a score and then follow the scores is the loop's."""
+
+
 @pytest.mark.e2e
 async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path) -> None:
     async with _loop(tmp_path) as (loop, chain):
         weighed: dict[int, float] = {}
-        for _ in range(3):
+        steps = 0
+        while not chain.weights_log and steps < STEPS_TO_WEIGH:
             summary = await loop.step(chain.head)
+            steps += 1
             assert summary is not None and summary.base_task_id in TASK_IDS
-            if chain.head == 100:
-                weighed = loop.state.window().means()  # what the weights set now are made of
-            assert await loop.maybe_set_weights(chain.head) == (chain.head == 100), weighed
+            weighed = loop.state.window().means()  # what weights set now are made of
+            assert await loop.maybe_set_weights(chain.head) == any(m > 0 for m in weighed.values()), weighed
             chain.advance()
+        assert chain.weights_log, f"no miner scored in {steps} steps"
+        set_at = chain.head - 1
+        assert await loop.step(chain.head) is not None  # the next step, in the same tempo, sets none
+        assert not await loop.maybe_set_weights(chain.head)
+        steps += 1
         good, naive = _uid(loop, "good"), _uid(loop, "naive")
         records = loop.state.executions()
-        assert len(records) == 6 and {r.uid for r in records} == {good, naive}
+        assert len(records) == 2 * steps and {r.uid for r in records} == {good, naive}
         assert all(r.plan is not None and r.plan_hash and r.metrics for r in records)
-        # The tools run over loopback HTTP on the wall clock: on a loaded machine a call of
-        # good's can time out (S 0 on that step at a load of 10), so which miner scored more
-        # on the first step, the one the weights were set after, is the machine's business
-        # (naive 0.744, good 0.707 once at load 8); that the weights follow the scores is the loop's.
         first, second = sorted((good, naive), key=weighed.__getitem__, reverse=True)
         assert weighed[first] > weighed[second], weighed
         ((block, weights, version),) = chain.weights_log
-        assert block == 100 and weights[first] > weights.get(second, 0.0)
+        assert block == set_at and weights[first] > weights.get(second, 0.0)
         assert version == loop.config.version_key
         assert loop.state.last_weights() == pytest.approx(weights)
         for record in records:  # every settled execution re-scores bit for bit

@@ -295,8 +295,14 @@ async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(
             else:
                 assert paid.payout is Payout.FLOOR_ONLY and paid.burn_uid is None
             first, later = sorted((uids["good"], uids["reordered"]))  # one answer, held by its first committed
-            assert 0 < weights[uids["naive"]] < weights[first] and weights.get(later, 0.0) == 0.0  # a gradient
+            assert weights.get(uids["naive"], 0.0) < weights[first] and weights.get(later, 0.0) == 0.0
         assert len(chain.weights_log) == 3
+        # A gradient: naive (S 0 on half its steps here) gets a floor share once its mean S is clear
+        # of its error (scoring.margin.Means.floor_score). At the first weights (five steps, two
+        # positive) that is on the edge: one positive step lost tips it (it did once in a full
+        # run at a load of about 8; a query past the client's timeout is the likeliest way).
+        # At the last (six steps, three positive) one lost step leaves it clear.
+        assert 0 < weights[uids["naive"]]
     said = "95 % burned to the owner's uid" if owner else "the owner's hotkey is not on the subnet: floor 100 %"
     assert sum(said in r.getMessage() and "nobody beat the reference" in r.getMessage() for r in caplog.records) == 3
 
