@@ -3,16 +3,42 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Scratch goes to the temp directory: every dagnet process the tests start (and every test)
 # keeps its default files (a miner's feedback, the default embedded chain) under this
 # DAGNET_HOME, removed when the session ends, never under the user's ~/.dagnet.
 os.environ["DAGNET_HOME"] = tempfile.mkdtemp(prefix="dagnet-test-home-")
+
+
+def _exit_unfinalized() -> None:
+    """An xdist worker whose session ended leaves without the interpreter's teardown.
+
+    By now its results are sent, its threads joined and every exit handler registered after
+    this one has run (atexit runs them last registered first: DAGNET_HOME's removal, the
+    sandbox's reaper, multiprocessing's children); what is left is freeing a heap of a
+    gigabyte object by object, 2.6 s of a worker's CPU, which the run's controller waits
+    for before it reports. multiprocessing's children leave the same way (``os._exit``).
+    A worker whose session did not end (it crashed) exits as Python does."""
+    if not _SESSION_ENDED:
+        return
+    logging.shutdown()  # the one handler registered before this one that writes anything
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+_SESSION_ENDED: list[bool] = []
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    atexit.register(_exit_unfinalized)
 atexit.register(shutil.rmtree, os.environ["DAGNET_HOME"], ignore_errors=True)
 
 # The suite keeps the bytecode it compiles (in the __pycache__ folders git ignores) even
@@ -27,13 +53,17 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 from support import scale  # noqa: E402
 from support.docker import docker_engine  # noqa: E402, F401  (a session fixture: stops the engine it started)
-from support.miner import MinerUnderTest, running_miner  # noqa: E402
 from support.prometheus import prometheus  # noqa: E402, F401  (a fixture, offered to every test)
+
+if TYPE_CHECKING:
+    from support.miner import MinerUnderTest
 
 
 @pytest.fixture
 async def miner_server() -> AsyncIterator[MinerUnderTest]:
     """A miner (//Bob) on a loopback port; validator //Alice is registered with stake."""
+    from support.miner import running_miner  # the miner's app and the SDK: not for the run's controller
+
     async with running_miner() as miner:
         yield miner
 
@@ -173,3 +203,27 @@ def _whole_suite(config: pytest.Config) -> bool:
         and not getattr(option, "lf", False)
         and not getattr(option, "stepwise", False)
     )
+
+
+E2E_MODULE = re.compile(r"^pytestmark = pytest\.mark\.e2e\b", re.MULTILINE)
+"""A test module whose every test is ``e2e``: it says so in one line at the top level."""
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In a run of ``-m "not e2e"`` exactly, a module of ``e2e`` tests only is not imported:
+    its tests would all be deselected, and importing it and what it needs (chain nodes,
+    compose files, localnets) cost each worker a second of CPU. Any other expression
+    collects it as pytest does."""
+    if collection_path.suffix != ".py" or " ".join((config.option.markexpr or "").split()) != "not e2e":
+        return None
+    try:
+        text = collection_path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return True if E2E_MODULE.search(text) else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session has ended and reported: a worker may now leave unfinalized (:func:`_exit_unfinalized`)."""
+    _SESSION_ENDED.append(True)

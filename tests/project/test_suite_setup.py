@@ -1,12 +1,14 @@
 """How README's test command spreads the suite (tests/conftest.py): two workers a core (at
 most a few beyond the cores) when the process-level tests run (they mostly wait), one a core
 and one more for ``-m "not e2e"`` (mostly CPU-bound), group timings kept only from runs of
-the whole suite, and the searches at full size unless the run is the quick loop
-(tests/support/scale.py)."""
+the whole suite, the searches at full size unless the run is the quick loop
+(tests/support/scale.py), and the quick loop importing no module of e2e tests only."""
 
 from __future__ import annotations
 
+import ast
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import conftest  # tests/conftest.py: tests/ is on the path, as pytest loads it
@@ -84,3 +86,24 @@ def test_the_environment_sets_the_size_outright_or_is_refused(this_runs_scale, m
     monkeypatch.setenv(scale.ENV, "half")
     with pytest.raises(ValueError, match="DAGNET_TEST_SCALE must be 'full' or 'quick', not 'half'"):
         scale.configure("")
+
+
+TESTS = Path(conftest.__file__).parent
+
+
+def _module_mark(path: Path) -> str | None:
+    """The module's top-level ``pytestmark = pytest.mark.X`` (X), read by the parser."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["pytestmark"]:
+            return ast.unparse(node.value).removeprefix("pytest.mark.")
+    return None
+
+
+def test_the_quick_loop_skips_importing_exactly_the_modules_of_e2e_tests_only() -> None:
+    """A module the one-line check takes for e2e-only marks every test e2e at its top level
+    (not in a docstring or a string); the check answers only ``-m "not e2e"``."""
+    modules = sorted(TESTS.rglob("test_*.py"))
+    skipped = [path for path in modules if conftest.pytest_ignore_collect(path, _config("not  e2e "))]
+    assert skipped and skipped == [path for path in modules if _module_mark(path) == "e2e"]
+    for markexpr in ("", "e2e", "not e2e and not slow", "not e2e or slow"):
+        assert not any(conftest.pytest_ignore_collect(path, _config(markexpr)) for path in skipped), markexpr
