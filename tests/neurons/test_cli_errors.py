@@ -222,6 +222,7 @@ def test_the_bare_group_test_sees_the_groups() -> None:
     assert {"plan", "tasks", "chain", "wallet", "subnet", "bench"} <= {g[0] for g in GROUPS if g}
 
 
+@pytest.mark.e2e  # a miner process, started from the installed package
 def test_a_miner_port_in_use_is_one_line_exit_2_and_leaves_nothing(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -293,6 +294,7 @@ def test_run_exit_code_says_completed_not_completed_or_invalid(plan: str, code: 
     assert CliRunner().invoke(app, ["run", str(EXAMPLES / plan), "--json"]).exit_code == code
 
 
+@pytest.mark.e2e  # a neuron process, started from outside the checkout
 @pytest.mark.parametrize("module", ["neurons.miner", "neurons.validator"])
 def test_neuron_module_refuses_an_unknown_flag_in_one_line(tmp_path: Path, module: str) -> None:
     """``python -m neurons.miner`` is ``dagnet miner``: run from outside the checkout, so

@@ -3,6 +3,8 @@ dashboard is what its code builds, and the provisioning points where compose mou
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import json
 import os
@@ -106,7 +108,13 @@ def _docker_compose() -> str:
 
 def _resolved(profile: str) -> dict[str, dict]:
     """The services ``docker-compose config`` gives with nothing but ``COMPOSE_PROFILES`` set
-    (variables interpolated, anchors merged), less those the profile leaves out."""
+    (variables interpolated, anchors merged), less those the profile leaves out: a copy of
+    what the worker read once (a second of ``docker-compose`` a profile)."""
+    return copy.deepcopy(_configured(profile))
+
+
+@functools.cache
+def _configured(profile: str) -> dict[str, dict]:
     yaml = pytest.importorskip("yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "DAGNET_"))}
     done = subprocess.run(

@@ -421,6 +421,7 @@ def test_a_state_file_that_lost_its_secret_is_refused_and_reset_keeps_its_histor
     again.close()
 
 
+@pytest.mark.e2e  # a validator process, started as an operator starts it
 def test_the_validator_refuses_an_empty_state_file_naming_reset(tmp_path: Path) -> None:
     path = tmp_path / "v.sqlite"
     path.touch()
