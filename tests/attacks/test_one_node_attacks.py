@@ -51,7 +51,7 @@ from subnets.holdings import holding
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
 from tasks import Family, load_families
-from tasks.family import example_output
+from tasks.family import Instance, example_output
 from tasks.seed import public_seed
 
 SEEDS = (4242, 90210)
@@ -109,7 +109,7 @@ def _score(plan: WorkflowPlan, task: Task, estimate: float = 0.0) -> tuple[float
 def _other_answer(family: Family) -> dict[str, Any]:
     """The chain's final output on a public example: another instance's literal answer."""
     proposal = propose(family, "naive+retries")
-    task = family.task(family.instance(public_seed(family.task_id, 1)))
+    task = family.task(_copied(family))
     check = check_plan_for(proposal.plan, task)
     execution = evaluate_owned(
         proposal.plan, check, task, _runner(task), total_estimated_cost=proposal.total_estimated_cost
@@ -197,13 +197,14 @@ CARRY_ANSWER = frozenset({"literal", "module", "exec"})
 
 def _findings(family: Family) -> list[str]:
     """What beats the bar on ``family``: one line per attack, empty when nothing does."""
-    answer = _other_answer(family)
+    answer, other = _other_answer(family), _copied(family)
     chains = [propose(family, strategy) for strategy in CHAINS]
     found = []
     for seed in SEEDS:
-        task = family.task(family.instance(seed))
+        hidden = family.instance(seed)
+        task = family.task(hidden)
         naive, retries = (_score(proposal.plan, task, proposal.total_estimated_cost)[0] for proposal in chains)
-        bar, agrees = naive if naive > 0 else retries, _agrees(family, seed)
+        bar, agrees = naive if naive > 0 else retries, _agrees(family.task_type, hidden, other)
         for name, plan in _attacks(family, task, answer):
             s, quality = _score(plan, task)
             if s > bar and not (name.split("@")[0] in CARRY_ANSWER and agrees):
@@ -214,13 +215,17 @@ def _findings(family: Family) -> list[str]:
     return found
 
 
-def _agrees(family: Family, seed: int) -> bool:
-    """Whether instance ``seed`` has the answer of the public example the attacks copy
-    (for code, the same config row: the same module)."""
-    hidden, other = family.instance(seed), family.instance(public_seed(family.task_id, 1))
-    if family.task_type == "code":
+def _copied(family: Family) -> Instance:
+    """The public example whose answer the attacks copy."""
+    return family.instance(public_seed(family.task_id, 1))
+
+
+def _agrees(task_type: str, hidden: Instance, other: Instance) -> bool:
+    """Whether ``hidden`` has the answer of ``other`` (:func:`_copied`; for code, the same
+    config row: the same module)."""
+    if task_type == "code":
         return list(hidden.holdings.values()) == list(other.holdings.values())
-    return example_output(family.task_type, hidden.reference) == example_output(family.task_type, other.reference)
+    return example_output(task_type, hidden.reference) == example_output(task_type, other.reference)
 
 
 MAX_AGREEING = 0.05
@@ -256,7 +261,8 @@ def test_no_one_node_plan_beats_the_chain_on_a_curated_family(curated, task_type
 @pytest.mark.parametrize("family", load_families(), ids=lambda f: f.task_id)
 def test_another_instance_s_answer_is_rarely_this_one_s(family: Family) -> None:
     seeds = range(1000, 1200)
-    share = sum(_agrees(family, seed) for seed in seeds) / len(seeds)
+    other = _copied(family)
+    share = sum(_agrees(family.task_type, family.instance(seed), other) for seed in seeds) / len(seeds)
     assert share <= MAX_AGREEING
 
 

@@ -4,8 +4,9 @@
 A property test's number of examples (:func:`examples`) and the seeds, secrets or tempos a
 census test walks (:func:`cases`) are what a developer's loop can spare: every test still
 runs there, on one case in four, and the whole suite runs them all. A test's
-assertions must hold at both sizes; a bound that only the full census can show (a count over
-a hundred tempos) keeps its full size. ``DAGNET_TEST_SCALE=full`` (or ``quick``) sets the size
+assertions must hold at both sizes: a bound a quarter of the census cannot show either keeps
+its full size (an instance's answer agreeing with another's on at most 5 % of 200 seeds) or
+scales with it (twenty program shapes over a hundred tempos, eight over twenty-five). ``DAGNET_TEST_SCALE=full`` (or ``quick``) sets the size
 outright, so a quick loop can run one module at full size.
 
 ``tests/conftest.py`` calls :func:`configure` before any test module is imported (pytest

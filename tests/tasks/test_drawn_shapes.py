@@ -12,19 +12,24 @@ from collections import defaultdict
 
 import pytest
 
-from support.scale import cases
+from support.scale import cases, quick
 from tasks.drawn import TYPES, drawn_families, shape
 from tasks.held import held_inputs
 
-TEMPOS = 100
-SHAPES = 20
+TEMPO_NUMBERS = cases(range(100))
+"""A hundred tempos; the quick loop draws one in four of them (``support.scale``)."""
+TEMPOS = len(TEMPO_NUMBERS)
+SHAPES = 8 if quick() else 20
+"""Program shapes each type shows at least: twenty over a hundred tempos. Over the quick
+loop's twenty-five, eight: they give 11 to 14 a type (two secrets), and the four skeletons
+the grammar replaced gave 1 to 3 over a hundred."""
 SECRETS = (1, 0x5EC12E7)
 
 
 def _drawn(secret: int) -> dict[str, list]:
-    """One family of each type per tempo, over :data:`TEMPOS` tempos (checks 1–5, no run)."""
+    """One family of each type per tempo, over :data:`TEMPO_NUMBERS` (checks 1–5, no run)."""
     by_type = defaultdict(list)
-    for tempo in range(TEMPOS):
+    for tempo in TEMPO_NUMBERS:
         for family in drawn_families(secret, tempo, len(TYPES)):
             by_type[family.task_type].append(family)
     return by_type
@@ -41,6 +46,7 @@ def drawn(request) -> dict[str, list]:
 
 
 def test_every_type_draws_twenty_program_shapes_over_a_hundred_tempos(drawn) -> None:
+    """Eight over the quick loop's twenty-five tempos (:data:`SHAPES`)."""
     counts = {kind: len({shape(f.package) for f in families}) for kind, families in drawn.items()}
     assert set(counts) == set(TYPES)
     assert {kind: n for kind, n in counts.items() if n < SHAPES} == {}, counts
