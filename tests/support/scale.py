@@ -3,11 +3,12 @@
 
 A property test's number of examples (:func:`examples`) and the seeds, secrets or tempos a
 census test walks (:func:`cases`) are what a developer's loop can spare: every test still
-runs there, on one case in four, and the whole suite runs them all. A test's
-assertions must hold at both sizes: a bound a quarter of the census cannot show either keeps
-its full size (an instance's answer agreeing with another's on at most 5 % of 200 seeds) or
-scales with it (twenty program shapes over a hundred tempos, eight over twenty-five). ``DAGNET_TEST_SCALE=full`` (or ``quick``) sets the size
-outright, so a quick loop can run one module at full size.
+runs there, on one case in four, and the whole suite runs them all. A test's assertions must
+hold at both sizes: a bound a quarter of the census cannot show either keeps its full size (an
+instance's answer agreeing with another's on at most 5 % of 200 seeds) or scales with it
+(twenty program shapes over a hundred tempos, eight over twenty-five).
+``DAGNET_TEST_SCALE=full`` (or ``quick``) sets the size outright, so a quick loop can run one
+module at full size.
 
 ``tests/conftest.py`` calls :func:`configure` before any test module is imported (pytest
 imports them at collection, after ``pytest_configure``); each xdist worker parses the same
@@ -20,7 +21,7 @@ import os
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["ENV", "QUICK_SHARE", "cases", "configure", "examples", "leaves_out_e2e", "quick"]
+__all__ = ["ENV", "QUICK_SHARE", "cases", "configure", "examples", "leaves_out_e2e", "quick", "selects_no_e2e"]
 
 T = TypeVar("T")
 
@@ -34,6 +35,12 @@ _quick = False
 def leaves_out_e2e(markexpr: str | None) -> bool:
     """Whether a run's ``-m`` expression is the quick loop's (it leaves the e2e tests out)."""
     return "not e2e" in (markexpr or "")
+
+
+def selects_no_e2e(markexpr: str | None) -> bool:
+    """Whether a run's ``-m`` expression is ``not e2e`` itself, which no ``e2e`` test passes
+    (``not e2e or slow`` counts as the quick loop for the sizes, yet may select e2e tests)."""
+    return " ".join((markexpr or "").split()) == "not e2e"
 
 
 def configure(markexpr: str | None) -> None:
