@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
+import httpx
 import pytest
+
+from chain.embedded.node import SHUTDOWN_GRACE_S
+from support.chain import node_process, wait_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -59,6 +64,23 @@ def test_a_second_node_on_one_state_file_is_refused(tmp_path):
     finally:
         first.terminate()
         first.wait(timeout=15)
+
+
+def test_a_node_stops_with_a_client_half_way_through_a_request(tmp_path):
+    """A slow sender (and a connection accepted as the node stops, which uvicorn never
+    tells to close) holds a stopping node only for its grace, not for good."""
+    node = node_process(tmp_path / "chain.sqlite")
+    try:
+        host, port = wait_listening(node).split("listening on http://")[1].split()[0].split(":")
+        with socket.create_connection((host, int(port))) as client:
+            client.sendall(b"POST /rpc HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\n{")
+            # Answered after the node has read the half request sent before it (one event loop).
+            assert httpx.post(f"http://{host}:{port}/rpc", json={"method": "info"}).status_code == 200
+            node.terminate()
+            assert node.wait(timeout=SHUTDOWN_GRACE_S + 10) == 0
+    finally:
+        node.kill()
+        node.wait()
 
 
 def test_bench_chain_reports_both_figures():
