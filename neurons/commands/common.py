@@ -23,7 +23,6 @@ from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption  # typer ven
 from typer.core import TyperGroup
 
 from neurons.files import InputError
-from neurons.localrun import load_plan, load_task
 from protocol.documents import PlanDocument
 from protocol.errors import format_validation_error
 from protocol.task import Task
@@ -126,6 +125,8 @@ def load_inputs(
     needs("--task-id", task_id, "--task", task)
     if seed is not None and task is not None and task.exists():
         fail(f"--seed draws an instance of a task family; {task} is a task file")
+    from neurons.localrun import load_plan, load_task  # the engine and the scorers: not loaded for --help
+
     try:
         return load_plan(plan), load_task(task, task_id, seed) if task else None
     except InputError as exc:

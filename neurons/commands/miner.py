@@ -27,7 +27,6 @@ from neurons.commands.network import (
 )
 from neurons.files import InputError
 from neurons.listen import PortInUse
-from neurons.localrun import load_taskset
 from neurons.settings import build_settings
 
 
@@ -105,6 +104,8 @@ def miner(
     flags: dict[str, Any] = {"host": host, "port": port, "netuid": netuid, "workers": workers, "planner.name": planner}
     try:
         if provider_tasks is not None:
+            from neurons.localrun import load_taskset
+
             flags["provider_tasks"] = {task.task_id: task.available_tools for task in load_taskset(provider_tasks)}
         settings = build_settings(MinerSettings, config_file=config, overrides=sets or (), flags=flags)
     except InputError as exc:

@@ -22,7 +22,6 @@ from neurons.commands.common import (
     task_option,
 )
 from neurons.files import InputError
-from neurons.localrun import check_document, limits_for, load_task
 from protocol.frames import FrameScopes
 from protocol.hints import HintTier
 from protocol.task import at_tier
@@ -46,6 +45,8 @@ def plan_check(
     task_id: Optional[str] = TaskIdOpt,
 ) -> None:
     """Validate a plan statically. Exit 0 when valid, 2 when invalid (each finding on stderr)."""
+    from neurons.localrun import check_document, limits_for
+
     document, loaded_task = load_inputs(plan, task, task_id)
     check = check_document(document, task=loaded_task, limits=limits_for(max_nodes))
     errors = check.errors + [f"{node}: {reason}" for node, reason in check.node_errors.items()]
@@ -98,6 +99,7 @@ def plan_make(
     The planner runs as the miner runs it (its planning deadline, a bare plan or a
     proposal accepted); --tier sends the package at that hint tier, as validators do.
     """
+    from neurons.localrun import load_task
     from planners import PlannerFailure, PlannerLoadError, answer_for, load_planner, run_planner
 
     try:

@@ -29,12 +29,10 @@ from neurons.commands.common import (
     task_option,
 )
 from neurons.files import InputError, read_json
-from neurons.localrun import limits_for, run_document
 from protocol import strictjson
 from protocol.hints import HintTier
 from protocol.outcomes import RunStatus
 from protocol.task import at_tier
-from subnets.world import ADVERTISED, world_named
 
 EXIT_NOT_COMPLETED = 1
 
@@ -83,8 +81,10 @@ def run(
     not complete (partial, budget_abort), 2 when the input is invalid.
     """
     from engine.trace import RunTrace
+    from neurons.localrun import limits_for, run_document
     from render.report import render_report
     from render.runpage import render_run_page
+    from subnets.world import ADVERTISED, world_named
 
     needs("--tier", None if tier == "full" else tier, "--task", task)
     needs("--world", None if world == "advertised" else world, "--task", task)

@@ -10,7 +10,6 @@ from rich.console import Console
 
 from neurons.commands.common import JsonOpt, TaskIdOpt, fail, print_json
 from neurons.files import InputError
-from neurons.localrun import load_report, load_task
 
 
 def register(app: typer.Typer) -> None:
@@ -32,6 +31,7 @@ def score(
 
     For a task family the instance is the one the report ran on (its ``seed``)
     unless --seed names another. A report of a run against another task is refused."""
+    from neurons.localrun import load_report, load_task
     from render.report import render_score
     from scoring.evaluate import score_report
 
