@@ -31,6 +31,9 @@ SLOW_S = 0.3
 """CPU one slow-but-correct call burns: well under the 1 s per-case limit (scaled down
 from the 0.95 s of the report, one case per answer, to keep the test short)."""
 ANSWERS = 18
+LOOP_SHARE = 0.05
+"""The least share of a core each busy loop must get while the loaded judge runs: they run
+(a loop that never ran burns only its start), whatever else the machine is doing."""
 BURNER = "def f(x):\n    n = 0\n    for i in range({iterations}):\n        n += i\n    return x + 1\n"
 QUICK = {"entry_point": "f", "cases": [{"args": [1], "expected": 2}]}
 
@@ -112,10 +115,15 @@ def test_slow_correct_answers_are_judged_once_each_within_budget_and_alike_under
 
     code._VERDICTS.clear()
     with busy_loops(2) as loops:
+        started = time.monotonic()
         loaded = judge(task, outputs)
+        wall_s = time.monotonic() - started
         burnt = [cpu_of(pid) for pid in loops]
     assert len(runs) == 2 * ANSWERS
-    assert min(burnt) > 1.0, burnt  # the loops really competed with the judge
+    # The loops ran beside the judge all along. Each gets less than its core when the
+    # machine has other work too, which is load as well: 0.67 and 0.75 CPU-s once beside
+    # the suite's other workers, where loops that never ran showed 0.01 and 0.02 (quiet: 2.4 of 6.2 s).
+    assert min(burnt) > LOOP_SHARE * wall_s, (burnt, wall_s)
     assert loaded == quiet
 
 
