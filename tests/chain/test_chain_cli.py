@@ -67,8 +67,9 @@ def test_a_second_node_on_one_state_file_is_refused(tmp_path):
 
 
 def test_a_node_stops_with_a_client_half_way_through_a_request(tmp_path):
-    """A slow sender (and a connection accepted as the node stops, which uvicorn never
-    tells to close) holds a stopping node only for its grace, not for good."""
+    """A half-sent request holds a stopping node only for its grace (``SHUTDOWN_GRACE_S``),
+    not for good; the same grace ends a connection accepted as the node stops, which uvicorn
+    never tells to close."""
     node = node_process(tmp_path / "chain.sqlite")
     try:
         host, port = wait_listening(node).split("listening on http://")[1].split()[0].split(":")

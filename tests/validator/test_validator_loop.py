@@ -105,12 +105,12 @@ def _uid(loop: ValidatorLoop, name: str) -> int:
     return loop.snapshot.by_hotkey(KEYS[name].ss58_address).uid
 
 
-STEPS_TO_WEIGH = 6
-"""Steps the first weights may wait for. They are set after the first step in which a miner
-scored: the tools run over loopback HTTP on the wall clock, so on a loaded machine a call can
-time out (good's S was 0 on a step at a load of 10; both miners' at a load of 12), and which
-miner scored more is the machine's business too (naive 0.744, good 0.707 once at load 8).
-That weights wait for a score and then follow the scores is the loop's."""
+STEPS_UNDER_LOAD = 6
+"""Steps a test may take until a miner has planned, or scored. The miners plan and the tools
+run over loopback HTTP on the wall clock, so on a loaded machine a reply can miss the client's
+time-out and a call can time out (good's S was 0 on a step at a load of 10; both miners' at a
+load of 12), and which miner scored more is the machine's business too (naive 0.744, good
+0.707 once at load 8). That weights wait for a score and then follow the scores is the loop's."""
 
 
 @pytest.mark.e2e
@@ -118,7 +118,7 @@ async def test_steps_settle_records_and_weights_follow_the_scores(tmp_path: Path
     async with _loop(tmp_path) as (loop, chain):
         weighed: dict[int, float] = {}
         steps = 0
-        while not chain.weights_log and steps < STEPS_TO_WEIGH:
+        while not chain.weights_log and steps < STEPS_UNDER_LOAD:
             summary = await loop.step(chain.head)
             steps += 1
             assert summary is not None and summary.base_task_id in TASK_IDS
@@ -329,13 +329,12 @@ async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch,
             monkeypatch.setattr(loop.state, "settle_step", _boom)
         summary = await loop.step(chain.head)
         if sabotage == "scorer":  # the step settles with every miner at 0 and the reason kept
-            planned = _planned(loop.state)
-            for _ in range(STEPS_TO_WEIGH - 1):
-                if planned:
-                    break
+            steps = 1
+            while not _planned(loop.state) and steps < STEPS_UNDER_LOAD:
                 chain.advance()
                 summary = await loop.step(chain.head)
-                planned = _planned(loop.state)
+                steps += 1
+            planned = _planned(loop.state)
             assert summary is not None and set(summary.scores.values()) == {0.0}
             assert planned and all(r.reason.startswith("scoring error") for r in planned)
         else:
@@ -345,9 +344,8 @@ async def test_a_failing_step_does_not_end_the_loop(tmp_path: Path, monkeypatch,
 
 
 def _planned(state: ValidatorState) -> list:
-    """The records whose answer became a plan, so reached the scorer. An answer can miss the
-    client's time-out on a loaded machine (the miners plan over loopback HTTP on the wall
-    clock), and its record keeps that reason instead."""
+    """The records whose answer became a plan, so reached the scorer; one whose reply missed
+    the client's time-out (:data:`STEPS_UNDER_LOAD`) keeps that reason instead."""
     return [r for r in state.executions() if r.plan is not None]
 
 
