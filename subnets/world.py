@@ -199,6 +199,15 @@ class World:
         begin = _between(OUTAGE_START_S, start)
         return begin <= now < begin + _between(OUTAGE_SPAN_S, span)
 
+    def drawn(self, draw: int) -> World:
+        """This world's draw number ``draw``: the same truths, other dice (every call's and
+        every outage's). Draw 0 is the world itself; a margin averaged over several draws
+        is an instance's margin with less of its luck (docs/scoring.md, "Several draws")."""
+        if draw == 0:
+            return self
+        salt = hashlib.sha256(f"{self.salt}:draw:{draw}".encode()).hexdigest()
+        return replace(self, salt=salt)
+
     def tools(self, available: Mapping[str, ToolInfo]) -> dict[str, ToolInfo]:
         """``available`` (a package's advertised tools) as this world's truth tells it:
         what an oracle that knows the world would plan from."""
