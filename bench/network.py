@@ -244,9 +244,9 @@ async def _same_as_dry_run(task: Task, result: Any) -> float:
 
 def _settle(path: Path, block: int, task: Task, result: Any) -> float:
     """Settle the step's records as the validator loop does; returns the seconds it took."""
+    from validator.outcome import execution_record
     from validator.sampling import TaskDraw
     from validator.state import ValidatorState
-    from validator.stepper import execution_record
 
     started = time.perf_counter()
     assert task.seed is not None  # a drawn instance carries its seed

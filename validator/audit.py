@@ -21,7 +21,9 @@ A capped plan changes nothing: replay never reads the plan (its hash is kept who
 The record's **margin** over the reference is checked the same way (:func:`replay_margin`):
 the validator's reference is planned again on the rebuilt task (the record's instance
 and tier) and run in the record's world, scored as the step scored it, and the record's
-``S`` minus that ``reference_S`` is its margin again, bit for bit.
+``S`` minus that ``reference_S`` is its margin again, bit for bit. A step that drew its
+world several times (``draws``, :mod:`validator.draws`) is replayed over the same draws:
+the reference and the record's stored plan run again in each, and the means compared.
 
 A record that ran in a tempo's hidden world (``world_tempo``) is also **executed again**
 when the replay is given that world (a validator's own, or the one it published once the
@@ -40,7 +42,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from engine.owned import evaluate_owned
+from engine.executor import ExecutorConfig
+from engine.owned import OwnedLimits, evaluate_owned
 from protocol.plan import WorkflowPlan
 from protocol.task import Task
 from protocol.validation import check_plan_for
@@ -52,7 +55,9 @@ from subnets.holdings import holding
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
 
+from .draws import WorldRuns, mean_over
 from .lifecycle import Reference, run_reference
+from .margins import reference_program
 from .reference import reference as validator_reference
 from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
 from .state import Capped, ExecutionRecord, ValidatorState, canonical_json
@@ -165,8 +170,29 @@ def replay_margin(
     outcome = run_reference(reference, task, lambda t: holding(runner(t), t.holdings), prior=prior)
     if outcome.score is None:
         return MarginReplay(None, None)
-    stored = record.score["S"] if isinstance(record.score, dict) else None
-    return MarginReplay(outcome.score.S, None if stored is None else stored - outcome.score.S)
+    reference_s = outcome.score.S
+    if record.draws > 1 and world is not None:  # the step drew again: so does its replay
+        program = reference_program(outcome.answer, task)
+        assert program is not None  # the reference scored, so it answered with a plan
+        runs = WorldRuns(task, world, reference.runner, ExecutorConfig(), OwnedLimits())
+        reference_s = mean_over([reference_s, *(runs.score(program, k) for k in range(1, record.draws))])
+    paid = _paid(record, task, world)
+    return MarginReplay(reference_s, None if paid is None else paid - reference_s)
+
+
+def _paid(record: ExecutionRecord, task: Task, world: World | None) -> float | None:
+    """The record's ``S`` the margin is on: its mean over the step's draws, its plan run
+    again in each (``None`` when its score or plan was capped); else its score's ``S``."""
+    if not isinstance(record.score, dict):
+        return None
+    first = float(record.score["S"])
+    if record.drawn_S is None or world is None:
+        return first
+    if not isinstance(record.plan, dict) or record.metrics is None:
+        return None
+    ceiling = record.metrics.get("budget_ceiling")
+    again = [rerun(record.plan, ceiling, task, world.drawn(k))["S"] for k in range(1, record.draws)]
+    return mean_over([first, *again])
 
 
 def _replayed(record: ExecutionRecord, recomputed: dict[str, Any], unchecked: str | None = None) -> Replay:

@@ -13,19 +13,21 @@ the same run (the ``full`` tier, no world) one serves both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from engine.budget import Cores
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory
-from protocol.synapse import ToolInfo
+from protocol.synapse import ToolInfo, WorkflowSynapse
 from protocol.task import Task
+from protocol.validation import check_plan_for
 from scoring.margin import Answer, Credit, credits, outcome_key
 from subnets.forecast import Forecast, published_forecast
 from subnets.holdings import holding
 from subnets.world import World, WorldSource
 
+from .draws import DrawLimits, Program, WorldRuns, drawn_means
 from .lifecycle import Reference, run_reference
 from .outcome import MinerOutcome
 
@@ -49,6 +51,18 @@ class MinersRun:
         return self.prior is not None
 
 
+@dataclass(frozen=True, slots=True)
+class ReferenceRuns:
+    """The reference's part in a step: why it did not succeed on the ``full`` package (for
+    the task's lifecycle; ``None``: it did), its ``S`` on the package as sent, run as the
+    miners' plans ran (``None``: no margin run), and that answer, to draw again
+    (:mod:`validator.draws`; ``None`` without a margin run)."""
+
+    failure: str | None
+    score: float | None = None
+    program: Program | None = None
+
+
 def reference_runs(
     reference: Reference,
     task: Task,
@@ -56,11 +70,10 @@ def reference_runs(
     miners: MinersRun | None,
     *,
     config: ExecutorConfig,
-) -> tuple[str | None, float | None]:
-    """The reference's verdict on ``full`` (why it did not succeed, for the task's
-    lifecycle; ``None``: it did) and its ``S`` on ``task`` as sent, run as ``miners`` run
-    (``None``: no margin run, e.g. plans that run on external adapters; ``S`` is then
-    ``None``, as when the reference cannot plan ``task``'s tier). Blocks.
+) -> ReferenceRuns:
+    """The reference's verdict on ``full`` and its ``S`` on ``task`` as sent, run as
+    ``miners`` run (``None``: no margin run, e.g. plans that run on external adapters;
+    ``S`` is then ``None``, as when the reference cannot plan ``task``'s tier). Blocks.
 
     Raises :class:`~validator.lifecycle.InfrastructureFailure` when the planner, executor
     or scorer crashes in either run."""
@@ -77,11 +90,22 @@ def reference_runs(
             prior=None if miners.prior is None else miners.prior(),
         )
     score = None if outcome is None or outcome.score is None else outcome.score.S
+    program = None if score is None or outcome is None else reference_program(outcome.answer, task)
     if outcome is not None and miners is not None and task is full and (not miners.in_world or outcome.answer is None):
-        return outcome.failure, score  # one run serves both, or the full package cannot be planned at all
+        return ReferenceRuns(
+            outcome.failure, score, program
+        )  # one run serves both, or the full package cannot be planned at all
     answer = outcome.answer if outcome is not None and task is full else None
     judged = run_reference(reference, full, reference.runner, config=config, owned=reference.limits, answer=answer)
-    return judged.failure, score
+    return ReferenceRuns(judged.failure, score, program)
+
+
+def reference_program(answer: WorkflowSynapse | None, task: Task) -> Program | None:
+    """The reference's ``answer`` on ``task`` as a program to draw again."""
+    plan = None if answer is None else answer.workflow_plan
+    if answer is None or plan is None:
+        return None
+    return Program(plan, check_plan_for(plan, task.package()), answer.total_estimated_cost)
 
 
 class Forecasts:
@@ -108,14 +132,53 @@ class Forecasts:
         return found
 
 
-def step_credits(outcomes: Sequence[MinerOutcome], reference_s: float | None) -> dict[int, Credit]:
-    """Each scored miner's credit over the reference's ``S`` (:func:`scoring.margin.credits`):
-    the answers grouped by their plan's canonical digest and by what they did (``S`` and
-    final output), so copies, and variants that change nothing, share one answer's margin.
-    None without a reference score."""
+@dataclass(frozen=True, slots=True)
+class DrawnStep:
+    """A step's ``S`` the margins are taken on: the reference's, each drawn miner's (uid →
+    its mean), and how many draws of the world they are means over (1: the step's own run)."""
+
+    reference_s: float | None
+    miners: dict[int, float] = field(default_factory=dict)
+    draws: int = 1
+    stopped: str | None = None
+    """Why drawing stopped (:data:`validator.draws.STOPS`); ``None``: nothing was drawn."""
+
+
+_REFERENCE = "reference"
+"""The reference's key among a step's drawn programs (a miner's is a tuple)."""
+
+
+def drawn_step(
+    runs: WorldRuns | None, outcomes: Sequence[MinerOutcome], reference: ReferenceRuns, limits: DrawLimits
+) -> DrawnStep:
+    """The reference's and every scored answer's mean ``S`` over the draws of ``runs``'
+    world (:mod:`validator.draws`; copies run once), or the step's own ``S`` when nothing
+    is drawn (``runs`` ``None``: no hidden world; or no reference program). Blocks."""
+    if runs is None or reference.program is None or reference.score is None:
+        return DrawnStep(reference.score)
+    programs: dict[Hashable, tuple[Program, float]] = {_REFERENCE: (reference.program, reference.score)}
+    for outcome in outcomes:
+        if outcome.program_key is not None and outcome.program is not None:
+            programs.setdefault(outcome.program_key, (outcome.program, outcome.score.S))
+    drawn = drawn_means(runs, programs, limits)
+    miners = {o.uid: drawn.means[o.program_key] for o in outcomes if o.program_key is not None}
+    return DrawnStep(drawn.means[_REFERENCE], miners, drawn.draws, drawn.stopped)
+
+
+def step_credits(
+    outcomes: Sequence[MinerOutcome], reference_s: float | None, drawn: Mapping[int, float] | None = None
+) -> dict[int, Credit]:
+    """Each scored miner's credit over the reference's ``S`` (:func:`scoring.margin.credits`),
+    on its ``S`` over the step's draws where ``drawn`` has it (uid → mean ``S``,
+    :mod:`validator.draws`; ``reference_s`` is then the reference's mean over the same
+    draws). None without a reference score."""
     if reference_s is None:
         return {}
-    answers = {outcome.uid: Answer(outcome.digest, outcome.score.S, _did(outcome)) for outcome in outcomes}
+    paid = drawn or {}
+    answers = {
+        outcome.uid: Answer(outcome.digest, paid.get(outcome.uid, outcome.score.S), _did(outcome))
+        for outcome in outcomes
+    }
     return credits(answers, reference_s)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.executor import Execution
 from protocol.metagraph import Peer
@@ -14,7 +14,16 @@ from protocol.synapse import WorkflowSynapse
 from protocol.validation import PlanCheck
 from scoring.composite import Score, explain
 
+from .draws import Program
 from .errors import PeerError
+from .state.records import ExecutionRecord
+
+if TYPE_CHECKING:
+    from protocol.task import Task
+    from scoring.margin import Credit
+    from subnets.world import World
+
+    from .sampling import TaskDraw
 
 SIMULATED, WALL = "simulated", "wall"
 
@@ -68,6 +77,14 @@ class MinerOutcome:
     digest: str | None = None
     """The plan's canonical digest (:func:`protocol.canonical.plan_digest`) when it passed
     the checks: copies of one program share it whatever their node names and order."""
+    program: Program | None = None
+    """The answer as it ran, when it was scored: what :mod:`validator.draws` runs again."""
+
+    @property
+    def program_key(self) -> tuple[str | None, float | None] | None:
+        """The key answers that run alike share (canonical digest, declared cost); ``None``
+        unless scored."""
+        return None if self.program is None else (self.digest, self.program.total_estimated_cost)
 
     @property
     def charged(self) -> bool:
@@ -130,3 +147,48 @@ class StepResult:
     def scores(self) -> dict[int, float]:
         """``uid -> S`` for every miner whose outcome is scored (:attr:`MinerOutcome.charged`)."""
         return {outcome.uid: outcome.score.S for outcome in self.outcomes if outcome.charged}
+
+
+def execution_record(
+    block: int,
+    task: Task,
+    draw: TaskDraw,
+    outcome: MinerOutcome,
+    world: World | None = None,
+    reference_s: float | None = None,
+    credit: Credit | None = None,
+    *,
+    draws: int = 1,
+    drawn_s: float | None = None,
+) -> ExecutionRecord:
+    """What the state keeps of one miner's part in the step at ``block``: ``task`` as
+    sent, the ``draw`` it came from (:mod:`validator.audit`), the tempo of the ``world``
+    it ran in, its margin over ``reference_s`` and the ``credit`` it earned, both over
+    ``draws`` draws of the world (``drawn_s``: its mean ``S`` over them, when it was drawn)."""
+    execution = outcome.execution
+    paid = outcome.score.S if drawn_s is None else drawn_s
+    margin = None if reference_s is None else paid - reference_s
+    return ExecutionRecord(
+        block=block,
+        uid=outcome.uid,
+        hotkey=outcome.hotkey,
+        task_id=task.task_id,
+        base_task_id=draw.base.task_id,
+        instance_seed=draw.seed,
+        synthetic=draw.synthetic,
+        hint_tier=draw.tier,
+        drawn_tempo=draw.drawn_tempo,
+        world_tempo=None if world is None else world.tempo,
+        plan=outcome.plan,
+        metrics=outcome.summary(),
+        final_output=None if execution is None else execution.final_output,
+        score=outcome.score.model_dump(mode="json"),
+        reason=outcome.reason,
+        reference_S=reference_s,
+        margin=margin,
+        credit=None if credit is None else credit.margin,
+        share=None if credit is None else credit.share,
+        digest=outcome.digest,
+        draws=draws,
+        drawn_S=drawn_s,
+    )

@@ -20,12 +20,13 @@ from protocol.metagraph import MetagraphSnapshot
 from protocol.outcomes import RunStatus, StepOutcome
 from scoring.margin import Payout, beat_share
 
+from .draws import MOST_DRAWS
 from .lifecycle import INFRASTRUCTURE_CAUSES
 
 if TYPE_CHECKING:
     from .state import Standing
 
-PHASES = ("sync", "query", "execute", "score", "reference", "record", "weights", "step")
+PHASES = ("sync", "query", "execute", "score", "reference", "draws", "record", "weights", "step")
 EXECUTION_STATUSES = (*RunStatus, "not_run")
 WEIGHTS_RESULTS = ("success", "refused", "error", "nothing_to_set")
 STEP_RESULTS = (StepOutcome.SETTLED, "error")
@@ -52,6 +53,12 @@ class ValidatorMetrics:
             "Wall time of each phase of a step.",
             ["phase"],
             buckets=_SECONDS,
+            registry=r,
+        )
+        self.draws = Histogram(
+            "dagnet_validator_margin_draws",
+            "Draws of the hidden world each step's margins are means over (validator/draws.py).",
+            buckets=tuple(range(1, MOST_DRAWS + 1)),
             registry=r,
         )
         self.executions = Counter(

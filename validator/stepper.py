@@ -40,22 +40,23 @@ from engine.routing import routed
 from protocol.metagraph import Peer
 from protocol.synapse import TaskPackage
 from protocol.task import Task
-from scoring.margin import Credit
 from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
 from .chainview import ChainView
 from .client import MinerClient
 from .drawncache import DrawnCache
+from .draws import DrawLimits, WorldRuns, cpu_s
 from .feedback import FeedbackSender
 from .judging import JudgingAllowance
 from .lifecycle import InfrastructureFailure, Reference
 from .loopconfig import LoopConfig
-from .margins import Forecasts, MinersRun, reference_runs, step_credits
+from .margins import DrawnStep, Forecasts, MinersRun, ReferenceRuns, drawn_step, reference_runs, step_credits
 from .observation import StepLog, StepSummary
+from .outcome import execution_record
 from .providers import ProviderDirectory
 from .sampling import TaskDraw, TaskSource, draw_task, sample_miners, source_of, step_digest, tempo_of
-from .state import ACTIVE, LIFECYCLE_STATES, ExecutionRecord, ReferenceRun, ValidatorState
+from .state import ACTIVE, LIFECYCLE_STATES, ReferenceRun, ValidatorState
 from .validation import MinerOutcome, OwnedExecution, RunnerFactory, validation_step
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class Stepper:
         return summary
 
     async def _step(self, block: int) -> StepSummary | None:
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), cpu_s()
         snapshot = await self.view.sync(block)
         if snapshot is None:
             raise InfrastructureFailure("chain", "no metagraph has been read yet")
@@ -137,8 +138,8 @@ class Stepper:
         tempo_blocks = await self.view.tempo() if wanted else None  # a length in blocks
         tempo = None if tempo_blocks is None else tempo_of(block, tempo_blocks)  # the tempo's number
         self.secret = self.state.step_secret(block, tempo_blocks)
-        drawn = await self._drawn_tasks(tempo)
-        active = [*self._active_tasks(), *drawn]
+        families = await self._drawn_tasks(tempo)
+        active = [*self._active_tasks(), *families]
         if not active:
             log.warning("no active task at block %s: nothing to send", block)
             return None
@@ -156,7 +157,7 @@ class Stepper:
             active,
             synthetic_rate=self.config.synthetic_rate,
             tier_shares=self.config.tier_shares,
-            drawn=dict.fromkeys((t.task_id for t in drawn), tempo),
+            drawn=dict.fromkeys((t.task_id for t in families), tempo),
         )
         base = draw.base
         task = self._sent(draw, block)
@@ -170,6 +171,8 @@ class Stepper:
 
         full = task if draw.tier == "full" else self._sent(replace(draw, tier="full"), block)
         reference = asyncio.ensure_future(self._references(task, full, world, len(miners)))  # beside the miners
+        bounds = self.config.step_bounds
+        until = None if bounds is None else time.monotonic() + bounds.deadline_s  # no later than the step's own
         try:
             result = await validation_step(
                 task=task,
@@ -179,13 +182,14 @@ class Stepper:
                 executor_config=self.executor_config,
                 exec_concurrency=self.config.exec_concurrency,
                 owned=None if self._external(task) else self._owned,
-                bounds=self.config.step_bounds,
+                bounds=bounds,
                 judging=self.judging.for_step(block, tempo),
             )
         except BaseException:
             reference.cancel()
             raise
-        failure, reference_s = await reference
+        runs = await reference
+        failure = runs.failure
         self.steps.observe(result, task)
 
         tick = time.perf_counter()
@@ -197,9 +201,21 @@ class Stepper:
             return None
         self.steps.explain(result, block, draw.tier)
         charged = [outcome for outcome in result.outcomes if outcome.charged]
-        margins = step_credits(charged, reference_s)
+        limits = DrawLimits.for_step(cpu_s() - cpu, until)
+        drawn = await self._drawn(task, world, charged, runs, limits, len(miners))
+        margins = step_credits(charged, drawn.reference_s, drawn.miners)
         records = [
-            execution_record(block, task, draw, outcome, world, reference_s, margins.get(outcome.uid))
+            execution_record(
+                block,
+                task,
+                draw,
+                outcome,
+                world,
+                drawn.reference_s,
+                margins.get(outcome.uid),
+                draws=drawn.draws,
+                drawn_s=drawn.miners.get(outcome.uid),
+            )
             for outcome in charged
         ]
         self.state.settle_step(block, records, judged, tempo=tempo_blocks)
@@ -207,14 +223,16 @@ class Stepper:
         self.view.metrics.phase.labels("record").observe(time.perf_counter() - tick)
         self.view.metrics.standing(self.state.standing())
         log.info(
-            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs; reference S=%s",
+            "block %s: task %s (%s, %s tier) scored %d miners in %.2fs; reference S=%s (%d draw(s) of the world%s)",
             block,
             task.task_id,
             base.task_id,
             draw.tier,
             len(records),
             result.timings.wall_s,
-            "none (no margin this step)" if reference_s is None else f"{reference_s:.3f}",
+            "none (no margin this step)" if drawn.reference_s is None else f"{drawn.reference_s:.3f}",
+            drawn.draws,
+            "" if drawn.stopped in (None, "most") else f", stopped by {drawn.stopped}",
         )
         return StepSummary(block, task.task_id, base.task_id, result.scores(), result.timings.wall_s)
 
@@ -279,18 +297,38 @@ class Stepper:
         for task_id in self.state.reinstate(block):
             log.warning("task %s is active again at block %s: its cool-off has ended", task_id, block)
 
-    async def _references(
-        self, task: Task, full: Task, world: World | None, miners: int
-    ) -> tuple[str | None, float | None]:
+    async def _references(self, task: Task, full: Task, world: World | None, miners: int) -> ReferenceRuns:
         """:func:`validator.margins.reference_runs` for the step, in a worker thread."""
         if self.reference is None:
-            return None, None
+            return ReferenceRuns(None)
         tick = time.perf_counter()
         try:
             run = self._miners_run(task, world, miners)
             return await asyncio.to_thread(reference_runs, self.reference, task, full, run, config=self.executor_config)
         finally:
             self.view.metrics.phase.labels("reference").observe(time.perf_counter() - tick)
+
+    async def _drawn(
+        self,
+        task: Task,
+        world: World | None,
+        outcomes: Sequence[MinerOutcome],
+        reference: ReferenceRuns,
+        limits: DrawLimits,
+        miners: int,
+    ) -> DrawnStep:
+        """:func:`validator.margins.drawn_step` in a worker thread, in the hidden ``world``
+        (``miners``: how many the step asked, for one plan's share of the work)."""
+        run = None if world is None or world.is_advertised else self._miners_run(task, world, miners)
+        runs = None
+        if run is not None and self.owned_runner is not None and world is not None:
+            runs = WorldRuns(task, world, self.owned_runner, run.config, run.owned, run.cores, limits.until)
+        tick = time.perf_counter()
+        drawn = await asyncio.to_thread(drawn_step, runs, outcomes, reference, limits)
+        if runs is not None:
+            self.view.metrics.phase.labels("draws").observe(time.perf_counter() - tick)
+            self.view.metrics.draws.observe(drawn.draws)
+        return drawn
 
     def _miners_run(self, task: Task, world: World | None, miners: int) -> MinersRun | None:
         """How the step's plans run, for the reference to run the same way (``None``: on adapters)."""
@@ -327,40 +365,3 @@ class Stepper:
             log.warning(
                 "task %s set aside at block %s until block %s: %s", task_id, block, lifecycle.until_block, failure
             )
-
-
-def execution_record(
-    block: int,
-    task: Task,
-    draw: TaskDraw,
-    outcome: MinerOutcome,
-    world: World | None = None,
-    reference_s: float | None = None,
-    credit: Credit | None = None,
-) -> ExecutionRecord:
-    """What the state keeps of one miner's part in the step at ``block``: ``task`` as
-    sent, the ``draw`` it came from (:mod:`validator.audit`), the tempo of the ``world``
-    it ran in, its margin over ``reference_s`` and the ``credit`` it earned."""
-    execution, margin = outcome.execution, None if reference_s is None else outcome.score.S - reference_s
-    return ExecutionRecord(
-        block=block,
-        uid=outcome.uid,
-        hotkey=outcome.hotkey,
-        task_id=task.task_id,
-        base_task_id=draw.base.task_id,
-        instance_seed=draw.seed,
-        synthetic=draw.synthetic,
-        hint_tier=draw.tier,
-        drawn_tempo=draw.drawn_tempo,
-        world_tempo=None if world is None else world.tempo,
-        plan=outcome.plan,
-        metrics=outcome.summary(),
-        final_output=None if execution is None else execution.final_output,
-        score=outcome.score.model_dump(mode="json"),
-        reason=outcome.reason,
-        reference_S=reference_s,
-        margin=margin,
-        credit=None if credit is None else credit.margin,
-        share=None if credit is None else credit.share,
-        digest=outcome.digest,
-    )

@@ -52,6 +52,7 @@ from scoring.composite import invalid_score
 from subnets.holdings import holding
 
 from .client import MinerClient, Reply
+from .draws import Program
 from .judging import DEADLINE_NOT_JUDGED, JudgingAllowance, Scoring
 from .outcome import SIMULATED, WALL, Candidate, MinerOutcome, StepResult, StepTimings
 
@@ -235,8 +236,18 @@ def _outcome(miner: Peer, entry: Candidate | str, reply: Reply, clock: str) -> M
             clock,
             digest=entry.digest,
         )
+    program = Program(entry.plan, entry.check, entry.synapse.total_estimated_cost)
     return MinerOutcome(
-        miner.uid, miner.hotkey, entry.score, None, entry.execution, reply.elapsed_s, plan, clock, digest=entry.digest
+        miner.uid,
+        miner.hotkey,
+        entry.score,
+        None,
+        entry.execution,
+        reply.elapsed_s,
+        plan,
+        clock,
+        digest=entry.digest,
+        program=program,
     )
 
 

@@ -103,6 +103,18 @@ PANELS: list[tuple[str, str, str, str, list[tuple[str, str]]]] = [
     ),
     (
         "Validator",
+        "Draws of the world the margins are means over (mean per step)",
+        "timeseries",
+        "none",
+        [
+            (
+                f"sum(rate(dagnet_validator_margin_draws_sum[{RATE}])) / sum(rate(dagnet_validator_margin_draws_count[{RATE}]))",
+                "draws",
+            )
+        ],
+    ),
+    (
+        "Validator",
         "Executions per minute by status",
         "timeseries",
         "none",

@@ -63,6 +63,7 @@ def test_a_state_file_of_main_before_the_numbering_migrates_and_keeps_everything
         assert isinstance(capped.plan, Capped) and capped.plan.size > 2048 and capped.synthetic
         assert (capped.hint_tier, capped.world_tempo, capped.margin, capped.credit) == ("outline", 1, -0.4, -0.4)
         assert (drawn.drawn_tempo, drawn.share, drawn.digest) == (11, 0.5, "e" * 64)
+        assert {(r.draws, r.drawn_S) for r in records} == {(1, None)}  # margins from before draws: one run
         assert state.execution(first.id) == first
         assert state.last_weights() == {1: 0.75, 2: 0.25} and state.last_weights_block() == 120
         assert state.last_payout() == PaidOut(120, Payout("margin"))
@@ -211,6 +212,8 @@ def test_a_record_row_is_derived_from_the_dataclass(tmp_path: Path) -> None:
         credit=-0.25,
         share=1.0,
         digest="d",
+        draws=4,
+        drawn_S=0.25,
     )
     try:
         state.settle_step(3, [record])

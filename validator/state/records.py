@@ -103,7 +103,19 @@ class ExecutionRecord:
     """1.0 (before first-commit grouping: 1 ÷ the hotkeys that sent this answer on the step)."""
     digest: str | None = None
     """The plan's canonical digest (:func:`protocol.canonical.plan_digest`); ``None``: no valid plan."""
+    draws: int = 1
+    """How many draws of the world ``reference_S`` and the margin are means over
+    (:mod:`validator.draws`); 1: the step's own run alone."""
+    drawn_S: float | None = None
+    """The plan's mean ``S`` over those draws (draw 0 is ``score``'s); ``None``: not drawn again
+    (one draw, or its answer was not scored)."""
     id: int | None = None
+
+    @property
+    def paid_S(self) -> float:
+        """The ``S`` the margin is taken on: the mean over the draws, else the score's."""
+        assert not isinstance(self.score, Capped)  # a record being saved holds its score; Capped is read back
+        return float(self.score["S"]) if self.drawn_S is None else self.drawn_S
 
     def explain(self) -> str:
         """The line the validator logged for this outcome: S and its parts, or why it is 0

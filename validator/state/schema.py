@@ -113,6 +113,11 @@ def _answers_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _add_draws_columns(conn: sqlite3.Connection) -> None:
+    """9: records from before several draws of the world are of one draw."""
+    _add_missing(conn, "executions", {"draws": "INTEGER NOT NULL DEFAULT 1", "drawn_s": "REAL"})
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _tables,
     _drop_old_lifecycle,
@@ -122,6 +127,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _add_margin_columns,
     secret.migration,
     _answers_tables,
+    _add_draws_columns,
 )
 """Migration ``n`` is ``MIGRATIONS[n - 1]``; append, never reorder."""
 

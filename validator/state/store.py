@@ -371,15 +371,15 @@ def _refusal(path: Path, what: str) -> str:
 
 
 def _answered(record: ExecutionRecord) -> answers.Answered:
-    """What :mod:`validator.answers` keeps of a record: S, margin, digest and outcome key."""
+    """What :mod:`validator.answers` keeps of a record: S (over the step's draws), margin,
+    digest and outcome key (of what the step's own run did)."""
     assert not isinstance(record.score, records.Capped)  # a record being saved holds its score; Capped is read back
-    score = float(record.score["S"])
     ran = record.metrics is not None
     return answers.Answered(
         record.uid,
         record.hotkey,
-        score,
+        record.paid_S,
         record.margin,
         record.digest,
-        outcome_key(score, record.final_output) if ran else None,
+        outcome_key(float(record.score["S"]), record.final_output) if ran else None,
     )

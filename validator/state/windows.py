@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from scoring.margin import WINDOW, Means, window_means
 from scoring.window import RollingWindow
 
-from .records import Capped, ExecutionRecord
+from .records import ExecutionRecord
 
 WINDOW_SIZE = WINDOW
 
@@ -68,8 +68,7 @@ def add_score(conn: sqlite3.Connection, record: ExecutionRecord, size: int) -> N
     else:
         scores, seen, margins, shares = json.loads(row[1]), row[2], json.loads(row[3]), json.loads(row[4])
     kept = RollingWindow.from_dict({"size": size, "scores": {str(record.uid): scores}})
-    assert not isinstance(record.score, Capped)  # a record being saved holds its score; Capped is read back
-    kept.add(record.uid, float(record.score["S"]))
+    kept.add(record.uid, record.paid_S)
     if record.credit is not None and record.share is not None:
         margins, shares = [*margins, record.credit][-size:], [*shares, record.share][-size:]
     conn.execute(
