@@ -60,6 +60,7 @@ from protocol.plan import WorkflowPlan
 from render.columns import ALWAYS, Column, fit_table
 from scoring.margin import FLOOR, K_SE, WINDOW, Answer, network_pay
 from tasks import Family
+from validator.draws import MOST_DRAWS
 
 from .progress import Steps
 from .tiers import bench_families
@@ -145,11 +146,15 @@ def run_margin_bench(
     learner: str | None = None,
     families: Sequence[Family] = (),
     steps: Steps | None = None,
+    draws: int | None = None,
 ) -> dict[str, Any]:
     """Every network on every validator's last window, margins clearing ``k_se`` standard
-    errors (validators: :data:`scoring.margin.K_SE`); see the module. ``steps`` hears the
-    static planning, then each family played."""
+    errors (validators: :data:`scoring.margin.K_SE`) on each instance's mean over ``draws``
+    draws of the world (``None``: :data:`validator.draws.MOST_DRAWS`, the most a validator
+    makes); see the
+    module. ``steps`` hears the static planning, then each family played."""
     steps = steps or Steps()
+    draws = MOST_DRAWS if draws is None else draws
     families = list(families) or bench_families(drawn, 0)
     static = static_plans(families, steps)
     played: dict[int, list[Instance]] = {}
@@ -163,7 +168,9 @@ def run_margin_bench(
         has_learner = has_learner and student is not None
         derived = DERIVED | (LEARNER_DERIVED if student is not None else {})
         played[secret] = _instances(
-            steps.each(play(families, static, secret, tempos, seeds, student, derived=derived)), secret, seeds
+            steps.each(play(families, static, secret, tempos, seeds, student, derived=derived, draws=draws)),
+            secret,
+            seeds,
         )
     strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {REFERENCE})
     networks = [_network(net, played, window, k_se) for net in NETWORKS if has_learner or not net.needs_learner]
@@ -175,6 +182,7 @@ def run_margin_bench(
         "drawn": drawn,
         "window": window,
         "k_se": k_se,
+        "draws": draws,
         "families": len(families),
         "learner": has_learner,
         "instances": sum(len(i) for i in played.values()),

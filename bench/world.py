@@ -47,6 +47,7 @@ from planners import GoodPlanner, PlanningError, PlanProposal, load_planner
 from planners.loader import PlannerLoadError
 from planners.naive import naive_with_retries
 from planners.public import plan_in_world, reference_plan, with_retries
+from protocol.canonical import plan_digest
 from protocol.feedback import StepFeedback
 from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
@@ -56,6 +57,7 @@ from subnets.forecast import forecast
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
 from tasks import Family
+from validator.draws import mean_over
 
 from .progress import Steps
 from .tasks import network_weights
@@ -127,6 +129,25 @@ def _run(proposal: PlanProposal | None, family: Family, seed: int, world: World)
         proposal.plan, check, task, owned_runner(task, world=world), total_estimated_cost=proposal.total_estimated_cost
     )
     return {part: getattr(evaluation.score, part) for part in _PARTS}, evaluation.execution
+
+
+class _Draws:
+    """One family's plans over ``draws`` draws of ``world`` (:meth:`World.drawn`), each
+    distinct program (canonical digest, declared cost) run once a seed."""
+
+    def __init__(self, family: Family, world: World, draws: int) -> None:
+        self.family, self.world, self.draws = family, world, draws
+        self._kept: dict[tuple[Any, ...], float] = {}
+
+    def mean(self, proposal: PlanProposal | None, seed: int, first: float) -> float:
+        """``proposal``'s mean S on ``seed`` over the draws, draw 0's S being ``first``."""
+        if proposal is None or self.draws <= 1:
+            return first
+        key = (plan_digest(proposal.plan), proposal.total_estimated_cost, seed)
+        if key not in self._kept:
+            others = [_run(proposal, self.family, seed, self.world.drawn(k))[0]["S"] for k in range(1, self.draws)]
+            self._kept[key] = mean_over([first, *others])
+        return self._kept[key]
 
 
 def load_learner(name: str | None) -> Any | None:
@@ -217,13 +238,17 @@ def play(
     student: Any | None,
     final_seeds: int | None = None,
     derived: Mapping[str, Derive] | None = None,
+    draws: int = 1,
 ) -> Iterator[Played]:
     """``tempos`` tempos of ``secret``'s world, family by family, ``seeds`` hidden seeds a
     tempo (``final_seeds`` in the last). The reference and ``public`` plan on the worlds
     published before the tempo; the learner hears its own runs of a family before the next
     family is planned, as a miner hears each step's feedback within a tempo (so consume the
     whole iterator). ``derived`` adds strategies whose plan is made from the others' (a
-    renamed copy, more retries), played alike."""
+    renamed copy, more retries), played alike. With ``draws`` > 1 each S is the mean over
+    that many draws of the tempo's world, as a validator's margins are
+    (:mod:`validator.draws`; copies run once); outcome keys and the learner's feedback are
+    of draw 0, the step's own run."""
     tools = advertised_tools(families)
     published: dict[int, World] = {}
     for tempo in range(tempos):
@@ -243,9 +268,10 @@ def play(
             outcomes: dict[str, list[str | None]] = {}
             heard: list[StepFeedback] = []
             chosen = hidden_seeds(tempo, seeds, final_seeds if tempo == tempos - 1 else None)
+            again = _Draws(family, world, draws)
             for strategy, proposal in plans.items():
                 runs = [_run(proposal, family, seed, world) for seed in chosen]
-                scores[strategy] = [score["S"] for score, _ in runs]
+                scores[strategy] = [again.mean(proposal, seed, score["S"]) for seed, (score, _) in zip(chosen, runs)]
                 outcomes[strategy] = [
                     None if ex is None else outcome_key(score["S"], ex.final_output) for score, ex in runs
                 ]

@@ -221,6 +221,13 @@ def bench_margin(
         help="The learner planner: a name load_planner knows, or "
         "package.module:attr; its networks are left out when it does not load.",
     ),
+    draws: int | None = typer.Option(
+        None,
+        "--draws",
+        min=1,
+        help="Draws of each tempo's world an instance's S is the mean over "
+        "(default: the most a validator makes, validator.draws.MOST_DRAWS; 1: one run, as before draws).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Shares of the emission when miners are paid for their margin over the validator's
@@ -239,5 +246,6 @@ def bench_margin(
             k_se=k_se,
             learner=learner,
             steps=steps,
+            draws=draws,
         )
     print_json(result) if as_json else render_margin_bench(result, output())

@@ -138,8 +138,8 @@ def test_a_tiny_bench_pays_every_network_against_bench_world_s_reference(monkeyp
     monkeypatch.syspath_prepend(str(LEARNER_PATH))
     families = [f for f in load_families() if f.task_id in ("dt_inventory", "dt_grades", "rag_comets")]
     learner = "learner_planner:Learner"
-    result = run_margin_bench(
-        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner=learner, families=families
+    result = run_margin_bench(  # one draw an instance, as bench world plays it
+        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner=learner, families=families, draws=1
     )
     assert result["learner"] and result["secrets"] == [5, 6] and RETRIED in result["gains"]
     assert REFERENCE not in result["gains"] and PUBLIC in result["gains"]
@@ -166,3 +166,18 @@ def test_a_tiny_bench_pays_every_network_against_bench_world_s_reference(monkeyp
     text = console.export_text()
     assert "64 identical learners" in text and "target: vtrust ≥ 0.95 for every validator in every network:" in text
     assert "S against the reference (good on" in text and "(good)" not in text
+
+
+def test_the_bench_draws_each_instance_as_a_validator_does():
+    """With several draws an instance's S is its mean over them: the reference's moves, a
+    copy of it still has margin 0.0 on every instance."""
+    families = [f for f in load_families() if f.task_id in ("dt_inventory", "rag_comets")]
+    one, two = (
+        run_margin_bench(validators=1, first_secret=5, tempos=1, drawn=0, window=2, families=families, draws=d)
+        for d in (1, 2)
+    )
+    assert (one["draws"], two["draws"]) == (1, 2)
+    assert one["gains"][RETRIED]["all"]["reference_S"] != two["gains"][RETRIED]["all"]["reference_S"]
+    for net in two["networks"]:
+        for paid in net["per_validator"].values():
+            assert all(m == 0.0 for role, m in zip(net["roles"], paid["margin"]) if role == REFERENCE)
