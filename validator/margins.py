@@ -92,9 +92,8 @@ def reference_runs(
     score = None if outcome is None or outcome.score is None else outcome.score.S
     program = None if score is None or outcome is None else reference_program(outcome.answer, task)
     if outcome is not None and miners is not None and task is full and (not miners.in_world or outcome.answer is None):
-        return ReferenceRuns(
-            outcome.failure, score, program
-        )  # one run serves both, or the full package cannot be planned at all
+        # one run serves both, or the full package cannot be planned at all
+        return ReferenceRuns(outcome.failure, score, program)
     answer = outcome.answer if outcome is not None and task is full else None
     judged = run_reference(reference, full, reference.runner, config=config, owned=reference.limits, answer=answer)
     return ReferenceRuns(judged.failure, score, program)

@@ -192,7 +192,6 @@ class Stepper:
         failure = runs.failure
         self.steps.observe(result, task)
 
-        tick = time.perf_counter()
         curated = draw.drawn_tempo is None  # a drawn family is never set aside: it is gone next tempo
         judged = None if self.reference is None or not curated else ReferenceRun(base.task_id, failure)
         if failure is not None:  # the task is broken on this instance: it is charged, no miner is
@@ -203,6 +202,7 @@ class Stepper:
         charged = [outcome for outcome in result.outcomes if outcome.charged]
         limits = DrawLimits.for_step(cpu_s() - cpu, until)
         drawn = await self._drawn(task, world, charged, runs, limits, len(miners))
+        tick = time.perf_counter()  # the record phase
         margins = step_credits(charged, drawn.reference_s, drawn.miners)
         records = [
             execution_record(
