@@ -4,7 +4,9 @@ reference, and whether the attacks of issue 35 pay (docs/scoring.md).
 Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
 tempos of its own hidden world with the curated and ``drawn`` drawn families on ``seeds``
 hidden seeds per tempo, as :func:`bench.world.play` plays them (full tier, owned
-execution, simulated clock, calls on common random numbers), and with its strategies.
+execution, simulated clock, calls on common random numbers; each instance's S the mean
+over ``draws`` draws of the tempo's world, as a validator's margins are), and with its
+strategies.
 Per instance it has each planner's S, plan digest (:func:`protocol.canonical.plan_digest`)
 and outcome key. The yardstick is the validator's own:
 
@@ -151,8 +153,7 @@ def run_margin_bench(
     """Every network on every validator's last window, margins clearing ``k_se`` standard
     errors (validators: :data:`scoring.margin.K_SE`) on each instance's mean over ``draws``
     draws of the world (``None``: :data:`validator.draws.MOST_DRAWS`, the most a validator
-    makes); see the
-    module. ``steps`` hears the static planning, then each family played."""
+    makes); see the module. ``steps`` hears the static planning, then each family played."""
     steps = steps or Steps()
     draws = MOST_DRAWS if draws is None else draws
     families = list(families) or bench_families(drawn, 0)
