@@ -57,7 +57,6 @@ from subnets.world import World, world_for
 
 from .draws import WorldRuns, mean_over
 from .lifecycle import Reference, run_reference
-from .margins import reference_program
 from .reference import reference as validator_reference
 from .sampling import DrawnFamilies, TaskDraw, TaskSource, source_of
 from .state import Capped, ExecutionRecord, ValidatorState, canonical_json
@@ -172,8 +171,8 @@ def replay_margin(
         return MarginReplay(None, None)
     reference_s = outcome.score.S
     if record.draws > 1 and world is not None:  # the step drew again: so does its replay
-        program = reference_program(outcome.answer, task)
-        assert program is not None  # the reference scored, so it answered with a plan
+        program = outcome.program
+        assert program is not None  # the reference scored, so its plan ran
         runs = WorldRuns(task, world, reference.runner, ExecutorConfig(), OwnedLimits())
         reference_s = mean_over([reference_s, *(runs.score(program, k) for k in range(1, record.draws))])
     paid = _paid(record, task, world)

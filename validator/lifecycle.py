@@ -40,6 +40,7 @@ from scoring.composite import Score
 from scoring.quality.base import UNJUDGED, Unjudged
 from subnets.forecast import Forecast
 
+from .draws import Program
 from .failures import INFRASTRUCTURE_CAUSES, InfrastructureFailure
 
 __all__ = [
@@ -82,6 +83,9 @@ class ReferenceOutcome:
     score: Score | None = None
     answer: WorkflowSynapse | None = None
     """The reference's answer, to run again elsewhere without planning twice."""
+    program: Program | None = None
+    """That answer as it ran (its plan, the plan's check, its declared cost), to draw again
+    (:mod:`validator.draws`); ``None`` when it produced no execution."""
 
 
 def reference_failure(
@@ -148,16 +152,17 @@ def run_reference(
         score = score_execution(task, check, execution)
     except Exception as exc:
         raise InfrastructureFailure("scorer", f"{type(exc).__name__}: {exc}") from exc
+    program = Program(plan, check, answer.total_estimated_cost)
     if execution.status != RunStatus.COMPLETED:
         failure = _short(f"the reference execution is {execution.status}: {_first_failure(execution)}")
-        return ReferenceOutcome(failure, score, answer)
+        return ReferenceOutcome(failure, score, answer, program)
     if no_sandbox(score):
         raise InfrastructureFailure("scorer", _short(f"this machine cannot judge code: {score.details['quality']}"))
     if score.output_quality <= 0:
         return ReferenceOutcome(
-            _short(f"the reference output has quality 0: {score.details.get('quality')}"), score, answer
+            _short(f"the reference output has quality 0: {score.details.get('quality')}"), score, answer, program
         )
-    return ReferenceOutcome(None, score, answer)
+    return ReferenceOutcome(None, score, answer, program)
 
 
 def no_sandbox(score: Score) -> bool:

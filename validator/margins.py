@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from engine.budget import Cores
 from engine.executor import ExecutorConfig
 from engine.owned import OwnedLimits, OwnedRunnerFactory
-from protocol.synapse import ToolInfo, WorkflowSynapse
+from protocol.synapse import ToolInfo
 from protocol.task import Task
-from protocol.validation import check_plan_for
 from scoring.margin import Answer, Credit, credits, outcome_key
 from subnets.forecast import Forecast, published_forecast
 from subnets.holdings import holding
@@ -90,21 +89,13 @@ def reference_runs(
             prior=None if miners.prior is None else miners.prior(),
         )
     score = None if outcome is None or outcome.score is None else outcome.score.S
-    program = None if score is None or outcome is None else reference_program(outcome.answer, task)
+    program = None if score is None or outcome is None else outcome.program
     if outcome is not None and miners is not None and task is full and (not miners.in_world or outcome.answer is None):
         # one run serves both, or the full package cannot be planned at all
         return ReferenceRuns(outcome.failure, score, program)
     answer = outcome.answer if outcome is not None and task is full else None
     judged = run_reference(reference, full, reference.runner, config=config, owned=reference.limits, answer=answer)
     return ReferenceRuns(judged.failure, score, program)
-
-
-def reference_program(answer: WorkflowSynapse | None, task: Task) -> Program | None:
-    """The reference's ``answer`` on ``task`` as a program to draw again."""
-    plan = None if answer is None else answer.workflow_plan
-    if answer is None or plan is None:
-        return None
-    return Program(plan, check_plan_for(plan, task.package()), answer.total_estimated_cost)
 
 
 class Forecasts:
