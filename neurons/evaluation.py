@@ -308,7 +308,8 @@ def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     reference, so each instance's margins are taken over good's S there; the planner is
     first committed, then ``good``, then ``naive``, so a planner that sends ``good``'s
     plan (or one that runs the same) is the group that holds it; the window is all the
-    runs. No owner's uid is on such a network: when nobody beats the reference the floor
+    runs, each a unit of the error (eval plays one world or none: validators count errors
+    in worlds, :mod:`scoring.worlds`). No owner's uid is on such a network: when nobody beats the reference the floor
     takes it all."""
     labels = [name, *REFERENCES]
     pay = network_pay(

@@ -18,8 +18,10 @@ steps both answered, clear of that difference's standard error.
 
 **Weights** (:func:`margin_weights`), over the leaders' window means:
 
-- every leader whose mean margin is clear of its standard error (``mean − K_SE·SE > 0``)
-  shares ``1 − FLOOR`` in proportion to ``mean − K_SE·SE``;
+- every leader whose mean margin is clear of its standard error (``mean − k·SE > 0``,
+  the error counting the worlds the margins were played in and ``k`` the bar that
+  :data:`K_SE` is with that many worlds, :mod:`scoring.worlds`) shares ``1 − FLOOR`` in
+  proportion to ``mean − k·SE``;
 - every other leader whose mean score is clear of one standard error shares ``FLOOR`` in
   proportion to its mean score: monotone in S, the same for a distinct answer as for a
   copy of the reference, and nothing for a window that scored on a lucky step or two;
@@ -41,11 +43,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .worlds import Tally, bar, clustered, tallies
+
 __all__ = [
     "EPSILON",
     "FLOOR",
     "K_SE",
     "WINDOW",
+    "WORLDS",
     "Answer",
     "Credit",
     "Entry",
@@ -71,12 +76,17 @@ K_SE = 2.0
 paid in proportion to ``mean − K_SE·SE``: a margin that is within its own noise of 0
 is the dice, not planning, and two validators' windows agree on it only by chance. With
 one error a planner level with the reference cleared in about one window in six, and
-validators paid it on some and not others (docs/benchmarks.md); with two, one in forty-four."""
+validators paid it on some and not others (docs/benchmarks.md); with two, one in forty-four.
+It is the bar with very many worlds: a window of fewer asks more (:func:`scoring.worlds.bar`)."""
 
 WINDOW = 300
-"""The steps a miner's window holds (scores, margins, answers): what its weights are set
-from. With a per-step SD of the margin near 0.25, 300 steps give an error near 0.014, so
-:data:`K_SE` errors ask a beater to be about 0.03 ahead in mean S."""
+"""The steps a miner's window holds (scores, answers, and margins played without a hidden
+world): what its weights are set from."""
+
+WORLDS = 24
+"""The worlds a miner's window of margins spans: every margin of the last 24 tempos'
+hidden worlds (:mod:`scoring.worlds`). A tempo's steps share its world's luck, so the
+error counts worlds, and a window of a few worlds cannot tell planning from that luck."""
 
 EPSILON = 0.005
 """Answers whose S differ by at most this on average per step (over the steps both
@@ -235,8 +245,9 @@ def beat_share(margins: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Means:
     """A miner's window means: score ``S``, margin, and the margin's standard error
-    (``inf`` with fewer than two margins: one step says nothing of its noise), how many
-    of them the margin must clear (``k_se``, :data:`K_SE` as validators pay), and the
+    counting worlds (``inf`` with fewer than two: one world says nothing of its luck), how
+    many of them the margin must clear (``k_se``: :data:`K_SE` raised for the window's few
+    worlds, :func:`window_means`), and the
     score's standard error (``score_se``; 0 with fewer than two scores: a validator's
     first weights follow its first step, and a later step's noise is measured)."""
 
@@ -265,12 +276,14 @@ class Means:
         return self.score if _positive(self.score - self.score_se) else 0.0
 
 
-def window_means(scores: Sequence[float], margins: Sequence[float], *, k_se: float = K_SE) -> Means:
-    """The :class:`Means` of one window: ``scores`` its S per step, ``margins`` the margins
-    of the steps that had a reference score, ``k_se`` the standard errors to clear."""
+def window_means(scores: Sequence[float], margins: Sequence[Tally], *, k_se: float = K_SE) -> Means:
+    """The :class:`Means` of one window: ``scores`` its S per step, ``margins`` the
+    margins of the steps that had a reference score, a tally per world
+    (:mod:`scoring.worlds`: the error counts worlds, and the bar ``k_se`` rises where
+    they are few)."""
     score, score_se = _mean_and_se(scores, alone=0.0)
-    margin, se = _mean_and_se(margins, alone=math.inf)
-    return Means(score, margin, se, k_se, score_se)
+    margin, se, units = clustered(margins)
+    return Means(score, margin, se, bar(k_se, units) if units > 1 else k_se, score_se)
 
 
 def _mean_and_se(values: Sequence[float], *, alone: float) -> tuple[float, float]:
@@ -298,18 +311,29 @@ def network_pay(
     floor: float = FLOOR,
     burn_uid: int | None = None,
     k_se: float = K_SE,
+    worlds: Mapping[int, int] | None = None,
 ) -> NetworkPay:
     """Pay a network played whole, as a validator pays it: ``steps`` are (step id, the
     step's answers, the reference's S); ``order`` is first-commit order (by default uid
-    order); ``k_se`` the standard errors a margin must clear (validators: :data:`K_SE`).
-    How a bench or ``dagnet eval`` pays a network it plays itself."""
+    order); ``k_se`` the standard errors a margin must clear (validators: :data:`K_SE`);
+    ``worlds`` the tempo whose world each step id was played in (a step left out is a unit
+    of its own, :mod:`scoring.worlds`). How a bench or ``dagnet eval`` pays a network it
+    plays itself."""
+    world_of = worlds or {}
     windows: dict[int, list[Entry]] = {}
     for step, answers, reference in steps:
         for uid, answer in answers.items():
             score = _finite(answer.score)
             windows.setdefault(uid, []).append(Entry(step, score, score - reference, answer.digest, answer.outcome))
     means = {
-        uid: window_means([e.score for e in entries], [e.margin for e in entries if e.margin is not None], k_se=k_se)
+        uid: window_means(
+            [e.score for e in entries],
+            tallies(
+                [e.margin for e in entries if e.margin is not None],
+                [world_of.get(e.step) for e in entries if e.margin is not None],
+            ),
+            k_se=k_se,
+        )
         for uid, entries in sorted(windows.items())
     }
     led = leaders(windows, order or sorted(windows), k_se=k_se)

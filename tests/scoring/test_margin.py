@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from scoring.margin import FLOOR, K_SE, Answer, Means, Payout, credits, margin_weights, network_pay, window_means
+from scoring.worlds import bar, tallies
 from tests.support.plans import node, plan
 
 
@@ -197,12 +198,12 @@ def test_the_reference_plan_earns_at_most_the_floor_when_anyone_beats_it():
 
 def test_a_margin_within_its_standard_error_is_not_paid():
     """Ahead on average, but by less than its noise: the dice, not planning."""
-    noisy = window_means([0.8] * 4, [0.5, -0.45, 0.5, -0.45])
+    noisy = window_means([0.8] * 4, tallies([0.5, -0.45, 0.5, -0.45]))
     assert noisy.margin > 0 and noisy.clear < 0
-    steady = window_means([0.8] * 4, [0.03, 0.02, 0.03, 0.02])
+    steady = window_means([0.8] * 4, tallies([0.03, 0.02, 0.03, 0.02]))
     paid = margin_weights({1: noisy, 2: steady}).weights
     assert paid[2] == pytest.approx(1 - FLOOR) and paid[1] == pytest.approx(FLOOR)
-    assert window_means([0.8] * 4, [0.1]).clear == -math.inf  # one step says nothing of its noise
+    assert window_means([0.8] * 4, tallies([0.1])).clear == -math.inf  # one step says nothing of its noise
 
 
 def test_the_floor_is_monotone_in_s_and_pays_no_premium_for_being_distinct():
@@ -220,16 +221,16 @@ def test_a_window_that_scored_on_one_lucky_step_earns_no_floor():
     """A stored answer that happened to fit one drawn instance of a hundred: its mean S
     (0.007) equals its standard error, the dice. One that scores on a tenth of its steps
     is clear of its error and shares the floor by its mean S, as any other does."""
-    lucky = window_means([0.7] + [0.0] * 99, [-0.8] * 100)
+    lucky = window_means([0.7] + [0.0] * 99, tallies([-0.8] * 100))
     assert lucky.score > 0 and lucky.floor_score == 0.0
-    rare = window_means(([0.7] + [0.0] * 9) * 10, [-0.8] * 100)
-    honest = window_means([0.7] * 100, [-0.1] * 100)
+    rare = window_means(([0.7] + [0.0] * 9) * 10, tallies([-0.8] * 100))
+    honest = window_means([0.7] * 100, tallies([-0.1] * 100))
     paid = margin_weights({1: lucky, 2: rare, 3: honest}).weights
     assert 1 not in paid and paid[2] == pytest.approx(paid[3] / 10)
     played = [(k, {1: Answer("stored", 0.7 if k == 0 else 0.0), 2: Answer(f"plan-{k}", 0.7)}, 0.8) for k in range(100)]
     assert network_pay(played).paid.weights == {2: 1.0}
     # Until anyone's score is clear (two steps, each miner scored on one), the floor goes by mean S.
-    early = {1: window_means([0.8, 0.0], [0.0, -0.8]), 2: window_means([0.0, 0.4], [-0.8, -0.4])}
+    early = {1: window_means([0.8, 0.0], tallies([0.0, -0.8])), 2: window_means([0.0, 0.4], tallies([-0.8, -0.4]))}
     assert margin_weights(early).weights == pytest.approx({1: 2 / 3, 2: 1 / 3})
 
 
@@ -249,22 +250,26 @@ def test_earnings_grow_with_how_far_and_how_reliably_a_miner_beats_the_reference
     far = margin_weights({1: Means(0.82, 0.02), 2: Means(0.84, 0.04)}).weights
     assert far[2] == pytest.approx(2 * far[1])
     # The same best step, but one miner also loses on others: its mean margin is lower, its error larger.
-    steady = window_means([0.83] * 4, [0.03] * 4)
-    erratic = window_means([0.82] * 4, [0.06, 0.0, 0.06, 0.0])
+    steady = window_means([0.83] * 4, tallies([0.03] * 4))
+    erratic = window_means([0.82] * 4, tallies([0.06, 0.0, 0.06, 0.0]))
     weights = margin_weights({1: steady, 2: erratic}).weights
     assert weights[1] > weights[2] > 0
-    assert window_means([0.8] * 4, []) == Means(0.8, 0.0, math.inf, K_SE, 0.0)  # no step with a reference yet
+    assert window_means([0.8] * 4, tallies([])) == Means(0.8, 0.0, math.inf, K_SE, 0.0)  # no step with a reference yet
 
 
 def test_a_stricter_k_se_pays_only_margins_clear_of_more_noise():
     """Ahead by 0.05 with a standard error of 0.029: clear of one error, not of two. The
     window's means carry the rule they are judged by, through network_pay and the leaders."""
     margins = [0.1, 0.0, 0.1, 0.0]
-    assert window_means([0.8] * 4, margins, k_se=1.0).clear > 0 > window_means([0.8] * 4, margins, k_se=2.0).clear
+    assert (
+        window_means([0.8] * 4, tallies(margins), k_se=1.0).clear
+        > 0
+        > window_means([0.8] * 4, tallies(margins), k_se=2.0).clear
+    )
     steps = [(k, {1: Answer(f"a{k}", 0.8 + m), 2: Answer("ref", 0.8)}, 0.8) for k, m in enumerate(margins)]
     assert network_pay(steps, k_se=1.0).paid.payout is Payout.MARGIN
     strict = network_pay(steps, k_se=2.0)
-    assert strict.paid.payout is Payout.FLOOR_ONLY and strict.means[1].k_se == 2.0
+    assert strict.paid.payout is Payout.FLOOR_ONLY and strict.means[1].k_se == bar(2.0, 4)
 
 
 def test_a_copy_registered_after_its_group_changed_leader_still_follows_it():

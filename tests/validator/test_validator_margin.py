@@ -57,7 +57,9 @@ from validator.state import ValidatorState, secret
 
 VALIDATOR = dev_keypair("Alice")
 OWNER = dev_keypair("dagnet-margin-owner")
-TEMPO = 4
+TEMPO = 1
+"""A world a step: the error counts worlds (:mod:`scoring.worlds`), and a few steps must be
+as many worlds for a margin to be told from one world's luck."""
 DRAWS = 1
 """What every validator's draws start from here (:func:`validator.state.secret.draw_key`
 of its secret), fixed so its instances and worlds are the same on every run: the cases

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scoring.margin import Payout, leaders
+from scoring.margin import K_SE, WORLDS, Payout, leaders
+from scoring.worlds import bar
 from validator.answers import first_commit_order
 from validator.state import (
     ACTIVE,
@@ -149,6 +150,31 @@ def test_margin_windows_keep_the_last_window_beside_the_scores_and_restart_with_
     assert (
         reopened.standing().means()[3].margin == pytest.approx(-0.6) and reopened.standing().means()[3].se == math.inf
     )
+    reopened.close()
+
+
+def test_margins_are_tallied_by_world_over_the_last_worlds_whatever_the_steps_a_tempo(tmp_path: Path) -> None:
+    """A validator steps every block, so a tempo of 360 blocks is more steps than a window
+    of 300: the margins a miner's pay reads are tallied by the world each was played in,
+    over the last ``WORLDS`` worlds, however many steps each had; the error counts worlds."""
+    path = tmp_path / "state.sqlite"
+    state = ValidatorState(path)
+    per_tempo, tempos = 40, WORLDS + 2  # more steps in all than the step window holds
+    for block in range(per_tempo * tempos):
+        tempo = block // per_tempo
+        lucky = 0.05 if tempo % 2 else -0.05  # the world's luck: the same on every step of a tempo
+        record = dataclasses.replace(_margined(block, 3, 0.8 + lucky + 0.01, 0.8), world_tempo=tempo)
+        state.settle_step(block, [record])
+    state.close()
+    reopened = ValidatorState(path)
+    tallied = reopened.standing().tallies[3]
+    assert [t.world for t in tallied] == list(range(2, tempos)) and {t.n for t in tallied} == {per_tempo}
+    means = reopened.standing().means()[3]
+    assert per_tempo * tempos > WINDOW_SIZE and means.margin == pytest.approx(0.01)
+    # Counted by steps 960 margins of SD 0.05 would be sure of +0.01 (error 0.0016); counted
+    # by worlds, 24 worlds of ±0.05 are not: the error is 0.0104 and the bar 2.11 errors.
+    assert means.se == pytest.approx(0.05 / math.sqrt(WORLDS - 1))  # CR1: the worlds' spread, G/(G−1)
+    assert means.k_se == pytest.approx(bar(K_SE, WORLDS)) and means.clear < 0
     reopened.close()
 
 

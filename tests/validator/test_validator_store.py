@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scoring.margin import Payout
+from scoring.worlds import Tally
 from subnets.world import world_for
 from validator.sampling import instance_seed
 from validator.state import (
@@ -68,7 +69,10 @@ def test_a_state_file_of_main_before_the_numbering_migrates_and_keeps_everything
         assert state.last_weights() == {1: 0.75, 2: 0.25} and state.last_weights_block() == 120
         assert state.last_payout() == PaidOut(120, Payout("margin"))
         assert state.task_lifecycles()["rag_lookup"].reference_failures == 1
-        assert state.standing().tasks_seen == {1: 2, 2: 1}
+        standing = state.standing()
+        assert standing.tasks_seen == {1: 2, 2: 1}
+        # Margins from before they were tallied by world: each a unit of its own, as counted then.
+        assert standing.tallies == {1: [Tally(None, 1, 0.0)], 2: [Tally(None, 1, -0.4)]}
         assert state.steps_settled() == 2
     finally:
         state.close()

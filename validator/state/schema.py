@@ -14,6 +14,7 @@ migration appended here that adds its column (a default for the records before i
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -118,6 +119,17 @@ def _add_draws_columns(conn: sqlite3.Connection) -> None:
     _add_missing(conn, "executions", {"draws": "INTEGER NOT NULL DEFAULT 1", "drawn_s": "REAL"})
 
 
+def _add_tallies_column(conn: sqlite3.Connection) -> None:
+    """10: windows from before margins were tallied by world (:mod:`scoring.worlds`) hold
+    each stored margin as a unit of its own, as they were counted then."""
+    if "tallies" in columns(conn, "windows"):
+        return
+    conn.execute("ALTER TABLE windows ADD COLUMN tallies TEXT NOT NULL DEFAULT '[]'")
+    for uid, margins in conn.execute("SELECT uid, margins FROM windows").fetchall():
+        units = [[None, 1, margin] for margin in json.loads(margins)]
+        conn.execute("UPDATE windows SET tallies = ? WHERE uid = ?", (json.dumps(units), uid))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _tables,
     _drop_old_lifecycle,
@@ -128,6 +140,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     secret.migration,
     _answers_tables,
     _add_draws_columns,
+    _add_tallies_column,
 )
 """Migration ``n`` is ``MIGRATIONS[n - 1]``; append, never reorder."""
 
