@@ -2,8 +2,8 @@
 reference, and whether the attacks of issue 35 pay (docs/scoring.md).
 
 Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
-tempos of its own hidden world with the curated and ``drawn`` drawn families on ``seeds``
-hidden seeds per tempo, as :func:`bench.world.play` plays them (full tier, owned
+tempos of its own hidden world, ``per_tempo`` of the curated and ``drawn`` drawn families
+a tempo (a different draw of them each tempo) on ``seeds`` hidden seeds per tempo, as :func:`bench.world.play` plays them (full tier, owned
 execution, simulated clock, calls on common random numbers; each instance's S the mean
 over ``draws`` draws of the tempo's world, as a validator's margins are), and with its
 strategies.
@@ -31,9 +31,10 @@ Every miner is a real planner, sending its own plan on every instance:
   and ``learner mp2`` (the learner's plan renamed, ``max_parallel`` 1 and 2).
 
 Each network (:data:`NETWORKS`; uids in first-commit order, the first role registered
-first) is paid on each validator's last ``window`` instances exactly as a validator pays
-it (:func:`scoring.margin.network_pay`: margins over the reference, copies and variants by
-first commit, margins clear of their standard error), without a burn uid (when nobody
+first) is paid on each validator's window, the instances of its last ``worlds`` tempos,
+exactly as a validator pays it (:func:`scoring.margin.network_pay`: margins over the
+reference, copies and variants by first commit, margins clear of their standard error
+counted in worlds), without a burn uid (when nobody
 beats the reference the floor group takes it all), and again with the owner's uid
 registered, as live subnets burn (``burned``: what it takes; a non-beater then earns at
 most the floor, which is what the targets' "at most the floor" reads). Consensus: one
@@ -60,7 +61,8 @@ from planners.attackers import disguised
 from protocol.canonical import plan_digest
 from protocol.plan import WorkflowPlan
 from render.columns import ALWAYS, Column, fit_table
-from scoring.margin import FLOOR, K_SE, WINDOW, Answer, network_pay
+from scoring.margin import FLOOR, K_SE, WORLDS, Answer, network_pay
+from scoring.worlds import clustered, tallies
 from tasks import Family
 from validator.draws import MOST_DRAWS
 
@@ -140,18 +142,19 @@ def run_margin_bench(
     *,
     validators: int = 3,
     first_secret: int = 0,
-    tempos: int = 6,
+    tempos: int = 24,
+    per_tempo: int | None = 13,
     seeds: int = 1,
     drawn: int = 12,
-    window: int = WINDOW,
+    worlds: int = WORLDS,
     k_se: float = K_SE,
     learner: str | None = None,
     families: Sequence[Family] = (),
     steps: Steps | None = None,
     draws: int | None = None,
 ) -> dict[str, Any]:
-    """Every network on every validator's last window, margins clearing ``k_se`` standard
-    errors (validators: :data:`scoring.margin.K_SE`) on each instance's mean over ``draws``
+    """Every network on every validator's window (its last ``worlds`` tempos), margins
+    clearing ``k_se`` standard errors (validators: :data:`scoring.margin.K_SE`) on each instance's mean over ``draws``
     draws of the world (``None``: :data:`validator.draws.MOST_DRAWS`, the most a validator
     makes); see the module. ``steps`` hears the static planning, then each family played."""
     steps = steps or Steps()
@@ -161,33 +164,42 @@ def run_margin_bench(
     played: dict[int, list[Instance]] = {}
     has_learner = True
     secrets = range(first_secret, first_secret + validators)
+    played_per_tempo = len(families) if per_tempo is None else min(per_tempo, len(families))
     steps.phase(
-        f"{validators} validator(s) × {tempos} tempos × {len(families)} families", validators * tempos * len(families)
+        f"{validators} validator(s) × {tempos} tempos × {played_per_tempo} families",
+        validators * tempos * played_per_tempo,
     )
     for secret in secrets:
         student = load_learner(learner)
         has_learner = has_learner and student is not None
         derived = DERIVED | (LEARNER_DERIVED if student is not None else {})
         played[secret] = _instances(
-            steps.each(play(families, static, secret, tempos, seeds, student, derived=derived, draws=draws)),
+            steps.each(
+                play(
+                    families, static, secret, tempos, seeds, student, derived=derived, draws=draws, per_tempo=per_tempo
+                )
+            ),
             secret,
             seeds,
         )
     strategies = sorted({s for instances in played.values() for i in instances for s in i.answers} - {REFERENCE})
-    networks = [_network(net, played, window, k_se) for net in NETWORKS if has_learner or not net.needs_learner]
+    windows = {v: _window(instances, worlds) for v, instances in played.items()}
+    networks = [_network(net, windows, k_se) for net in NETWORKS if has_learner or not net.needs_learner]
     return {
         "validators": validators,
         "secrets": list(secrets),
         "tempos": tempos,
+        "per_tempo": played_per_tempo,
         "seeds": seeds,
         "drawn": drawn,
-        "window": window,
+        "worlds": worlds,
+        "window": len(next(iter(windows.values()), [])),
         "k_se": k_se,
         "draws": draws,
         "families": len(families),
         "learner": has_learner,
         "instances": sum(len(i) for i in played.values()),
-        "gains": {name: _gain(name, played, window) for name in strategies},
+        "gains": {name: _gain(name, played, windows) for name in strategies},
         "networks": networks,
     }
 
@@ -208,16 +220,23 @@ def _hash(*parts: Any) -> str:
     return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
 
 
-def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str, Any]:
+def _window(instances: Sequence[Instance], worlds: int) -> list[Instance]:
+    """A validator's window: the instances of its last ``worlds`` tempos."""
+    kept = sorted({i.tempo for i in instances})[-worlds:]
+    return [i for i in instances if i.tempo in kept]
+
+
+def _gain(name: str, played: dict[int, list[Instance]], windows: dict[int, list[Instance]]) -> dict[str, Any]:
     """``name``'s mean S over the reference's − 1 (all instances), how often it beats the
     reference, and over each validator's window its mean margin, the per-step SD of the
-    margin and the window's standard error."""
+    margin and the window's standard error counted in worlds (:mod:`scoring.worlds`)."""
 
     def one(instances: Sequence[Instance]) -> dict[str, float]:
         mine = [i.answers[name].score for i in instances]
         ref = [i.answers[REFERENCE].score for i in instances]
         margins = [m - r for m, r in zip(mine, ref)]
         sd = statistics.stdev(margins) if len(margins) > 1 else 0.0
+        _, se, _ = clustered(tallies(margins, [i.tempo for i in instances]))
         return {
             "mean_S": statistics.fmean(mine),
             "reference_S": statistics.fmean(ref),
@@ -225,18 +244,18 @@ def _gain(name: str, played: dict[int, list[Instance]], window: int) -> dict[str
             "beats": sum(m > 0 for m in margins) / len(margins),
             "margin": statistics.fmean(margins),
             "sd": sd,
-            "se": sd / math.sqrt(len(margins)),
+            "se": se,
         }
 
     return {
         "all": one([i for instances in played.values() for i in instances]),
-        "per_validator": {str(v): one(instances[-window:]) for v, instances in played.items()},
+        "per_validator": {str(v): one(window) for v, window in windows.items()},
     }
 
 
-def _network(net: Network, played: dict[int, list[Instance]], window: int, k_se: float = K_SE) -> dict[str, Any]:
-    """The network on each validator's last ``window`` instances, and the consensus over them."""
-    per_validator = {str(v): _window_weights(net.roles, instances[-window:], k_se) for v, instances in played.items()}
+def _network(net: Network, windows: dict[int, list[Instance]], k_se: float = K_SE) -> dict[str, Any]:
+    """The network on each validator's window, and the consensus over them."""
+    per_validator = {str(v): _window_weights(net.roles, window, k_se) for v, window in windows.items()}
     rows = [paid["weights"] for paid in per_validator.values()]
     return {
         "name": net.name,
@@ -258,8 +277,9 @@ def _window_weights(roles: Sequence[str], window: Sequence[Instance], k_se: floa
         (k, {uid: i.answers[role] for uid, role in enumerate(roles)}, i.answers[REFERENCE].score)
         for k, i in enumerate(window)
     ]
-    pay = network_pay(steps, k_se=k_se)
-    burning = network_pay(steps, burn_uid=_OWNER, k_se=k_se)
+    worlds = {k: i.tempo for k, i in enumerate(window)}
+    pay = network_pay(steps, k_se=k_se, worlds=worlds)
+    burning = network_pay(steps, burn_uid=_OWNER, k_se=k_se, worlds=worlds)
     n = len(roles)
     return {
         "weights": [pay.paid.weights.get(uid, 0.0) for uid in range(n)],
@@ -378,7 +398,7 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
             console.width,
             title=(
                 f"{result['validators']} validators (secrets {secrets[0]}–{secrets[-1]}) × {result['tempos']} tempos × "
-                f"{result['families']} families × {result['seeds']} hidden seed(s): S against the reference "
+                f"{result['per_tempo']}/{result['families']} families × {result['seeds']} seed(s): S against the reference "
                 "(good on the forecast from the published worlds)"
             ),
         )
@@ -389,8 +409,8 @@ def render_margin_bench(result: dict[str, Any], console: Console) -> None:
             result["networks"],
             console.width,
             title=(
-                f"weights over each validator's last {result['window']} instances, margins clear of"
-                f" {result['k_se']:g} SE; one Yuma epoch (equal stake)"
+                f"weights over each validator's last {result['worlds']} worlds ({result['window']} instances),"
+                f" margins clear of {result['k_se']:g} SE counted in worlds; one Yuma epoch (equal stake)"
             ),
         )
     )

@@ -33,6 +33,7 @@ as a share of the headroom.
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,17 @@ def hidden_seeds(tempo: int, seeds: int, count: int | None = None) -> list[int]:
     from 1 (seed 0 is the public example; the other public examples have the top bit of 64
     set: ``tasks.seed.public_seed``). ``count`` (more than ``seeds``) only in the last tempo."""
     return [1 + tempo * seeds + i for i in range(seeds if count is None else count)]
+
+
+def tempo_families(families: Sequence[Family], secret: int, tempo: int, per_tempo: int | None) -> list[Family]:
+    """The families ``secret``'s validator plays in ``tempo``: all of them (``per_tempo``
+    ``None``), else ``per_tempo`` of them, a different draw each tempo (by a hash of the
+    secret, the tempo and the family), in the families' order."""
+    if per_tempo is None or per_tempo >= len(families):
+        return list(families)
+    key = {f.task_id: hashlib.sha256(f"{secret}:{tempo}:{f.task_id}".encode()).hexdigest() for f in families}
+    chosen = set(sorted(key, key=key.__getitem__)[:per_tempo])
+    return [f for f in families if f.task_id in chosen]
 
 
 def advertised_tools(families: Sequence[Family]) -> dict[str, ToolInfo]:
@@ -239,6 +251,7 @@ def play(
     final_seeds: int | None = None,
     derived: Mapping[str, Derive] | None = None,
     draws: int = 1,
+    per_tempo: int | None = None,
 ) -> Iterator[Played]:
     """``tempos`` tempos of ``secret``'s world, family by family, ``seeds`` hidden seeds a
     tempo (``final_seeds`` in the last). The reference and ``public`` plan on the worlds
@@ -248,14 +261,15 @@ def play(
     renamed copy, more retries), played alike. With ``draws`` > 1 each S is the mean over
     that many draws of the tempo's world, as a validator's margins are
     (:mod:`validator.draws`; copies run once); outcome keys and the learner's feedback are
-    of draw 0, the step's own run."""
+    of draw 0, the step's own run. ``per_tempo`` plays that many of the families each tempo
+    (:func:`tempo_families`; ``None``: all)."""
     tools = advertised_tools(families)
     published: dict[int, World] = {}
     for tempo in range(tempos):
         world = world_for(secret, tempo, tools)
         prior = forecast(published, tempo, tools)
         last = published.get(tempo - 1)
-        for family in families:
+        for family in tempo_families(families, secret, tempo, per_tempo):
             plans = dict(static[family.task_id])
             plans["reference"] = _plan(partial(reference_plan, prior=prior), family.package)
             plans["public"] = _plan(partial(public_plan, last=last), family.package)

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from bench.progress import Steps
 from neurons.commands.common import JsonOpt, print_json
-from scoring.margin import K_SE, WINDOW
+from scoring.margin import K_SE, WORLDS
 
 bench_app = typer.Typer(help="Benchmarks that print ratios measured in one run.", no_args_is_help=True)
 
@@ -197,17 +197,26 @@ def bench_margin(
         0, "--first-secret", min=0, help="The first validator's secret: pick secrets nobody developed on."
     ),
     tempos: int = typer.Option(
-        6, "--tempos", min=1, help="Tempos each validator plays, from tempo 0 (6 × 52 families fill a window)."
+        24,
+        "--tempos",
+        min=1,
+        help="Tempos each validator plays, from tempo 0 (24 fill a validator's window of worlds).",
+    ),
+    per_tempo: int = typer.Option(
+        13,
+        "--per-tempo",
+        min=1,
+        help="Families played each tempo, a different draw of them each tempo (at least their count: all of them).",
     ),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Hidden instances per family and tempo."),
     drawn: int = typer.Option(
         12, "--drawn", min=0, help="Families drawn from the grammar (secret 0), besides the curated 40."
     ),
-    window: int = typer.Option(
-        WINDOW,
-        "--window",
+    worlds: int = typer.Option(
+        WORLDS,
+        "--worlds",
         min=1,
-        help="The instances each validator's weights are set from (its last ones; validators: the default).",
+        help="The tempos each validator's weights are set from (its last ones; validators: the default).",
     ),
     k_se: float = typer.Option(
         K_SE,
@@ -240,9 +249,10 @@ def bench_margin(
             validators=validators,
             first_secret=first_secret,
             tempos=tempos,
+            per_tempo=per_tempo,
             seeds=seeds,
             drawn=drawn,
-            window=window,
+            worlds=worlds,
             k_se=k_se,
             learner=learner,
             steps=steps,

@@ -42,10 +42,11 @@ from tasks import load_families
 LEARNER_PATH = Path(__file__).resolve().parents[2] / "examples" / "learner-planner"
 
 
-def _instance(k: int, ref: float, oracle: float, naive: float = 0.4) -> Instance:
+def _instance(k: int, ref: float, oracle: float, naive: float = 0.4, tempo: int | None = None) -> Instance:
+    """Instance ``k``, in a world of its own unless ``tempo`` says whose."""
     return Instance(
         0,
-        0,
+        k if tempo is None else tempo,
         f"f{k}",
         1,
         {
@@ -102,14 +103,14 @@ def _played(learner: float, public: float) -> dict[int, list[Instance]]:
             answers = {name: Answer(f"{name}{k}", ref + over + 0.02 * (k % 2)) for name, over in overs.items()}
             answers["learner renamed"] = replace(answers["learner renamed"], digest=answers[LEARNER].digest)
             answers |= {REFERENCE: Answer(f"r{k}", ref), REF_RENAMED: Answer(f"r{k}", ref)}
-            instances.append(Instance(v, 0, f"f{k}", 1, answers))
+            instances.append(Instance(v, k, f"f{k}", 1, answers))  # a world an instance
         played[v] = instances
     return played
 
 
 def _targets(learner: float, public: float = -0.01) -> dict[str, str]:
     played = _played(learner, public)
-    result = {"secrets": [0, 1], "networks": [_network(net, played, 12) for net in NETWORKS]}
+    result = {"secrets": [0, 1], "networks": [_network(net, played) for net in NETWORKS]}
     targets = margin_targets(result)
     assert targets_line(targets).startswith(f"targets: {sum(t.holds for t in targets)} of {len(targets)} hold")
     return {t.name: t.verdict() for t in targets}
@@ -139,7 +140,7 @@ def test_a_tiny_bench_pays_every_network_against_bench_world_s_reference(monkeyp
     families = [f for f in load_families() if f.task_id in ("dt_inventory", "dt_grades", "rag_comets")]
     learner = "learner_planner:Learner"
     result = run_margin_bench(  # one draw an instance, as bench world plays it
-        validators=2, first_secret=5, tempos=2, drawn=0, window=4, learner=learner, families=families, draws=1
+        validators=2, first_secret=5, tempos=2, drawn=0, worlds=2, learner=learner, families=families, draws=1
     )
     assert result["learner"] and result["secrets"] == [5, 6] and RETRIED in result["gains"]
     assert REFERENCE not in result["gains"] and PUBLIC in result["gains"]
@@ -173,8 +174,7 @@ def test_the_bench_draws_each_instance_as_a_validator_does():
     copy of it still has margin 0.0 on every instance."""
     families = [f for f in load_families() if f.task_id in ("dt_inventory", "rag_comets")]
     one, two = (
-        run_margin_bench(validators=1, first_secret=5, tempos=1, drawn=0, window=2, families=families, draws=d)
-        for d in (1, 2)
+        run_margin_bench(validators=1, first_secret=5, tempos=1, drawn=0, families=families, draws=d) for d in (1, 2)
     )
     assert (one["draws"], two["draws"]) == (1, 2)
     assert one["gains"][RETRIED]["all"]["reference_S"] != two["gains"][RETRIED]["all"]["reference_S"]
