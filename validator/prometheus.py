@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from protocol.hints import TIERS
 from protocol.metagraph import MetagraphSnapshot
 from protocol.outcomes import RunStatus, StepOutcome
-from scoring.margin import Payout, beat_share
+from scoring.margin import Means, Payout, beat_share
 
 from .draws import MOST_DRAWS
 from .lifecycle import INFRASTRUCTURE_CAUSES
@@ -103,6 +103,13 @@ class ValidatorMetrics:
         self.margin = Gauge(
             "dagnet_validator_margin",
             "Each miner's window mean credited margin over the validator's reference.",
+            ["uid"],
+            registry=r,
+        )
+        self.margin_bar = Gauge(
+            "dagnet_validator_margin_bar",
+            "The margin each miner must exceed to be paid as a beater: its error counted in worlds times the bar"
+            " for that many worlds (+Inf before two worlds).",
             ["uid"],
             registry=r,
         )
@@ -244,7 +251,7 @@ class ValidatorMetrics:
     def standing(self, standing: Standing) -> None:
         """Each miner's window after a step: its mean score and its margins over the reference."""
         self.scores(standing.window.means())
-        self.margins(standing.margins)
+        self.margins(standing.means(), standing.margins)
 
     def scores(self, means: Mapping[int, float]) -> None:
         for uid, mean in means.items():
@@ -255,11 +262,14 @@ class ValidatorMetrics:
         for uid, value in weights.items():
             self.weight.labels(str(uid)).set(value)
 
-    def margins(self, windows: Mapping[int, Sequence[float]]) -> None:
-        """Each uid's window of credited margins: its mean (0 while empty) and the share of
-        its steps with a positive margin, the steps that beat the reference."""
-        for uid, margins in windows.items():
-            self.margin.labels(str(uid)).set(math.fsum(margins) / len(margins) if margins else 0.0)
+    def margins(self, means: Mapping[int, Means], steps: Mapping[int, Sequence[float]]) -> None:
+        """Each uid's mean margin as pay reads it (over its last worlds, 0 while empty), the
+        bar it must exceed to be a beater (``k·SE``, :mod:`scoring.worlds`), and the share of
+        its last steps with a positive margin, the steps that beat the reference."""
+        for uid, mean in means.items():
+            self.margin.labels(str(uid)).set(mean.margin)
+            self.margin_bar.labels(str(uid)).set(mean.margin - mean.clear if math.isfinite(mean.clear) else math.inf)
+        for uid, margins in steps.items():
             self.beats_reference.labels(str(uid)).set(beat_share(margins))
 
     def paid(self, payout: Payout) -> None:

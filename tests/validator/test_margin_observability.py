@@ -5,11 +5,13 @@ the emission), the localnet leaderboard and its summary (issue 29)."""
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 import pytest
 
-from scoring.margin import Payout
+from scoring.margin import K_SE, Payout, window_means
+from scoring.worlds import bar, clustered, tallies
 from support.fakechain import FakeChain
 from support.keys import MetagraphBuilder, dev_keypair
 from validator.chainview import ChainView
@@ -48,10 +50,16 @@ def _sample(metrics: ValidatorMetrics, name: str, **labels: str) -> float | None
     return metrics.registry.get_sample_value(name, labels)
 
 
-def test_metrics_export_each_miners_mean_margin_and_how_often_it_beat_the_reference():
+def test_metrics_export_each_miners_mean_margin_its_bar_and_how_often_it_beat_the_reference():
     metrics = ValidatorMetrics()
-    metrics.margins({1: [0.04, 0.0, -0.01, 0.05], 2: [0.0, 0.0], 3: []})
+    steps = {1: [0.04, 0.0, -0.01, 0.05], 2: [0.0, 0.0], 3: []}
+    worlds = {1: [0, 0, 1, 2], 2: [0, 1], 3: []}
+    metrics.margins({uid: window_means([], tallies(m, worlds[uid])) for uid, m in steps.items()}, steps)
     assert _sample(metrics, "dagnet_validator_margin", uid="1") == pytest.approx(0.02)
+    # Three worlds: the error over them, times the bar for three (4.53): what a beater must exceed.
+    mean, se, _ = clustered(tallies(steps[1], worlds[1]))
+    assert _sample(metrics, "dagnet_validator_margin_bar", uid="1") == pytest.approx(bar(K_SE, 3) * se)
+    assert _sample(metrics, "dagnet_validator_margin_bar", uid="3") == math.inf  # no world yet
     assert _sample(metrics, "dagnet_validator_beats_reference", uid="1") == pytest.approx(0.5)
     assert _sample(metrics, "dagnet_validator_margin", uid="2") == 0.0
     assert _sample(metrics, "dagnet_validator_beats_reference", uid="2") == 0.0
