@@ -76,6 +76,7 @@ REFERENCE, PUBLIC = "reference", "public"
 GOOD, NAIVE, LEARNER, ORACLE = "good", "naive+retries", "learner", "oracle"
 RETRIED, REF_RENAMED = "good+10", "reference renamed"
 L_RENAMED, L_MP1, L_MP2 = "learner renamed", "learner mp1", "learner mp2"
+O_RENAMED, O_MP1, O_MP2 = "oracle renamed", "oracle mp1", "oracle mp2"
 _OWNER = -1
 """The subnet owner's uid in the burning variant (a uid no miner has)."""
 TIE = 1e-9
@@ -90,12 +91,21 @@ def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Deri
     return derive
 
 
-DERIVED: dict[str, Derive] = {REF_RENAMED: _derive(REFERENCE, lambda plan: disguised(plan, len(plan.nodes) + 3))}
-LEARNER_DERIVED: dict[str, Derive] = {
-    L_RENAMED: _derive(LEARNER, lambda plan: disguised(plan, len(plan.nodes) + 3)),
-    L_MP1: _derive(LEARNER, lambda plan: disguised(plan, 1)),
-    L_MP2: _derive(LEARNER, lambda plan: disguised(plan, 2)),
+def _variants(source: str, renamed: str, mp1: str, mp2: str) -> dict[str, Derive]:
+    """A copier's three disguises of ``source``'s plan: renamed (and a ``max_parallel`` that
+    never binds), renamed with ``max_parallel`` 1, and with 2."""
+    return {
+        renamed: _derive(source, lambda plan: disguised(plan, len(plan.nodes) + 3)),
+        mp1: _derive(source, lambda plan: disguised(plan, 1)),
+        mp2: _derive(source, lambda plan: disguised(plan, 2)),
+    }
+
+
+DERIVED: dict[str, Derive] = {
+    REF_RENAMED: _derive(REFERENCE, lambda plan: disguised(plan, len(plan.nodes) + 3)),
+    **_variants(ORACLE, O_RENAMED, O_MP1, O_MP2),
 }
+LEARNER_DERIVED: dict[str, Derive] = _variants(LEARNER, L_RENAMED, L_MP1, L_MP2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +130,9 @@ NETWORKS = (
     _net("64 identical learners", (LEARNER, 64)),
     _net("4 renamed reference beside 50 reference", (REFERENCE, 50), (REF_RENAMED, 4)),
     _net("oracle beside 63 reference", (ORACLE, 1), (REFERENCE, 63)),
+    _net("oracle on 4 hotkeys", (ORACLE, 1), (O_RENAMED, 1), (O_MP1, 1), (O_MP2, 1), (REFERENCE, 7)),
+    _net("oracle + 4 copies + 1 variant", (ORACLE, 5), (O_MP1, 1), (REFERENCE, 7)),
+    _net("64 identical oracles", (ORACLE, 64)),
     _net("oracle + learner + 8 good + naive", (ORACLE, 1), (LEARNER, 1), (GOOD, 8), (NAIVE, 1)),
     _net("2 reference + naive", (REFERENCE, 2), (NAIVE, 1)),
 )
@@ -453,26 +466,25 @@ def targets_line(targets: Sequence[Target]) -> str:
 
 
 def margin_targets(result: dict[str, Any]) -> list[Target]:
-    """Issue 35's targets, each with the (network, validator) pairs that miss it; the
-    learner's only on the validators where the learner beats the reference."""
+    """Issue 35's targets, each with the (network, validator) pairs that miss it. The copy
+    targets are played twice, with the learner and with the oracle as the honest planner
+    copied, each only on the validators where that planner beats the reference alone."""
     nets = {n["name"]: n for n in result["networks"]}
     validators = [str(v) for v in result["secrets"]]
-    alone: dict[str, Any] = nets.get("learner on 1 hotkey", {})
+    alone = {LEARNER: nets.get("learner on 1 hotkey", {}), ORACLE: nets.get("oracle beside 63 reference", {})}
 
     def beats(net: dict[str, Any], v: str, role: str) -> bool:
         """Whether ``role``'s first uid beats the reference on validator ``v``."""
         return bool(net["per_validator"][v]["beater"][net["roles"].index(role)])
 
-    def learner_beats(v: str) -> bool:
-        return bool(alone) and beats(alone, v, LEARNER)
-
-    def each(target: str, name: str, holds: Callable[[dict[str, Any], str], bool], *, learner: bool = False) -> Target:
+    def each(target: str, name: str, holds: Callable[[dict[str, Any], str], bool], *, honest: str = "") -> Target:
+        """``target`` on network ``name``; with ``honest``, n/a where that planner is no beater alone."""
         net = nets.get(name)
         if net is None:
             return Target(target, [], [f"{name} not played (no learner loaded)"])
-        na = [v for v in validators if learner and not learner_beats(v)]
+        na = [v for v in validators if honest and not (alone[honest] and beats(alone[honest], v, honest))]
         misses = [f"{name} (validator {v})" for v in validators if v not in na and not holds(net, v)]
-        return Target(target, misses, [f"the learner is not a beater on validator {', '.join(na)}"] if na else [])
+        return Target(target, misses, [f"the {honest} is not a beater on validator {', '.join(na)}"] if na else [])
 
     def total(net: dict[str, Any], v: str, *roles: str, burning: bool = False) -> float:
         by = net["by_role_burning" if burning else "by_role"][v]["total"]
@@ -481,37 +493,47 @@ def margin_targets(result: dict[str, Any]) -> list[Target]:
     def at_most_floor(*roles: str) -> Callable[[dict[str, Any], str], bool]:
         return lambda net, v: total(net, v, *roles, burning=True) <= FLOOR + 1e-12
 
-    def one_vs_four(net: dict[str, Any], v: str) -> bool:
-        four = net["by_role"][v]["total"]
-        learners = math.fsum(w for role, w in four.items() if role.startswith(LEARNER))
-        return learners <= 1.05 * total(alone, v, LEARNER) + 1e-12
-
-    def keeps(net: dict[str, Any], v: str) -> bool:
-        return net["by_role"][v]["first"][LEARNER] >= 0.9 * alone["by_role"][v]["first"][LEARNER]
-
-    def first_takes_all(net: dict[str, Any], v: str) -> bool:
-        paid = net["per_validator"][v]
-        return paid["payout"] == "margin" and paid["weights"][0] >= 1 - 1e-9 and paid["burned"] == 0.0
-
     def first(net: dict[str, Any], v: str, role: str) -> float:
         return float(net["by_role"][v]["first"][role])
+
+    def copied(honest: str) -> list[Target]:
+        """The three copy targets with ``honest`` the planner copied."""
+
+        def one_vs_four(net: dict[str, Any], v: str) -> bool:
+            four = net["by_role"][v]["total"]
+            hers = math.fsum(w for role, w in four.items() if role.startswith(honest))
+            return hers <= 1.05 * total(alone[honest], v, honest) + 1e-12
+
+        def keeps(net: dict[str, Any], v: str) -> bool:
+            return first(net, v, honest) >= 0.9 * first(alone[honest], v, honest)
+
+        def first_takes_all(net: dict[str, Any], v: str) -> bool:
+            paid = net["per_validator"][v]
+            return paid["payout"] == "margin" and paid["weights"][0] >= 1 - 1e-9 and paid["burned"] == 0.0
+
+        return [
+            each(
+                f"one {honest} on 4 hotkeys earns ≤ 1.05 × on one", f"{honest} on 4 hotkeys", one_vs_four, honest=honest
+            ),
+            each(
+                f"an honest {honest} keeps ≥ 90 % beside 4 copies + 1 variant",
+                f"{honest} + 4 copies + 1 variant",
+                keeps,
+                honest=honest,
+            ),
+            each(
+                f"64 identical {honest}s: the first takes the beaters' share, nothing burned",
+                f"64 identical {honest}s",
+                first_takes_all,
+                honest=honest,
+            ),
+        ]
 
     return [
         each("good+10 is not a beater: at most the floor", "good+10 beside 8 good", at_most_floor(RETRIED)),
         each("public is not a beater: at most the floor", "public beside 8 reference", at_most_floor(PUBLIC)),
-        each("one learner on 4 hotkeys earns ≤ 1.05 × on one", "learner on 4 hotkeys", one_vs_four, learner=True),
-        each(
-            "an honest learner keeps ≥ 90 % beside 4 copies + 1 variant",
-            "learner + 4 copies + 1 variant",
-            keeps,
-            learner=True,
-        ),
-        each(
-            "64 identical learners: the first takes the beaters' share, nothing burned",
-            "64 identical learners",
-            first_takes_all,
-            learner=True,
-        ),
+        *copied(LEARNER),
+        *copied(ORACLE),
         each(
             "4 renamed reference copies beside 50 reference copies: all 54 at most the floor",
             "4 renamed reference beside 50 reference",

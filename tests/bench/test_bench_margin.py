@@ -92,9 +92,11 @@ def test_consensus_reads_ties_as_ties_and_names_the_largest_differences():
 def _played(learner: float, public: float) -> dict[int, list[Instance]]:
     """Two validators' windows where every role has its own program: the reference at
     0.6 ± 0.1, each other role ``over`` it and 0.02 more on every other instance (the
-    learner and public by ``learner`` and ``public``, the oracle by 0.08, the others below)."""
+    learner and public by ``learner`` and ``public``, the oracle by 0.08, the others below;
+    a renamed copy is the same program, a ``max_parallel`` variant a little slower)."""
     overs = {GOOD: -0.2, RETRIED: -0.01, PUBLIC: public, ORACLE: 0.08, NAIVE: -0.3, LEARNER: learner}
     overs |= {"learner renamed": learner, "learner mp1": learner - 0.003, "learner mp2": learner - 0.002}
+    overs |= {"oracle renamed": 0.08, "oracle mp1": 0.08 - 0.003, "oracle mp2": 0.08 - 0.002}
     played = {}
     for v in (0, 1):
         instances = []
@@ -102,6 +104,7 @@ def _played(learner: float, public: float) -> dict[int, list[Instance]]:
             ref = 0.6 + 0.1 * ((k * (v + 3)) % 3 - 1)
             answers = {name: Answer(f"{name}{k}", ref + over + 0.02 * (k % 2)) for name, over in overs.items()}
             answers["learner renamed"] = replace(answers["learner renamed"], digest=answers[LEARNER].digest)
+            answers["oracle renamed"] = replace(answers["oracle renamed"], digest=answers[ORACLE].digest)
             answers |= {REFERENCE: Answer(f"r{k}", ref), REF_RENAMED: Answer(f"r{k}", ref)}
             instances.append(Instance(v, k, f"f{k}", 1, answers))  # a world an instance
         played[v] = instances
