@@ -28,7 +28,8 @@ Every miner is a real planner, sending its own plan on every instance:
   the retries each subnet needs: a planner that knows the world;
 - copiers' disguises (:func:`planners.attackers.disguised`): ``reference renamed`` (renamed
   nodes, reversed, a ``max_parallel`` that never binds), ``learner renamed``, ``learner mp1``
-  and ``learner mp2`` (the learner's plan renamed, ``max_parallel`` 1 and 2).
+  and ``learner mp2`` (the learner's plan renamed, ``max_parallel`` 1 and 2), and the same
+  three of the oracle's plan.
 
 Each network (:data:`NETWORKS`; uids in first-commit order, the first role registered
 first) is paid on each validator's window, the instances of its last ``worlds`` tempos,
@@ -39,8 +40,9 @@ beats the reference the floor group takes it all), and again with the owner's ui
 registered, as live subnets burn (``burned``: what it takes; a non-beater then earns at
 most the floor, which is what the targets' "at most the floor" reads). Consensus: one
 Yuma epoch (:func:`chain.epoch.run_epoch`, equal stake) over the validators' weights
-without a burn uid. The learner's targets mean something only where the learner beats
-the reference: on a validator where it does not, they say so (n/a), never pass.
+without a burn uid. The copy targets are played with the learner and with the oracle as
+the planner copied; each means something only where that planner beats the reference:
+on a validator where it does not, they say so (n/a), never pass.
 """
 
 from __future__ import annotations
