@@ -184,8 +184,25 @@ def describe(paid: Paid) -> str:
         burned = paid.weights.get(paid.burn_uid, 0.0) if paid.burn_uid is not None else 0.0
         return (
             f"nobody beat the reference: {100 * burned:.0f} % burned to the owner's uid {paid.burn_uid}, {floor_part}"
+            + _closest(paid)
         )
-    return f"nobody beat the reference and the owner's hotkey is not on the subnet: {floor_part} (all of it)"
+    return f"nobody beat the reference and the owner's hotkey is not on the subnet: {floor_part} (all of it)" + (
+        _closest(paid)
+    )
+
+
+def _closest(paid: Paid) -> str:
+    """The leader nearest to being a beater, its margin and the bar it must exceed (its
+    error counted in worlds times the bar for that many, :mod:`scoring.worlds`): why
+    nobody is paid for a margin, for an operator reading the log."""
+    led = [uid for uid in sorted(paid.means) if paid.leaders.get(uid, uid) == uid and uid != paid.burn_uid]
+    if not led:
+        return ""
+    uid = max(led, key=lambda u: (paid.means[u].clear, paid.means[u].margin))
+    means = paid.means[uid]
+    bar = means.margin - means.clear
+    against = f"a bar of {bar:.3f}" if math.isfinite(bar) else "no bar yet (fewer than two worlds)"
+    return f"; closest: uid {uid}, margin {means.margin:+.3f} against {against}"
 
 
 _NONE = Means(0.0, 0.0)

@@ -237,3 +237,19 @@ def test_the_localnet_reads_each_miners_margin_and_the_payout_from_the_validator
     assert rows["copy"]["mean_margin"] == 0.0 and rows["copy"]["beats_reference"] == 0.0
     assert rows["naive"]["mean_margin"] == pytest.approx(-0.15)
     assert reached.payout == "margin" and reached.summary()["payout"] == "margin"
+
+
+def test_a_weight_set_that_pays_nobody_for_a_margin_says_who_is_closest_and_what_it_must_clear():
+    """The log line of a weight-set where nobody beats the reference names the leader
+    nearest to it, its margin and the bar counted in worlds; a later copy is never named."""
+    from validator.weights import Paid, describe
+
+    ahead = window_means([0.8] * 4, tallies([0.03, 0.01, 0.02, 0.0], [0, 1, 2, 3]))  # +0.015, not clear of 4 worlds
+    behind = window_means([0.7] * 4, tallies([-0.1] * 4, [0, 1, 2, 3]))
+    fresh = window_means([0.9], tallies([0.2], [3]))  # one world: no bar yet
+    paid = Paid({0: 0.95, 1: 0.025, 2: 0.025}, Payout.BURN, {1: ahead, 2: behind, 3: fresh}, 0, {1: 1, 2: 2, 3: 1})
+    line = describe(paid)
+    assert line.startswith("nobody beat the reference: 95 % burned to the owner's uid 0")
+    assert line.endswith(f"; closest: uid 1, margin +0.015 against a bar of {ahead.margin - ahead.clear:.3f}")
+    alone = Paid({3: 1.0}, Payout.FLOOR_ONLY, {3: fresh}, None, {3: 3})
+    assert describe(alone).endswith("closest: uid 3, margin +0.200 against no bar yet (fewer than two worlds)")
