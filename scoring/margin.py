@@ -264,7 +264,7 @@ class Means:
     @property
     def clear(self) -> float:
         """The margin less ``k_se`` standard errors: what a beater is paid in proportion to."""
-        return self.margin - self.k_se * self.se
+        return self.margin - (self.k_se * self.se if self.se else 0.0)  # no noise: whatever the bar
 
     @property
     def floor_score(self) -> float:

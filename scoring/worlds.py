@@ -107,7 +107,9 @@ def bar(k: float, units: int) -> float:
 @functools.lru_cache(maxsize=1024)
 def _t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile (``p`` > 0.5) of Student's *t* with ``df`` degrees of freedom, by
-    bisection on :func:`t_cdf` to about 1e-9."""
+    bisection on :func:`t_cdf` to about 1e-9; ``inf`` for a level a float cannot tell from 1."""
+    if p >= 1.0:
+        return math.inf
     low, high = 0.0, 1.0
     while t_cdf(high, df) < p:
         high *= 2

@@ -29,6 +29,7 @@ def test_the_bar_is_two_errors_with_many_worlds_and_more_with_few() -> None:
     assert bar(2.0, 6) == pytest.approx(2.65, abs=0.01)
     assert bar(2.0, 24) == pytest.approx(2.115, abs=0.005)
     assert bar(2.0, 100_000) == pytest.approx(2.0, abs=1e-3)
+    assert bar(0.0, 5) == pytest.approx(0.0, abs=1e-9) and bar(40.0, 5) == math.inf  # --k-se 0 and beyond floats
     bars = [bar(2.0, g) for g in range(2, 60)]
     assert bars == sorted(bars, reverse=True)
 
