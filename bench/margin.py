@@ -3,10 +3,10 @@ reference, and whether the attacks of issue 35 pay (docs/scoring.md).
 
 Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
 tempos of its own hidden world, ``per_tempo`` of the curated and ``drawn`` drawn families
-a tempo (a different draw of them each tempo) on ``seeds`` hidden seeds per tempo, as :func:`bench.world.play` plays them (full tier, owned
-execution, simulated clock, calls on common random numbers; each instance's S the mean
-over ``draws`` draws of the tempo's world, as a validator's margins are), and with its
-strategies.
+a tempo (a different draw of them each tempo) on ``seeds`` hidden seeds per tempo, as
+:func:`bench.world.play` plays them (full tier, owned execution, simulated clock, calls
+on common random numbers; each instance's S the mean over ``draws`` draws of the tempo's
+world, as a validator's margins are), and with its strategies.
 Per instance it has each planner's S, plan digest (:func:`protocol.canonical.plan_digest`)
 and outcome key. The yardstick is the validator's own:
 
@@ -47,7 +47,6 @@ on a validator where it does not, they say so (n/a), never pass.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -70,7 +69,7 @@ from validator.draws import MOST_DRAWS
 
 from .progress import Steps
 from .tiers import bench_families
-from .world import Derive, Played, hidden_seeds, load_learner, play, static_plans
+from .world import Derive, Played, draw_order, hidden_seeds, load_learner, play, static_plans
 
 __all__ = ["render_margin_bench", "run_margin_bench"]
 
@@ -93,18 +92,23 @@ def _derive(source: str, change: Callable[[WorkflowPlan], WorkflowPlan]) -> Deri
     return derive
 
 
+def _renamed(source: str) -> Derive:
+    """``source``'s plan renamed, reversed, with a ``max_parallel`` that never binds."""
+    return _derive(source, lambda plan: disguised(plan, len(plan.nodes) + 3))
+
+
 def _variants(source: str, renamed: str, mp1: str, mp2: str) -> dict[str, Derive]:
-    """A copier's three disguises of ``source``'s plan: renamed (and a ``max_parallel`` that
-    never binds), renamed with ``max_parallel`` 1, and with 2."""
+    """A copier's three disguises of ``source``'s plan: renamed (:func:`_renamed`), renamed
+    with ``max_parallel`` 1, and with 2."""
     return {
-        renamed: _derive(source, lambda plan: disguised(plan, len(plan.nodes) + 3)),
+        renamed: _renamed(source),
         mp1: _derive(source, lambda plan: disguised(plan, 1)),
         mp2: _derive(source, lambda plan: disguised(plan, 2)),
     }
 
 
 DERIVED: dict[str, Derive] = {
-    REF_RENAMED: _derive(REFERENCE, lambda plan: disguised(plan, len(plan.nodes) + 3)),
+    REF_RENAMED: _renamed(REFERENCE),
     **_variants(ORACLE, O_RENAMED, O_MP1, O_MP2),
 }
 LEARNER_DERIVED: dict[str, Derive] = _variants(LEARNER, L_RENAMED, L_MP1, L_MP2)
@@ -169,8 +173,8 @@ def run_margin_bench(
     draws: int | None = None,
 ) -> dict[str, Any]:
     """Every network on every validator's window (its last ``worlds`` tempos), margins
-    clearing ``k_se`` standard errors (validators: :data:`scoring.margin.K_SE`) on each instance's mean over ``draws``
-    draws of the world (``None``: :data:`validator.draws.MOST_DRAWS`, the most a validator
+    clearing ``k_se`` standard errors (validators: :data:`scoring.margin.K_SE`) on each
+    instance's mean over ``draws`` draws of the world (``None``: :data:`validator.draws.MOST_DRAWS`, the most a validator
     makes); see the module. ``steps`` hears the static planning, then each family played."""
     steps = steps or Steps()
     draws = MOST_DRAWS if draws is None else draws
@@ -228,11 +232,7 @@ def _instances(plays: Iterable[Played], secret: int, seeds: int) -> list[Instanc
         for k, seed in enumerate(hidden_seeds(p.tempo, seeds)):
             answers = {s: Answer(digests[s], runs[k], p.outcomes[s][k]) for s, runs in p.scores.items()}
             instances.append(Instance(secret, p.tempo, p.family.task_id, seed, answers))
-    return sorted(instances, key=lambda i: (i.tempo, _hash(secret, i.task_id, i.seed)))
-
-
-def _hash(*parts: Any) -> str:
-    return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
+    return sorted(instances, key=lambda i: (i.tempo, draw_order(secret, i.task_id, i.seed)))
 
 
 def _window(instances: Sequence[Instance], worlds: int) -> list[Instance]:

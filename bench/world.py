@@ -64,7 +64,7 @@ from .progress import Steps
 from .tasks import network_weights
 from .tiers import bench_families
 
-__all__ = ["Played", "play", "render_world_bench", "run_world_bench", "static_plans"]
+__all__ = ["Played", "draw_order", "play", "render_world_bench", "run_world_bench", "static_plans"]
 
 STATIC = ("good", "good+10", "naive+retries")
 STRATEGIES = (*STATIC, "public", "reference", "oracle", "learner")
@@ -93,9 +93,14 @@ def tempo_families(families: Sequence[Family], secret: int, tempo: int, per_temp
     secret, the tempo and the family), in the families' order."""
     if per_tempo is None or per_tempo >= len(families):
         return list(families)
-    key = {f.task_id: hashlib.sha256(f"{secret}:{tempo}:{f.task_id}".encode()).hexdigest() for f in families}
-    chosen = set(sorted(key, key=key.__getitem__)[:per_tempo])
+    ranked = sorted((f.task_id for f in families), key=lambda task_id: draw_order(secret, tempo, task_id))
+    chosen = set(ranked[:per_tempo])
     return [f for f in families if f.task_id in chosen]
+
+
+def draw_order(*parts: Any) -> str:
+    """A key that orders things as a validator's draw would: sha256 of ``parts``."""
+    return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
 
 
 def advertised_tools(families: Sequence[Family]) -> dict[str, ToolInfo]:

@@ -309,8 +309,8 @@ def paid_shares(name: str, runs: Mapping[str, Sequence[Run]]) -> NetworkPay:
     first committed, then ``good``, then ``naive``, so a planner that sends ``good``'s
     plan (or one that runs the same) is the group that holds it; the window is all the
     runs, each a unit of the error (eval plays one world or none: validators count errors
-    in worlds, :mod:`scoring.worlds`). No owner's uid is on such a network: when nobody beats the reference the floor
-    takes it all."""
+    in worlds, :mod:`scoring.worlds`). No owner's uid is on such a network: when nobody
+    beats the reference the floor takes it all."""
     labels = [name, *REFERENCES]
     pay = network_pay(
         (index, {uid: _answer(runs[label][index]) for uid, label in enumerate(labels)}, reference.score["S"])

@@ -262,9 +262,15 @@ class Means:
         return Means(self.score * factor, self.margin * factor, self.se * factor, self.k_se, self.score_se * factor)
 
     @property
+    def bar(self) -> float:
+        """What the margin must exceed to be paid as a beater: ``k_se`` standard errors
+        (``inf`` without an error; 0 with no noise, whatever ``k_se``)."""
+        return self.k_se * self.se if self.se else 0.0
+
+    @property
     def clear(self) -> float:
-        """The margin less ``k_se`` standard errors: what a beater is paid in proportion to."""
-        return self.margin - (self.k_se * self.se if self.se else 0.0)  # no noise: whatever the bar
+        """The margin less its :attr:`bar`: what a beater is paid in proportion to."""
+        return self.margin - self.bar
 
     @property
     def floor_score(self) -> float:

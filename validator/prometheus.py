@@ -8,7 +8,6 @@ phases and hint tiers by fixed vocabularies.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -268,7 +267,7 @@ class ValidatorMetrics:
         its last steps with a positive margin, the steps that beat the reference."""
         for uid, mean in means.items():
             self.margin.labels(str(uid)).set(mean.margin)
-            self.margin_bar.labels(str(uid)).set(mean.margin - mean.clear if math.isfinite(mean.clear) else math.inf)
+            self.margin_bar.labels(str(uid)).set(mean.bar)
         for uid, margins in steps.items():
             self.beats_reference.labels(str(uid)).set(beat_share(margins))
 

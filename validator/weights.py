@@ -200,8 +200,7 @@ def _closest(paid: Paid) -> str:
         return ""
     uid = max(led, key=lambda u: (paid.means[u].clear, paid.means[u].margin))
     means = paid.means[uid]
-    bar = means.margin - means.clear
-    against = f"a bar of {bar:.3f}" if math.isfinite(bar) else "no bar yet (fewer than two worlds)"
+    against = f"a bar of {means.bar:.3f}" if math.isfinite(means.bar) else "no bar yet (fewer than two worlds)"
     return f"; closest: uid {uid}, margin {means.margin:+.3f} against {against}"
 
 

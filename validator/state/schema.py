@@ -21,10 +21,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 
 from protocol.task import SYNTHETIC_PREFIX
+from scoring.worlds import tallies
 
 from .. import answers
 from . import secret
 from .records import ExecutionRecord
+from .windows import encode_tallies
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -126,8 +128,9 @@ def _add_tallies_column(conn: sqlite3.Connection) -> None:
         return
     conn.execute("ALTER TABLE windows ADD COLUMN tallies TEXT NOT NULL DEFAULT '[]'")
     for uid, margins in conn.execute("SELECT uid, margins FROM windows").fetchall():
-        units = [[None, 1, margin] for margin in json.loads(margins)]
-        conn.execute("UPDATE windows SET tallies = ? WHERE uid = ?", (json.dumps(units), uid))
+        conn.execute(
+            "UPDATE windows SET tallies = ? WHERE uid = ?", (encode_tallies(tallies(json.loads(margins))), uid)
+        )
 
 
 MIGRATIONS: tuple[Migration, ...] = (
