@@ -40,8 +40,9 @@ from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
 from scoring.margin import Answer, Means, network_pay, outcome_key
+from subnets.forecast import Forecast, published_forecast, with_forecast
 from subnets.owned import owned_runner
-from subnets.world import ADVERTISED, World, world_named
+from subnets.world import ADVERTISED, World, world_for, world_named
 from tasks import Family, load_families
 from tasks.drawn import PREFIX as DRAWN_PREFIX
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
@@ -49,6 +50,8 @@ from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is
 __all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
 
 REFERENCES = ("good", "naive")
+EVAL_VALIDATOR = "eval"
+"""The hotkey ``dagnet eval`` sends its forecasts under, as a validator sends its own."""
 """The planners every evaluation is shown beside."""
 PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 """What each run reports of its score (docs/scoring.md)."""
@@ -129,11 +132,17 @@ def select_families(
 
 
 def score_answer(
-    planner: Planner, task: Task, *, timeout_s: float = PLANNER_TIMEOUT_S, world: World = ADVERTISED
+    planner: Planner,
+    task: Task,
+    *,
+    timeout_s: float = PLANNER_TIMEOUT_S,
+    world: World = ADVERTISED,
+    prior: Forecast | None = None,
 ) -> Run:
     """``planner``'s answer to ``task``'s package, checked and scored as a validator does,
-    its subnets playing ``world``."""
-    package = task.package()
+    its subnets playing ``world``; the package carries ``prior``, the forecast of that
+    world a validator sends (``None``: none, as with the advertised profile)."""
+    package = with_forecast(task.package(), prior, EVAL_VALIDATOR)
     run = Run(getattr(planner, "name", "?"), task.task_id, task.task_type, task.seed or 0)
     try:
         result = asyncio.run(run_planner(planner, package, timeout_s=timeout_s))
@@ -239,7 +248,12 @@ def _guarded(
         draw = mix.draw(family, seed, drawn_tempo)
         task = draw.task(lambda instance, _seed: instance)
         played = world_named(mix.world, mix.secret, task.available_tools)
-        run = score_answer(planner, task, timeout_s=timeout_s, world=played)
+        prior = (
+            None
+            if played.tempo is None
+            else published_forecast(world_for, mix.secret, played.tempo, task.available_tools)
+        )
+        run = score_answer(planner, task, timeout_s=timeout_s, world=played, prior=prior)
         run.task_id, run.tier = family.task_id, draw.tier
         run.kind = "synthetic" if draw.synthetic else "curated" if drawn_tempo is None else "drawn"
     except Exception as exc:  # one family's failure is one row's error, never the run's end

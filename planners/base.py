@@ -71,7 +71,9 @@ timeout, so a slow planner still gets a clear answer back to the validator in ti
 
 _REASON_CHARS = 300
 log = logging.getLogger("dagnet.miner")
-_PACKAGE_FIELDS = set(TaskPackage.model_fields) - {"scoring_version"}  # a set: how model_dump(include=) is typed
+_PACKAGE_FIELDS = set(TaskPackage.model_fields) - {"scoring_version", "forecast"}
+"""What an answer echoes of its package (a set: how ``model_dump(include=)`` is typed): not
+the forecast, which the validator sent and keeps."""
 
 FailureKind = Literal["unplannable", "error", "timeout", "invalid"]
 FAILURE_KINDS: tuple[FailureKind, ...] = ("unplannable", "error", "timeout", "invalid")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .forecast import WorldForecast
 from .hints import EXAMPLES, HintTier, PublicExample
 from .plan import NODE_ID_PATTERN, WorkflowPlan
 from .runner import NodeCall, NodeResult
@@ -93,6 +94,9 @@ class TaskPackage(BaseModel):
     """Public instances with their answers, drawn from seeds never scored on."""
     send_block: int = Field(default=0, ge=0)
     scoring_version: int = SCORING_VERSION
+    forecast: WorldForecast | None = None
+    """The sending validator's forecast of the tempo's world from the worlds it published
+    (:mod:`protocol.forecast`): what its reference plans on. ``None`` when it plays none."""
 
     def route(self, subnet: str) -> RoutingRule:
         return self.routing_policy.get(subnet) or self.routing_policy.get("default") or RoutingRule()

@@ -22,25 +22,28 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
 
-from protocol.synapse import ToolInfo
+from protocol.forecast import SubnetForecast, WorldForecast
+from protocol.synapse import TaskPackage, ToolInfo
 
 from .world import (
     PARAMS,
-    SPELL_LATENCY,
-    SPELL_OUTAGE_P,
     SPELL_P,
     SubnetTruth,
     World,
     WorldSource,
+    in_spell,
     latent_covariance,
     latents_of,
     truth_of,
 )
 
-__all__ = ["HISTORY", "Forecast", "forecast", "published_forecast"]
+P = TypeVar("P", bound=TaskPackage)
+
+__all__ = ["HISTORY", "Forecast", "forecast", "forecast_world", "published_forecast", "with_forecast"]
 
 HISTORY = 24
 """The most published tempos a forecast reads (the last ones)."""
@@ -51,19 +54,35 @@ class Forecast:
     """Tempo ``tempo``'s world as the published past predicts it."""
 
     tempo: int
-    expected: World
-    """Each subnet at its forecast latent values, spells weighed in by their chance: the
-    profile to plan on."""
+    base: World
+    """Each subnet at its forecast latent values, outside a bad spell."""
     spread: Mapping[str, Mapping[str, float]]
     """Per subnet and parameter, the conditional standard deviation of its latent value:
     what the published past leaves open (at least the fresh part's)."""
+
+    @property
+    def expected(self) -> World:
+        """:attr:`base` with the spells weighed in by their chance (:data:`SPELL_P`): the
+        profile to plan on."""
+        return World(self.tempo, "", {name: in_spell(t, SPELL_P) for name, t in self.base.subnets.items()})
+
+    def wire(self, validator: str, subnets: Iterable[str]) -> WorldForecast:
+        """What a validator (hotkey ``validator``) sends of this forecast with a package
+        listing ``subnets`` (:mod:`protocol.forecast`)."""
+        told = {name: self.base.subnets[name] for name in sorted(subnets) if name in self.base.subnets}
+        return WorldForecast(
+            tempo=self.tempo,
+            validator=validator,
+            spell_p=SPELL_P,
+            subnets={name: SubnetForecast(**_fields(truth)) for name, truth in told.items()},
+        )
 
 
 def forecast(published: Mapping[int, World], tempo: int, advertised: Mapping[str, ToolInfo]) -> Forecast:
     """Tempo ``tempo``'s forecast for the subnets ``advertised`` lists, from the
     ``published`` worlds of earlier tempos (tempo → world; later ones are ignored)."""
     past = sorted(t for t in published if t < tempo)[-HISTORY:]
-    expected: dict[str, SubnetTruth] = {}
+    base: dict[str, SubnetTruth] = {}
     spread: dict[str, dict[str, float]] = {}
     for name in sorted(advertised):
         info = advertised[name]
@@ -74,9 +93,9 @@ def forecast(published: Mapping[int, World], tempo: int, advertised: Mapping[str
             weights, variance = _conditional(lags)
             mean[param] = math.fsum(w * seen[tempo - lag][param] for w, lag in zip(weights, lags))
             sd[param] = math.sqrt(max(variance, 0.0))
-        expected[name] = _with_spells(truth_of(mean, info))
+        base[name] = truth_of(mean, info)
         spread[name] = sd
-    return Forecast(tempo, World(tempo, "", expected), spread)
+    return Forecast(tempo, World(tempo, "", base), spread)
 
 
 def published_forecast(worlds: WorldSource, secret: int, tempo: int, advertised: Mapping[str, ToolInfo]) -> Forecast:
@@ -86,10 +105,31 @@ def published_forecast(worlds: WorldSource, secret: int, tempo: int, advertised:
     return forecast({t: worlds(secret, t, advertised) for t in past}, tempo, advertised)
 
 
-def _with_spells(truth: SubnetTruth) -> SubnetTruth:
-    """``truth`` with a spell's outage chance and latency weighed in by :data:`SPELL_P`."""
-    outage = (1 - SPELL_P) * truth.outage_p + SPELL_P * max(truth.outage_p, SPELL_OUTAGE_P)
-    return replace(truth, outage_p=outage, latency=truth.latency * (1 + SPELL_P * (SPELL_LATENCY - 1)))
+def forecast_world(sent: WorldForecast, chances: Mapping[str, float] | None = None) -> World:
+    """The world a package's forecast tells (``TaskPackage.forecast``), each subnet's spell
+    weighed in by its chance in ``chances`` (by id; the forecast's ``spell_p`` for the rest):
+    with none given, the world the sending validator's reference planned on."""
+    chances = chances or {}
+    return World(
+        sent.tempo,
+        "",
+        {
+            name: in_spell(SubnetTruth(**told.model_dump()), chances.get(name, sent.spell_p))
+            for name, told in sent.subnets.items()
+        },
+    )
+
+
+def with_forecast(package: P, prior: Forecast | None, validator: str) -> P:
+    """``package`` as the validator ``validator`` sends it: with ``prior``'s forecast of the
+    subnets it lists (unchanged when ``prior`` is ``None``: no world is played)."""
+    if prior is None:
+        return package
+    return package.model_copy(update={"forecast": prior.wire(validator, package.available_tools)})
+
+
+def _fields(truth: SubnetTruth) -> dict[str, float]:
+    return {name: getattr(truth, name) for name in SubnetForecast.model_fields}
 
 
 @functools.lru_cache(maxsize=256)

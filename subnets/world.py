@@ -52,6 +52,7 @@ __all__ = [
     "WorldSource",
     "advertised",
     "draw_key",
+    "in_spell",
     "latent_covariance",
     "latents_of",
     "spelled",
@@ -299,6 +300,16 @@ def spelled(truth: SubnetTruth) -> SubnetTruth:
     return replace(
         truth, outage_p=max(truth.outage_p, SPELL_OUTAGE_P), latency=truth.latency * SPELL_LATENCY, spell=True
     )
+
+
+def in_spell(truth: SubnetTruth, chance: float) -> SubnetTruth:
+    """``truth`` (outside a spell) with a bad spell's outage chance and latency weighed in
+    by ``chance``, the chance that it is in one: the profile to expect. ``chance`` 1 is
+    :func:`spelled`."""
+    if chance >= 1:
+        return spelled(truth)
+    outage = (1 - chance) * truth.outage_p + chance * max(truth.outage_p, SPELL_OUTAGE_P)
+    return replace(truth, outage_p=outage, latency=truth.latency * (1 + chance * (SPELL_LATENCY - 1)))
 
 
 def latents_of(truth: SubnetTruth, info: ToolInfo) -> dict[str, float]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
@@ -40,6 +40,7 @@ from engine.routing import routed
 from protocol.metagraph import Peer
 from protocol.synapse import TaskPackage
 from protocol.task import Task
+from subnets.forecast import with_forecast
 from subnets.world import World, WorldSource
 
 from .adapters import AdapterRunner, runs_external, tools_only, trusted_selector
@@ -162,6 +163,8 @@ class Stepper:
         base = draw.base
         task = self._sent(draw, block)
         world = None if self.worlds is None or tempo is None else self.worlds(self.secret, tempo, task.available_tools)
+        told = await self._told(world, task)
+        task = told(task)
         digest = int.from_bytes(step_digest(self.hotkey, block), "big")
         neurons = sample_miners(snapshot, self.config.sample_size, digest, self_hotkey=self.hotkey)
         miners = [Peer.from_neuron(n) for n in neurons]
@@ -169,7 +172,7 @@ class Stepper:
             log.info("no serving miner at block %s", block)
             return None
 
-        full = task if draw.tier == "full" else self._sent(replace(draw, tier="full"), block)
+        full = task if draw.tier == "full" else told(self._sent(replace(draw, tier="full"), block))
         reference = asyncio.ensure_future(self._references(task, full, world, len(miners)))  # beside the miners
         bounds = self.config.step_bounds
         until = None if bounds is None else time.monotonic() + bounds.deadline_s  # no later than the step's own
@@ -242,6 +245,15 @@ class Stepper:
         return draw.task(source_of(draw.drawn_tempo, self.source, drawn, self.secret).instance).model_copy(
             update={"send_block": block}
         )
+
+    async def _told(self, world: World | None, task: Task) -> Callable[[Task], Task]:
+        """What adds the forecast of ``world``'s tempo (the one its reference plans on) to a
+        task of the step, as every miner is sent it (:mod:`protocol.forecast`); in a worker
+        thread, since the first step of a tempo draws the published worlds."""
+        if world is None or self.forecasts is None:
+            return lambda sent: sent
+        prior = await asyncio.to_thread(self.forecasts, self.secret, world, task.available_tools)
+        return lambda sent: with_forecast(sent, prior, self.hotkey)
 
     async def _drawn_tasks(self, tempo: int | None) -> Sequence[Task]:
         """The families drawn for tempo number ``tempo`` (none without a drawn source or a

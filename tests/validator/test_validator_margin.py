@@ -36,7 +36,7 @@ from planners.public import plan_in_world, reference_plan
 from protocol.plan import WorkflowPlan
 from protocol.synapse import TaskPackage
 from scoring.margin import FLOOR, Payout
-from subnets.forecast import published_forecast
+from subnets.forecast import forecast_world, published_forecast
 from subnets.owned import owned_runner
 from subnets.registry import default_registry
 from subnets.world import world_for
@@ -275,6 +275,35 @@ async def test_at_the_goal_tier_the_reference_plans_the_package_the_miners_got(t
     assert {r.margin for r in records if r.uid == uids["good"]} == {0.0}
     naive = [r for r in records if r.uid == uids["naive"]]  # it answers nothing without step hints
     assert all(r.margin == -r.reference_S for r in naive) and any(r.margin < 0 for r in naive)
+
+
+class Told:
+    """A miner planning on nothing but the forecast the validator sent with the package,
+    answering nothing (an error) when that forecast is not of the step's tempo and the
+    validator's world."""
+
+    name = "told"
+
+    def plan(self, package: TaskPackage) -> PlanProposal:
+        sent = package.forecast
+        if sent is None or (sent.tempo, sent.validator) != (
+            tempo_of(package.send_block, TEMPO),
+            VALIDATOR.ss58_address,
+        ):
+            raise RuntimeError(f"not this step's forecast: {sent!r}")
+        return plan_in_world(package, forecast_world(sent))
+
+
+async def test_the_package_carries_the_forecast_the_reference_plans_on(tmp_path: Path) -> None:
+    """What the published past says is sent, not fetched: a miner planning on the package's
+    forecast alone (of the step's tempo, from this validator) sends the reference's plan on
+    every step, margin exactly 0."""
+    async with _validator(_state_file(tmp_path, "a"), {"told": Told(), "good": Good()}) as (loop, chain, uids):
+        await _steps(loop, chain, 3)
+        records = loop.state.executions()
+    mine = [r for r in records if r.uid == uids["told"]]
+    assert len(mine) == 3 and {r.margin for r in mine} == {0.0}, [(r.block, r.reason) for r in mine]
+    assert {(r.block, r.digest) for r in mine} == {(r.block, r.digest) for r in records if r.uid == uids["good"]}
 
 
 async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: Path) -> None:
