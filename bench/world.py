@@ -54,7 +54,7 @@ from protocol.synapse import TaskPackage, ToolInfo
 from protocol.validation import check_plan_for
 from render.columns import ALWAYS, Column, fit_table
 from scoring.margin import outcome_key
-from subnets.forecast import forecast
+from subnets.forecast import forecast, with_forecast
 from subnets.owned import owned_runner
 from subnets.world import World, world_for
 from tasks import Family
@@ -68,6 +68,8 @@ __all__ = ["Played", "draw_order", "play", "render_world_bench", "run_world_benc
 
 STATIC = ("good", "good+10", "naive+retries")
 STRATEGIES = (*STATIC, "public", "reference", "oracle", "learner")
+VALIDATOR = "bench"
+"""The hotkey the bench's validator sends its forecasts and feedback under."""
 LEARNER_TARGET = 0.03
 """What the learner must beat the reference by, in mean S, on every task type."""
 HEADROOM_TARGET = 0.10
@@ -180,7 +182,7 @@ def _feedback(
 ) -> StepFeedback:
     nodes, omitted = node_feedback(proposal.plan, execution)
     return StepFeedback(
-        validator_hotkey="bench",
+        validator_hotkey=VALIDATOR,
         miner_uid=0,
         block=0,
         tempo=tempo,
@@ -279,8 +281,8 @@ def play(
             plans["reference"] = _plan(partial(reference_plan, prior=prior), family.package)
             plans["public"] = _plan(partial(public_plan, last=last), family.package)
             plans["oracle"] = _plan(partial(oracle, world=world), family.package)
-            if student is not None:
-                plans["learner"] = _plan(student.plan, family.package)
+            if student is not None:  # sent as a validator sends it: with the forecast the reference plans on
+                plans["learner"] = _plan(student.plan, with_forecast(family.package, prior, VALIDATOR))
             for name, derive in (derived or {}).items():
                 plans[name] = derive(plans)
             scores: dict[str, list[float]] = {}

@@ -11,13 +11,19 @@ import pytest
 from engine.feedback import node_feedback
 from engine.owned import evaluate_owned
 from planners import load_planner
+from planners.public import reference_plan
+from protocol.canonical import plan_digest
 from protocol.feedback import AttemptFeedback, NodeFeedback, StepFeedback
+from protocol.synapse import TaskPackage
 from protocol.validation import check_plan_for
+from subnets.forecast import Forecast, forecast, with_forecast
 from subnets.owned import owned_runner
+from subnets.world import world_for
 from tasks import family
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "learner-planner"))
 import learner_planner.learner as learner_planner  # noqa: E402
+import learner_planner.spells as spells  # noqa: E402
 from learner_planner import Learner  # noqa: E402
 
 PACKAGE = family("rag_towns").package
@@ -210,3 +216,55 @@ def test_what_every_subnet_did_reaches_a_subnet_it_never_tried() -> None:
     assert unseen
     for node in unseen:
         assert plan.error_handling[node.id].retry_count > good.error_handling[node.id].retry_count
+
+
+# With the validator's forecast (``TaskPackage.forecast``): what is public is where it starts.
+
+SECRET, TEMPO = 1, 4
+
+
+def _sent(validator: str = "5V") -> tuple[TaskPackage, Forecast]:
+    """``PACKAGE`` as validator ``validator`` sends it in tempo ``TEMPO`` of secret
+    ``SECRET``'s world, and the forecast its reference plans on."""
+    tools = PACKAGE.available_tools
+    prior = forecast({t: world_for(SECRET, t, tools) for t in range(TEMPO)}, TEMPO, tools)
+    return with_forecast(PACKAGE, prior, validator), prior
+
+
+def test_with_a_forecast_and_no_feedback_it_sends_the_references_plan() -> None:
+    """Public information earns nothing: before it hears anything it plans exactly as the
+    validator's reference does (a copy of the reference is paid at most the floor)."""
+    package, prior = _sent()
+    assert package.forecast is not None and set(package.forecast.subnets) == set(PACKAGE.available_tools)
+    mine = Learner().plan(package).plan
+    assert plan_digest(mine) == plan_digest(reference_plan(PACKAGE, prior).plan)
+
+
+def test_outages_in_this_tempo_move_a_node_off_a_subnet_in_a_spell() -> None:
+    """The reference's retrieval subnet met an outage in both runs this tempo of that
+    validator: more likely than not in a spell, so the learner plans on another retrieval
+    subnet; outages heard in another tempo, or from another validator's world, move nothing."""
+    package, _ = _sent()
+    assert "sn18" in {node.subnet for node in Learner().plan(package).plan.nodes}
+    stale, elsewhere, now = Learner(), Learner(), Learner()
+    stale.observe(_outage_feedback("sn18", TEMPO - 1))
+    elsewhere.observe(_outage_feedback("sn18", TEMPO).model_copy(update={"validator_hotkey": "5Other"}))
+    now.observe(_outage_feedback("sn18", TEMPO))
+    assert spells.spell_chance(0.15, 0.03, spells.Tally(runs=2, outages=2)) > 0.5
+    for unmoved in (stale, elsewhere):
+        assert "sn18" in {node.subnet for node in unmoved.plan(package).plan.nodes}
+    moved = now.plan(package).plan
+    assert check_plan_for(moved, package).valid
+    assert "sn18" not in {node.subnet for node in moved.nodes}
+    assert {node.subnet for node in moved.nodes} & {"sn22", "sn5"}
+
+
+def test_clean_runs_make_a_spell_less_likely_than_the_prior() -> None:
+    quiet = spells.Tally(runs=3, outages=0)
+    assert spells.spell_chance(0.15, 0.03, spells.Tally()) == pytest.approx(0.15)
+    assert spells.spell_chance(0.15, 0.03, quiet) < 0.15 * 0.3
+    assert spells.spell_chance(0.0, 0.03, spells.Tally(runs=5, outages=5)) == 0.0
+    # an outage is weaker evidence where outages are common outside a spell
+    assert spells.spell_chance(0.15, 0.3, spells.Tally(runs=1, outages=1)) < spells.spell_chance(
+        0.15, 0.03, spells.Tally(runs=1, outages=1)
+    )

@@ -1,5 +1,15 @@
 """The learner: ``good``, planning on what the subnets did instead of what they advertise.
 
+With a validator's forecast (``TaskPackage.forecast``: the tempo's world as that
+validator's published past predicts it, which its reference plans on) the learner plans
+on that forecast with the bad spells the tempo's own runs reveal (:mod:`.spells`): a
+subnet more likely than not in a spell is planned as in one, every other one with its
+chance of a spell weighed in, and every node declares 10 retries, as the reference's do.
+Having heard nothing of the tempo, its plan is the reference's.
+
+Without one (the advertised profile alone, as ``dagnet eval`` without ``--world`` sends),
+it plans as follows.
+
 A package's ``available_tools`` is each subnet's advertised profile, and a real subnet
 is not its profile: its latency has a tail, its failures come and go, it has outages,
 its price moves. Every feedback message (docs/protocol.md, "Feedback") says how this
@@ -46,16 +56,20 @@ import threading
 from dataclasses import dataclass, replace
 
 from planners import PLANNER_INTERFACE, GoodPlanner, PlanProposal
+from planners.public import plan_in_world
 from protocol.feedback import NodeFeedback, StepFeedback
+from protocol.forecast import WorldForecast
 from protocol.plan import ErrorPolicy, WorkflowPlan
 from protocol.synapse import TaskPackage, ToolInfo
+from subnets.forecast import forecast_world
+from subnets.world import World
+
+from .spells import OUTAGE, SpellEvidence, spell_chance
 
 BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
 MAX_FAIL_FIRST = 10  # ToolInfo's ceiling
 MAX_RETRIES = 10  # ErrorPolicy's ceiling
-OUTAGE = "outage"
-"""What an attempt refused in an outage window says (``subnet X unavailable: outage``)."""
 
 
 @dataclass
@@ -144,6 +158,7 @@ class Learner:
         give_up: float = 0.9,
         avoid_outages: float = 0.25,
         success: float = 1.0,
+        spell_belief: float = 0.5,
         **good: object,
     ) -> None:
         """``half_life`` in tempos; a subnet's latency and cost are rewritten once
@@ -151,34 +166,53 @@ class Learner:
         with the weight of ``prior`` attempts; ``give_up`` is the failure rate and
         ``avoid_outages`` the outage rate past which it is left out; each node declares the retries its subnet needs to succeed with
         probability ``success`` (1: the most a plan may declare, 10, on every node of a
-        subnet that ever fails; a failed attempt is free). Other options go to ``good``."""
+        subnet that ever fails; a failed attempt is free). With a validator's forecast, a
+        subnet whose chance of a spell is over ``spell_belief`` is planned as in one.
+        Other options go to ``good``."""
         self.half_life = half_life
         self.min_attempts = min_attempts
         self.prior = prior
         self.give_up = give_up
         self.avoid_outages = avoid_outages
         self.success = success
+        self.spell_belief = spell_belief
         self.good = GoodPlanner(**good)
         self.stats: dict[str, SubnetStats] = {}
+        self.spells = SpellEvidence()
         self._lock = threading.Lock()  # observe and plan run in different threads
 
     def observe(self, feedback: StepFeedback) -> None:
         """Count every attempt of every node in ``feedback``."""
         clock = feedback.tempo if feedback.tempo is not None else feedback.block / BLOCKS_PER_TEMPO
         framed = {node.node_id for node in feedback.nodes if node.frame is not None}
+        # a framed node's own record sums its frames, which are counted one by one
+        runs = [n for n in feedback.nodes if n.attempts and not (n.frame is None and n.node_id in framed)]
         with self._lock:
-            for node in feedback.nodes:
-                if node.frame is None and node.node_id in framed:
-                    continue  # a framed node's own record sums its frames, which are counted one by one
-                if node.attempts:
-                    self.stats.setdefault(node.subnet, SubnetStats()).add(node, clock, self.half_life)
+            for node in runs:
+                self.stats.setdefault(node.subnet, SubnetStats()).add(node, clock, self.half_life)
+            self.spells.add(feedback, runs)
 
     def plan(self, package: TaskPackage) -> PlanProposal:
+        if package.forecast is not None:
+            return plan_in_world(package, self.forecast_world(package.forecast), planner=self.good)
         with self._lock:
             rates = self._rates(package)
             relearned = self._relearned(package, rates)
         proposal = self.good.plan(relearned)
         return replace(proposal, plan=self._with_retries(proposal.plan, rates))
+
+    def forecast_world(self, sent: WorldForecast) -> World:
+        """The validator's forecast ``sent`` with this tempo's spells as its runs tell them:
+        a subnet more likely than not in a spell planned as in one, every other one with its
+        chance of a spell weighed in (see the module)."""
+        with self._lock:
+            seen = dict(self.spells.of(sent.validator, sent.tempo))
+        chances = {}
+        for name, tally in seen.items():
+            if name in sent.subnets:
+                chance = spell_chance(sent.spell_p, sent.subnets[name].outage_p, tally)
+                chances[name] = 1.0 if chance > self.spell_belief else chance
+        return forecast_world(sent, chances)
 
     def relearned(self, package: TaskPackage) -> TaskPackage:
         """``package`` with every subnet's profile as learned (see the module)."""
