@@ -105,16 +105,24 @@ def published_forecast(worlds: WorldSource, secret: int, tempo: int, advertised:
     return forecast({t: worlds(secret, t, advertised) for t in past}, tempo, advertised)
 
 
-def forecast_world(sent: WorldForecast, chances: Mapping[str, float] | None = None) -> World:
+def forecast_world(
+    sent: WorldForecast,
+    chances: Mapping[str, float] | None = None,
+    learned: Mapping[str, Mapping[str, float]] | None = None,
+) -> World:
     """The world a package's forecast tells (``TaskPackage.forecast``), each subnet's spell
-    weighed in by its chance in ``chances`` (by id; the forecast's ``spell_p`` for the rest):
-    with none given, the world the sending validator's reference planned on."""
-    chances = chances or {}
+    weighed in by its chance in ``chances`` (by id; the forecast's ``spell_p`` for the rest)
+    and its fields outside a spell replaced by those ``learned`` gives (by id: field →
+    value, :class:`protocol.forecast.SubnetForecast`'s fields): with neither, the world the
+    sending validator's reference planned on."""
+    chances, learned = chances or {}, learned or {}
     return World(
         sent.tempo,
         "",
         {
-            name: in_spell(SubnetTruth(**told.model_dump()), chances.get(name, sent.spell_p))
+            name: in_spell(
+                SubnetTruth(**(told.model_dump() | dict(learned.get(name, {})))), chances.get(name, sent.spell_p)
+            )
             for name, told in sent.subnets.items()
         },
     )

@@ -14,16 +14,17 @@ from planners import load_planner
 from planners.public import reference_plan
 from protocol.canonical import plan_digest
 from protocol.feedback import AttemptFeedback, NodeFeedback, StepFeedback
+from protocol.forecast import SubnetForecast
 from protocol.synapse import TaskPackage
 from protocol.validation import check_plan_for
-from subnets.forecast import Forecast, forecast, with_forecast
+from subnets.forecast import Forecast, forecast, forecast_world, with_forecast
 from subnets.owned import owned_runner
 from subnets.world import world_for
 from tasks import family
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "learner-planner"))
 import learner_planner.learner as learner_planner  # noqa: E402
-import learner_planner.spells as spells  # noqa: E402
+import learner_planner.tempo as this_tempo  # noqa: E402
 from learner_planner import Learner  # noqa: E402
 
 PACKAGE = family("rag_towns").package
@@ -250,7 +251,7 @@ def test_outages_in_this_tempo_move_a_node_off_a_subnet_in_a_spell() -> None:
     stale.observe(_outage_feedback("sn18", TEMPO - 1))
     elsewhere.observe(_outage_feedback("sn18", TEMPO).model_copy(update={"validator_hotkey": "5Other"}))
     now.observe(_outage_feedback("sn18", TEMPO))
-    assert spells.spell_chance(0.15, 0.03, spells.Tally(runs=2, outages=2)) > 0.5
+    assert this_tempo.spell_chance(0.15, 0.03, this_tempo.Tally(runs=2, outages=2)) > 0.5
     for unmoved in (stale, elsewhere):
         assert "sn18" in {node.subnet for node in unmoved.plan(package).plan.nodes}
     moved = now.plan(package).plan
@@ -260,11 +261,68 @@ def test_outages_in_this_tempo_move_a_node_off_a_subnet_in_a_spell() -> None:
 
 
 def test_clean_runs_make_a_spell_less_likely_than_the_prior() -> None:
-    quiet = spells.Tally(runs=3, outages=0)
-    assert spells.spell_chance(0.15, 0.03, spells.Tally()) == pytest.approx(0.15)
-    assert spells.spell_chance(0.15, 0.03, quiet) < 0.15 * 0.3
-    assert spells.spell_chance(0.0, 0.03, spells.Tally(runs=5, outages=5)) == 0.0
+    quiet = this_tempo.Tally(runs=3, outages=0)
+    assert this_tempo.spell_chance(0.15, 0.03, this_tempo.Tally()) == pytest.approx(0.15)
+    assert this_tempo.spell_chance(0.15, 0.03, quiet) < 0.15 * 0.3
+    assert this_tempo.spell_chance(0.0, 0.03, this_tempo.Tally(runs=5, outages=5)) == 0.0
     # an outage is weaker evidence where outages are common outside a spell
-    assert spells.spell_chance(0.15, 0.3, spells.Tally(runs=1, outages=1)) < spells.spell_chance(
-        0.15, 0.03, spells.Tally(runs=1, outages=1)
+    assert this_tempo.spell_chance(0.15, 0.3, this_tempo.Tally(runs=1, outages=1)) < this_tempo.spell_chance(
+        0.15, 0.03, this_tempo.Tally(runs=1, outages=1)
     )
+
+
+def _run_on(subnet: str, tempo: int, *, cost: float, seconds: list[float], errors: list[str | None]) -> StepFeedback:
+    """One node on ``subnet`` in tempo ``tempo``: attempts of ``seconds`` with ``errors``, costing ``cost``."""
+    attempts = [AttemptFeedback(started_s=0.0, latency_s=s, error=e) for s, e in zip(seconds, errors)]
+    node = NodeFeedback(
+        node_id="find_0", subnet=subnet, action="search", status="success", cost_tao=cost, attempts=attempts
+    )
+    return StepFeedback(
+        validator_hotkey="5V",
+        miner_uid=1,
+        block=tempo * 360,
+        tempo=tempo,
+        task_id=PACKAGE.task_id,
+        hint_tier="full",
+        outcome="completed",
+        nodes=[node],
+    )
+
+
+def test_this_tempos_runs_set_its_price_and_move_its_latency_and_failures() -> None:
+    """A call costs exactly its price, so one answer says the tempo's price; latency and
+    failures move from the forecast as far as the fresh part's spread and the counts warrant."""
+    package, _ = _sent()
+    told = package.forecast.subnets["sn18"]
+    advertised = PACKAGE.available_tools["sn18"]
+    learner = Learner()
+    learner.plan(package)  # the advertised profiles the feedback is read against
+    unanswered = "subnet sn18 unavailable (attempt 1)"
+    learner.observe(
+        _run_on(
+            "sn18",
+            TEMPO,
+            cost=3 * advertised.avg_cost,  # two answers at 1.5 × the advertised price; the failed attempt is free
+            seconds=[4 * advertised.avg_latency] * 3,
+            errors=[unanswered, None, None],
+        )
+    )
+    world = learner.forecast_world(package.forecast)
+    moved = world.subnets["sn18"]
+    assert moved.price == pytest.approx(1.5)
+    assert told.latency < moved.latency < 4  # towards 4 ×, not all the way
+    assert told.fail_p < moved.fail_p < 1 / 3
+    assert world.subnets["sn22"] == forecast_world(package.forecast).subnets["sn22"]  # unheard: as forecast
+
+
+def test_what_one_run_says_of_a_tempo_is_weighed_against_the_forecast() -> None:
+    told = SubnetForecast(
+        latency=1.0, spread=0.3, tail_p=0.03, tail=3.0, price=1.0, fail_p=0.15, outage_p=0.03, degrade_p=0.0
+    )
+    one = this_tempo.learned(told, this_tempo.Tally(answered=1, timed=1, log_latency=math.log(2.0)), 0.0)
+    many = this_tempo.learned(told, this_tempo.Tally(answered=400, timed=400, log_latency=400 * math.log(2.0)), 0.0)
+    assert 1.0 < one["latency"] < 1.5 < many["latency"] < 2.0
+    in_spell = this_tempo.learned(told, this_tempo.Tally(timed=400, log_latency=400 * math.log(3.0)), 1.0)
+    assert in_spell["latency"] == pytest.approx(2.0, rel=0.01)  # a spell's 1.5 × is the spell's, not the subnet's
+    failing = this_tempo.learned(told, this_tempo.Tally(answered=400, unanswered=200), 0.0)
+    assert 0.45 < failing["fail_p"] < 0.5 and "degrade_p" not in failing and "price" not in failing

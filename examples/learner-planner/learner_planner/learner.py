@@ -2,10 +2,11 @@
 
 With a validator's forecast (``TaskPackage.forecast``: the tempo's world as that
 validator's published past predicts it, which its reference plans on) the learner plans
-on that forecast with the bad spells the tempo's own runs reveal (:mod:`.spells`): a
-subnet more likely than not in a spell is planned as in one, every other one with its
-chance of a spell weighed in, and every node declares 10 retries, as the reference's do.
-Having heard nothing of the tempo, its plan is the reference's.
+on that forecast corrected by what the tempo's own runs reveal (:mod:`.tempo`): the bad
+spells (a subnet more likely than not in one is planned as in one, every other one with
+its chance of a spell weighed in), and each subnet's price, latency and failure rates
+this tempo; every node declares 10 retries, as the reference's do. Having heard nothing
+of the tempo, its plan is the reference's.
 
 Without one (the advertised profile alone, as ``dagnet eval`` without ``--world`` sends),
 it plans as follows.
@@ -64,10 +65,11 @@ from protocol.synapse import TaskPackage, ToolInfo
 from subnets.forecast import forecast_world
 from subnets.world import World
 
-from .spells import OUTAGE, SpellEvidence, spell_chance
+from .tempo import OUTAGE, TempoEvidence, learned, spell_chance
 
 BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
+PACKAGES_KEPT = 512
 MAX_FAIL_FIRST = 10  # ToolInfo's ceiling
 MAX_RETRIES = 10  # ErrorPolicy's ceiling
 
@@ -178,7 +180,10 @@ class Learner:
         self.spell_belief = spell_belief
         self.good = GoodPlanner(**good)
         self.stats: dict[str, SubnetStats] = {}
-        self.spells = SpellEvidence()
+        self.tempo = TempoEvidence()
+        self.packages: dict[str, dict[str, ToolInfo]] = {}
+        """The advertised profiles of the packages planned on a forecast, by task id (the
+        latest :data:`PACKAGES_KEPT`): what the feedback on them is priced and timed against."""
         self._lock = threading.Lock()  # observe and plan run in different threads
 
     def observe(self, feedback: StepFeedback) -> None:
@@ -190,10 +195,14 @@ class Learner:
         with self._lock:
             for node in runs:
                 self.stats.setdefault(node.subnet, SubnetStats()).add(node, clock, self.half_life)
-            self.spells.add(feedback, runs)
+            self.tempo.add(feedback, runs, self.packages.get(feedback.task_id, {}))
 
     def plan(self, package: TaskPackage) -> PlanProposal:
         if package.forecast is not None:
+            with self._lock:
+                self.packages[package.task_id] = dict(package.available_tools)
+                while len(self.packages) > PACKAGES_KEPT:
+                    del self.packages[next(iter(self.packages))]
             return plan_in_world(package, self.forecast_world(package.forecast), planner=self.good)
         with self._lock:
             rates = self._rates(package)
@@ -202,17 +211,20 @@ class Learner:
         return replace(proposal, plan=self._with_retries(proposal.plan, rates))
 
     def forecast_world(self, sent: WorldForecast) -> World:
-        """The validator's forecast ``sent`` with this tempo's spells as its runs tell them:
-        a subnet more likely than not in a spell planned as in one, every other one with its
-        chance of a spell weighed in (see the module)."""
+        """The validator's forecast ``sent`` as this tempo's runs correct it: a subnet more
+        likely than not in a spell planned as in one, every other one with its chance of a
+        spell weighed in, and each one's price, latency and failures moved towards what its
+        runs showed (:mod:`.tempo`)."""
         with self._lock:
-            seen = dict(self.spells.of(sent.validator, sent.tempo))
-        chances = {}
+            seen = dict(self.tempo.of(sent.validator, sent.tempo))
+        chances, fields = {}, {}
         for name, tally in seen.items():
-            if name in sent.subnets:
-                chance = spell_chance(sent.spell_p, sent.subnets[name].outage_p, tally)
+            told = sent.subnets.get(name)
+            if told is not None:
+                chance = spell_chance(sent.spell_p, told.outage_p, tally)
                 chances[name] = 1.0 if chance > self.spell_belief else chance
-        return forecast_world(sent, chances)
+                fields[name] = learned(told, tally, chances[name])
+        return forecast_world(sent, chances, fields)
 
     def relearned(self, package: TaskPackage) -> TaskPackage:
         """``package`` with every subnet's profile as learned (see the module)."""
