@@ -14,7 +14,9 @@ miner's group. Miners are taken in first-commit order (the validator's: first se
 the answer, then earliest registration); a group's earliest member, its *leader*, takes
 the group's credit, the later members nothing: no credit, no floor, and no loss. A later
 member displaces the leader only by beating it by more than ``EPSILON`` in mean S over the
-steps both answered, clear of that difference's standard error.
+steps both were asked, clear of that difference's standard error. A step one of them did
+not answer (no plan: a timeout, an invalid reply) is its 0 S, but no sign that it sends
+another answer: answers are matched over the steps both answered.
 
 **Weights** (:func:`margin_weights`), over the leaders' window means:
 
@@ -140,6 +142,13 @@ class Entry:
     digest: str | None = None
     outcome: str | None = None
 
+    @property
+    def answered(self) -> bool:
+        """Whether the miner answered the step: sent a plan (its digest) or one that ran
+        (its outcome). A step with neither (no reply, a timeout, an invalid plan) is a 0 S
+        of its own, but says nothing of which answer the miner sends."""
+        return self.digest is not None or self.outcome is not None
+
     def same(self, other: Entry) -> bool:
         """Whether the two answers are one: one program, or one execution."""
         return (self.digest is not None and self.digest == other.digest) or (
@@ -152,11 +161,12 @@ def leaders(
 ) -> dict[int, int]:
     """Each uid's group leader (itself when it leads). ``order`` is first-commit order
     (earliest first; uids it leaves out come after, by uid). A uid joins the first group
-    (in order) whose leader's answers its own match over the steps both answered: per step
-    a distance of 0 for the same answer (:meth:`Entry.same`), else ``|ΔS|``, whose mean is
-    at most ``epsilon``. It takes over that group's lead when its mean S there is more than
-    ``epsilon`` above the leader's, less ``k_se`` standard errors of the per-step difference;
-    else it follows. A uid near no leader leads a group of
+    (in order) whose leader's answers its own match over the steps both answered
+    (:attr:`Entry.answered`; a step one of them sent no answer is no evidence either way):
+    per step a distance of 0 for the same answer (:meth:`Entry.same`), else ``|ΔS|``, whose
+    mean is at most ``epsilon``. It takes over that group's lead when its mean S over the
+    steps both were asked (a step without an answer a 0) is more than ``epsilon`` above the
+    leader's, less ``k_se`` standard errors of the per-step difference; else it follows. A uid near no leader leads a group of
     its own. Groups are matched leader to member, never member to member, so a chain of
     near answers cannot carry a group away from what its leader does; but a uid that
     answers exactly as an earlier one did (distance 0 on every step both answered, and not
@@ -174,7 +184,8 @@ def leaders(
             continue
         for k, head in enumerate(heads):
             common = sorted(steps[uid].keys() & steps[head].keys())
-            if not common or _farther(steps[uid], steps[head], common, epsilon):
+            answered = _both_answered(steps[uid], steps[head], common)
+            if not answered or _farther(steps[uid], steps[head], answered, epsilon):
                 continue
             if _ahead(steps[uid], steps[head], common, k_se) > epsilon:  # clearly ahead: displaces the leader
                 heads[k] = uid
@@ -195,22 +206,32 @@ def _twin(
     steps: Mapping[int, Mapping[int, Entry]], uid: int, earlier: Sequence[int], epsilon: float, k_se: float
 ) -> int | None:
     """The earliest of ``earlier`` whose answers ``uid``'s are, step for step (one program,
-    one execution, or the same S, on every step both answered), and that ``uid`` is not
-    clearly ahead of (the same program run faster is not a copy), or ``None``."""
+    one execution, or the same S, on every step both answered, and there is one), and that
+    ``uid`` is not clearly ahead of (the same program run faster is not a copy), or ``None``."""
     mine = steps[uid]
     for other in earlier:
         theirs = steps[other]
         if any(s in theirs and _differ(entry, theirs[s]) for s, entry in mine.items()):
             continue  # most pairs differ on their first step: no intersection is built for them
         common = sorted(mine.keys() & theirs.keys())
-        if common and _ahead(mine, theirs, common, k_se) <= epsilon:
+        if _both_answered(mine, theirs, common) and _ahead(mine, theirs, common, k_se) <= epsilon:
             return other
     return None
 
 
+def _both_answered(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int]) -> list[int]:
+    """The steps of ``common`` both answered (:attr:`Entry.answered`): the only ones that
+    tell whether two miners send one answer. A step one of them did not answer (a query
+    that timed out under load) is that miner's 0 S, counted in its means and in who is
+    ahead, but no evidence that it sends another answer: else one missed query would pay a
+    copy as a group of its own."""
+    return [s for s in common if mine[s].answered and theirs[s].answered]
+
+
 def _differ(a: Entry, b: Entry) -> bool:
-    """Whether two answers of one step are at a distance above 0 (:func:`_farther`'s terms)."""
-    return not a.same(b) and _finite(a.score) != _finite(b.score)
+    """Whether two answers of one step are at a distance above 0 (:func:`_farther`'s terms);
+    never when either did not answer (:func:`_both_answered`)."""
+    return a.answered and b.answered and not a.same(b) and _finite(a.score) != _finite(b.score)
 
 
 def _farther(mine: Mapping[int, Entry], theirs: Mapping[int, Entry], common: Sequence[int], epsilon: float) -> bool:

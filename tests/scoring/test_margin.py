@@ -282,3 +282,36 @@ def test_a_copy_registered_after_its_group_changed_leader_still_follows_it():
     pay = network_pay(steps, [0, 50])
     assert pay.leaders == {0: 1, 1: 1, 50: 1, 51: 1}
     assert set(pay.paid.weights) == {1}
+
+
+MISSED = (None, 0.0)
+"""A step a miner sent no plan on (its query timed out, its reply was invalid): no digest,
+no outcome, S 0."""
+
+
+@pytest.mark.parametrize("missed_by", [1, 2], ids=["the-original", "the-copy"])
+def test_a_copy_is_one_answer_with_its_original_whichever_missed_a_step(missed_by: int):
+    """The e2e network of test_validator_margin once, under load: the original's query
+    timed out on the second of four steps. That step is its 0 S, not another answer; the
+    copy was paid as a group of its own (0.518 beside the original's 0.397)."""
+    scores = [0.75, 0.79, 0.77, 0.0]
+    rows = [{1: (f"p{k}", s), 2: (f"p{k}", s), 3: ("naive", 0.72 if k == 1 else 0.0)} for k, s in enumerate(scores)]
+    rows[1][missed_by] = MISSED
+    pay = network_pay(_steps(*rows, reference=scores), order=[1, 2, 3])
+    assert pay.leaders == {1: 1, 2: 1, 3: 3}
+    assert 2 not in pay.paid.weights and pay.paid.weights[1] > 0
+
+
+def test_a_leader_that_keeps_missing_steps_is_displaced_by_its_copy_that_answers_them():
+    """Missed steps are matched over by neither, but each is its miner's 0 S in who is
+    ahead: an original that answered one step in ten (and so was first seen sending it)
+    does not hold the answer its copy sends on every step."""
+    rows = [{1: MISSED if k else ("p", 0.8), 2: ("p", 0.8)} for k in range(10)]
+    pay = network_pay(_steps(*rows), order=[1, 2])
+    assert pay.leaders == {1: 2, 2: 2} and set(pay.paid.weights) == {2}
+
+
+def test_miners_that_never_answered_the_same_step_are_not_one_answer():
+    """No step both answered: nothing says they send one answer, whatever their S."""
+    rows = [{1: ("p", 0.8) if k % 2 else MISSED, 2: MISSED if k % 2 else ("q", 0.8)} for k in range(6)]
+    assert network_pay(_steps(*rows), order=[1, 2]).leaders == {1: 1, 2: 2}

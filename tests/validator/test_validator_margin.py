@@ -46,7 +46,8 @@ from support.peers import serve_asgi, serving
 from support.tasks import SomeFamilies
 from validator import draws
 from validator.audit import recorded_task, replay_margin
-from validator.client import ClientConfig, MinerClient
+from validator.client import ClientConfig, MinerClient, Reply
+from validator.errors import PeerTimeout
 from validator.lifecycle import Reference
 from validator.loop import LoopConfig, ValidatorLoop
 from validator.reference import reference
@@ -324,6 +325,33 @@ async def test_copies_together_never_earn_more_than_one_of_them_alone(tmp_path: 
     assert together <= max(alone) + 1e-9
 
 
+async def test_a_copy_whose_query_timed_out_on_one_step_is_still_one_answer_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the test below met once at a load near 10, on purpose: the original's query
+    runs past the client's timeout on the second step (no plan, S 0). That step is its own
+    loss, not another answer: the copy was paid 0.518 as a group of its own beside the
+    original's 0.397, and is its copy still, paid nothing."""
+    planners = {"good": Good(), "reordered": Good(reordered), "naive": load_planner("naive")}
+    async with _validator(_state_file(tmp_path, "a"), planners) as (loop, chain, uids):
+        late = (dev_keypair("dagnet-margin-good").ss58_address, chain.head + 1)
+        query = MinerClient.query_workflow
+
+        async def past_the_timeout_once(
+            client: MinerClient, url: str, hotkey: str, package: TaskPackage, *, timeout_s: float | None = None
+        ) -> Reply:
+            if (hotkey, package.send_block) == late:
+                return Reply(None, None, PeerTimeout(10.0).of_peer(url, hotkey), 10.0, url, hotkey)
+            return await query(client, url, hotkey, package, timeout_s=timeout_s)
+
+        monkeypatch.setattr(MinerClient, "query_workflow", past_the_timeout_once)
+        await _steps(loop, chain, 4)
+        missed = [(r.block, r.reason) for r in loop.state.executions() if r.digest is None and r.uid == uids["good"]]
+        assert missed == [(late[1], "query failed: timeout after 10s")]
+        weights = await _weights(loop, chain)
+    assert weights[uids["good"]] > weights.get(uids["naive"], 0.0) and weights.get(uids["reordered"], 0.0) == 0.0
+
+
 @pytest.mark.parametrize("owner", [True, False], ids=["burn", "floor-only"])
 async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(
     tmp_path: Path,
@@ -348,7 +376,9 @@ async def test_when_nobody_beats_the_reference_weights_are_set_every_tempo(
             else:
                 assert paid.payout is Payout.FLOOR_ONLY and paid.burn_uid is None
             first, later = sorted((uids["good"], uids["reordered"]))  # one answer, held by its first committed
-            # Once, at a load near 10, the later copy held 0.518: the evidence, step by step.
+            # Once, at a load near 10, the later copy held 0.518: the first's query had failed on
+            # a step, and its 0 S there counted as another answer (the test above). A step one of
+            # them did not answer no longer tells them apart. The evidence, step by step:
             copies = [(r.block, r.uid, r.score["S"], r.reason, r.digest) for r in loop.state.executions()]
             copies = [c for c in copies if c[1] in (first, later)]
             assert weights.get(uids["naive"], 0.0) < weights[first] and weights.get(later, 0.0) == 0.0, copies
