@@ -243,7 +243,7 @@ def _window(instances: Sequence[Instance], worlds: int) -> list[Instance]:
 
 def _gain(name: str, played: dict[int, list[Instance]], windows: dict[int, list[Instance]]) -> dict[str, Any]:
     """``name``'s mean S over the reference's − 1 (all instances), how often it beats the
-    reference, and over each validator's window its mean margin, the per-step SD of the
+    reference and how often its plan is not the reference's, and over each validator's window its mean margin, the per-step SD of the
     margin and the window's standard error counted in worlds (:mod:`scoring.worlds`)."""
 
     def one(instances: Sequence[Instance]) -> dict[str, float]:
@@ -257,6 +257,7 @@ def _gain(name: str, played: dict[int, list[Instance]], windows: dict[int, list[
             "reference_S": statistics.fmean(ref),
             "gain": statistics.fmean(mine) / statistics.fmean(ref) - 1,
             "beats": sum(m > 0 for m in margins) / len(margins),
+            "changed": sum(i.answers[name].digest != i.answers[REFERENCE].digest for i in instances) / len(instances),
             "margin": statistics.fmean(margins),
             "sd": sd,
             "se": se,
@@ -387,6 +388,7 @@ GAIN_COLUMNS = (
     Column("ref.'s", lambda r: f"{r['all']['reference_S']:.3f}", keep=3),
     Column("gain", lambda r: f"{r['all']['gain']:+.1%}", keep=ALWAYS),
     Column("beats ref.", lambda r: f"{r['all']['beats']:.0%}", keep=2),
+    Column("plan ≠ ref.", lambda r: f"{r['all']['changed']:.0%}", keep=2),
     Column(
         "window margin ± SE per validator",
         lambda r: " ".join(f"{g['margin']:+.3f}±{g['se']:.3f}" for g in r["per_validator"].values()),
@@ -546,6 +548,7 @@ def margin_targets(result: dict[str, Any]) -> list[Target]:
             "oracle beside 63 reference",
             lambda n, v: beats(n, v, ORACLE) and first(n, v, ORACLE) >= 0.5,
         ),
+        _real_beater(result, nets.get("learner on 1 hotkey"), validators, beats),
         each(
             "naive below the reference's first copy",
             "2 reference + naive",
@@ -556,3 +559,28 @@ def margin_targets(result: dict[str, Any]) -> list[Target]:
             [n["name"] for n in result["networks"] if min(n["yuma"]["vtrust"]) < 0.95],
         ),
     ]
+
+
+REAL_GAIN, MOST = 0.02, 0.5
+"""A real planner's target: at least 2 % better in mean S, its plan not the reference's on
+more than half the instances (a planner that plans, not one that sends the reference's
+plan and differs on a chosen few)."""
+
+
+def _real_beater(
+    result: dict[str, Any],
+    net: dict[str, Any] | None,
+    validators: Sequence[str],
+    beats: Callable[[dict[str, Any], str, str], bool],
+) -> Target:
+    """Issue 35's "a real planner ≥ 2 % better that changes its plan on most steps is paid as
+    a beater by every validator", read on the learner alone beside reference copies: n/a
+    when the learner is less than that."""
+    name = "a real planner ≥ 2 % better, its plan changed on most instances, is paid as a beater by every validator"
+    gain = result["gains"].get(LEARNER, {}).get("all")
+    if net is None or gain is None:
+        return Target(name, [], ["no learner loaded"])
+    what = f"the learner ({gain['gain']:+.1%}, plan changed on {gain['changed']:.0%})"
+    if gain["gain"] < REAL_GAIN or gain["changed"] <= MOST:
+        return Target(name, [], [f"{what} is not such a planner"])
+    return Target(name, [f"{what} (validator {v})" for v in validators if not beats(net, v, LEARNER)])

@@ -25,6 +25,7 @@ from bench.margin import (
     RETRIED,
     Instance,
     _consensus,
+    _gain,
     _network,
     _window_weights,
     margin_targets,
@@ -113,7 +114,8 @@ def _played(learner: float, public: float) -> dict[int, list[Instance]]:
 
 def _targets(learner: float, public: float = -0.01) -> dict[str, str]:
     played = _played(learner, public)
-    result = {"secrets": [0, 1], "networks": [_network(net, played) for net in NETWORKS]}
+    gains = {name: _gain(name, played, played) for name in played[0][0].answers if name != REFERENCE}
+    result = {"secrets": [0, 1], "networks": [_network(net, played) for net in NETWORKS], "gains": gains}
     targets = margin_targets(result)
     assert targets_line(targets).startswith(f"targets: {sum(t.holds for t in targets)} of {len(targets)} hold")
     return {t.name: t.verdict() for t in targets}
@@ -128,7 +130,27 @@ def test_the_learner_targets_say_n_a_not_ok_where_the_learner_is_no_beater():
     learners = {name: v for name, v in verdicts.items() if "learner" in name}
     assert len(learners) == 3
     assert set(learners.values()) == {"n/a: the learner is not a beater on validator 0, 1"}
-    assert all(v == "ok" for name, v in verdicts.items() if name not in learners)
+    real = next(name for name in verdicts if name.startswith("a real planner"))
+    assert verdicts[real].startswith("n/a: the learner (") and verdicts[real].endswith(
+        "plan changed on 100%) is not such a planner"
+    )
+    assert all(v == "ok" for name, v in verdicts.items() if name not in learners and name != real)
+
+
+def test_the_real_planner_target_reads_a_planner_that_plans_not_one_that_sends_the_references_plan():
+    """The learner 16 % ahead on every instance, its plan its own: paid by both validators
+    (ok); the same learner with the reference's plan on 11 instances of 12 says nothing of
+    a planner that plans (n/a), however far ahead its one chosen instance puts it."""
+    real = "a real planner ≥ 2 % better, its plan changed on most instances, is paid as a beater by every validator"
+    assert _targets(learner=0.1)[real] == "ok"
+    played = _played(0.1, -0.01)
+    for instances in played.values():
+        for instance in instances[1:]:
+            instance.answers[LEARNER] = instance.answers[REFERENCE]
+    gains = {LEARNER: _gain(LEARNER, played, played)}
+    result = {"secrets": [0, 1], "networks": [_network(net, played) for net in NETWORKS], "gains": gains}
+    verdict = next(t for t in margin_targets(result) if t.name == real).verdict()
+    assert verdict.startswith("n/a: the learner (+") and "plan changed on 8%" in verdict
 
 
 def test_a_planner_on_public_information_that_beats_the_reference_misses_its_target():
