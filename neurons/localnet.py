@@ -599,17 +599,18 @@ def weights_age(reached: Reached) -> str:
 
 
 def margin_summary(reached: Reached) -> list[str]:
-    """Who beats the reference in the window now, and where the last weights (set earlier,
-    from the window as it was then) sent the emission."""
+    """Who is ahead of the reference in the window now (a mean margin above 0: before the
+    bar a beater's margin must clear, and copies listed as their first is), and where the
+    last weights (set earlier, from the window as it was then) sent the emission."""
     beaters = sorted((r for r in reached.miners if r["mean_margin"] > 0), key=lambda r: -r["mean_margin"])
     who = (
-        "beat the reference now: "
+        "ahead of the reference now: "
         + ", ".join(
             f"uid {r['uid']} {r['strategy']} by {r['mean_margin']:+.3f} ({r['beats_reference']:.0%} of steps)"
             for r in beaters
         )
         if beaters
-        else "nobody beats the reference now"
+        else "nobody ahead of the reference now"
     )
     if reached.last_weights_block is None:
         return [who, "last weights: none set yet"]

@@ -168,14 +168,16 @@ def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_
         miners=_rows({"learner": (0.0213, 0.4, 0.95), "good": (0.0, 0.0, 0.049), "naive": (-0.12, 0.05, 0.001)}),
     )
     assert margin_summary(reached) == [
-        "beat the reference now: uid 1 learner by +0.021 (40% of steps)",
+        "ahead of the reference now: uid 1 learner by +0.021 (40% of steps)",
         "last weights, set at block 120 (10 blocks ago): 95% to the 1 that beat the reference, "
         "5% as the floor to 2 at or below the reference",
     ]
     console = Console(width=140, record=True, color_system=None)
     console.print(render(reached, 140))
     shown = console.export_text()
-    assert "margin" in shown and "+0.021" in shown and "-0.120" in shown and "beat the reference now: uid 1" in shown
+    assert (
+        "margin" in shown and "+0.021" in shown and "-0.120" in shown and "ahead of the reference now: uid 1" in shown
+    )
     assert "weights set at block 120 (10 blocks ago)" in shown and LEGEND in shown
 
     burnt = Reached(
@@ -188,7 +190,7 @@ def test_the_localnet_summary_says_who_beat_the_reference_by_how_much_and_where_
         miners=_rows({"good": (0.0, 0.0, 0.025), "copy": (0.0, 0.0, 0.025)}),
     )
     assert margin_summary(burnt) == [
-        "nobody beats the reference now",
+        "nobody ahead of the reference now",
         "last weights, set at block 40 (1 block ago): 95% burned to the subnet owner's uid 0, "
         "5% as the floor to 2 at or below the reference",
     ]
@@ -209,7 +211,7 @@ def test_the_payout_line_reads_the_weights_not_the_window_that_moved_on_since():
         miners=_rows({"learner": (0.245, 0.6, 0.5), "good": (0.0, 0.0, 0.5), "naive": (-0.2, 0.0, 0.0)}),
     )
     assert margin_summary(later) == [
-        "beat the reference now: uid 1 learner by +0.245 (60% of steps)",
+        "ahead of the reference now: uid 1 learner by +0.245 (60% of steps)",
         "last weights, set at block 60 (35 blocks ago): nobody beat the reference and the owner's hotkey is not "
         "on the subnet, so 100% as the floor to 2 at or below the reference",
     ]
