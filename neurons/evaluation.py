@@ -50,9 +50,9 @@ from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is
 __all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
 
 REFERENCES = ("good", "naive")
+"""The planners every evaluation is shown beside."""
 EVAL_VALIDATOR = "eval"
 """The hotkey ``dagnet eval`` sends its forecasts under, as a validator sends its own."""
-"""The planners every evaluation is shown beside."""
 PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 """What each run reports of its score (docs/scoring.md)."""
 

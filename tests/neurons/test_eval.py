@@ -17,6 +17,7 @@ from neurons.commands.eval import render
 from neurons.evaluation import PARTS, Mix, Run, evaluate_planner, paid_shares, select_families
 from neurons.localrun import family_task
 from planners import load_planner
+from protocol.canonical import plan_digest
 from protocol.hints import TIERS
 from protocol.response import check_response
 from protocol.task import SYNTHETIC_PREFIX
@@ -67,6 +68,19 @@ class Records:
         from planners import PlanningError
         SEEN.append((package.task_id, package.hint_tier, package.constraints.max_latency_seconds))
         raise PlanningError(f"refused: {self.refuse}")
+
+FORECASTS = []
+
+class Told:
+    """Plans on nothing but the forecast the package carries (the validator's reference's
+    plan), keeping the forecast's tempo and validator."""
+    name = "told"
+
+    def plan(self, package):
+        from planners.public import plan_in_world
+        from subnets.forecast import forecast_world
+        FORECASTS.append(None if package.forecast is None else (package.forecast.tempo, package.forecast.validator))
+        return plan_in_world(package, forecast_world(package.forecast))
 
 class Teleports(WrongField):
     """The same plan with one node on an action no subnet offers: the validator rejects it."""
@@ -277,3 +291,23 @@ def test_planner_options_apply_as_the_miner_applies_them_or_are_refused(plugins:
     refused = _eval("evalplanners:Records", "--set", "planner.options.colour=1", cwd=plugins)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "colour" in refused.stderr, refused.stderr
+
+
+def test_eval_in_a_world_sends_its_forecast_as_a_validator_does(plugins: Path) -> None:
+    """``--world T``: every package carries the forecast of tempo T from the worlds published
+    before it, so a planner on it alone plans the validator's reference and scores its S."""
+    import evalplanners
+
+    from planners.public import reference_plan
+    from subnets.forecast import published_forecast
+    from subnets.world import world_for
+
+    families = select_families(["rag_towns", "dt_sales"])
+    mix = Mix(tier="full", synthetic_rate=0.0, secret=11, world="4")
+    result = evaluate_planner("evalplanners:Told", families=families, seeds=[1], mix=mix)
+    assert evalplanners.FORECASTS == [(4, evaluation.EVAL_VALIDATOR)] * 2
+    for family, row in zip(families, result["families"]):
+        (run,) = row["runs"]["evalplanners:Told"]
+        task = family_task(family.task_id, 1)
+        prior = published_forecast(world_for, 11, 4, task.available_tools)
+        assert run["digest"] == plan_digest(reference_plan(task.package(), prior).plan)

@@ -70,6 +70,7 @@ from .tempo import OUTAGE, TempoEvidence, learned, spell_chance
 BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
 PACKAGES_KEPT = 512
+"""The most packages whose advertised profiles are kept to read their feedback against."""
 MAX_FAIL_FIRST = 10  # ToolInfo's ceiling
 MAX_RETRIES = 10  # ErrorPolicy's ceiling
 
@@ -216,7 +217,7 @@ class Learner:
         spell weighed in, and each one's price, latency and failures moved towards what its
         runs showed (:mod:`.tempo`)."""
         with self._lock:
-            seen = dict(self.tempo.of(sent.validator, sent.tempo))
+            seen = {name: replace(tally) for name, tally in self.tempo.of(sent.validator, sent.tempo).items()}
         chances, fields = {}, {}
         for name, tally in seen.items():
             told = sent.subnets.get(name)
