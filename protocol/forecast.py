@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["MAX_FORECAST_SUBNETS", "SubnetForecast", "WorldForecast"]
 
-MAX_FORECAST_SUBNETS = 64
+MAX_FORECAST_SUBNETS = 1024
+"""More subnets than any package lists (a request is at most 1 MiB anyway)."""
 
 _Factor = Field(gt=0, le=1000, allow_inf_nan=False)
 _Chance = Field(ge=0, le=1, allow_inf_nan=False)
