@@ -3,7 +3,8 @@ reference, and whether the attacks of issue 35 pay (docs/scoring.md).
 
 Each of ``validators`` validators (secrets ``first_secret``, the next, …) plays ``tempos``
 tempos of its own hidden world, ``per_tempo`` of the curated and ``drawn`` drawn families
-a tempo (a different draw of them each tempo) on ``seeds`` hidden seeds per tempo, as
+a tempo (all of them by default; fewer, a different draw of them each tempo) on ``seeds``
+hidden seeds per tempo, as
 :func:`bench.world.play` plays them (full tier, owned execution, simulated clock, calls
 on common random numbers; each instance's S the mean over ``draws`` draws of the tempo's
 world, as a validator's margins are), and with its strategies.
@@ -162,7 +163,7 @@ def run_margin_bench(
     validators: int = 3,
     first_secret: int = 0,
     tempos: int = 24,
-    per_tempo: int | None = 13,
+    per_tempo: int | None = None,
     seeds: int = 1,
     drawn: int = 12,
     worlds: int = WORLDS,

@@ -31,7 +31,20 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES = {
     "world": ["bench", "world", "--tempos", "1", "--final-seeds", "1", "--drawn", "0", "--secrets", "1"],
-    "margin": ["bench", "margin", "--validators", "1", "--tempos", "1", "--drawn", "0", "--worlds", "1"],
+    "margin": [
+        "bench",
+        "margin",
+        "--validators",
+        "1",
+        "--tempos",
+        "1",
+        "--per-tempo",
+        "13",
+        "--drawn",
+        "0",
+        "--worlds",
+        "1",
+    ],
 }
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 _CUT = re.compile(r"[-+]?\d[\d.,%]*…|…[\d.,%]+")
