@@ -65,7 +65,7 @@ from protocol.synapse import TaskPackage, ToolInfo
 from subnets.forecast import forecast_world
 from subnets.world import World
 
-from .tempo import OUTAGE, TempoEvidence, learned, spell_chance
+from .tempo import TempoEvidence, learned, refused, spell_chance
 
 BLOCKS_PER_TEMPO = 360
 """The clock of a message that names no tempo: its block over this."""
@@ -97,7 +97,7 @@ class SubnetStats:
             self._scale(0.5 ** ((clock - self.clock) / half_life))
             self.clock = clock
         weight = 0.5 ** ((self.clock - clock) / half_life)
-        answered = [attempt for attempt in node.attempts if not _refused(attempt.error)]
+        answered = [attempt for attempt in node.attempts if not refused(attempt.error)]
         self.attempts += weight * len(answered)
         self.failures += weight * sum(not attempt.ok for attempt in answered)
         self.seconds += weight * sum(attempt.latency_s for attempt in answered)
@@ -120,10 +120,6 @@ class SubnetStats:
 
 def _rate(hits: float, count: float, prior: float, weight: float) -> float:
     return (hits + prior * weight) / (count + weight) if count + weight > 0 else prior
-
-
-def _refused(error: str | None) -> bool:
-    return error is not None and OUTAGE in error
 
 
 def retries_for(rate: float, success: float) -> int:

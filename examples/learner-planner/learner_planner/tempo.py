@@ -32,7 +32,7 @@ from protocol.forecast import SubnetForecast
 from protocol.synapse import ToolInfo
 from subnets.world import CALL_SIGMA, DEGRADE_SLOPE, FAIL_SLOPE, FRESH_SHARE, LATENCY_SIGMA, LOW_QUALITY, SPELL_LATENCY
 
-__all__ = ["SEEN_IN_SPELL", "Tally", "TempoEvidence", "learned", "spell_chance"]
+__all__ = ["SEEN_IN_SPELL", "Tally", "TempoEvidence", "learned", "refused", "spell_chance"]
 
 SEEN_IN_SPELL = 0.6
 """The chance that a run on a subnet in a spell sees an outage: the world's design puts an
@@ -42,6 +42,11 @@ KEPT = 64
 """The most (validator, tempo) worlds counted at once; the oldest tempos go first."""
 OUTAGE = "outage"
 """What an attempt refused in an outage window says (``subnet X unavailable: outage``)."""
+
+
+def refused(error: str | None) -> bool:
+    """Whether an attempt's ``error`` says it was refused in an outage window."""
+    return error is not None and OUTAGE in error
 
 
 @dataclass(slots=True)
@@ -71,7 +76,7 @@ class Tally:
         """Count one run of ``node``; ``info`` (its subnet's advertised profile in the package
         it was planned for, ``None`` when unknown) prices and times it."""
         self.runs += 1
-        outside = [a for a in node.attempts if not (a.error is not None and OUTAGE in a.error)]
+        outside = [a for a in node.attempts if not refused(a.error)]
         self.outages += len(outside) < len(node.attempts)
         answers = [a for a in outside if a.error is None or LOW_QUALITY in a.error]
         self.answered += len(outside)
