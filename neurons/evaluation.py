@@ -40,11 +40,12 @@ from protocol.outcomes import RunStatus
 from protocol.response import check_response
 from protocol.task import Task
 from scoring.margin import Answer, Means, network_pay, outcome_key
-from subnets.forecast import Forecast, published_forecast, with_forecast
+from subnets.forecast import Forecast, with_forecast
 from subnets.owned import owned_runner
 from subnets.world import ADVERTISED, World, world_for, world_named
 from tasks import Family, load_families
 from tasks.drawn import PREFIX as DRAWN_PREFIX
+from validator.margins import Forecasts
 from validator.sampling import DEFAULT_TIER_SHARES, SYNTHETIC_RATE, TaskDraw, is_synthetic, step_tier
 
 __all__ = ["PARTS", "REFERENCES", "Mix", "Run", "evaluate_planner", "score_answer", "select_families"]
@@ -53,6 +54,8 @@ REFERENCES = ("good", "naive")
 """The planners every evaluation is shown beside."""
 EVAL_VALIDATOR = "eval"
 """The hotkey ``dagnet eval`` sends its forecasts under, as a validator sends its own."""
+_FORECASTS = Forecasts(world_for)
+"""The forecasts ``--world`` sends, kept while one tempo is evaluated, as a validator keeps them."""
 PARTS = ("S", "S_success", "S_cost", "S_latency", "S_reliability", "output_quality", "completion_ratio")
 """What each run reports of its score (docs/scoring.md)."""
 
@@ -248,11 +251,7 @@ def _guarded(
         draw = mix.draw(family, seed, drawn_tempo)
         task = draw.task(lambda instance, _seed: instance)
         played = world_named(mix.world, mix.secret, task.available_tools)
-        prior = (
-            None
-            if played.tempo is None
-            else published_forecast(world_for, mix.secret, played.tempo, task.available_tools)
-        )
+        prior = _FORECASTS(mix.secret, played, task.available_tools)
         run = score_answer(planner, task, timeout_s=timeout_s, world=played, prior=prior)
         run.task_id, run.tier = family.task_id, draw.tier
         run.kind = "synthetic" if draw.synthetic else "curated" if drawn_tempo is None else "drawn"
