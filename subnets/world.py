@@ -84,8 +84,10 @@ PRICE_MU, PRICE_SIGMA = -0.05, 0.3
 FAIL_BASE, FLAKY_BASE, FAIL_SLOPE = 0.15, 0.5, 0.6
 """Per-attempt failure: logistic around FAIL_BASE (FLAKY_BASE for an advertised flaky subnet)."""
 OUTAGE_BASE, OUTAGE_SLOPE = 0.03, 1.0
-OUTAGE_START_S, OUTAGE_SPAN_S = (0.0, 1.0), (0.3, 2.0)
-"""An outage starts this many simulated seconds into a run and lasts this long."""
+OUTAGE_START, OUTAGE_SPAN = (0.0, 3.0), (5.0, 30.0)
+"""An outage starts this far into a run and lasts this long, in the subnet's own calls
+(multiples of its advertised ``avg_latency``): an outage costs a quick subnet's runs as
+much as a slow one's, however long the run."""
 OUTAGE_LATENCY = 0.1
 """A call in an outage is refused after this share of its latency, and costs nothing."""
 DEGRADE_BASE, DEGRADE_SLOPE = 0.08, 0.8
@@ -182,7 +184,7 @@ class World:
             factor *= truth.tail
         latency = info.avg_latency * truth.latency * factor
         cost = info.avg_cost * truth.price
-        if self._down(subnet, truth, instance, now):  # refused at once: no answer, nothing charged
+        if self._down(subnet, truth, info, instance, now):  # refused at once: no answer, nothing charged
             return Outcome(latency * OUTAGE_LATENCY, 0.0, f"subnet {subnet} unavailable: outage")
         if u[2] < truth.fail_p:  # no answer: nothing to pay for
             return Outcome(latency, 0.0, f"subnet {subnet} unavailable (attempt {attempt})")
@@ -190,15 +192,15 @@ class World:
             return Outcome(latency, cost, f"subnet {subnet}: {LOW_QUALITY}")
         return Outcome(latency, cost)
 
-    def _down(self, subnet: str, truth: SubnetTruth, instance: tuple[str, int], now: float) -> bool:
-        """Whether ``subnet`` is in its outage window of this run at ``now``."""
+    def _down(self, subnet: str, truth: SubnetTruth, info: ToolInfo, instance: tuple[str, int], now: float) -> bool:
+        """Whether ``subnet`` (advertised ``info``) is in its outage window of this run at ``now``."""
         if truth.outage_p <= 0:
             return False
         occurs, start, span = _uniforms(self.salt, *instance, subnet, "outage")[:3]
         if occurs >= truth.outage_p:
             return False
-        begin = _between(OUTAGE_START_S, start)
-        return begin <= now < begin + _between(OUTAGE_SPAN_S, span)
+        begin = info.avg_latency * _between(OUTAGE_START, start)
+        return begin <= now < begin + info.avg_latency * _between(OUTAGE_SPAN, span)
 
     def drawn(self, draw: int) -> World:
         """This world's draw number ``draw``: the same truths, other dice (every call's and

@@ -30,7 +30,7 @@ from subnets.holdings import holding
 from subnets.owned import owned_runner
 from subnets.registry import default_registry
 from subnets.runner import LocalRunner
-from subnets.world import ADVERTISED, World, world_for, world_named
+from subnets.world import ADVERTISED, OUTAGE_SPAN, OUTAGE_START, SubnetTruth, World, world_for, world_named
 from support.fakechain import FakeChain
 from support.keys import dev_keypair
 from support.network import serve_miners
@@ -85,6 +85,22 @@ def test_every_call_is_a_pure_function_of_world_seed_node_and_attempt():
     assert len({outcome.latency for outcome in first}) > 40  # latency varies call by call
     other_seed = [world.call("sn1", info, ("t", 6), f"n{i}", attempt, 0.0) for i in range(50) for attempt in (1, 2)]
     assert other_seed != first
+
+
+def test_an_outage_window_is_measured_in_the_subnets_own_calls():
+    """A run that meets an outage meets it within the subnet's first calls however quick
+    the subnet is (in seconds, a 0.02 s subnet's runs would mostly be over before it)."""
+    world = World(0, "salt", {"sn8": SubnetTruth(outage_p=1.0)})
+    down_by = OUTAGE_START[1]  # every window has begun by then
+    up_after = OUTAGE_START[1] + OUTAGE_SPAN[1]  # and every one is over
+    assert down_by < OUTAGE_START[1] + OUTAGE_SPAN[0]  # a window is still open then
+    for latency in (0.02, 0.2, 2.0):
+        info = ToolInfo(type="data", avg_cost=0.003, avg_latency=latency)
+        for seed in range(100):
+            early = world.call("sn8", info, ("t", seed), "a", 1, down_by * latency)
+            late = world.call("sn8", info, ("t", seed), "a", 1, up_after * latency)
+            assert (early.error, early.cost) == ("subnet sn8 unavailable: outage", 0.0)
+            assert late.error is None
 
 
 def test_the_advertised_world_plays_the_profile():
