@@ -176,7 +176,10 @@ def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localne
     """Issue 30: eval said 0.263 (the full tier only) where the chain paid 0.00004. Eval
     now says what validators pay (the margin over the reference): the template does not
     beat it, so it is paid from the floor, below good, and the chain agrees that it is no
-    beater: it loses to the reference on average, and it holds no beater's pay. Its floor
+    beater: it holds no beater's pay. Its margin over the localnet's few steps is not
+    compared: it is luck either way (+0.095 over 3 steps in one run, where eval's 48
+    instances say it loses), and a beater's margin must clear its error counted in worlds,
+    which a few steps of one or two worlds never do. Its floor
     weight itself is not compared: the floor splits in proportion to mean S over the
     window the last weights saw (a few steps here, against eval's 48 instances), so the
     instances a short localnet happens to send move it by tenths (0.41 against eval's 0.33
@@ -233,7 +236,6 @@ def test_evals_default_mix_says_what_the_template_earns_beside_good_in_a_localne
     # on a good share of instances, and a loaded run scores only a few steps (4 at load 5:
     # all four S 0.0 in one run).
     assert template["steps_scored"] >= 3, rows
-    assert template["mean_margin"] <= 0, rows
     assert summary["payout"] != "margin" or template["weight"] <= FLOOR + 1e-6, summary
     uid = rows[TEMPLATE_PLANNER]["uid"]
     assert (run_dir / f"miner-{uid}-planner_template.planner-TemplatePlanner.log").exists()
